@@ -1,0 +1,120 @@
+/*
+ * client — how kcm reaches the API server: connection settings from a
+ * kubeconfig or the in-cluster environment, and HTTP requests driven by
+ * libcurl's multi-socket interface on the libuv loop.
+ *
+ * Settings (struct kcm_client_config) are resolved once at start:
+ *   --kubeconfig PATH, else $KUBECONFIG (a colon-separated list merged so
+ *   that the first file to set a value or map entry wins), else
+ *   ~/.kube/config, else the in-cluster service account. --context picks a
+ *   context; --master replaces the server URL.
+ *
+ * Requests (struct kcm_client) never block: kcm_client_request() queues a
+ * transfer and returns; the callback runs on the loop when it completes.
+ * Only this module knows HTTP: callers get a KCM_E* code mapped from the
+ * status (404 KCM_ENOTFOUND, 409 KCM_ECONFLICT, 429 KCM_ETHROTTLED, ...)
+ * and the body.
+ */
+#ifndef KCM_CLIENT_H
+#define KCM_CLIENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <uv.h>
+
+#include "kcm/buf.h"
+
+/* Resolved connection settings. Every pointer is owned by the struct and
+ * freed by kcm_client_config_release(); unset values are NULL. */
+struct kcm_client_config {
+  char *server;           /* scheme://host[:port], no trailing slash */
+  char *ca_pem;           /* trusted CA certificates (PEM) */
+  size_t ca_pem_len;
+  bool insecure;          /* skip TLS verification (insecure-skip-tls-verify) */
+  char *tls_server_name;  /* name to verify the server certificate against */
+  char *proxy_url;
+  char *cert_pem;         /* client certificate (PEM) */
+  size_t cert_pem_len;
+  char *key_pem;          /* client key (PEM) */
+  size_t key_pem_len;
+  char *token;            /* bearer token */
+  char *token_file;       /* file the bearer token is read from */
+  char *username;         /* basic authentication */
+  char *password;
+  char *namespace;        /* the context's namespace, "default" if unset */
+  char *context;          /* name of the context used; NULL in-cluster */
+  char *source;           /* where the settings came from, for messages */
+};
+
+struct kcm_client_config_options {
+  const char *kubeconfig; /* --kubeconfig; NULL: $KUBECONFIG, ~/.kube/config, in-cluster */
+  const char *context;    /* --context; NULL: current-context */
+  const char *master;     /* --master; NULL: the cluster's server */
+};
+
+/* Resolve settings. On failure returns a KCM_E* code and sets *errmsg to a
+ * message naming the file, line and field at fault (caller frees it). */
+int kcm_client_config_load(struct kcm_client_config *cfg,
+                           const struct kcm_client_config_options *opts, char **errmsg);
+
+void kcm_client_config_release(struct kcm_client_config *cfg);
+
+/* Decode standard base64 (whitespace ignored). Caller frees *out. */
+int kcm_client_base64_decode(const char *in, size_t len, char **out, size_t *out_len);
+
+/* --- requests ------------------------------------------------------------- */
+
+struct kcm_client;
+struct kcm_client_request;
+
+/* The outcome of a request, valid during the callback only. */
+struct kcm_client_response {
+  int err;              /* 0 for 2xx, else a KCM_E* code */
+  long status;          /* HTTP status; 0 if no response arrived */
+  const char *body;     /* response body (NUL-terminated), "" if none */
+  size_t body_len;
+  const char *message;  /* what went wrong, for logs: the Status message,
+                           the transport error, or ""; never NULL */
+  double retry_after;   /* seconds from a Retry-After header, or 0 */
+};
+
+typedef void (*kcm_client_done_cb)(const struct kcm_client_response *resp, void *data);
+/* Streamed body bytes (watches). Return 0 to continue, non-zero to stop the
+ * transfer, which then completes with KCM_ECANCELED. */
+typedef int (*kcm_client_chunk_cb)(const char *p, size_t n, void *data);
+
+struct kcm_client_request_options {
+  const char *method;       /* "GET", "POST", ... */
+  const char *path;         /* absolute path with query, e.g. "/api/v1/pods?limit=500" */
+  const char *body;         /* borrowed until the request starts (it is copied) */
+  size_t body_len;
+  const char *content_type; /* default application/json when there is a body */
+  long timeout_ms;          /* whole-request limit; 0 means none */
+  size_t max_body;          /* cap on a buffered response (default 16 MiB) */
+  kcm_client_chunk_cb on_chunk; /* if set the body is streamed, not buffered */
+  kcm_client_done_cb done;  /* always called exactly once, on the loop */
+  void *data;
+};
+
+/* Create a client on `loop`. The config is borrowed and must outlive the
+ * client. Returns 0 or a KCM_E* code. */
+int kcm_client_new(struct kcm_client **out, uv_loop_t *loop,
+                   const struct kcm_client_config *cfg);
+
+/* Start a request. On success `done` will be called once; on failure
+ * (KCM_ENOMEM, KCM_EINVAL) it will not. *out (may be NULL) receives a handle
+ * valid until `done` runs, for kcm_client_cancel(). */
+int kcm_client_request(struct kcm_client *c, const struct kcm_client_request_options *o,
+                       struct kcm_client_request **out);
+
+/* Stop a request; its `done` runs with KCM_ECANCELED from the loop. */
+void kcm_client_cancel(struct kcm_client_request *r);
+
+/* Cancel everything, then free the client once the loop has closed its
+ * handles (run the loop until it returns). */
+void kcm_client_close(struct kcm_client *c);
+
+/* Requests in flight. */
+size_t kcm_client_pending(const struct kcm_client *c);
+
+#endif

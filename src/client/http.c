@@ -1,0 +1,611 @@
+/*
+ * client/http.c — HTTP requests to the API server on the libuv loop.
+ *
+ * libcurl's multi-socket interface tells us which sockets to watch and when
+ * to wake; uv_poll handles watch the sockets and one uv_timer carries curl's
+ * timeout. Nothing here blocks. Completed transfers are reported through
+ * each request's `done` callback; canceled ones from a zero-delay timer, so
+ * a callback never runs inside kcm_client_cancel().
+ */
+#include <curl/curl.h>
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "kcm/client.h"
+#include "kcm/error.h"
+#include "kcm/log.h"
+
+#define DEFAULT_MAX_BODY (16u << 20)
+#define TOKEN_REREAD_SECONDS 60
+#define USER_AGENT "kcm/" KCM_VERSION
+
+struct sock_ctx {
+  uv_poll_t poll;
+  curl_socket_t fd;
+  struct kcm_client *client;
+  struct sock_ctx *next;
+};
+
+struct kcm_client_request {
+  struct kcm_client *client;
+  CURL *easy;
+  struct curl_slist *headers;
+  char *body;
+  struct kcm_buf resp;
+  kcm_client_chunk_cb on_chunk;
+  kcm_client_done_cb done;
+  void *data;
+  double retry_after;
+  int stop_err; /* why the write callback stopped the transfer */
+  bool canceled;
+  struct kcm_client_request *prev, *next;
+  char errbuf[CURL_ERROR_SIZE];
+};
+
+struct kcm_client {
+  uv_loop_t *loop;
+  const struct kcm_client_config *cfg;
+  CURLM *multi;
+  uv_timer_t timer;  /* curl's timeout */
+  uv_timer_t defer;  /* reports canceled requests on the next loop turn */
+  struct kcm_client_request *active;
+  struct kcm_client_request *canceled;
+  struct sock_ctx *socks;
+  size_t pending;
+  int open_handles; /* libuv handles not yet closed */
+  bool closing;
+  char *url_host;          /* host in request URLs (tls-server-name if set) */
+  struct curl_slist *connect_to;
+  char *token;             /* last token read from cfg->token_file */
+  time_t token_read_at;
+};
+
+static void check_multi_info(struct kcm_client *c);
+
+/* --- handle bookkeeping -------------------------------------------------------- */
+
+static void maybe_free(struct kcm_client *c) {
+  if (!c->closing || c->open_handles > 0)
+    return;
+  curl_slist_free_all(c->connect_to);
+  free(c->url_host);
+  if (c->token)
+    explicit_bzero(c->token, strlen(c->token));
+  free(c->token);
+  free(c);
+}
+
+static void on_handle_closed(uv_handle_t *h) {
+  struct kcm_client *c = h->data;
+  c->open_handles--;
+  maybe_free(c);
+}
+
+static void on_sock_closed(uv_handle_t *h) {
+  struct sock_ctx *sc = h->data;
+  struct kcm_client *c = sc->client;
+  free(sc);
+  c->open_handles--;
+  maybe_free(c);
+}
+
+static void unlink_sock(struct kcm_client *c, struct sock_ctx *sc) {
+  struct sock_ctx **pp;
+  for (pp = &c->socks; *pp; pp = &(*pp)->next) {
+    if (*pp == sc) {
+      *pp = sc->next;
+      return;
+    }
+  }
+}
+
+/* --- curl callbacks ------------------------------------------------------------ */
+
+static void on_poll(uv_poll_t *h, int status, int events) {
+  struct sock_ctx *sc = h->data;
+  int flags = 0, running;
+
+  if (status < 0)
+    flags = CURL_CSELECT_ERR;
+  if (events & UV_READABLE)
+    flags |= CURL_CSELECT_IN;
+  if (events & UV_WRITABLE)
+    flags |= CURL_CSELECT_OUT;
+  curl_multi_socket_action(sc->client->multi, sc->fd, flags, &running);
+  check_multi_info(sc->client);
+}
+
+static int on_socket(CURL *easy, curl_socket_t s, int action, void *userp, void *socketp) {
+  struct kcm_client *c = userp;
+  struct sock_ctx *sc = socketp;
+  int events = 0;
+
+  if (action == CURL_POLL_REMOVE) {
+    if (sc) {
+      uv_poll_stop(&sc->poll);
+      unlink_sock(c, sc);
+      uv_close((uv_handle_t *)&sc->poll, on_sock_closed);
+      curl_multi_assign(c->multi, s, NULL);
+    }
+    return 0;
+  }
+  if (!sc) {
+    sc = calloc(1, sizeof(*sc));
+    if (!sc)
+      return -1;
+    sc->fd = s;
+    sc->client = c;
+    if (uv_poll_init_socket(c->loop, &sc->poll, s) != 0) {
+      free(sc);
+      return -1;
+    }
+    sc->poll.data = sc;
+    sc->next = c->socks;
+    c->socks = sc;
+    c->open_handles++;
+    curl_multi_assign(c->multi, s, sc);
+  }
+  if (action & CURL_POLL_IN)
+    events |= UV_READABLE;
+  if (action & CURL_POLL_OUT)
+    events |= UV_WRITABLE;
+  uv_poll_start(&sc->poll, events, on_poll);
+  return 0;
+}
+
+static void on_timer(uv_timer_t *t) {
+  struct kcm_client *c = t->data;
+  int running;
+  curl_multi_socket_action(c->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+  check_multi_info(c);
+}
+
+static int on_timeout(CURLM *multi, long timeout_ms, void *userp) {
+  struct kcm_client *c = userp;
+  if (timeout_ms < 0)
+    uv_timer_stop(&c->timer);
+  else
+    uv_timer_start(&c->timer, on_timer, (uint64_t)timeout_ms, 0);
+  return 0;
+}
+
+static size_t on_write(char *p, size_t size, size_t n, void *userp) {
+  struct kcm_client_request *r = userp;
+  size_t len = size * n;
+  long status = 0;
+
+  curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &status);
+  /* Error bodies are buffered even for streams, to report their Status. */
+  if (r->on_chunk && status >= 200 && status < 300) {
+    if (r->on_chunk(p, len, r->data) != 0) {
+      r->stop_err = KCM_ECANCELED;
+      return 0;
+    }
+    return len;
+  }
+  if (kcm_buf_append(&r->resp, p, len) != 0) {
+    r->stop_err = KCM_ETOOBIG;
+    return 0;
+  }
+  return len;
+}
+
+static size_t on_header(char *p, size_t size, size_t n, void *userp) {
+  struct kcm_client_request *r = userp;
+  size_t len = size * n;
+  static const char name[] = "retry-after:";
+
+  if (len > sizeof(name) - 1 && strncasecmp(p, name, sizeof(name) - 1) == 0) {
+    char tmp[32];
+    size_t vlen = len - (sizeof(name) - 1);
+    if (vlen >= sizeof(tmp))
+      vlen = sizeof(tmp) - 1;
+    memcpy(tmp, p + sizeof(name) - 1, vlen);
+    tmp[vlen] = '\0';
+    r->retry_after = atof(tmp);
+    if (r->retry_after < 0)
+      r->retry_after = 0;
+  }
+  return len;
+}
+
+/* --- responses ---------------------------------------------------------------- */
+
+static int status_error(long status) {
+  if (status >= 200 && status < 300)
+    return 0;
+  switch (status) {
+  case 401:
+  case 403:
+    return KCM_EFORBIDDEN;
+  case 404:
+    return KCM_ENOTFOUND;
+  case 409:
+    return KCM_ECONFLICT;
+  case 410:
+    return KCM_EGONE;
+  case 429:
+    return KCM_ETHROTTLED;
+  case 504:
+    return KCM_ETIMEOUT;
+  }
+  if (status >= 500)
+    return KCM_ESERVER;
+  return KCM_EINVALID;
+}
+
+/* The message of a metav1.Status body, or a printable prefix of the body. */
+static char *error_message(const char *body, size_t len) {
+  struct json_tokener *tok;
+  struct json_object *obj, *msg;
+  char *out = NULL;
+  size_t i, n;
+
+  if (!len)
+    return strdup("");
+  tok = json_tokener_new();
+  obj = tok ? json_tokener_parse_ex(tok, body, (int)(len > INT32_MAX ? INT32_MAX : len)) : NULL;
+  if (tok)
+    json_tokener_free(tok);
+  if (obj && json_object_object_get_ex(obj, "message", &msg) &&
+      json_object_is_type(msg, json_type_string))
+    out = strdup(json_object_get_string(msg));
+  json_object_put(obj);
+  if (out)
+    return out;
+  n = len < 200 ? len : 200;
+  out = malloc(n + 1);
+  if (!out)
+    return NULL;
+  for (i = 0; i < n; i++)
+    out[i] = (body[i] >= 0x20 && body[i] < 0x7f) ? body[i] : ' ';
+  out[n] = '\0';
+  return out;
+}
+
+static void finish(struct kcm_client_request *r, CURLcode code) {
+  struct kcm_client_response resp = {0};
+  char *msg = NULL;
+
+  curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &resp.status);
+  resp.retry_after = r->retry_after;
+  resp.body = r->resp.data ? r->resp.data : "";
+  resp.body_len = r->resp.len;
+  if (r->canceled) {
+    resp.err = KCM_ECANCELED;
+    resp.message = "canceled";
+  } else if (code == CURLE_WRITE_ERROR && r->stop_err) {
+    resp.err = r->stop_err;
+    resp.message = r->stop_err == KCM_ETOOBIG ? "response body over the size limit" : "stopped";
+  } else if (code != CURLE_OK) {
+    resp.err = code == CURLE_OPERATION_TIMEDOUT ? KCM_ETIMEOUT : KCM_ENETWORK;
+    resp.message = r->errbuf[0] ? r->errbuf : curl_easy_strerror(code);
+  } else {
+    resp.err = status_error(resp.status);
+    if (resp.err) {
+      msg = error_message(resp.body, resp.body_len);
+      resp.message = msg ? msg : "";
+    } else {
+      resp.message = "";
+    }
+  }
+  if (r->done)
+    r->done(&resp, r->data);
+  free(msg);
+}
+
+static void free_request(struct kcm_client_request *r) {
+  curl_easy_cleanup(r->easy);
+  curl_slist_free_all(r->headers);
+  free(r->body);
+  kcm_buf_release(&r->resp);
+  free(r);
+}
+
+static void unlink_request(struct kcm_client_request **list, struct kcm_client_request *r) {
+  if (r->prev)
+    r->prev->next = r->next;
+  else
+    *list = r->next;
+  if (r->next)
+    r->next->prev = r->prev;
+  r->prev = r->next = NULL;
+}
+
+static void check_multi_info(struct kcm_client *c) {
+  CURLMsg *m;
+  int left;
+
+  while ((m = curl_multi_info_read(c->multi, &left))) {
+    struct kcm_client_request *r = NULL;
+    CURLcode code;
+
+    if (m->msg != CURLMSG_DONE)
+      continue;
+    code = m->data.result;
+    curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&r);
+    curl_multi_remove_handle(c->multi, m->easy_handle);
+    unlink_request(&c->active, r);
+    c->pending--;
+    finish(r, code);
+    free_request(r);
+  }
+}
+
+static void on_defer(uv_timer_t *t) {
+  struct kcm_client *c = t->data;
+  while (c->canceled) {
+    struct kcm_client_request *r = c->canceled;
+    unlink_request(&c->canceled, r);
+    c->pending--;
+    finish(r, CURLE_OK);
+    free_request(r);
+  }
+}
+
+/* --- public API ---------------------------------------------------------------- */
+
+static int setup_target(struct kcm_client *c) {
+  CURLU *u = curl_url();
+  char *host = NULL, *port = NULL, *scheme = NULL;
+  int err = 0;
+
+  if (!u)
+    return KCM_ENOMEM;
+  if (curl_url_set(u, CURLUPART_URL, c->cfg->server, 0) != CURLUE_OK ||
+      curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
+      curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK) {
+    err = KCM_EINVAL;
+    goto out;
+  }
+  if (curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) != CURLUE_OK) {
+    err = KCM_EINVAL;
+    goto out;
+  }
+  if (c->cfg->tls_server_name && *c->cfg->tls_server_name) {
+    /* Address requests to the TLS name (for SNI and verification) but
+     * connect to the configured host. */
+    char *entry = NULL;
+    if (asprintf(&entry, "%s:%s:%s:%s", c->cfg->tls_server_name, port, host, port) < 0) {
+      err = KCM_ENOMEM;
+      goto out;
+    }
+    c->connect_to = curl_slist_append(NULL, entry);
+    free(entry);
+    if (asprintf(&c->url_host, "%s://%s:%s", scheme, c->cfg->tls_server_name, port) < 0)
+      c->url_host = NULL;
+  } else {
+    c->url_host = strdup(c->cfg->server);
+  }
+  if (!c->url_host)
+    err = KCM_ENOMEM;
+out:
+  curl_free(host);
+  curl_free(port);
+  curl_free(scheme);
+  curl_url_cleanup(u);
+  return err;
+}
+
+static void global_init(void) { curl_global_init(CURL_GLOBAL_DEFAULT); }
+
+int kcm_client_new(struct kcm_client **out, uv_loop_t *loop,
+                   const struct kcm_client_config *cfg) {
+  static uv_once_t once = UV_ONCE_INIT;
+  struct kcm_client *c;
+  int err;
+
+  uv_once(&once, global_init);
+  c = calloc(1, sizeof(*c));
+  if (!c)
+    return KCM_ENOMEM;
+  c->loop = loop;
+  c->cfg = cfg;
+  err = setup_target(c);
+  if (err) {
+    curl_slist_free_all(c->connect_to);
+    free(c->url_host);
+    free(c);
+    return err;
+  }
+  c->multi = curl_multi_init();
+  if (!c->multi) {
+    curl_slist_free_all(c->connect_to);
+    free(c->url_host);
+    free(c);
+    return KCM_ENOMEM;
+  }
+  curl_multi_setopt(c->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
+  curl_multi_setopt(c->multi, CURLMOPT_SOCKETDATA, c);
+  curl_multi_setopt(c->multi, CURLMOPT_TIMERFUNCTION, on_timeout);
+  curl_multi_setopt(c->multi, CURLMOPT_TIMERDATA, c);
+  curl_multi_setopt(c->multi, CURLMOPT_PIPELINING, CURLPIPE_MULTIPLEX);
+  uv_timer_init(loop, &c->timer);
+  uv_timer_init(loop, &c->defer);
+  c->timer.data = c;
+  c->defer.data = c;
+  c->open_handles = 2;
+  *out = c;
+  return 0;
+}
+
+/* The bearer token: the token file (re-read every minute) wins over the
+ * inline token, as client-go does. */
+static const char *current_token(struct kcm_client *c) {
+  const struct kcm_client_config *cfg = c->cfg;
+  time_t now = time(NULL);
+
+  if (cfg->token_file && (!c->token || now - c->token_read_at >= TOKEN_REREAD_SECONDS)) {
+    FILE *f = fopen(cfg->token_file, "r");
+    if (f) {
+      char buf[16384];
+      size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+      fclose(f);
+      while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
+        n--;
+      buf[n] = '\0';
+      if (n) {
+        char *t = strdup(buf);
+        if (t) {
+          free(c->token);
+          c->token = t;
+        }
+      }
+      explicit_bzero(buf, sizeof(buf));
+    } else if (!c->token) {
+      kcm_warn("cannot read token file path=\"%s\"", cfg->token_file);
+    }
+    c->token_read_at = now;
+  }
+  return c->token ? c->token : cfg->token;
+}
+
+int kcm_client_request(struct kcm_client *c, const struct kcm_client_request_options *o,
+                       struct kcm_client_request **out) {
+  const struct kcm_client_config *cfg = c->cfg;
+  struct kcm_client_request *r;
+  const char *token;
+  char *url = NULL, *hdr = NULL;
+  CURL *e;
+
+  if (c->closing || !o->method || !o->path || o->path[0] != '/' || !o->done)
+    return KCM_EINVAL;
+  r = calloc(1, sizeof(*r));
+  if (!r)
+    return KCM_ENOMEM;
+  r->client = c;
+  r->on_chunk = o->on_chunk;
+  r->done = o->done;
+  r->data = o->data;
+  kcm_buf_init(&r->resp, o->max_body ? o->max_body : DEFAULT_MAX_BODY);
+  r->easy = e = curl_easy_init();
+  if (!e)
+    goto nomem;
+  if (asprintf(&url, "%s%s", c->url_host, o->path) < 0) {
+    url = NULL;
+    goto nomem;
+  }
+  curl_easy_setopt(e, CURLOPT_URL, url);
+  free(url);
+  curl_easy_setopt(e, CURLOPT_PRIVATE, r);
+  curl_easy_setopt(e, CURLOPT_ERRORBUFFER, r->errbuf);
+  curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
+  curl_easy_setopt(e, CURLOPT_WRITEDATA, r);
+  curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+  curl_easy_setopt(e, CURLOPT_HEADERDATA, r);
+  curl_easy_setopt(e, CURLOPT_USERAGENT, USER_AGENT);
+  curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, "");
+  curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
+  curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+  curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
+  if (o->timeout_ms > 0)
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, o->timeout_ms);
+  if (strcmp(o->method, "GET") != 0)
+    curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, o->method);
+  if (o->body) {
+    r->body = malloc(o->body_len ? o->body_len : 1);
+    if (!r->body)
+      goto nomem;
+    memcpy(r->body, o->body, o->body_len);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDS, r->body);
+    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)o->body_len);
+    if (asprintf(&hdr, "Content-Type: %s",
+                 o->content_type ? o->content_type : "application/json") < 0)
+      goto nomem;
+    r->headers = curl_slist_append(r->headers, hdr);
+    free(hdr);
+    hdr = NULL;
+  }
+  r->headers = curl_slist_append(r->headers, "Accept: application/json");
+  token = current_token(c);
+  if (token && *token) {
+    if (asprintf(&hdr, "Authorization: Bearer %s", token) < 0)
+      goto nomem;
+    r->headers = curl_slist_append(r->headers, hdr);
+    explicit_bzero(hdr, strlen(hdr));
+    free(hdr);
+  } else if (cfg->username) {
+    curl_easy_setopt(e, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
+    curl_easy_setopt(e, CURLOPT_USERNAME, cfg->username);
+    curl_easy_setopt(e, CURLOPT_PASSWORD, cfg->password ? cfg->password : "");
+  }
+  if (!r->headers)
+    goto nomem;
+  curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->headers);
+  if (cfg->insecure) {
+    curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
+    curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
+  } else if (cfg->ca_pem) {
+    struct curl_blob ca = {cfg->ca_pem, cfg->ca_pem_len, CURL_BLOB_NOCOPY};
+    curl_easy_setopt(e, CURLOPT_CAINFO_BLOB, &ca);
+  }
+  if (cfg->cert_pem && cfg->key_pem) {
+    struct curl_blob cert = {cfg->cert_pem, cfg->cert_pem_len, CURL_BLOB_NOCOPY};
+    struct curl_blob key = {cfg->key_pem, cfg->key_pem_len, CURL_BLOB_NOCOPY};
+    curl_easy_setopt(e, CURLOPT_SSLCERT_BLOB, &cert);
+    curl_easy_setopt(e, CURLOPT_SSLCERTTYPE, "PEM");
+    curl_easy_setopt(e, CURLOPT_SSLKEY_BLOB, &key);
+    curl_easy_setopt(e, CURLOPT_SSLKEYTYPE, "PEM");
+  }
+  if (c->connect_to)
+    curl_easy_setopt(e, CURLOPT_CONNECT_TO, c->connect_to);
+  if (cfg->proxy_url)
+    curl_easy_setopt(e, CURLOPT_PROXY, cfg->proxy_url);
+  if (curl_multi_add_handle(c->multi, e) != CURLM_OK)
+    goto nomem;
+  r->next = c->active;
+  if (c->active)
+    c->active->prev = r;
+  c->active = r;
+  c->pending++;
+  if (out)
+    *out = r;
+  return 0;
+nomem:
+  free_request(r);
+  return KCM_ENOMEM;
+}
+
+void kcm_client_cancel(struct kcm_client_request *r) {
+  struct kcm_client *c = r->client;
+  if (r->canceled)
+    return;
+  r->canceled = true;
+  curl_multi_remove_handle(c->multi, r->easy);
+  unlink_request(&c->active, r);
+  r->next = c->canceled;
+  if (c->canceled)
+    c->canceled->prev = r;
+  c->canceled = r;
+  if (!c->closing)
+    uv_timer_start(&c->defer, on_defer, 0, 0);
+}
+
+size_t kcm_client_pending(const struct kcm_client *c) { return c->pending; }
+
+void kcm_client_close(struct kcm_client *c) {
+  struct sock_ctx *sc;
+
+  while (c->active)
+    kcm_client_cancel(c->active);
+  c->closing = true;
+  on_defer(&c->defer);
+  curl_multi_cleanup(c->multi);
+  c->multi = NULL;
+  /* curl may not report every socket as removed during cleanup. */
+  while ((sc = c->socks)) {
+    c->socks = sc->next;
+    uv_poll_stop(&sc->poll);
+    uv_close((uv_handle_t *)&sc->poll, on_sock_closed);
+  }
+  uv_timer_stop(&c->timer);
+  uv_timer_stop(&c->defer);
+  uv_close((uv_handle_t *)&c->timer, on_handle_closed);
+  uv_close((uv_handle_t *)&c->defer, on_handle_closed);
+}

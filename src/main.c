@@ -1,0 +1,222 @@
+/*
+ * kcm — a Kubernetes controller-manager for Deployments and ReplicaSets.
+ *
+ * main.c parses flags, resolves the connection settings, and runs the libuv
+ * loop until SIGTERM or SIGINT.
+ */
+#include <errno.h>
+#include <json-c/json.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "kcm/client.h"
+#include "kcm/error.h"
+#include "kcm/log.h"
+
+struct flags {
+  const char *kubeconfig;
+  const char *context;
+  const char *master;
+  int verbosity;
+};
+
+struct app {
+  uv_loop_t *loop;
+  struct kcm_client_config cfg;
+  struct kcm_client *client;
+  uv_signal_t sigterm, sigint;
+  uv_timer_t retry;
+  uint64_t backoff_ms;
+  bool connected;
+};
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "Usage: kcm [flags]\n"
+          "\n"
+          "kcm runs the Deployment and ReplicaSet controllers against a Kubernetes API "
+          "server.\n"
+          "\n"
+          "Flags:\n"
+          "  --kubeconfig PATH   kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or\n"
+          "                      the in-cluster service account)\n"
+          "  --context NAME      kubeconfig context to use (default: current-context)\n"
+          "  --master URL        API server URL; overrides the kubeconfig's server\n"
+          "  -v, --v N           log verbosity (default 0)\n"
+          "  --version           print the version and exit\n"
+          "  -h, --help          print this help and exit\n");
+}
+
+/* Exit 2 after a flag error, as kube-controller-manager does. */
+static void flag_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+
+static void flag_error(const char *fmt, ...) {
+  va_list ap;
+  fprintf(stderr, "kcm: ");
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "\n\n");
+  usage(stderr);
+  exit(2);
+}
+
+static int parse_int(const char *s, int *out) {
+  char *end;
+  long v;
+  errno = 0;
+  v = strtol(s, &end, 10);
+  if (errno || end == s || *end || v < INT_MIN || v > INT_MAX)
+    return -1;
+  *out = (int)v;
+  return 0;
+}
+
+static void parse_flags(int argc, char **argv, struct flags *f) {
+  int i;
+  for (i = 1; i < argc; i++) {
+    const char *arg = argv[i];
+    const char *name, *value = NULL, *eq;
+    char key[64];
+    size_t klen;
+
+    if (arg[0] != '-' || !arg[1])
+      flag_error("unexpected argument \"%s\"", arg);
+    name = arg + (arg[1] == '-' ? 2 : 1);
+    eq = strchr(name, '=');
+    klen = eq ? (size_t)(eq - name) : strlen(name);
+    if (klen >= sizeof(key))
+      flag_error("unknown flag: %s", arg);
+    memcpy(key, name, klen);
+    key[klen] = '\0';
+    if (eq)
+      value = eq + 1;
+
+    if (!strcmp(key, "h") || !strcmp(key, "help")) {
+      usage(stdout);
+      exit(0);
+    }
+    if (!strcmp(key, "version")) {
+      printf("kcm %s\n", KCM_VERSION);
+      exit(0);
+    }
+    if (strcmp(key, "kubeconfig") && strcmp(key, "context") && strcmp(key, "master") &&
+        strcmp(key, "v"))
+      flag_error("unknown flag: %s", arg);
+    if (!value) {
+      if (i + 1 >= argc)
+        flag_error("flag needs an argument: %s", arg);
+      value = argv[++i];
+    }
+    if (!strcmp(key, "kubeconfig"))
+      f->kubeconfig = value;
+    else if (!strcmp(key, "context"))
+      f->context = value;
+    else if (!strcmp(key, "master"))
+      f->master = value;
+    else if (parse_int(value, &f->verbosity) != 0 || f->verbosity < 0)
+      flag_error("invalid value \"%s\" for flag -v: must be a non-negative integer", value);
+  }
+}
+
+static void check_server(struct app *a);
+
+static void on_retry(uv_timer_t *t) { check_server(t->data); }
+
+static void on_version(const struct kcm_client_response *resp, void *data) {
+  struct app *a = data;
+  struct json_object *obj, *ver;
+
+  if (resp->err == KCM_ECANCELED)
+    return;
+  if (resp->err) {
+    kcm_error("cannot reach the API server server=\"%s\" err=\"%s: %s\" retryIn=\"%llums\"",
+              a->cfg.server, kcm_strerror(resp->err), resp->message,
+              (unsigned long long)a->backoff_ms);
+    uv_timer_start(&a->retry, on_retry, a->backoff_ms, 0);
+    a->backoff_ms = a->backoff_ms * 2 > 30000 ? 30000 : a->backoff_ms * 2;
+    return;
+  }
+  obj = json_tokener_parse(resp->body);
+  kcm_info("connected to the API server server=\"%s\" version=\"%s\"", a->cfg.server,
+           obj && json_object_object_get_ex(obj, "gitVersion", &ver)
+               ? json_object_get_string(ver)
+               : "unknown");
+  json_object_put(obj);
+  if (!a->connected)
+    kcm_info("no controllers are enabled in this build; kcm stays connected and idle");
+  a->connected = true;
+  a->backoff_ms = 800;
+}
+
+static void check_server(struct app *a) {
+  struct kcm_client_request_options o = {
+      .method = "GET", .path = "/version", .timeout_ms = 10000, .done = on_version, .data = a};
+  int err = kcm_client_request(a->client, &o, NULL);
+  if (err)
+    kcm_error("cannot send a request err=\"%s\"", kcm_strerror(err));
+}
+
+static void on_signal(uv_signal_t *s, int signum) {
+  struct app *a = s->data;
+  kcm_info("shutting down signal=\"%s\"", signum == SIGTERM ? "SIGTERM" : "SIGINT");
+  uv_signal_stop(&a->sigterm);
+  uv_signal_stop(&a->sigint);
+  uv_close((uv_handle_t *)&a->sigterm, NULL);
+  uv_close((uv_handle_t *)&a->sigint, NULL);
+  uv_timer_stop(&a->retry);
+  uv_close((uv_handle_t *)&a->retry, NULL);
+  kcm_client_close(a->client);
+  a->client = NULL;
+}
+
+int main(int argc, char **argv) {
+  struct flags f = {0};
+  struct kcm_client_config_options copts;
+  struct app a = {0};
+  char *errmsg = NULL;
+  int err;
+
+  parse_flags(argc, argv, &f);
+  kcm_log_set_verbosity(f.verbosity);
+  copts.kubeconfig = f.kubeconfig;
+  copts.context = f.context;
+  copts.master = f.master;
+  err = kcm_client_config_load(&a.cfg, &copts, &errmsg);
+  if (err) {
+    fprintf(stderr, "kcm: %s\n", errmsg ? errmsg : kcm_strerror(err));
+    free(errmsg);
+    return 1;
+  }
+  kcm_info("starting kcm version=\"%s\" config=\"%s\" context=\"%s\" server=\"%s\"",
+           KCM_VERSION, a.cfg.source ? a.cfg.source : "", a.cfg.context ? a.cfg.context : "",
+           a.cfg.server);
+
+  a.loop = uv_default_loop();
+  err = kcm_client_new(&a.client, a.loop, &a.cfg);
+  if (err) {
+    fprintf(stderr, "kcm: cannot set up the API client for %s: %s\n", a.cfg.server,
+            kcm_strerror(err));
+    kcm_client_config_release(&a.cfg);
+    return 1;
+  }
+  uv_signal_init(a.loop, &a.sigterm);
+  uv_signal_init(a.loop, &a.sigint);
+  a.sigterm.data = a.sigint.data = &a;
+  uv_signal_start(&a.sigterm, on_signal, SIGTERM);
+  uv_signal_start(&a.sigint, on_signal, SIGINT);
+  uv_timer_init(a.loop, &a.retry);
+  a.retry.data = &a;
+  a.backoff_ms = 800;
+  check_server(&a);
+
+  uv_run(a.loop, UV_RUN_DEFAULT);
+  uv_loop_close(a.loop);
+  kcm_client_config_release(&a.cfg);
+  kcm_info("stopped");
+  return 0;
+}

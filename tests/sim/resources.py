@@ -1,0 +1,724 @@
+"""The resources the local API server serves, with kube-apiserver's defaulting,
+validation and update strategies for each.
+
+Each Resource knows its group/version/kind, whether it is namespaced, its
+subresources, the field labels it supports in field selectors, and hooks:
+`default(obj)`, `validate(obj, old)` returning field errors, and
+`prepare_create(obj)` / `prepare_update(new, old)` / `prepare_status_update(new, old)`
+which do what the upstream registry strategies do (reset status on create,
+bump metadata.generation, keep the spec on a status write).
+"""
+
+import copy
+import json
+import re
+
+import selector as sel
+
+DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+PERCENT = re.compile(r"^[0-9]+%$")
+
+
+class FieldErrors:
+    """Collects field errors the way apimachinery's field.ErrorList renders them."""
+
+    def __init__(self):
+        self.items = []  # (field, reason, message)
+
+    def __bool__(self):
+        return bool(self.items)
+
+    def required(self, field, detail=""):
+        self.items.append((field, "FieldValueRequired",
+                           "Required value" + (": " + detail if detail else "")))
+
+    def invalid(self, field, value, detail):
+        self.items.append((field, "FieldValueInvalid",
+                           "Invalid value: %s: %s" % (go_value(value), detail)))
+
+    def forbidden(self, field, detail):
+        self.items.append((field, "FieldValueForbidden", "Forbidden: " + detail))
+
+    def not_supported(self, field, value, valid):
+        self.items.append((field, "FieldValueNotSupported",
+                           "Unsupported value: %s: supported values: %s"
+                           % (go_value(value), ", ".join('"%s"' % v for v in valid))))
+
+    def duplicate(self, field, value):
+        self.items.append((field, "FieldValueDuplicate", "Duplicate value: %s" % go_value(value)))
+
+
+def go_value(value):
+    """Render a value roughly as Go's %#v does in validation messages."""
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, (int, float)):
+        return str(value)
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+
+def int_or_percent(value, total, round_up):
+    """Resolve an IntOrString against a total, as intstr.GetScaledValueFromIntOrPercent."""
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and PERCENT.match(value):
+        pct = int(value[:-1])
+        num = pct * total
+        return -(-num // 100) if round_up else num // 100
+    return None
+
+
+# --- pod spec defaulting ---------------------------------------------------------
+
+
+def _image_pull_policy(image):
+    if "@" in image:
+        return "IfNotPresent"
+    last = image.rsplit("/", 1)[-1]
+    if ":" not in last or last.endswith(":latest"):
+        return "Always"
+    return "IfNotPresent"
+
+
+def default_container(c):
+    c.setdefault("terminationMessagePath", "/dev/termination-log")
+    c.setdefault("terminationMessagePolicy", "File")
+    if isinstance(c.get("image"), str) and "imagePullPolicy" not in c:
+        c["imagePullPolicy"] = _image_pull_policy(c["image"])
+    c.setdefault("resources", {})
+    for p in c.get("ports") or []:
+        if isinstance(p, dict):
+            p.setdefault("protocol", "TCP")
+    for e in c.get("env") or []:
+        ref = isinstance(e, dict) and (e.get("valueFrom") or {}).get("fieldRef")
+        if isinstance(ref, dict):
+            ref.setdefault("apiVersion", "v1")
+    for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+        pr = c.get(probe)
+        if isinstance(pr, dict):
+            pr.setdefault("timeoutSeconds", 1)
+            pr.setdefault("periodSeconds", 10)
+            pr.setdefault("successThreshold", 1)
+            pr.setdefault("failureThreshold", 3)
+            hg = pr.get("httpGet")
+            if isinstance(hg, dict):
+                hg.setdefault("path", "/")
+                hg.setdefault("scheme", "HTTP")
+
+
+def default_pod_spec(spec):
+    if not isinstance(spec, dict):
+        return
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    spec.setdefault("securityContext", {})
+    spec.setdefault("schedulerName", "default-scheduler")
+    for key in ("containers", "initContainers"):
+        for c in spec.get(key) or []:
+            if isinstance(c, dict):
+                default_container(c)
+
+
+def default_template(tmpl):
+    if not isinstance(tmpl, dict):
+        return
+    meta = tmpl.setdefault("metadata", {})
+    if isinstance(meta, dict):
+        meta.setdefault("creationTimestamp", None)
+    default_pod_spec(tmpl.setdefault("spec", {}))
+
+
+# --- validation helpers -----------------------------------------------------------
+
+
+def validate_object_meta(errs, meta, namespaced, name_re=DNS1123_SUBDOMAIN, name_kind="subdomain"):
+    if not isinstance(meta, dict):
+        errs.required("metadata")
+        return
+    name = meta.get("name")
+    if not name and not meta.get("generateName"):
+        errs.required("metadata.name", "name or generateName is required")
+    elif name:
+        if not isinstance(name, str) or not name_re.match(name) or len(name) > 253:
+            if name_kind == "label":
+                detail = ("a lowercase RFC 1123 label must consist of lower case alphanumeric "
+                          "characters or '-', and must start and end with an alphanumeric "
+                          "character (e.g. 'my-name',  or '123-abc', regex used for validation "
+                          "is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
+            else:
+                detail = ("a lowercase RFC 1123 subdomain must consist of lower case "
+                          "alphanumeric characters, '-' or '.', and must start and end with an "
+                          "alphanumeric character (e.g. 'example.com', regex used for "
+                          "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]"
+                          "([-a-z0-9]*[a-z0-9])?)*')")
+            errs.invalid("metadata.name", name, detail)
+    labels = meta.get("labels") or {}
+    if not isinstance(labels, dict):
+        errs.invalid("metadata.labels", labels, "must be a map of strings")
+    else:
+        for k, v in labels.items():
+            for e in sel.qualified_name_errors(k):
+                errs.invalid("metadata.labels", k, e)
+            if not isinstance(v, str):
+                errs.invalid("metadata.labels", v, "must be a string")
+                continue
+            for e in sel.label_value_errors(v):
+                errs.invalid("metadata.labels", v, e)
+    ann = meta.get("annotations") or {}
+    if not isinstance(ann, dict):
+        errs.invalid("metadata.annotations", ann, "must be a map of strings")
+    else:
+        total = 0
+        for k, v in ann.items():
+            for e in sel.qualified_name_errors(k.lower()):
+                errs.invalid("metadata.annotations", k, e)
+            if not isinstance(v, str):
+                errs.invalid("metadata.annotations", v, "must be a string")
+                continue
+            total += len(k) + len(v)
+        if total > 256 * 1024:
+            errs.items.append(("metadata.annotations", "FieldValueTooLong",
+                               "Too long: must have at most 262144 bytes"))
+    controllers = 0
+    for i, ref in enumerate(meta.get("ownerReferences") or []):
+        path = "metadata.ownerReferences[%d]" % i
+        if not isinstance(ref, dict):
+            errs.invalid(path, ref, "must be an object")
+            continue
+        for f in ("apiVersion", "kind", "name", "uid"):
+            if not ref.get(f):
+                errs.required(path + "." + f if f != "uid" else "metadata.ownerReferences.uid",
+                              "uid must not be empty" if f == "uid" else "")
+        if ref.get("controller"):
+            controllers += 1
+    if controllers > 1:
+        errs.invalid("metadata.ownerReferences", meta.get("ownerReferences"),
+                     "Only one reference can have Controller set to true")
+    for i, f in enumerate(meta.get("finalizers") or []):
+        if not isinstance(f, str):
+            errs.invalid("metadata.finalizers[%d]" % i, f, "must be a string")
+            continue
+        for e in sel.qualified_name_errors(f):
+            errs.invalid("metadata.finalizers[%d]" % i, f, e)
+    if namespaced is False and meta.get("namespace"):
+        errs.forbidden("metadata.namespace", "not allowed on this type")
+
+
+def validate_containers(errs, containers, path, required=True):
+    if not containers:
+        if required:
+            errs.required(path)
+        return
+    if not isinstance(containers, list):
+        errs.invalid(path, containers, "must be a list")
+        return
+    names = set()
+    for i, c in enumerate(containers):
+        p = "%s[%d]" % (path, i)
+        if not isinstance(c, dict):
+            errs.invalid(p, c, "must be an object")
+            continue
+        name = c.get("name")
+        if not name:
+            errs.required(p + ".name")
+        elif not isinstance(name, str) or not DNS1123_LABEL.match(name) or len(name) > 63:
+            errs.invalid(p + ".name", name,
+                         "a lowercase RFC 1123 label must consist of lower case alphanumeric "
+                         "characters or '-', and must start and end with an alphanumeric "
+                         "character (e.g. 'my-name',  or '123-abc', regex used for validation is "
+                         "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
+        elif name in names:
+            errs.duplicate(p + ".name", name)
+        names.add(name)
+        if not c.get("image") or not isinstance(c.get("image"), str):
+            errs.required(p + ".image")
+        for j, port in enumerate(c.get("ports") or []):
+            pp = "%s.ports[%d]" % (p, j)
+            cp = port.get("containerPort") if isinstance(port, dict) else None
+            if not isinstance(cp, int) or isinstance(cp, bool) or not 1 <= cp <= 65535:
+                errs.invalid(pp + ".containerPort", cp,
+                             "must be between 1 and 65535, inclusive")
+            proto = port.get("protocol") if isinstance(port, dict) else None
+            if proto not in ("TCP", "UDP", "SCTP"):
+                errs.not_supported(pp + ".protocol", proto, ["SCTP", "TCP", "UDP"])
+        policy = c.get("imagePullPolicy")
+        if policy not in ("Always", "IfNotPresent", "Never"):
+            errs.not_supported(p + ".imagePullPolicy", policy, ["Always", "IfNotPresent", "Never"])
+
+
+def validate_pod_spec(errs, spec, path):
+    if not isinstance(spec, dict):
+        errs.required(path)
+        return
+    validate_containers(errs, spec.get("containers"), path + ".containers")
+    validate_containers(errs, spec.get("initContainers"), path + ".initContainers", False)
+    rp = spec.get("restartPolicy")
+    if rp not in ("Always", "OnFailure", "Never"):
+        errs.not_supported(path + ".restartPolicy", rp, ["Always", "OnFailure", "Never"])
+    dp = spec.get("dnsPolicy")
+    if dp not in ("ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"):
+        errs.not_supported(path + ".dnsPolicy", dp,
+                           ["ClusterFirstWithHostNet", "ClusterFirst", "Default", "None"])
+    tgp = spec.get("terminationGracePeriodSeconds")
+    if tgp is not None and (not isinstance(tgp, int) or tgp < 0):
+        errs.invalid(path + ".terminationGracePeriodSeconds", tgp,
+                     "must be greater than or equal to 0")
+
+
+def validate_template(errs, tmpl, selector, path):
+    if not isinstance(tmpl, dict):
+        errs.required(path)
+        return
+    labels = (tmpl.get("metadata") or {}).get("labels") or {}
+    if selector is not None and not sel.selector_object_is_empty(selector):
+        if not sel.selector_object_matches(selector, labels):
+            errs.invalid(path + ".metadata.labels", labels,
+                         "`selector` does not match template `labels`")
+    tmeta = tmpl.get("metadata") or {}
+    tmp = FieldErrors()
+    validate_object_meta(tmp, dict(tmeta, name=tmeta.get("name") or "x"), True)
+    for f, r, m in tmp.items:
+        errs.items.append((path + "." + f, r, m))
+    spec = tmpl.get("spec")
+    validate_pod_spec(errs, spec, path + ".spec")
+    if isinstance(spec, dict) and spec.get("restartPolicy") not in (None, "Always"):
+        errs.not_supported(path + ".spec.restartPolicy", spec.get("restartPolicy"), ["Always"])
+
+
+def validate_nonneg(errs, value, path):
+    if value is None:
+        return
+    if not isinstance(value, int) or isinstance(value, bool):
+        errs.invalid(path, value, "must be an integer")
+    elif value < 0:
+        errs.invalid(path, value, "must be greater than or equal to 0")
+
+
+def validate_selector(errs, selector, path):
+    if selector is None:
+        errs.required(path)
+        return
+    if not isinstance(selector, dict):
+        errs.invalid(path, selector, "must be a label selector")
+        return
+    if sel.selector_object_is_empty(selector):
+        errs.invalid(path, selector, "empty selector is invalid for deployment")
+    for f, m in sel.selector_object_errors(selector, path):
+        errs.items.append((f, "FieldValueInvalid", m))
+
+
+def _bump_generation_if(new, old, changed):
+    meta = new.setdefault("metadata", {})
+    gen = (old.get("metadata") or {}).get("generation", 1)
+    meta["generation"] = gen + 1 if changed else gen
+
+
+# --- resources -----------------------------------------------------------------
+
+
+class Resource:
+    group = ""
+    version = "v1"
+    plural = ""
+    singular = ""
+    kind = ""
+    namespaced = True
+    short_names = ()
+    categories = ()
+    verbs = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
+    subresources = {}  # name -> (group, version, kind, verbs)
+    field_labels = ()
+    has_generation = False
+    create_on_update = False
+    status_reset_on_create = False
+
+    @property
+    def api_version(self):
+        return "%s/%s" % (self.group, self.version) if self.group else self.version
+
+    @property
+    def qualified(self):
+        """`deployments.apps` or `pods`, as used in error messages."""
+        return "%s.%s" % (self.plural, self.group) if self.group else self.plural
+
+    @property
+    def qualified_kind(self):
+        return "%s.%s" % (self.kind, self.group) if self.group else self.kind
+
+    def supported_fields(self):
+        base = {"metadata.name"}
+        if self.namespaced:
+            base.add("metadata.namespace")
+        return base | set(self.field_labels)
+
+    def default(self, obj):
+        pass
+
+    def validate(self, obj, old):
+        errs = FieldErrors()
+        validate_object_meta(errs, obj.get("metadata"), self.namespaced)
+        self.validate_spec(errs, obj, old)
+        return errs
+
+    def validate_spec(self, errs, obj, old):
+        pass
+
+    def prepare_create(self, obj):
+        if self.has_generation:
+            obj["metadata"]["generation"] = 1
+        if self.status_reset_on_create:
+            obj["status"] = {}
+
+    def prepare_update(self, new, old):
+        """Main-resource update: the status block is kept from the stored object."""
+        if "status" in old or self.status_reset_on_create:
+            if "status" in old:
+                new["status"] = copy.deepcopy(old["status"])
+            else:
+                new.pop("status", None)
+        if self.has_generation:
+            _bump_generation_if(new, old, new.get("spec") != old.get("spec"))
+
+    def prepare_status_update(self, new, old):
+        new["spec"] = copy.deepcopy(old.get("spec"))
+        if new["spec"] is None:
+            new.pop("spec")
+        if self.has_generation:
+            new["metadata"]["generation"] = old["metadata"].get("generation", 1)
+
+    def discovery(self):
+        out = [{
+            "name": self.plural,
+            "singularName": self.singular,
+            "namespaced": self.namespaced,
+            "kind": self.kind,
+            "verbs": list(self.verbs),
+        }]
+        if self.short_names:
+            out[0]["shortNames"] = list(self.short_names)
+        if self.categories:
+            out[0]["categories"] = list(self.categories)
+        for name, (group, version, kind, verbs) in sorted(self.subresources.items()):
+            entry = {"name": "%s/%s" % (self.plural, name), "singularName": "",
+                     "namespaced": self.namespaced, "kind": kind, "verbs": list(verbs)}
+            if group is not None:
+                entry["group"], entry["version"] = group, version
+            out.append(entry)
+        return out
+
+
+class Namespaces(Resource):
+    plural, singular, kind = "namespaces", "namespace", "Namespace"
+    namespaced = False
+    short_names = ("ns",)
+    verbs = ("create", "delete", "get", "list", "patch", "update", "watch")
+    subresources = {"status": (None, None, "Namespace", ("get", "patch", "update")),
+                    "finalize": (None, None, "Namespace", ("update",))}
+    field_labels = ("status.phase",)
+
+    def default(self, obj):
+        meta = obj.setdefault("metadata", {})
+        if meta.get("name"):
+            meta.setdefault("labels", {})["kubernetes.io/metadata.name"] = meta["name"]
+
+    def validate(self, obj, old):
+        errs = FieldErrors()
+        validate_object_meta(errs, obj.get("metadata"), False, DNS1123_LABEL, "label")
+        name = (obj.get("metadata") or {}).get("name") or ""
+        if len(name) > 63:
+            errs.invalid("metadata.name", name, "must be no more than 63 characters")
+        return errs
+
+    def prepare_create(self, obj):
+        obj["spec"] = {"finalizers": ["kubernetes"]}
+        obj["status"] = {"phase": "Active"}
+
+    def prepare_update(self, new, old):
+        new["spec"] = copy.deepcopy(old.get("spec"))
+        new["status"] = copy.deepcopy(old.get("status"))
+
+
+class Nodes(Resource):
+    plural, singular, kind = "nodes", "node", "Node"
+    namespaced = False
+    short_names = ("no",)
+    subresources = {"status": (None, None, "Node", ("get", "patch", "update"))}
+    field_labels = ("spec.unschedulable",)
+
+    def prepare_create(self, obj):
+        obj.setdefault("spec", {})
+        obj.setdefault("status", {})
+
+
+class Pods(Resource):
+    plural, singular, kind = "pods", "pod", "Pod"
+    short_names = ("po",)
+    categories = ("all",)
+    subresources = {"status": (None, None, "Pod", ("get", "patch", "update")),
+                    "binding": (None, None, "Binding", ("create",))}
+    field_labels = ("spec.nodeName", "spec.restartPolicy", "spec.schedulerName",
+                    "spec.serviceAccountName", "spec.hostNetwork", "status.phase",
+                    "status.podIP", "status.podIPs", "status.nominatedNodeName")
+
+    def default(self, obj):
+        spec = obj.get("spec")
+        default_pod_spec(spec)
+        if isinstance(spec, dict):
+            # What admission adds to every pod (ServiceAccount, Priority,
+            # DefaultTolerationSeconds) and PodSpec defaulting outside templates.
+            spec.setdefault("serviceAccountName", "default")
+            spec.setdefault("serviceAccount", spec["serviceAccountName"])
+            spec.setdefault("enableServiceLinks", True)
+            spec.setdefault("priority", 0)
+            spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
+            tolerations = spec.setdefault("tolerations", [])
+            if isinstance(tolerations, list):
+                have = {t.get("key") for t in tolerations if isinstance(t, dict)}
+                for key in ("node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"):
+                    if key not in have:
+                        tolerations.append({"key": key, "operator": "Exists",
+                                            "effect": "NoExecute", "tolerationSeconds": 300})
+
+    def validate_spec(self, errs, obj, old):
+        spec = obj.get("spec")
+        validate_pod_spec(errs, spec, "spec")
+        if old is not None and isinstance(spec, dict):
+            a, b = _pod_spec_mutable_view(spec), _pod_spec_mutable_view(old.get("spec") or {})
+            if a != b:
+                errs.forbidden("spec", "pod updates may not change fields other than "
+                               "`spec.containers[*].image`, `spec.initContainers[*].image`, "
+                               "`spec.activeDeadlineSeconds`, `spec.tolerations` (only additions "
+                               "to existing tolerations) or "
+                               "`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if "
+                               "it was previously negative)")
+
+    def prepare_create(self, obj):
+        obj["status"] = {"phase": "Pending", "qosClass": qos_class(obj.get("spec") or {})}
+
+    def prepare_update(self, new, old):
+        new["status"] = copy.deepcopy(old.get("status"))
+
+    def prepare_status_update(self, new, old):
+        new["spec"] = copy.deepcopy(old.get("spec"))
+        new["metadata"].pop("ownerReferences", None)
+        if (old.get("metadata") or {}).get("ownerReferences"):
+            new["metadata"]["ownerReferences"] = copy.deepcopy(old["metadata"]["ownerReferences"])
+
+
+def _pod_spec_mutable_view(spec):
+    view = copy.deepcopy(spec)
+    for key in ("containers", "initContainers"):
+        for c in view.get(key) or []:
+            if isinstance(c, dict):
+                c.pop("image", None)
+    view.pop("activeDeadlineSeconds", None)
+    view.pop("tolerations", None)
+    view.pop("terminationGracePeriodSeconds", None)
+    # The scheduler's binding writes nodeName once.
+    view.pop("nodeName", None)
+    return view
+
+
+def qos_class(spec):
+    requests, limits, guaranteed = False, False, True
+    for c in (spec.get("containers") or []) + (spec.get("initContainers") or []):
+        res = c.get("resources") or {} if isinstance(c, dict) else {}
+        req = res.get("requests") or {}
+        lim = res.get("limits") or {}
+        if req or lim:
+            requests = True
+        if lim:
+            limits = True
+        for r in ("cpu", "memory"):
+            if r not in lim or (r in req and req[r] != lim[r]):
+                guaranteed = False
+    if not requests and not limits:
+        return "BestEffort"
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
+class Events(Resource):
+    plural, singular, kind = "events", "event", "Event"
+    short_names = ("ev",)
+    create_on_update = True
+    field_labels = ("involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
+                    "involvedObject.uid", "involvedObject.apiVersion",
+                    "involvedObject.resourceVersion", "involvedObject.fieldPath", "reason",
+                    "reportingComponent", "source", "type")
+
+    def validate_spec(self, errs, obj, old):
+        inv = obj.get("involvedObject")
+        ns = (obj.get("metadata") or {}).get("namespace")
+        if not isinstance(inv, dict):
+            errs.required("involvedObject")
+            return
+        if inv.get("namespace") and ns and inv["namespace"] != ns:
+            errs.invalid("involvedObject.namespace", inv["namespace"],
+                         "does not match event.namespace")
+        if obj.get("type") not in (None, "", "Normal", "Warning"):
+            errs.not_supported("type", obj.get("type"), ["Normal", "Warning"])
+
+
+class Leases(Resource):
+    group = "coordination.k8s.io"
+    plural, singular, kind = "leases", "lease", "Lease"
+
+    def validate_spec(self, errs, obj, old):
+        spec = obj.get("spec") or {}
+        lds = spec.get("leaseDurationSeconds")
+        if lds is not None and (not isinstance(lds, int) or lds <= 0):
+            errs.invalid("spec.leaseDurationSeconds", lds, "must be greater than 0")
+        lt = spec.get("leaseTransitions")
+        if lt is not None and (not isinstance(lt, int) or lt < 0):
+            errs.invalid("spec.leaseTransitions", lt, "must be greater than or equal to 0")
+
+
+class _AppsWorkload(Resource):
+    group = "apps"
+    has_generation = True
+    status_reset_on_create = True
+
+    def prepare_status_update(self, new, old):
+        super().prepare_status_update(new, old)
+        new["metadata"].pop("labels", None)
+        if (old.get("metadata") or {}).get("labels") is not None:
+            new["metadata"]["labels"] = copy.deepcopy(old["metadata"]["labels"])
+
+    def validate_common(self, errs, obj, old):
+        spec = obj.get("spec")
+        if not isinstance(spec, dict):
+            errs.required("spec")
+            return None
+        validate_nonneg(errs, spec.get("replicas"), "spec.replicas")
+        validate_nonneg(errs, spec.get("minReadySeconds"), "spec.minReadySeconds")
+        selector = spec.get("selector")
+        validate_selector(errs, selector, "spec.selector")
+        validate_template(errs, spec.get("template"), selector if isinstance(selector, dict)
+                          else None, "spec.template")
+        if old is not None and (old.get("spec") or {}).get("selector") != selector:
+            errs.invalid("spec.selector", selector, "field is immutable")
+        return spec
+
+
+class Deployments(_AppsWorkload):
+    plural, singular, kind = "deployments", "deployment", "Deployment"
+    short_names = ("deploy",)
+    categories = ("all",)
+    subresources = {"status": (None, None, "Deployment", ("get", "patch", "update")),
+                    "scale": ("autoscaling", "v1", "Scale", ("get", "patch", "update"))}
+
+    def default(self, obj):
+        spec = obj.get("spec")
+        if not isinstance(spec, dict):
+            return
+        spec.setdefault("replicas", 1)
+        strategy = spec.setdefault("strategy", {})
+        if isinstance(strategy, dict):
+            strategy.setdefault("type", "RollingUpdate")
+            if strategy["type"] == "RollingUpdate":
+                ru = strategy.setdefault("rollingUpdate", {})
+                if isinstance(ru, dict):
+                    ru.setdefault("maxUnavailable", "25%")
+                    ru.setdefault("maxSurge", "25%")
+        spec.setdefault("revisionHistoryLimit", 10)
+        spec.setdefault("progressDeadlineSeconds", 600)
+        default_template(spec.get("template"))
+
+    def prepare_update(self, new, old):
+        super().prepare_update(new, old)
+        # A Deployment's generation also moves when its annotations change,
+        # because the controller copies them to its ReplicaSets.
+        if ((new.get("metadata") or {}).get("annotations") !=
+                (old.get("metadata") or {}).get("annotations")):
+            new["metadata"]["generation"] = old["metadata"].get("generation", 1) + 1
+
+    def validate_spec(self, errs, obj, old):
+        spec = self.validate_common(errs, obj, old)
+        if spec is None:
+            return
+        validate_nonneg(errs, spec.get("revisionHistoryLimit"), "spec.revisionHistoryLimit")
+        strategy = spec.get("strategy") or {}
+        stype = strategy.get("type")
+        if stype not in ("Recreate", "RollingUpdate"):
+            errs.not_supported("spec.strategy.type", stype, ["Recreate", "RollingUpdate"])
+        ru = strategy.get("rollingUpdate")
+        if stype == "Recreate" and ru is not None:
+            errs.forbidden("spec.strategy.rollingUpdate",
+                           "may not be specified when strategy `type` is 'Recreate'")
+        if stype == "RollingUpdate":
+            if not isinstance(ru, dict):
+                errs.required("spec.strategy.rollingUpdate",
+                              "this should be defaulted and never be nil")
+            else:
+                self._validate_rolling(errs, ru)
+        pds = spec.get("progressDeadlineSeconds")
+        if pds is not None:
+            validate_nonneg(errs, pds, "spec.progressDeadlineSeconds")
+            mrs = spec.get("minReadySeconds") or 0
+            if isinstance(pds, int) and isinstance(mrs, int) and pds <= mrs:
+                errs.invalid("spec.progressDeadlineSeconds", pds,
+                             "must be greater than minReadySeconds")
+
+    @staticmethod
+    def _validate_rolling(errs, ru):
+        values = {}
+        for f in ("maxUnavailable", "maxSurge"):
+            v = ru.get(f)
+            path = "spec.strategy.rollingUpdate." + f
+            if isinstance(v, bool) or not (v is None or isinstance(v, int) or
+                                          (isinstance(v, str) and PERCENT.match(v))):
+                errs.invalid(path, v, "a valid percent string must be a numeric string followed "
+                             "by an ending '%' (e.g. '1%',  or '93%', regex used for validation "
+                             "is '[0-9]+%')")
+                continue
+            if isinstance(v, int) and v < 0:
+                errs.invalid(path, v, "must be greater than or equal to 0")
+            if isinstance(v, str) and int(v[:-1]) > 100:
+                errs.invalid(path, v, "must not be greater than 100%")
+            values[f] = v
+        mu, ms = values.get("maxUnavailable"), values.get("maxSurge")
+        if "maxUnavailable" in values and "maxSurge" in values:
+            if int_or_percent(mu or 0, 100, False) == 0 and int_or_percent(ms or 0, 100, True) == 0:
+                errs.invalid("spec.strategy.rollingUpdate.maxUnavailable", mu,
+                             "may not be 0 when `maxSurge` is 0")
+
+
+class ReplicaSets(_AppsWorkload):
+    plural, singular, kind = "replicasets", "replicaset", "ReplicaSet"
+    short_names = ("rs",)
+    categories = ("all",)
+    subresources = {"status": (None, None, "ReplicaSet", ("get", "patch", "update")),
+                    "scale": ("autoscaling", "v1", "Scale", ("get", "patch", "update"))}
+    field_labels = ("status.replicas",)
+
+    def default(self, obj):
+        spec = obj.get("spec")
+        if not isinstance(spec, dict):
+            return
+        spec.setdefault("replicas", 1)
+        default_template(spec.get("template"))
+
+    def validate_spec(self, errs, obj, old):
+        self.validate_common(errs, obj, old)
+
+
+ALL = [Namespaces(), Nodes(), Pods(), Events(), Leases(), Deployments(), ReplicaSets()]
+BY_PATH = {(r.group, r.version, r.plural): r for r in ALL}
+BY_KIND = {(r.api_version, r.kind): r for r in ALL}
+BY_PLURAL = {r.plural: r for r in ALL}
+
+
+def groups():
+    """[(group, version)] in the order discovery lists them."""
+    out = []
+    for r in ALL:
+        gv = (r.group, r.version)
+        if gv not in out:
+            out.append(gv)
+    return out

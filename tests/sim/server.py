@@ -1,0 +1,735 @@
+"""HTTPS front end of the local API server: authentication, routing,
+discovery, content negotiation (JSON and Table), chunked watch streams and
+the /_sim control endpoints used by tests to inject faults.
+"""
+
+import collections
+import gzip
+import json
+import socket
+import ssl
+import threading
+import time
+import urllib.parse
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import openapi
+import resources
+import tables
+from api import Api, ApiError, bad_request
+from faults import DEFAULTS, Faults
+from store import Expired, dumps
+
+VERSION = {
+    "major": "1", "minor": "31", "gitVersion": "v1.31.0-kcmsim", "gitCommit": "0" * 40,
+    "gitTreeState": "clean", "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.22.0",
+    "compiler": "gc", "platform": "linux/amd64",
+}
+
+MAX_BODY = 3 * 1024 * 1024
+GZIP_MIN = 128 * 1024
+PUBLIC_PATHS = ("/version", "/healthz", "/livez", "/readyz")
+
+
+class Route:
+    __slots__ = ("kind", "res", "ns", "name", "sub", "group", "version")
+
+    def __init__(self, kind, res=None, ns="", name="", sub="", group="", version=""):
+        self.kind, self.res, self.ns, self.name, self.sub = kind, res, ns, name, sub
+        self.group, self.version = group, version
+
+
+def route(path):
+    parts = [urllib.parse.unquote(p) for p in path.strip("/").split("/") if p]
+    if not parts:
+        return Route("root")
+    head = parts[0]
+    if head == "_sim":
+        return Route("sim", name="/".join(parts[1:]))
+    if head in ("healthz", "livez", "readyz") and len(parts) == 1:
+        return Route("health")
+    if head == "version" and len(parts) == 1:
+        return Route("version")
+    if head == "openapi":
+        return Route("openapi", name="/".join(parts[1:]))
+    if head == "api":
+        if len(parts) == 1:
+            return Route("api")
+        group, version, rest = "", parts[1], parts[2:]
+    elif head == "apis":
+        if len(parts) == 1:
+            return Route("apis")
+        if len(parts) == 2:
+            return Route("group", group=parts[1])
+        group, version, rest = parts[1], parts[2], parts[3:]
+    else:
+        return Route("notfound")
+    if not rest:
+        return Route("groupversion", group=group, version=version)
+    ns = ""
+    if rest[0] == "namespaces" and len(rest) >= 3 and \
+            rest[2] not in resources.BY_PLURAL["namespaces"].subresources:
+        ns, rest = rest[1], rest[2:]
+        res = resources.BY_PATH.get((group, version, rest[0]))
+        if res is None or not res.namespaced:
+            return Route("notfound")
+    else:
+        res = resources.BY_PATH.get((group, version, rest[0]))
+        if res is None:
+            return Route("notfound")
+    if len(rest) > 3:
+        return Route("notfound")
+    name = rest[1] if len(rest) > 1 else ""
+    sub = rest[2] if len(rest) > 2 else ""
+    if sub and sub not in res.subresources:
+        return Route("notfound")
+    return Route("resource", res=res, ns=ns, name=name, sub=sub, group=group, version=version)
+
+
+def resource_verb(method, r, query):
+    if method == "GET":
+        if r.name:
+            return "get"
+        return "watch" if query.get("watch") in ("1", "true", "True") else "list"
+    if method == "DELETE":
+        return "delete" if r.name else "deletecollection"
+    return {"POST": "create", "PUT": "update", "PATCH": "patch"}.get(method, method.lower())
+
+
+def wants_table(accept):
+    for part in (accept or "").split(","):
+        params = [p.strip() for p in part.split(";")]
+        if "as=Table" in params and "g=meta.k8s.io" in params:
+            return True
+    return False
+
+
+class SimServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 128
+
+    def __init__(self, addr, ssl_ctx, tokens, basic=None, bookmark_interval=60.0,
+                 max_events=100000):
+        super().__init__(addr, Handler)
+        self.ssl_ctx = ssl_ctx
+        self.tokens = tokens  # token -> (user, [groups])
+        self.basic = basic or {}  # user -> password
+        self.api = Api(max_events=max_events)
+        self.faults = Faults()
+        self.bookmark_interval = bookmark_interval
+        self.default_watch_timeout = 1800
+        self.requests = collections.deque(maxlen=20000)
+        self.request_seq = 0
+        self.stats_lock = threading.Lock()
+        self.closing = False
+        self.kubelet = None
+        self.openapi_docs = openapi.documents()
+
+    def finish_request(self, request, client_address):
+        if self.ssl_ctx is not None:
+            try:
+                request.settimeout(10)
+                request = self.ssl_ctx.wrap_socket(request, server_side=True)
+                request.settimeout(None)
+            except (ssl.SSLError, OSError):
+                request.close()
+                return
+        self.RequestHandlerClass(request, client_address, self)
+
+    def handle_error(self, request, client_address):
+        pass  # broken connections are normal for a test server
+
+    def record(self, entry):
+        with self.stats_lock:
+            self.request_seq += 1
+            entry["seq"] = self.request_seq
+            self.requests.append(entry)
+
+    def shutdown(self):
+        self.closing = True
+        with self.api.lock:
+            self.api.lock.notify_all()
+        super().shutdown()
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "kcm-sim"
+    sys_version = ""
+
+    def log_message(self, fmt, *args):
+        pass
+
+    # --- plumbing ---------------------------------------------------------------
+
+    def do_GET(self):
+        self.dispatch()
+
+    do_POST = do_PUT = do_PATCH = do_DELETE = do_GET
+
+    def read_body(self):
+        te = (self.headers.get("Transfer-Encoding") or "").lower()
+        if te == "chunked":
+            chunks, total = [], 0
+            while True:
+                line = self.rfile.readline(1024)
+                size = int(line.split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    self.rfile.readline(1024)
+                    break
+                total += size
+                if total > MAX_BODY:
+                    raise ApiError(413, "RequestEntityTooLarge",
+                                   "Request entity too large: limit is 3145728")
+                chunks.append(self.rfile.read(size))
+                self.rfile.readline(1024)
+            return b"".join(chunks)
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > MAX_BODY:
+            raise ApiError(413, "RequestEntityTooLarge", "Request entity too large: limit is "
+                           "3145728")
+        return self.rfile.read(length) if length else b""
+
+    def send_json(self, code, body, headers=None, content_type="application/json"):
+        raw = body if isinstance(body, bytes) else dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Cache-Control", "no-cache, private")
+        self.send_header("Audit-Id", self.audit_id)
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        if len(raw) >= GZIP_MIN and "gzip" in (self.headers.get("Accept-Encoding") or ""):
+            raw = gzip.compress(raw, 1)
+            self.send_header("Content-Encoding", "gzip")
+            self.send_header("Vary", "Accept-Encoding")
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(raw)
+        self.status_code = code
+
+    def send_error_status(self, err):
+        headers = dict(err.headers)
+        self.send_json(err.code, err.status(), headers)
+
+    def send_text(self, code, text):
+        raw = text.encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "text/plain; charset=utf-8")
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+        self.status_code = code
+
+    # --- authentication -----------------------------------------------------------
+
+    def authenticate(self):
+        """Return (user, groups); raise ApiError 401 on bad credentials."""
+        auth = self.headers.get("Authorization") or ""
+        if auth.startswith("Bearer "):
+            ident = self.server.tokens.get(auth[7:].strip())
+            if ident is None:
+                raise ApiError(401, "Unauthorized", "Unauthorized")
+            return ident
+        if auth.startswith("Basic "):
+            import base64
+            try:
+                user, _, pw = base64.b64decode(auth[6:]).decode().partition(":")
+            except Exception:
+                raise ApiError(401, "Unauthorized", "Unauthorized")
+            if self.server.basic.get(user) != pw or not pw:
+                raise ApiError(401, "Unauthorized", "Unauthorized")
+            return user, ["system:authenticated"]
+        if auth:
+            raise ApiError(401, "Unauthorized", "Unauthorized")
+        cert = None
+        try:
+            cert = self.connection.getpeercert()
+        except (AttributeError, ValueError):
+            cert = None
+        if cert:
+            subject = dict(x[0] for x in cert.get("subject", ()))
+            groups = [v for rdn in cert.get("subject", ()) for k, v in rdn
+                      if k == "organizationName"]
+            return subject.get("commonName", ""), groups + ["system:authenticated"]
+        return "system:anonymous", ["system:unauthenticated"]
+
+    # --- dispatch ---------------------------------------------------------------
+
+    def dispatch(self):
+        self.audit_id = str(uuid.uuid4())
+        self.status_code = 0
+        started = time.monotonic()
+        url = urllib.parse.urlsplit(self.path)
+        query = {k: v[-1] for k, v in urllib.parse.parse_qs(url.query,
+                                                            keep_blank_values=True).items()}
+        r = route(url.path)
+        verb = self.command.lower()
+        user = ""
+        try:
+            user, groups = self.authenticate()
+            if r.kind == "sim":
+                return self.handle_sim(r, query)
+            if user == "system:anonymous" and url.path not in PUBLIC_PATHS:
+                raise ApiError(403, "Forbidden", 'forbidden: User "system:anonymous" cannot %s '
+                               'path "%s"' % (verb, url.path), {})
+            if r.kind == "resource":
+                verb = resource_verb(self.command, r, query)
+                return self.handle_resource(r, verb, query)
+            if self.command != "GET":
+                raise ApiError(405, "MethodNotAllowed",
+                               "the server does not allow this method on the requested resource")
+            return self.handle_static(r, url.path)
+        except ApiError as e:
+            self.send_error_status(e)
+        except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
+            self.close_connection = True
+        finally:
+            if r.kind != "sim":
+                self.server.record({
+                    "time": time.time(), "user": user, "verb": verb, "method": self.command,
+                    "path": url.path, "query": url.query, "code": self.status_code,
+                    "resource": r.res.plural if r.res else "", "subresource": r.sub,
+                    "namespace": r.ns, "name": r.name,
+                    "userAgent": self.headers.get("User-Agent") or "",
+                    "ms": round((time.monotonic() - started) * 1000, 3)})
+
+    def handle_static(self, r, path):
+        port = self.server.server_address[1]
+        if r.kind == "version":
+            return self.send_json(200, VERSION)
+        if r.kind == "health":
+            return self.send_text(200, "ok")
+        if r.kind == "openapi":
+            docs = self.server.openapi_docs
+            if r.name == "v3":
+                return self.send_json(200, openapi.index(docs))
+            if r.name.startswith("v3/") and r.name[3:] in docs:
+                return self.send_json(200, docs[r.name[3:]])
+            raise self.not_found_path()
+        if r.kind == "root":
+            paths = ["/api", "/api/v1", "/apis"]
+            for g, v in resources.groups():
+                if g:
+                    paths += ["/apis/" + g, "/apis/%s/%s" % (g, v)]
+            paths += ["/healthz", "/livez", "/readyz", "/version"]
+            return self.send_json(200, {"paths": sorted(set(paths))})
+        if r.kind == "api":
+            return self.send_json(200, {
+                "kind": "APIVersions", "versions": ["v1"],
+                "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0",
+                                                "serverAddress": "127.0.0.1:%d" % port}]})
+        if r.kind == "apis":
+            groups = [self.group_doc(g) for g, _ in resources.groups() if g]
+            return self.send_json(200, {"kind": "APIGroupList", "apiVersion": "v1",
+                                        "groups": groups})
+        if r.kind == "group":
+            if not any(g == r.group for g, _ in resources.groups()):
+                raise self.not_found_path()
+            doc = self.group_doc(r.group)
+            doc.update({"kind": "APIGroup", "apiVersion": "v1"})
+            return self.send_json(200, doc)
+        if r.kind == "groupversion":
+            res = [x for x in resources.ALL if x.group == r.group and x.version == r.version]
+            if not res:
+                raise self.not_found_path()
+            gv = "%s/%s" % (r.group, r.version) if r.group else r.version
+            out = {"kind": "APIResourceList", "groupVersion": gv, "resources": []}
+            if r.group:
+                out["apiVersion"] = "v1"
+            for x in res:
+                out["resources"].extend(x.discovery())
+            return self.send_json(200, out)
+        raise self.not_found_path()
+
+    @staticmethod
+    def group_doc(group):
+        versions = [{"groupVersion": "%s/%s" % (g, v), "version": v}
+                    for g, v in resources.groups() if g == group]
+        return {"name": group, "versions": versions, "preferredVersion": versions[0]}
+
+    @staticmethod
+    def not_found_path():
+        return ApiError(404, "NotFound", "the server could not find the requested resource",
+                        {})
+
+    # --- resources -------------------------------------------------------------------
+
+    def handle_resource(self, r, verb, query):
+        res = r.res
+        method = self.command
+        if res.namespaced and not r.ns and r.name and res.plural != "namespaces":
+            raise self.not_found_path()
+        if method in ("PUT", "PATCH") and not r.name:
+            raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on "
+                           "the requested resource")
+        if method == "POST" and r.name and r.sub != "binding":
+            raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on "
+                           "the requested resource")
+        self.apply_faults(verb, r)
+        api = self.server.api
+        dry = query.get("dryRun") == "All"
+        table = wants_table(self.headers.get("Accept")) and verb in ("get", "list", "watch") \
+            and not r.sub and res.plural in tables.PRINTERS
+        self.check_accept()
+        if verb == "watch":
+            return self.serve_watch(r, query, table)
+        if verb == "list":
+            return self.serve_list(r, query, table)
+        if verb == "get":
+            if r.sub == "scale":
+                return self.send_json(200, api.get_scale(res, r.ns, r.name))
+            obj = api.get(res, r.ns, r.name)
+            if table:
+                meta = {"resourceVersion": obj["metadata"]["resourceVersion"]}
+                return self.send_json(200, tables.table(res.plural, [obj], meta,
+                                                        query.get("includeObject", "Metadata")))
+            return self.send_json(200, obj)
+        body_raw = self.read_body()
+        if verb == "create":
+            body = self.decode_body(body_raw)
+            if r.sub == "binding":
+                return self.send_json(201, api.bind(r.ns, r.name, body))
+            return self.send_json(201, api.create(res, r.ns, body, dry))
+        if verb == "update":
+            body = self.decode_body(body_raw)
+            if r.sub == "scale":
+                return self.send_json(200, api.update_scale(res, r.ns, r.name, body, dry))
+            obj, created = api.update(res, r.ns, r.name, body, r.sub or None, dry)
+            return self.send_json(201 if created else 200, obj)
+        if verb == "patch":
+            ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip()
+            if ctype == "application/apply-patch+yaml":
+                raise ApiError(415, "UnsupportedMediaType",
+                               "the local API server does not implement server-side apply")
+            obj = api.patch(res, r.ns, r.name, ctype, body_raw, r.sub or None, dry)
+            return self.send_json(200, obj)
+        opts = self.delete_options(body_raw, query)
+        if verb == "delete":
+            code, obj = api.delete(res, r.ns, r.name, opts, dry)
+            return self.send_json(code, obj)
+        lst = api.delete_collection(res, r.ns, query.get("labelSelector", ""),
+                                    query.get("fieldSelector", ""), opts, dry)
+        return self.send_json(200, lst)
+
+    def check_accept(self):
+        accept = self.headers.get("Accept") or ""
+        if not accept:
+            return
+        for part in accept.split(","):
+            mt = part.split(";")[0].strip()
+            if mt in ("application/json", "*/*", "application/*", ""):
+                return
+        raise ApiError(406, "NotAcceptable",
+                       "only the following media types are accepted: application/json")
+
+    def decode_body(self, raw):
+        ctype = (self.headers.get("Content-Type") or "application/json").split(";")[0].strip()
+        if ctype not in ("application/json", ""):
+            raise ApiError(415, "UnsupportedMediaType",
+                           "the body of the request was in an unknown format - accepted media "
+                           "types include: application/json")
+        try:
+            return json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as e:
+            raise bad_request("the object provided is unrecognized: couldn't get version/kind; "
+                              "json parse error: %s" % e)
+
+    def delete_options(self, raw, query):
+        opts = {}
+        if raw.strip():
+            opts = self.decode_body(raw)
+            if not isinstance(opts, dict):
+                raise bad_request("DeleteOptions must be an object")
+        if "gracePeriodSeconds" in query:
+            try:
+                opts["gracePeriodSeconds"] = int(query["gracePeriodSeconds"])
+            except ValueError:
+                raise bad_request("invalid gracePeriodSeconds: %s" % query["gracePeriodSeconds"])
+        if "propagationPolicy" in query:
+            opts["propagationPolicy"] = query["propagationPolicy"]
+        if "orphanDependents" in query:
+            opts["orphanDependents"] = query["orphanDependents"] == "true"
+        return opts
+
+    def apply_faults(self, verb, r):
+        faults = self.server.faults
+        if faults.latency_ms:
+            time.sleep(faults.latency_ms / 1000.0)
+        rule = faults.match(verb, r.res.plural, r.sub, r.ns, r.name)
+        if rule is None:
+            return
+        if rule.get("latencyMs"):
+            time.sleep(rule["latencyMs"] / 1000.0)
+        code = rule.get("code")
+        if code is None:
+            return
+        reason, message = DEFAULTS.get(code, ("", "injected fault"))
+        reason = rule.get("reason", reason)
+        message = rule.get("message", message)
+        headers, details = {}, {"name": r.name, "group": r.res.group, "kind": r.res.plural}
+        if rule.get("retryAfter") is not None:
+            headers["Retry-After"] = str(rule["retryAfter"])
+            details["retryAfterSeconds"] = rule["retryAfter"]
+        # Drain the request body so the connection stays usable.
+        if self.command in ("POST", "PUT", "PATCH", "DELETE"):
+            self.read_body()
+        raise ApiError(code, reason, message, details, headers)
+
+    # --- list and watch ----------------------------------------------------------
+
+    def serve_list(self, r, query, table):
+        api = self.server.api
+        try:
+            limit = int(query.get("limit") or 0)
+        except ValueError:
+            raise bad_request("invalid limit: %s" % query.get("limit"))
+        entries, rv, cont, remaining = api.list(
+            r.res, r.ns, query.get("labelSelector", ""), query.get("fieldSelector", ""),
+            limit, query.get("continue", ""), query.get("resourceVersion", ""))
+        meta = {"resourceVersion": str(rv)}
+        if cont:
+            meta["continue"] = cont
+            meta["remainingItemCount"] = remaining
+        if table:
+            return self.send_json(200, tables.table(r.res.plural, [e.obj for e in entries], meta,
+                                                    query.get("includeObject", "Metadata")))
+        head = ('{"kind":"%sList","apiVersion":"%s","metadata":%s,"items":['
+                % (r.res.kind, r.res.api_version, dumps(meta))).encode()
+        body = head + b",".join(e.raw for e in entries) + b"]}"
+        return self.send_json(200, body)
+
+    def start_stream(self):
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Cache-Control", "no-cache, private")
+        self.send_header("Audit-Id", self.audit_id)
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        self.status_code = 200
+
+    def write_chunk(self, data):
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()
+
+    def end_stream(self):
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+    def abort_stream(self):
+        """Break the connection as a failing network would: no final chunk."""
+        self.close_connection = True
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def watch_event(self, etype, obj_raw):
+        return b'{"type":"%s","object":%s}\n' % (etype.encode(), obj_raw)
+
+    def serve_watch(self, r, query, table):
+        api, store, res = self.server.api, self.server.api.store, r.res
+        reqs, terms = api.parse_selectors(res, query.get("labelSelector", ""),
+                                          query.get("fieldSelector", ""))
+        try:
+            timeout = float(query["timeoutSeconds"]) if query.get("timeoutSeconds") else \
+                self.server.default_watch_timeout
+        except ValueError:
+            raise bad_request("invalid timeoutSeconds: %s" % query["timeoutSeconds"])
+        bookmarks = query.get("allowWatchBookmarks") in ("1", "true")
+        include = query.get("includeObject", "Metadata")
+        rv_param = query.get("resourceVersion", "")
+        ns = r.ns if res.namespaced else ""
+        start = time.monotonic()
+        deadline = start + timeout
+
+        def visible(obj):
+            if ns and obj["metadata"].get("namespace") != ns:
+                return False
+            return api._matches(obj, reqs, terms)
+
+        def encode(etype, obj, raw=None):
+            if table:
+                meta = {"resourceVersion": obj["metadata"]["resourceVersion"]}
+                obj = tables.table(res.plural, [obj], meta, include)
+                raw = None
+            return self.watch_event(etype, raw if raw is not None else dumps(obj).encode())
+
+        initial = []
+        with store.cond:
+            epoch = store.drop_epoch
+            if rv_param in ("", "0"):
+                cursor = store.rv
+                initial = [e for _, e in store.items(res.plural, ns or None) if visible(e.obj)]
+                initial.sort(key=lambda e: (e.obj["metadata"].get("namespace", ""),
+                                            e.obj["metadata"]["name"]))
+            else:
+                try:
+                    cursor = int(rv_param)
+                except ValueError:
+                    raise bad_request("invalid resource version: %s" % rv_param)
+                waited = time.monotonic() + 3
+                while cursor > store.rv and time.monotonic() < waited:
+                    store.cond.wait(waited - time.monotonic())
+                if cursor > store.rv:
+                    err = ApiError(504, "Timeout", "Too large resource version: %d, current: %d"
+                                   % (cursor, store.rv),
+                                   {"causes": [{"reason": "ResourceVersionTooLarge",
+                                                "message": "Too large resource version"}],
+                                    "retryAfterSeconds": 1})
+                    self.start_stream()
+                    self.write_chunk(self.watch_event("ERROR", dumps(err.status()).encode()))
+                    return self.end_stream()
+                try:
+                    store.events_since(res.plural, cursor)
+                except Expired as e:
+                    self.start_stream()
+                    self.write_chunk(self.expired_event(e))
+                    return self.end_stream()
+        self.start_stream()
+        for e in initial:
+            self.write_chunk(encode("ADDED", e.obj, e.raw))
+        interval = self.server.bookmark_interval
+        next_bookmark = min(start + interval, deadline - 2) if bookmarks else None
+        while True:
+            out, expired, bookmark_rv = [], None, None
+            with store.cond:
+                while True:
+                    if store.drop_epoch != epoch or self.server.closing:
+                        return self.abort_stream()
+                    now = time.monotonic()
+                    try:
+                        pending = store.events_since(res.plural, cursor)
+                    except Expired as e:
+                        expired = e
+                        break
+                    delay = store.watch_delay
+                    ready = [ev for ev in pending if ev.ts + delay <= now] if delay else pending
+                    if ready:
+                        out = ready
+                        cursor = ready[-1].rv
+                        if len(ready) == len(pending):
+                            bookmark_rv = store.rv
+                        break
+                    if now >= deadline:
+                        break
+                    if next_bookmark is not None and now >= next_bookmark:
+                        bookmark_rv = store.rv if not pending else cursor
+                        break
+                    wake = deadline
+                    if next_bookmark is not None:
+                        wake = min(wake, next_bookmark)
+                    if pending:
+                        wake = min(wake, pending[0].ts + delay)
+                    store.cond.wait(max(0.0, wake - now))
+            if expired is not None:
+                self.write_chunk(self.expired_event(expired))
+                return self.end_stream()
+            for ev in out:
+                chunk = self.filter_event(ev, visible, encode)
+                if chunk:
+                    self.write_chunk(chunk)
+            now = time.monotonic()
+            if next_bookmark is not None and now >= next_bookmark:
+                brv = max(cursor, bookmark_rv or 0)
+                cursor = brv
+                self.write_chunk(self.watch_event("BOOKMARK", dumps(
+                    {"kind": res.kind, "apiVersion": res.api_version,
+                     "metadata": {"resourceVersion": str(brv), "creationTimestamp": None}})
+                    .encode()))
+                next_bookmark = now + interval
+                if next_bookmark > deadline - 2:
+                    next_bookmark = deadline - 2 if deadline - 2 > now else None
+            if now >= deadline:
+                return self.end_stream()
+
+    @staticmethod
+    def expired_event(e):
+        st = ApiError(410, "Expired", str(e)).status()
+        return b'{"type":"ERROR","object":%s}\n' % dumps(st).encode()
+
+    @staticmethod
+    def filter_event(ev, visible, encode):
+        obj = ev.entry.obj
+        if ev.type == "ADDED":
+            return encode("ADDED", obj, ev.entry.raw) if visible(obj) else None
+        if ev.type == "DELETED":
+            return encode("DELETED", obj, ev.entry.raw) if visible(ev.old or obj) else None
+        now_in, was_in = visible(obj), visible(ev.old)
+        if now_in and was_in:
+            return encode("MODIFIED", obj, ev.entry.raw)
+        if now_in:
+            return encode("ADDED", obj, ev.entry.raw)
+        if was_in:
+            prev = dict(ev.old)
+            prev["metadata"] = dict(prev["metadata"], resourceVersion=str(ev.rv))
+            return encode("DELETED", prev)
+        return None
+
+    # --- /_sim control ---------------------------------------------------------------
+
+    def handle_sim(self, r, query):
+        srv = self.server
+        store = srv.api.store
+        if r.name == "faults" and self.command == "GET":
+            return self.send_json(200, dict(srv.faults.describe(),
+                                            watchDelayMs=int(store.watch_delay * 1000)))
+        if r.name == "faults" and self.command == "POST":
+            try:
+                body = json.loads(self.read_body() or b"{}")
+                if not isinstance(body, dict):
+                    raise ValueError("body must be an object")
+                self.apply_sim_faults(body)
+            except ValueError as e:
+                return self.send_json(400, {"error": str(e)})
+            return self.send_json(200, dict(srv.faults.describe(),
+                                            watchDelayMs=int(store.watch_delay * 1000)))
+        if r.name == "requests" and self.command == "GET":
+            since = int(query.get("since") or 0)
+            with srv.stats_lock:
+                items = [x for x in srv.requests if x["seq"] > since]
+            return self.send_json(200, {"items": items, "last": srv.request_seq})
+        if r.name == "state" and self.command == "GET":
+            with store.cond:
+                counts = {p: len(o) for p, o in store.objects.items()}
+                return self.send_json(200, {"resourceVersion": store.rv, "objects": counts,
+                                            "compacted": {p: lg.compacted
+                                                          for p, lg in store.logs.items()}})
+        if r.name == "kubelet" and srv.kubelet is not None:
+            if self.command == "POST":
+                try:
+                    srv.kubelet.configure(json.loads(self.read_body() or b"{}"))
+                except (ValueError, TypeError) as e:
+                    return self.send_json(400, {"error": str(e)})
+            return self.send_json(200, srv.kubelet.describe())
+        return self.send_json(404, {"error": "unknown control endpoint: /_sim/" + r.name})
+
+    def apply_sim_faults(self, body):
+        srv = self.server
+        store = srv.api.store
+        known = {"clear", "rules", "addRule", "latencyMs", "watchDelayMs", "dropWatches",
+                 "compact"}
+        unknown = set(body) - known
+        if unknown:
+            raise ValueError("unknown fault fields: %s" % ", ".join(sorted(unknown)))
+        if body.get("clear"):
+            srv.faults.clear()
+            store.watch_delay = 0.0
+        if "rules" in body:
+            if not isinstance(body["rules"], list):
+                raise ValueError("rules must be a list")
+            srv.faults.set_rules(body["rules"])
+        if "addRule" in body:
+            srv.faults.add_rule(body["addRule"])
+        if "latencyMs" in body:
+            srv.faults.latency_ms = max(0, int(body["latencyMs"]))
+        if "watchDelayMs" in body:
+            with store.cond:
+                store.watch_delay = max(0, int(body["watchDelayMs"])) / 1000.0
+                store.cond.notify_all()
+        if body.get("compact"):
+            store.compact()
+        if body.get("dropWatches"):
+            store.drop_watches()

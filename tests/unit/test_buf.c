@@ -1,0 +1,85 @@
+/* Unit tests for the bounded buffer. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "kcm/buf.h"
+#include "kcm/error.h"
+
+static void append_and_read_back(void **state) {
+  struct kcm_buf b = KCM_BUF_INIT(1024);
+  assert_int_equal(kcm_buf_append(&b, "abc", 3), 0);
+  assert_int_equal(kcm_buf_append_str(&b, "def"), 0);
+  assert_int_equal(kcm_buf_appendf(&b, "-%d-%s", 42, "x"), 0);
+  assert_int_equal(b.len, 11);
+  assert_string_equal(b.data, "abcdef-42-x");
+  kcm_buf_release(&b);
+  assert_null(b.data);
+  assert_int_equal(b.len, 0);
+}
+
+static void limit_is_enforced_and_failure_leaves_buffer_unchanged(void **state) {
+  struct kcm_buf b = KCM_BUF_INIT(8);
+  assert_int_equal(kcm_buf_append(&b, "12345678", 8), 0);
+  assert_int_equal(kcm_buf_append(&b, "9", 1), KCM_ETOOBIG);
+  assert_int_equal(kcm_buf_appendf(&b, "%s", "x"), KCM_ETOOBIG);
+  assert_int_equal(b.len, 8);
+  assert_string_equal(b.data, "12345678");
+  kcm_buf_release(&b);
+}
+
+static void growth_keeps_content(void **state) {
+  struct kcm_buf b = KCM_BUF_INIT(1 << 20);
+  char expect[5000];
+  int i;
+  for (i = 0; i < 5000; i++) {
+    char c = (char)('a' + i % 26);
+    expect[i] = c;
+    assert_int_equal(kcm_buf_append(&b, &c, 1), 0);
+  }
+  assert_int_equal(b.len, 5000);
+  assert_memory_equal(b.data, expect, 5000);
+  assert_int_equal(b.data[5000], '\0');
+  kcm_buf_release(&b);
+}
+
+static void consume_drops_prefix(void **state) {
+  struct kcm_buf b = KCM_BUF_INIT(64);
+  kcm_buf_append_str(&b, "line1\nline2\n");
+  kcm_buf_consume(&b, 6);
+  assert_string_equal(b.data, "line2\n");
+  kcm_buf_consume(&b, 100);
+  assert_int_equal(b.len, 0);
+  assert_string_equal(b.data, "");
+  kcm_buf_release(&b);
+}
+
+static void take_transfers_ownership(void **state) {
+  struct kcm_buf b = KCM_BUF_INIT(64);
+  char *s;
+  s = kcm_buf_take(&b);
+  assert_string_equal(s, "");
+  free(s);
+  kcm_buf_append_str(&b, "owned");
+  s = kcm_buf_take(&b);
+  assert_string_equal(s, "owned");
+  assert_null(b.data);
+  assert_int_equal(b.len, 0);
+  free(s);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(append_and_read_back),
+      cmocka_unit_test(limit_is_enforced_and_failure_leaves_buffer_unchanged),
+      cmocka_unit_test(growth_keeps_content),
+      cmocka_unit_test(consume_drops_prefix),
+      cmocka_unit_test(take_transfers_ownership),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,572 @@
+/*
+ * Tests for the client module: kubeconfig resolution (fields, merge rules,
+ * in-cluster settings, bad files) and HTTP requests against the local API
+ * server started as a child process.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "kcm/client.h"
+#include "kcm/error.h"
+
+static char tmpdir[256];
+
+static void write_file(const char *name, const char *text) {
+  char path[512];
+  FILE *f;
+  snprintf(path, sizeof(path), "%s/%s", tmpdir, name);
+  f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+static char *path_of(const char *name) {
+  static char path[512];
+  snprintf(path, sizeof(path), "%s/%s", tmpdir, name);
+  return path;
+}
+
+static int load(struct kcm_client_config *cfg, const char *kubeconfig, const char *context,
+                const char *master, char **errmsg) {
+  struct kcm_client_config_options o = {kubeconfig, context, master};
+  return kcm_client_config_load(cfg, &o, errmsg);
+}
+
+static int setup_dir(void **state) {
+  snprintf(tmpdir, sizeof(tmpdir), "/tmp/kcm-test-client-XXXXXX");
+  assert_non_null(mkdtemp(tmpdir));
+  unsetenv("KUBECONFIG");
+  unsetenv("KUBERNETES_SERVICE_HOST");
+  unsetenv("KUBERNETES_SERVICE_PORT");
+  setenv("HOME", tmpdir, 1);
+  return 0;
+}
+
+static int teardown_dir(void **state) {
+  char cmd[600];
+  snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
+  return system(cmd) == 0 ? 0 : -1;
+}
+
+static const char basic_config[] =
+    "apiVersion: v1\n"
+    "kind: Config\n"
+    "current-context: one\n"
+    "clusters:\n"
+    "- name: c1\n"
+    "  cluster:\n"
+    "    server: https://10.0.0.1:6443/\n"
+    "    certificate-authority-data: LS0tLS1CRUdJTiBDRVJU\n"
+    "- name: c2\n"
+    "  cluster:\n"
+    "    server: https://c2.example:443\n"
+    "    insecure-skip-tls-verify: true\n"
+    "    tls-server-name: api.internal\n"
+    "contexts:\n"
+    "- name: one\n"
+    "  context: {cluster: c1, user: u1}\n"
+    "- name: two\n"
+    "  context: {cluster: c2, user: u2, namespace: team-b}\n"
+    "users:\n"
+    "- name: u1\n"
+    "  user:\n"
+    "    token: abc123\n"
+    "- name: u2\n"
+    "  user:\n"
+    "    username: admin\n"
+    "    password: secret\n";
+
+static void current_context_token_and_ca_data(void **state) {
+  struct kcm_client_config cfg;
+  char *err = NULL;
+  write_file("config", basic_config);
+  assert_int_equal(load(&cfg, path_of("config"), NULL, NULL, &err), 0);
+  assert_string_equal(cfg.server, "https://10.0.0.1:6443");
+  assert_string_equal(cfg.token, "abc123");
+  assert_string_equal(cfg.context, "one");
+  assert_string_equal(cfg.namespace, "default");
+  assert_int_equal(cfg.ca_pem_len, 15);
+  assert_memory_equal(cfg.ca_pem, "-----BEGIN CERT", 15);
+  assert_false(cfg.insecure);
+  kcm_client_config_release(&cfg);
+}
+
+static void context_flag_selects_cluster_user_namespace(void **state) {
+  struct kcm_client_config cfg;
+  char *err = NULL;
+  write_file("config", basic_config);
+  assert_int_equal(load(&cfg, path_of("config"), "two", NULL, &err), 0);
+  assert_string_equal(cfg.server, "https://c2.example:443");
+  assert_true(cfg.insecure);
+  assert_string_equal(cfg.tls_server_name, "api.internal");
+  assert_string_equal(cfg.username, "admin");
+  assert_string_equal(cfg.password, "secret");
+  assert_null(cfg.token);
+  assert_string_equal(cfg.namespace, "team-b");
+  kcm_client_config_release(&cfg);
+}
+
+static void master_flag_overrides_server(void **state) {
+  struct kcm_client_config cfg;
+  char *err = NULL;
+  write_file("config", basic_config);
+  assert_int_equal(load(&cfg, path_of("config"), NULL, "http://127.0.0.1:8080", &err), 0);
+  assert_string_equal(cfg.server, "http://127.0.0.1:8080");
+  assert_string_equal(cfg.token, "abc123");
+  kcm_client_config_release(&cfg);
+}
+
+static void relative_paths_resolve_against_the_file(void **state) {
+  struct kcm_client_config cfg;
+  char *err = NULL, dir[600];
+  snprintf(dir, sizeof(dir), "%s/sub", tmpdir);
+  mkdir(dir, 0700);
+  write_file("sub/ca.pem", "CA-PEM");
+  write_file("sub/tok", "file-token\n");
+  write_file("sub/cert.pem", "CERT");
+  write_file("sub/key.pem", "KEY");
+  write_file("sub/config", "current-context: x\n"
+                           "clusters: [{name: c, cluster: {server: 'https://h:1', "
+                           "certificate-authority: ca.pem}}]\n"
+                           "contexts: [{name: x, context: {cluster: c, user: u}}]\n"
+                           "users: [{name: u, user: {tokenFile: tok, client-certificate: "
+                           "cert.pem, client-key: key.pem}}]\n");
+  assert_int_equal(load(&cfg, path_of("sub/config"), NULL, NULL, &err), 0);
+  assert_string_equal(cfg.ca_pem, "CA-PEM");
+  assert_string_equal(cfg.cert_pem, "CERT");
+  assert_string_equal(cfg.key_pem, "KEY");
+  assert_string_equal(cfg.token_file, path_of("sub/tok"));
+  kcm_client_config_release(&cfg);
+}
+
+static void kubeconfig_list_first_value_wins(void **state) {
+  struct kcm_client_config cfg;
+  char *err = NULL, list[2048];
+  int rc;
+  write_file("a", "current-context: ctx\n"
+                  "users: [{name: red, user: {token: from-a}}]\n");
+  write_file("b", "current-context: other\n"
+                  "clusters: [{name: c, cluster: {server: 'https://b:1'}}]\n"
+                  "contexts: [{name: ctx, context: {cluster: c, user: red}}]\n"
+                  "users: [{name: red, user: {token: from-b, username: ignored}}]\n");
+  snprintf(list, sizeof(list), "%s/a:%s/missing:%s/b", tmpdir, tmpdir, tmpdir);
+  setenv("KUBECONFIG", list, 1);
+  rc = load(&cfg, NULL, NULL, NULL, &err);
+  unsetenv("KUBECONFIG");
+  if (rc != 0)
+    fail_msg("%s", err);
+  assert_string_equal(cfg.context, "ctx");
+  assert_string_equal(cfg.server, "https://b:1");
+  assert_string_equal(cfg.token, "from-a");
+  assert_null(cfg.username); /* the second file's `red` is ignored entirely */
+  kcm_client_config_release(&cfg);
+}
+
+static void home_config_is_the_fallback(void **state) {
+  struct kcm_client_config cfg;
+  char *err = NULL, dir[600];
+  snprintf(dir, sizeof(dir), "%s/.kube", tmpdir);
+  mkdir(dir, 0700);
+  write_file(".kube/config", basic_config);
+  assert_int_equal(load(&cfg, NULL, NULL, NULL, &err), 0);
+  assert_string_equal(cfg.server, "https://10.0.0.1:6443");
+  kcm_client_config_release(&cfg);
+  unlink(path_of(".kube/config"));
+}
+
+static void in_cluster_settings(void **state) {
+  struct kcm_client_config cfg;
+  char *err = NULL, dir[600];
+  snprintf(dir, sizeof(dir), "%s/sa", tmpdir);
+  mkdir(dir, 0700);
+  write_file("sa/token", "sa-token\n");
+  write_file("sa/ca.crt", "SA-CA");
+  write_file("sa/namespace", "kube-system\n");
+  setenv("KCM_SERVICEACCOUNT_DIR", dir, 1);
+  setenv("KUBERNETES_SERVICE_HOST", "fd00::1", 1);
+  setenv("KUBERNETES_SERVICE_PORT", "443", 1);
+  assert_int_equal(load(&cfg, NULL, NULL, NULL, &err), 0);
+  assert_string_equal(cfg.server, "https://[fd00::1]:443");
+  assert_string_equal(cfg.ca_pem, "SA-CA");
+  assert_string_equal(cfg.namespace, "kube-system");
+  assert_string_equal(cfg.token_file, path_of("sa/token"));
+  kcm_client_config_release(&cfg);
+  setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1", 1);
+  assert_int_equal(load(&cfg, NULL, NULL, NULL, &err), 0);
+  assert_string_equal(cfg.server, "https://10.96.0.1:443");
+  kcm_client_config_release(&cfg);
+  unsetenv("KUBERNETES_SERVICE_HOST");
+  unsetenv("KUBERNETES_SERVICE_PORT");
+  unsetenv("KCM_SERVICEACCOUNT_DIR");
+}
+
+/* A bad file gives an error naming the file, the line and the field. */
+static void expect_error(const char *text, const char *context, const char *want1,
+                         const char *want2) {
+  struct kcm_client_config cfg;
+  char *err = NULL;
+  write_file("bad", text);
+  assert_int_not_equal(load(&cfg, path_of("bad"), context, NULL, &err), 0);
+  assert_non_null(err);
+  if (!strstr(err, path_of("bad")) || !strstr(err, want1) || (want2 && !strstr(err, want2)))
+    fail_msg("unexpected message: %s", err);
+  free(err);
+}
+
+static void bad_files_are_reported_precisely(void **state) {
+  expect_error("clusters: [\n  - name: x\n", NULL, "line", NULL);
+  expect_error("- just\n- a list\n", NULL, "line 1", "must be a mapping");
+  expect_error("current-context: x\ncontexts: [{name: x, context: {cluster: c}}]\n"
+               "clusters:\n- name: c\n  cluster:\n    server: {a: b}\n",
+               NULL, "line 6", "cluster.server: must be a string");
+  expect_error("current-context: x\ncontexts: [{name: x, context: {cluster: c}}]\n"
+               "clusters:\n- name: c\n  cluster:\n    server: https://a\n"
+               "    certificate-authority-data: '!!!'\n",
+               NULL, "line 7", "not valid base64");
+  expect_error("current-context: x\ncontexts: [{name: x, context: {cluster: c}}]\n"
+               "clusters:\n- name: c\n  cluster:\n    server: https://a\n"
+               "    insecure-skip-tls-verify: maybe\n",
+               NULL, "line 7", "insecure-skip-tls-verify: must be true or false");
+  expect_error("current-context: nope\n", NULL, "context \"nope\" is not defined", NULL);
+  expect_error("clusters: []\n", NULL, "no current-context", NULL);
+  expect_error("contexts: 5\n", "x", "contexts: must be a list", NULL);
+  expect_error("current-context: x\ncontexts: [{name: x, context: {cluster: c}}]\n"
+               "clusters: [{name: c, cluster: {server: 'ftp://a'}}]\n",
+               NULL, "must start with https://", NULL);
+  expect_error("current-context: x\ncontexts: [{name: x, context: {cluster: c}}]\n"
+               "clusters: [{name: c, cluster: {insecure-skip-tls-verify: true, "
+               "certificate-authority-data: QQ==, server: 'https://a'}}]\n",
+               NULL, "insecure flag is not allowed", NULL);
+  expect_error("current-context: x\ncontexts: [{name: x, context: {cluster: c, user: u}}]\n"
+               "clusters: [{name: c, cluster: {server: 'https://a'}}]\n"
+               "users: [{name: u, user: {client-certificate-data: QQ==}}]\n",
+               NULL, "must be given together", NULL);
+  expect_error("current-context: x\ncontexts: [{name: x, context: {cluster: c, user: u}}]\n"
+               "clusters: [{name: c, cluster: {server: 'https://a', "
+               "certificate-authority: nofile.pem}}]\n",
+               NULL, "nofile.pem", "No such file");
+}
+
+static void missing_file_and_no_config(void **state) {
+  struct kcm_client_config cfg;
+  char *err = NULL;
+  assert_int_equal(load(&cfg, path_of("does-not-exist"), NULL, NULL, &err), KCM_EIO);
+  assert_non_null(strstr(err, "does-not-exist"));
+  free(err);
+  err = NULL;
+  assert_int_equal(load(&cfg, NULL, NULL, NULL, &err), KCM_EINVAL);
+  assert_non_null(strstr(err, "no kubeconfig"));
+  free(err);
+}
+
+static void base64_decoding(void **state) {
+  char *out;
+  size_t n;
+  assert_int_equal(kcm_client_base64_decode("aGVs\nbG8=", 9, &out, &n), 0);
+  assert_int_equal(n, 5);
+  assert_string_equal(out, "hello");
+  free(out);
+  assert_int_equal(kcm_client_base64_decode("a*==", 4, &out, &n), KCM_EINVAL);
+  assert_int_equal(kcm_client_base64_decode("QQ=A", 4, &out, &n), KCM_EINVAL);
+}
+
+/* --- HTTP against the local API server -------------------------------------- */
+
+static pid_t sim_pid;
+static char simdir[300];
+
+static int start_sim(void **state) {
+  int fds[2];
+  char line[256] = {0};
+  FILE *out;
+
+  setup_dir(state);
+  snprintf(simdir, sizeof(simdir), "%s/sim", tmpdir);
+  assert_int_equal(pipe(fds), 0);
+  sim_pid = fork();
+  assert_true(sim_pid >= 0);
+  if (sim_pid == 0) {
+    dup2(fds[1], 1);
+    close(fds[0]);
+    execlp("python3", "python3", KCM_TEST_SIM, "--dir", simdir, "--bookmark-interval", "1",
+           (char *)NULL);
+    _exit(127);
+  }
+  close(fds[1]);
+  out = fdopen(fds[0], "r");
+  if (!fgets(line, sizeof(line), out) || strncmp(line, "READY ", 6) != 0) {
+    fprintf(stderr, "local API server did not start: %s\n", line);
+    return -1;
+  }
+  fclose(out);
+  return 0;
+}
+
+static int stop_sim(void **state) {
+  int status;
+  kill(sim_pid, SIGTERM);
+  waitpid(sim_pid, &status, 0);
+  return teardown_dir(state);
+}
+
+struct result {
+  bool done;
+  int err;
+  long status;
+  double retry_after;
+  char body[4096];
+  char message[512];
+  size_t streamed;
+};
+
+static void on_done(const struct kcm_client_response *resp, void *data) {
+  struct result *r = data;
+  r->done = true;
+  r->err = resp->err;
+  r->status = resp->status;
+  r->retry_after = resp->retry_after;
+  snprintf(r->body, sizeof(r->body), "%s", resp->body);
+  snprintf(r->message, sizeof(r->message), "%s", resp->message);
+}
+
+static void run_until_done(uv_loop_t *loop, struct result *r) {
+  while (!r->done)
+    uv_run(loop, UV_RUN_ONCE);
+}
+
+static void close_client(uv_loop_t *loop, struct kcm_client *c) {
+  kcm_client_close(c);
+  uv_run(loop, UV_RUN_DEFAULT);
+  assert_int_equal(uv_loop_close(loop), 0);
+}
+
+static void request(const char *kubeconfig, const char *method, const char *path,
+                    const char *body, size_t max_body, struct result *r) {
+  struct kcm_client_config cfg;
+  struct kcm_client *c;
+  char *err = NULL;
+  uv_loop_t loop;
+  struct kcm_client_request_options o = {0};
+
+  memset(r, 0, sizeof(*r));
+  assert_int_equal(load(&cfg, kubeconfig, NULL, NULL, &err), 0);
+  uv_loop_init(&loop);
+  assert_int_equal(kcm_client_new(&c, &loop, &cfg), 0);
+  o.method = method;
+  o.path = path;
+  o.body = body;
+  o.body_len = body ? strlen(body) : 0;
+  o.timeout_ms = 10000;
+  o.max_body = max_body;
+  o.done = on_done;
+  o.data = r;
+  assert_int_equal(kcm_client_request(c, &o, NULL), 0);
+  run_until_done(&loop, r);
+  close_client(&loop, c);
+  kcm_client_config_release(&cfg);
+}
+
+static char *sim_file(const char *name) {
+  static char path[600];
+  snprintf(path, sizeof(path), "%s/%s", simdir, name);
+  return path;
+}
+
+static void token_request_succeeds(void **state) {
+  struct result r;
+  request(sim_file("kubeconfig"), "GET", "/version", NULL, 0, &r);
+  assert_int_equal(r.err, 0);
+  assert_int_equal(r.status, 200);
+  assert_non_null(strstr(r.body, "\"gitVersion\""));
+}
+
+static void client_certificate_authenticates(void **state) {
+  struct result r;
+  request(sim_file("kubeconfig-cert"), "GET", "/api/v1/namespaces/default", NULL, 0, &r);
+  assert_int_equal(r.err, 0);
+  assert_non_null(strstr(r.body, "\"name\":\"default\""));
+}
+
+static void status_codes_map_to_errors(void **state) {
+  struct result r;
+  request(sim_file("kubeconfig"), "GET", "/api/v1/namespaces/nope", NULL, 0, &r);
+  assert_int_equal(r.err, KCM_ENOTFOUND);
+  assert_int_equal(r.status, 404);
+  assert_string_equal(r.message, "namespaces \"nope\" not found");
+  request(sim_file("kubeconfig"), "POST", "/api/v1/namespaces", "{\"metadata\":{\"name\":\"a\"}}",
+          0, &r);
+  assert_int_equal(r.err, 0);
+  assert_int_equal(r.status, 201);
+  request(sim_file("kubeconfig"), "POST", "/api/v1/namespaces", "{\"metadata\":{\"name\":\"a\"}}",
+          0, &r);
+  assert_int_equal(r.err, KCM_ECONFLICT);
+  request(sim_file("kubeconfig"), "POST", "/api/v1/namespaces", "{bad json", 0, &r);
+  assert_int_equal(r.err, KCM_EINVALID);
+  assert_int_equal(r.status, 400);
+}
+
+static void wrong_token_is_refused(void **state) {
+  struct result r;
+  char cfg[4096];
+  FILE *f = fopen(sim_file("kubeconfig"), "r");
+  size_t n = fread(cfg, 1, sizeof(cfg) - 1, f);
+  char *tok;
+  fclose(f);
+  cfg[n] = '\0';
+  tok = strstr(cfg, "token: ");
+  assert_non_null(tok);
+  strcpy(tok, "token: wrong\n");
+  write_file("wrong-token", cfg);
+  request(path_of("wrong-token"), "GET", "/api/v1/namespaces", NULL, 0, &r);
+  assert_int_equal(r.err, KCM_EFORBIDDEN);
+  assert_int_equal(r.status, 401);
+  assert_string_equal(r.message, "Unauthorized");
+}
+
+static void untrusted_server_certificate_is_refused(void **state) {
+  struct result r;
+  char cfg[8192], *ca;
+  FILE *f = fopen(sim_file("kubeconfig-cert"), "r");
+  size_t n = fread(cfg, 1, sizeof(cfg) - 1, f);
+  fclose(f);
+  cfg[n] = '\0';
+  /* Trust the client certificate instead of the CA that signed the server's. */
+  ca = strstr(cfg, "certificate-authority-data: ");
+  assert_non_null(ca);
+  {
+    char *cert = strstr(cfg, "client-certificate-data: ");
+    char *end = strchr(cert, '\n');
+    char line[8192];
+    char rest[8192];
+    char *ca_end = strchr(ca, '\n');
+    snprintf(line, sizeof(line), "certificate-authority-data: %.*s",
+             (int)(end - cert - 25), cert + 25);
+    snprintf(rest, sizeof(rest), "%s", ca_end);
+    snprintf(ca, sizeof(cfg) - (size_t)(ca - cfg), "%s%s", line, rest);
+  }
+  write_file("wrong-ca", cfg);
+  request(path_of("wrong-ca"), "GET", "/version", NULL, 0, &r);
+  assert_int_equal(r.err, KCM_ENETWORK);
+  assert_int_equal(r.status, 0);
+  assert_true(strlen(r.message) > 0);
+}
+
+static void body_over_limit_is_refused(void **state) {
+  struct result r;
+  request(sim_file("kubeconfig"), "GET", "/api/v1/namespaces", NULL, 64, &r);
+  assert_int_equal(r.err, KCM_ETOOBIG);
+}
+
+static void retry_after_is_reported(void **state) {
+  struct result r;
+  request(sim_file("kubeconfig"), "POST", "/_sim/faults",
+          "{\"rules\":[{\"verb\":\"list\",\"resource\":\"nodes\",\"code\":429,"
+          "\"retryAfter\":2,\"count\":1}]}",
+          0, &r);
+  assert_int_equal(r.err, 0);
+  request(sim_file("kubeconfig"), "GET", "/api/v1/nodes", NULL, 0, &r);
+  assert_int_equal(r.err, KCM_ETHROTTLED);
+  assert_int_equal(r.status, 429);
+  assert_true(r.retry_after == 2.0);
+  request(sim_file("kubeconfig"), "GET", "/api/v1/nodes", NULL, 0, &r);
+  assert_int_equal(r.err, 0);
+}
+
+static int on_chunk(const char *p, size_t n, void *data) {
+  struct result *r = data;
+  r->streamed += n;
+  return strstr(p, "BOOKMARK") ? 1 : 0; /* stop at the first bookmark */
+}
+
+static void watch_streams_until_stopped(void **state) {
+  struct kcm_client_config cfg;
+  struct kcm_client *c;
+  char *err = NULL;
+  uv_loop_t loop;
+  struct result r = {0};
+  struct kcm_client_request_options o = {0};
+
+  assert_int_equal(load(&cfg, sim_file("kubeconfig"), NULL, NULL, &err), 0);
+  uv_loop_init(&loop);
+  assert_int_equal(kcm_client_new(&c, &loop, &cfg), 0);
+  o.method = "GET";
+  o.path = "/api/v1/namespaces?watch=1&allowWatchBookmarks=true&timeoutSeconds=30";
+  o.on_chunk = on_chunk;
+  o.done = on_done;
+  o.data = &r;
+  assert_int_equal(kcm_client_request(c, &o, NULL), 0);
+  run_until_done(&loop, &r);
+  assert_int_equal(r.err, KCM_ECANCELED);
+  assert_true(r.streamed > 0);
+  close_client(&loop, c);
+  kcm_client_config_release(&cfg);
+}
+
+static void cancel_reports_from_the_loop(void **state) {
+  struct kcm_client_config cfg;
+  struct kcm_client *c;
+  struct kcm_client_request *req;
+  char *err = NULL;
+  uv_loop_t loop;
+  struct result r = {0};
+  struct kcm_client_request_options o = {0};
+
+  assert_int_equal(load(&cfg, sim_file("kubeconfig"), NULL, NULL, &err), 0);
+  uv_loop_init(&loop);
+  assert_int_equal(kcm_client_new(&c, &loop, &cfg), 0);
+  o.method = "GET";
+  o.path = "/api/v1/namespaces?watch=1&timeoutSeconds=30";
+  o.on_chunk = on_chunk;
+  o.done = on_done;
+  o.data = &r;
+  assert_int_equal(kcm_client_request(c, &o, &req), 0);
+  assert_int_equal(kcm_client_pending(c), 1);
+  kcm_client_cancel(req);
+  assert_false(r.done); /* never from inside cancel */
+  run_until_done(&loop, &r);
+  assert_int_equal(r.err, KCM_ECANCELED);
+  assert_int_equal(kcm_client_pending(c), 0);
+  close_client(&loop, c);
+  kcm_client_config_release(&cfg);
+}
+
+int main(void) {
+  const struct CMUnitTest config_tests[] = {
+      cmocka_unit_test(current_context_token_and_ca_data),
+      cmocka_unit_test(context_flag_selects_cluster_user_namespace),
+      cmocka_unit_test(master_flag_overrides_server),
+      cmocka_unit_test(relative_paths_resolve_against_the_file),
+      cmocka_unit_test(kubeconfig_list_first_value_wins),
+      cmocka_unit_test(home_config_is_the_fallback),
+      cmocka_unit_test(in_cluster_settings),
+      cmocka_unit_test(bad_files_are_reported_precisely),
+      cmocka_unit_test(missing_file_and_no_config),
+      cmocka_unit_test(base64_decoding),
+  };
+  const struct CMUnitTest http_tests[] = {
+      cmocka_unit_test(token_request_succeeds),
+      cmocka_unit_test(client_certificate_authenticates),
+      cmocka_unit_test(status_codes_map_to_errors),
+      cmocka_unit_test(wrong_token_is_refused),
+      cmocka_unit_test(untrusted_server_certificate_is_refused),
+      cmocka_unit_test(body_over_limit_is_refused),
+      cmocka_unit_test(retry_after_is_reported),
+      cmocka_unit_test(watch_streams_until_stopped),
+      cmocka_unit_test(cancel_reports_from_the_loop),
+  };
+  int failed = cmocka_run_group_tests_name("config", config_tests, setup_dir, teardown_dir);
+  failed += cmocka_run_group_tests_name("http", http_tests, start_sim, stop_sim);
+  return failed;
+}

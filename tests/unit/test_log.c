@@ -1,0 +1,81 @@
+/* Unit tests for klog-style logging. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <regex.h>
+
+#include "kcm/log.h"
+
+static char *capture(void (*fn)(void)) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  assert_non_null(f);
+  kcm_log_set_output(f);
+  fn();
+  kcm_log_set_output(NULL);
+  fclose(f);
+  return text;
+}
+
+static void write_info(void) { kcm_info("hello key=\"%s\" n=%d", "value", 7); }
+
+static void line_has_klog_header(void **state) {
+  char *text = capture(write_info);
+  regex_t re;
+  assert_int_equal(regcomp(&re,
+                           "^I[0-9]{4} [0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{6} +[0-9]+ "
+                           "test_log\\.c:[0-9]+\\] hello key=\"value\" n=7\n$",
+                           REG_EXTENDED),
+                   0);
+  assert_int_equal(regexec(&re, text, 0, NULL, 0), 0);
+  regfree(&re);
+  free(text);
+}
+
+static void write_levels(void) {
+  kcm_warn("w");
+  kcm_error("e");
+  kcm_v(2, "hidden");
+  kcm_log_set_verbosity(2);
+  kcm_v(2, "shown");
+  kcm_log_set_verbosity(0);
+}
+
+static void severities_and_verbosity(void **state) {
+  char *text = capture(write_levels);
+  assert_non_null(strstr(text, "\nE"));
+  assert_int_equal(text[0], 'W');
+  assert_null(strstr(text, "hidden"));
+  assert_non_null(strstr(text, "] shown\n"));
+  free(text);
+}
+
+static void write_long(void) {
+  char big[5000];
+  memset(big, 'x', sizeof(big) - 1);
+  big[sizeof(big) - 1] = '\0';
+  kcm_info("%s|end", big);
+}
+
+static void long_messages_are_kept_whole(void **state) {
+  char *text = capture(write_long);
+  assert_non_null(strstr(text, "xxxx|end\n"));
+  assert_true(strlen(text) > 5000);
+  free(text);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(line_has_klog_header),
+      cmocka_unit_test(severities_and_verbosity),
+      cmocka_unit_test(long_messages_are_kept_whole),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
