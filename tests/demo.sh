@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The demo: build kcm, start the local API server with its fake kubelet,
+# start kcm against it, apply the example Deployment and show what the API
+# server holds. On a terminal it then keeps both running until Enter.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${KCM_BUILD_DIR:-$root/build}
+demo=$build/demo
+
+bash "$root/tests/setup.sh" >/dev/null
+rm -rf "$demo"
+mkdir -p "$demo"
+
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+}
+trap cleanup EXIT
+
+wait_for_line() { # file pattern seconds
+  local i
+  for ((i = 0; i < $3 * 10; i++)); do
+    if grep -q "$2" "$1" 2>/dev/null; then return 0; fi
+    sleep 0.1
+  done
+  echo "demo: timed out waiting for '$2' in $1:" >&2
+  cat "$1" >&2
+  exit 1
+}
+
+echo "== starting the local API server with its fake kubelet"
+python3 "$root/tests/sim/apiserver.py" --dir "$demo/apiserver" --kubelet \
+  >"$demo/apiserver.log" 2>&1 &
+pids+=($!)
+wait_for_line "$demo/apiserver.log" '^READY' 20
+export KUBECONFIG=$demo/apiserver/kubeconfig
+kubectl() { command kubectl --cache-dir "$demo/kubectl-cache" "$@"; }
+echo "   $(cat "$demo/apiserver.log")"
+
+echo "== starting kcm --kubeconfig $KUBECONFIG"
+"$build/kcm" --kubeconfig "$KUBECONFIG" >"$demo/kcm.log" 2>&1 &
+pids+=($!)
+wait_for_line "$demo/kcm.log" 'connected to the API server' 20
+sed 's/^/   /' "$demo/kcm.log"
+
+echo "== kubectl apply -f manifests/examples/nginx-deployment.yaml"
+kubectl apply -f "$root/manifests/examples/nginx-deployment.yaml"
+sleep 2
+
+echo "== kubectl get deploy,rs,pods"
+kubectl get deploy,rs,pods
+echo
+echo "kcm runs no controllers yet, so no ReplicaSet or pod is created; the"
+echo "Deployment above is what the API server holds (see README.md, Status)."
+
+if [ -t 0 ]; then
+  echo
+  echo "The local API server and kcm keep running. In another terminal:"
+  echo "  export KUBECONFIG=$KUBECONFIG"
+  echo "  kubectl get deploy,rs,pods"
+  echo "kcm's log: $demo/kcm.log"
+  read -r -p "Press Enter to stop them. " _
+fi

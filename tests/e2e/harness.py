@@ -1,0 +1,137 @@
+"""The e2e harness: the cluster (the local API server with its fake kubelet,
+or a real one named by KCM_E2E_KUBECONFIG), kcm itself, and kubectl as the
+client of record.
+
+Scenarios are functions registered with @scenario. Each gets a Context with
+a fresh namespace and a kubectl bound to it; a scenario fails by raising.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "tests", "sim"))
+
+from simclient import Client, SimProcess, wait_for  # noqa: E402
+
+SCENARIOS = []
+
+
+def scenario(name, needs_sim=False):
+    """Register a scenario. needs_sim: it injects faults, so it only runs
+    against the local API server."""
+    def register(fn):
+        SCENARIOS.append((name, fn, needs_sim))
+        return fn
+    return register
+
+
+class CommandError(AssertionError):
+    pass
+
+
+class Kubectl:
+    def __init__(self, kubeconfig, namespace, cache_dir):
+        self.base = ["kubectl", "--kubeconfig", kubeconfig, "--cache-dir", cache_dir]
+        self.namespace = namespace
+
+    def run(self, *args, check=True, namespaced=True, stdin=None, timeout=120):
+        cmd = list(self.base)
+        if namespaced and self.namespace:
+            cmd += ["-n", self.namespace]
+        cmd += list(args)
+        p = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=timeout)
+        if check and p.returncode != 0:
+            raise CommandError("`%s` failed (%d): %s" % (" ".join(cmd[5:]), p.returncode,
+                                                          p.stderr.strip() or p.stdout.strip()))
+        return p
+
+    def __call__(self, *args, **kw):
+        return self.run(*args, **kw).stdout
+
+    def json(self, *args, **kw):
+        return json.loads(self.run(*args, "-o", "json", **kw).stdout)
+
+    def jsonpath(self, *args, expr, **kw):
+        return self.run(*args, "-o", "jsonpath=" + expr, **kw).stdout
+
+
+class Kcm:
+    """kcm run as a child process, its log kept in a file."""
+
+    def __init__(self, binary, kubeconfig, workdir, extra=()):
+        self.log_path = os.path.join(workdir, "kcm.log")
+        self.log = open(self.log_path, "w")
+        self.proc = subprocess.Popen([binary, "--kubeconfig", kubeconfig, "-v", "2", *extra],
+                                     stdout=self.log, stderr=subprocess.STDOUT)
+
+    def text(self):
+        with open(self.log_path) as f:
+            return f.read()
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def stop(self, sig=signal.SIGTERM, timeout=30):
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+        return self.proc.returncode
+
+
+class Env:
+    def __init__(self, kcm_binary):
+        self.workdir = tempfile.mkdtemp(prefix="kcm-e2e-")
+        self.cache_dir = os.path.join(self.workdir, "kubectl-cache")
+        self.sim = None
+        self.kcm = None
+        real = os.environ.get("KCM_E2E_KUBECONFIG")
+        if real:
+            self.kubeconfig = real
+            self.real = True
+        else:
+            self.sim = SimProcess("--kubelet", "--ready-delay", "0.5")
+            self.kubeconfig = self.sim.kubeconfig
+            self.real = False
+        if os.environ.get("KCM_E2E_START_KCM", "1") != "0":
+            self.kcm = Kcm(kcm_binary, self.kubeconfig, self.workdir)
+
+    @property
+    def api(self):
+        """Direct API access (local API server only)."""
+        return self.sim.client if self.sim else None
+
+    def kubectl(self, namespace=""):
+        return Kubectl(self.kubeconfig, namespace, self.cache_dir)
+
+    def close(self):
+        code = self.kcm.stop() if self.kcm else None
+        if self.sim:
+            self.sim.stop()
+        return code
+
+
+class Context:
+    def __init__(self, env, namespace):
+        self.env = env
+        self.ns = namespace
+        self.k = env.kubectl(namespace)
+        self.api = env.api
+
+    def apply(self, text):
+        return self.k("apply", "-f", "-", stdin=text)
+
+
+__all__ = ["scenario", "SCENARIOS", "Env", "Context", "Kubectl", "Kcm", "Client",
+           "wait_for", "CommandError", "ROOT", "time"]
