@@ -11,9 +11,11 @@ import copy
 import datetime
 import json
 import random
+import threading
 import time
 import uuid
 
+import fields
 import patch as patchlib
 import resources
 import selector as sel
@@ -35,6 +37,11 @@ def parse_rfc3339(text):
         return datetime.datetime.fromisoformat(text).timestamp()
     except ValueError:
         return None
+
+
+def details(**fields):
+    """A Status details block; empty values are left out, as Go's omitempty does."""
+    return {k: v for k, v in fields.items() if v not in ("", None)}
 
 
 class ApiError(Exception):
@@ -60,19 +67,19 @@ class ApiError(Exception):
 
 def not_found(res, name):
     return ApiError(404, "NotFound", '%s "%s" not found' % (res.qualified, name),
-                    {"name": name, "group": res.group, "kind": res.plural})
+                    details(name=name, group=res.group, kind=res.plural))
 
 
 def already_exists(res, name):
     return ApiError(409, "AlreadyExists", '%s "%s" already exists' % (res.qualified, name),
-                    {"name": name, "group": res.group, "kind": res.plural})
+                    details(name=name, group=res.group, kind=res.plural))
 
 
 def conflict(res, name, why="the object has been modified; please apply your changes to the "
                            "latest version and try again"):
     return ApiError(409, "Conflict", 'Operation cannot be fulfilled on %s "%s": %s'
                     % (res.qualified, name, why),
-                    {"name": name, "group": res.group, "kind": res.plural})
+                    details(name=name, group=res.group, kind=res.plural))
 
 
 def bad_request(message):
@@ -87,18 +94,33 @@ def invalid(res, name, errs, kind=None, group=None):
     rendered = ["%s: %s" % (f, m) for f, _, m in items]
     body = rendered[0] if len(rendered) == 1 else "[" + ", ".join(rendered) + "]"
     return ApiError(422, "Invalid", '%s "%s" is invalid: %s' % (qualified, name, body),
-                    {"name": name, "group": group, "kind": kind,
-                     "causes": [{"reason": r, "message": m, "field": f} for f, r, m in items]})
+                    details(name=name, group=group, kind=kind,
+                            causes=[{"reason": r, "message": m, "field": f}
+                                    for f, r, m in items]))
 
 
 def forbidden_namespace_terminating(res, name, ns):
     return ApiError(403, "Forbidden",
                     '%s "%s" is forbidden: unable to create new content in namespace %s because '
                     "it is being terminated" % (res.qualified, name, ns),
-                    {"name": name, "group": res.group, "kind": res.plural,
-                     "causes": [{"reason": "NamespaceTerminating",
-                                 "message": "namespace %s is being terminated" % ns,
-                                 "field": "metadata.namespace"}]})
+                    details(name=name, group=res.group, kind=res.plural,
+                            causes=[{"reason": "NamespaceTerminating",
+                                     "message": "namespace %s is being terminated" % ns,
+                                     "field": "metadata.namespace"}]))
+
+
+def go_json_error(raw, err):
+    """Word a JSON syntax error as Go's encoding/json does."""
+    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+    pos = getattr(err, "pos", len(text))
+    if not text.strip() or pos >= len(text.rstrip()):
+        return "unexpected end of JSON input"
+    return "invalid character '%s' looking for beginning of value" % text[pos]
+
+
+def _json_kind(value):
+    return {list: "array", str: "string", bool: "bool", type(None): "null"}.get(
+        type(value), "number")
 
 
 def key_of(obj):
@@ -110,6 +132,11 @@ class Api:
     def __init__(self, max_events=100000):
         self.store = Store([r.plural for r in resources.ALL], max_events=max_events)
         self.lock = self.store.cond
+        self.ctx = threading.local()  # .manager: who is writing (managedFields)
+
+    @property
+    def manager(self):
+        return getattr(self.ctx, "manager", "unknown")
 
     # --- helpers -----------------------------------------------------------------
 
@@ -125,27 +152,42 @@ class Api:
         entry = self.store.get("namespaces", ("", ns))
         if entry is None:
             raise ApiError(404, "NotFound", 'namespaces "%s" not found' % ns,
-                           {"name": ns, "kind": "namespaces"})
+                           details(name=ns, kind="namespaces"))
         if entry.obj.get("metadata", {}).get("deletionTimestamp"):
             raise forbidden_namespace_terminating(res, name, ns)
 
     @staticmethod
     def _check_kind(res, body, kind=None, api_version=None):
-        if not isinstance(body, dict):
-            raise bad_request("the object provided is unrecognized (must be of type %s): couldn't "
-                              "get version/kind; json parse error: expected an object"
-                              % (kind or res.kind))
         kind = kind or res.kind
         api_version = api_version or res.api_version
+        if not isinstance(body, dict):
+            raise bad_request("the object provided is unrecognized (must be of type %s): couldn't "
+                              "get version/kind; json parse error: json: cannot unmarshal %s "
+                              "into Go value of type struct { APIVersion string "
+                              "\"json:\\\"apiVersion,omitempty\\\"\"; Kind string "
+                              "\"json:\\\"kind,omitempty\\\"\" }"
+                              % (kind, _json_kind(body)))
         got_kind, got_av = body.get("kind"), body.get("apiVersion")
-        if got_av and got_av != api_version:
-            raise bad_request("the API version in the data (%s) does not match the expected API "
-                              "version (%s)" % (got_av, api_version))
-        if got_kind and got_kind != kind:
-            raise bad_request("%s in version \"%s\" cannot be handled as a %s: the object provided "
-                              "is unrecognized (must be of type %s)"
-                              % (got_kind, api_version.split("/")[-1], kind, kind))
+        if (got_kind or kind) != kind or (got_av or api_version) != api_version:
+            got_kind, got_av = got_kind or kind, got_av or api_version
+            version = got_av.split("/")[-1]
+            known = resources.BY_KIND.get((got_av, got_kind))
+            if known is None and got_kind not in ("Scale", "Binding", "DeleteOptions"):
+                raise bad_request('no kind "%s" is registered for version "%s" in scheme '
+                                  '"pkg/api/legacyscheme/scheme.go:30"' % (got_kind, got_av))
+            internal = (res.group or "core") if kind == res.kind else api_version.split("/")[0]
+            raise bad_request('%s in version "%s" cannot be handled as a %s: converting (%s.%s) '
+                              'to (%s.%s): unknown conversion'
+                              % (got_kind, version, kind, version, got_kind, internal, kind))
         body["kind"], body["apiVersion"] = kind, api_version
+
+    @staticmethod
+    def _decode_times(res, obj):
+        try:
+            resources.normalize_times(obj)
+        except resources.TimeError as e:
+            raise bad_request('%s in version "%s" cannot be handled as a %s: %s'
+                              % (res.kind, res.version, res.kind, e))
 
     def _commit(self, res, key, obj):
         obj["metadata"]["resourceVersion"] = str(self.store.next_rv())
@@ -175,8 +217,8 @@ class Api:
                 except Expired:
                     raise ApiError(410, "Expired",
                                    "The provided continue parameter is too old to display a "
-                                   "consistent list result. You can start a new list without the "
-                                   "continue parameter.")
+                                   "consistent list result. You can start a new list without "
+                                   "the continue parameter.")
             elif resource_version == "0" or not limit:
                 # Served from the watch cache: the whole list, pagination ignored.
                 rv, snap = self.store.rv, None
@@ -225,13 +267,15 @@ class Api:
             data = json.loads(base64.urlsafe_b64decode(token + pad))
             return int(data["rv"]), tuple(data["start"])
         except Exception:
-            raise bad_request("continue key is not valid: illegal base64 data at input byte 0")
+            raise bad_request("invalid continue token: continue key is not valid: illegal "
+                              "base64 data at input byte 0")
 
     @staticmethod
     def parse_selectors(res, label_selector, field_selector):
         try:
             reqs = sel.parse_label_selector(label_selector or "")
-            terms = sel.parse_field_selector(field_selector or "", res.supported_fields())
+            terms = sel.parse_field_selector(field_selector or "", res.supported_fields(),
+                                             res.unsupported_field)
         except sel.SelectorError as e:
             raise bad_request(str(e))
         return reqs, terms
@@ -272,6 +316,7 @@ class Api:
             meta.pop("generation", None)
             meta["uid"] = str(uuid.uuid4())
             meta["creationTimestamp"] = now_rfc3339()
+            self._decode_times(res, body)
             res.default(body)
             res.prepare_create(body)
             errs = res.validate(body, None)
@@ -280,6 +325,7 @@ class Api:
             key = key_of(body)
             if self.store.get(res.plural, key) is not None:
                 raise already_exists(res, meta["name"])
+            fields.track(None, body, self.manager, res.api_version, now_rfc3339())
             body = _ordered(body)
             if dry_run:
                 return body
@@ -329,8 +375,8 @@ class Api:
             else:
                 meta.pop(f, None)
         meta.pop("selfLink", None)
-        meta.pop("managedFields", None)
         meta["resourceVersion"] = ometa["resourceVersion"]
+        self._decode_times(res, new)
         if ometa.get("deletionTimestamp"):
             added = set(meta.get("finalizers") or []) - set(ometa.get("finalizers") or [])
             if added and subresource is None:
@@ -347,9 +393,14 @@ class Api:
         errs = res.validate(new, old)
         if errs:
             raise invalid(res, ometa["name"], errs)
+        if old.get("metadata", {}).get("managedFields") is not None:
+            meta["managedFields"] = old["metadata"]["managedFields"]
+        else:
+            meta.pop("managedFields", None)
         new = _ordered(new)
         if new == old:
             return old
+        fields.track(old, new, self.manager, res.api_version, now_rfc3339(), subresource)
         if dry_run:
             return new
         key = key_of(old)
@@ -363,11 +414,18 @@ class Api:
 
     # --- patch -------------------------------------------------------------------
 
+    PATCH_TYPES = ("application/json-patch+json", "application/merge-patch+json",
+                   "application/strategic-merge-patch+json")
+
     def patch(self, res, ns, name, content_type, raw, subresource=None, dry_run=False):
+        if content_type not in self.PATCH_TYPES:
+            raise ApiError(415, "UnsupportedMediaType", "415: Unsupported Media Type", {})
         try:
             patch_doc = json.loads(raw)
         except (ValueError, UnicodeDecodeError) as e:
-            raise bad_request("error decoding patch: %s" % e)
+            if content_type != "application/json-patch+json":
+                raise bad_request("Invalid JSON Patch")
+            raise bad_request(go_json_error(raw, e))
         with self.lock:
             entry = self._entry(res, ns, name)
             current = entry.obj
@@ -375,10 +433,16 @@ class Api:
                 target = self.scale_of(res, current)
             else:
                 target = current
-            result = self.apply_patch(res if subresource != "scale" else None, content_type,
-                                      target, patch_doc)
+            try:
+                result = self.apply_patch(res.kind if subresource != "scale" else "Scale",
+                                          content_type, target, patch_doc)
+            except patchlib.PatchError as e:
+                if e.code == 422:
+                    raise ApiError(422, "Invalid", "the server rejected our request due to an "
+                                   "error in our request", {})
+                raise bad_request(e.message)
             if not isinstance(result, dict):
-                raise bad_request("patch produced a non-object document")
+                raise bad_request("Invalid JSON Patch")
             if subresource == "scale":
                 return self.update_scale(res, ns, name, result, dry_run)
             meta = result.setdefault("metadata", {})
@@ -398,25 +462,14 @@ class Api:
             return self._write(res, current, result, subresource, dry_run)
 
     @staticmethod
-    def apply_patch(res, content_type, target, patch_doc):
-        try:
-            if content_type == "application/json-patch+json":
-                return patchlib.json_patch(target, patch_doc)
-            if content_type == "application/merge-patch+json":
-                if not isinstance(patch_doc, dict):
-                    raise patchlib.PatchError(400, "merge patch must be a JSON object")
-                return patchlib.merge_patch(target, patch_doc)
-            if content_type == "application/strategic-merge-patch+json":
-                return patchlib.strategic_merge_patch(res.kind if res else "Scale", target,
-                                                      patch_doc)
-        except patchlib.PatchError as e:
-            if e.code == 422:
-                raise ApiError(422, "Invalid", e.message)
-            raise bad_request(e.message)
-        raise ApiError(415, "UnsupportedMediaType",
-                       "the body of the request was in an unknown format - accepted media types "
-                       "include: application/json-patch+json, application/merge-patch+json, "
-                       "application/apply-patch+yaml, application/strategic-merge-patch+json")
+    def apply_patch(kind, content_type, target, patch_doc):
+        if content_type == "application/json-patch+json":
+            return patchlib.json_patch(target, patch_doc)
+        if content_type == "application/merge-patch+json":
+            if not isinstance(patch_doc, dict):
+                raise patchlib.PatchError(400, "Invalid JSON Patch")
+            return patchlib.merge_patch(target, patch_doc)
+        return patchlib.strategic_merge_patch(kind, target, patch_doc)
 
     # --- scale -------------------------------------------------------------------
 
@@ -457,7 +510,7 @@ class Api:
                 raise invalid(res, name, errs, kind="Scale", group="autoscaling")
             new = copy.deepcopy(cur)
             new["spec"]["replicas"] = replicas
-            obj = self._write(res, cur, new, None, dry_run)
+            obj = self._write(res, cur, new, "scale", dry_run)
             return self.scale_of(res, obj)
 
     # --- binding -------------------------------------------------------------------
@@ -466,6 +519,9 @@ class Api:
         res = resources.BY_PLURAL["pods"]
         if not isinstance(body, dict):
             raise bad_request("binding must be an object")
+        bname = (body.get("metadata") or {}).get("name")
+        if bname != name:
+            raise bad_request("name in URL does not match name in Binding object")
         target = body.get("target") or {}
         node = target.get("name")
         if not node:
@@ -475,12 +531,14 @@ class Api:
         with self.lock:
             entry = self._entry(res, ns, name)
             pod = entry.obj
+            why = None
             if pod["metadata"].get("deletionTimestamp"):
-                raise conflict(res, name, "pod %s is being deleted, cannot be assigned to a host"
-                               % name)
-            if (pod.get("spec") or {}).get("nodeName"):
-                raise conflict(res, name, "pod %s is already assigned to node \"%s\""
-                               % (name, pod["spec"]["nodeName"]))
+                why = "pod %s is being deleted, cannot be assigned to a host" % name
+            elif (pod.get("spec") or {}).get("nodeName"):
+                why = 'pod %s is already assigned to node "%s"' % (name, pod["spec"]["nodeName"])
+            if why:
+                raise ApiError(409, "Conflict", 'Operation cannot be fulfilled on pods/binding '
+                               '"%s": %s' % (name, why), details(name=name, kind="pods/binding"))
             new = copy.deepcopy(pod)
             new["spec"]["nodeName"] = node
             conds = new.setdefault("status", {}).setdefault("conditions", [])
@@ -494,75 +552,98 @@ class Api:
     # --- delete ------------------------------------------------------------------
 
     def delete(self, res, ns, name, opts=None, dry_run=False):
-        """Returns (http code, body)."""
+        """Returns (http code, body): the deleted object's last state for pods and
+        for objects that stay while finalizers or a grace period run, else a
+        Status of success, as kube-apiserver answers."""
         opts = opts or {}
         with self.lock:
             entry = self._entry(res, ns, name)
             cur = entry.obj
             meta = cur["metadata"]
-            pre = opts.get("preconditions") or {}
-            if pre.get("uid") and pre["uid"] != meta.get("uid"):
-                raise conflict(res, name, "Precondition failed: UID in precondition: %s, UID in "
-                                          "object meta: %s" % (pre["uid"], meta.get("uid")))
-            if pre.get("resourceVersion") and pre["resourceVersion"] != meta["resourceVersion"]:
-                raise conflict(res, name, "Precondition failed: ResourceVersion in precondition: "
-                                          "%s, ResourceVersion in object meta: %s"
-                               % (pre["resourceVersion"], meta["resourceVersion"]))
-            policy = opts.get("propagationPolicy")
-            if policy is None and opts.get("orphanDependents") is not None:
-                policy = "Orphan" if opts["orphanDependents"] else "Background"
-            if policy not in (None, "Orphan", "Foreground", "Background"):
-                errs = resources.FieldErrors()
-                errs.not_supported("propagationPolicy", policy,
-                                   ["Foreground", "Background", "Orphan", "nil"])
-                raise invalid(res, name, errs, kind="DeleteOptions", group="meta.k8s.io")
+            self._check_preconditions(res, cur, opts.get("preconditions") or {})
+            policy = self._propagation(res, opts)
             new = copy.deepcopy(cur)
             nmeta = new["metadata"]
-            finalizers = list(nmeta.get("finalizers") or [])
-            if policy == "Orphan" and "orphan" not in finalizers:
+            finalizers = [f for f in nmeta.get("finalizers") or []
+                          if f not in ("orphan", "foregroundDeletion")]
+            if policy == "Orphan":
                 finalizers.append("orphan")
-                finalizers = [f for f in finalizers if f != "foregroundDeletion"]
-            elif policy == "Foreground" and "foregroundDeletion" not in finalizers:
+            elif policy == "Foreground":
                 finalizers.append("foregroundDeletion")
-                finalizers = [f for f in finalizers if f != "orphan"]
-            elif policy == "Background":
-                finalizers = [f for f in finalizers if f not in ("orphan", "foregroundDeletion")]
+            elif policy is None:
+                finalizers += [f for f in meta.get("finalizers") or []
+                               if f in ("orphan", "foregroundDeletion")]
             if finalizers:
                 nmeta["finalizers"] = finalizers
             else:
                 nmeta.pop("finalizers", None)
-            grace = self._grace(res, cur, opts)
             if res.plural == "namespaces":
                 return self._delete_namespace(res, cur, new, dry_run)
-            if meta.get("deletionTimestamp"):
-                # Already being deleted: a shorter grace period or changed
-                # finalizers are recorded; otherwise nothing happens.
-                remaining = meta.get("deletionGracePeriodSeconds") or 0
-                if grace is not None and grace < remaining:
+            grace = self._grace(res, cur, opts)
+            if grace is not None:
+                # Graceful kinds (pods) always record the deletion first;
+                # with no grace left and no finalizers they then go.
+                if meta.get("deletionTimestamp"):
+                    remaining = meta.get("deletionGracePeriodSeconds") or 0
+                    if grace < remaining:
+                        nmeta["deletionTimestamp"] = now_rfc3339(grace)
+                        nmeta["deletionGracePeriodSeconds"] = grace
+                else:
                     nmeta["deletionTimestamp"] = now_rfc3339(grace)
                     nmeta["deletionGracePeriodSeconds"] = grace
-                if grace == 0 and not finalizers:
-                    if dry_run:
-                        return 200, new
-                    return 200, self._remove(res, key_of(cur), new)
-                if new != cur and not dry_run:
-                    return 202, self._commit(res, key_of(cur), new)
-                return 202, cur
-            if grace:
-                nmeta["deletionTimestamp"] = now_rfc3339(grace)
-                nmeta["deletionGracePeriodSeconds"] = grace
-                if dry_run:
-                    return 202, new
-                return 202, self._commit(res, key_of(cur), new)
-            if finalizers:
+            elif finalizers and not meta.get("deletionTimestamp"):
                 nmeta["deletionTimestamp"] = now_rfc3339()
                 nmeta["deletionGracePeriodSeconds"] = 0
-                if dry_run:
-                    return 202, new
-                return 202, self._commit(res, key_of(cur), new)
+                if res.has_generation:
+                    nmeta["generation"] = meta.get("generation", 0) + 1
+            gone = not finalizers and not nmeta.get("deletionGracePeriodSeconds")
             if dry_run:
                 return 200, new
-            return 200, self._remove(res, key_of(cur), new)
+            if new != cur and (grace is not None or not gone):
+                new = self._commit(res, key_of(cur), new)
+            if gone:
+                final = self._remove(res, key_of(cur), new)
+                if res.plural == "pods":
+                    return 200, final
+                return 200, {"kind": "Status", "apiVersion": "v1", "metadata": {},
+                             "status": "Success",
+                             "details": {"name": name, "group": res.group, "kind": res.plural,
+                                         "uid": meta.get("uid")}}
+            code = 202 if opts.get("orphanDependents") is False else 200
+            return code, new
+
+    @staticmethod
+    def _check_preconditions(res, cur, pre):
+        meta = cur["metadata"]
+        why = None
+        if pre.get("uid") and pre["uid"] != meta.get("uid"):
+            why = ("the UID in the precondition (%s) does not match the UID in record (%s). The "
+                   "object might have been deleted and then recreated" % (pre["uid"],
+                                                                          meta.get("uid")))
+        elif pre.get("resourceVersion") and pre["resourceVersion"] != meta["resourceVersion"]:
+            why = ("the ResourceVersion in the precondition (%s) does not match the "
+                   "ResourceVersion in record (%s). The object might have been modified"
+                   % (pre["resourceVersion"], meta["resourceVersion"]))
+        if why:
+            raise ApiError(409, "Conflict", 'Operation cannot be fulfilled on %s "%s": %s'
+                           % (res.qualified_kind, meta["name"], why),
+                           details(name=meta["name"], group=res.group, kind=res.kind))
+
+    @staticmethod
+    def _propagation(res, opts):
+        policy = opts.get("propagationPolicy")
+        errs = resources.FieldErrors()
+        if policy is not None and opts.get("orphanDependents") is not None:
+            errs.invalid("propagationPolicy", policy,
+                         "orphanDependents and deletionPropagation cannot be both set")
+        elif policy not in (None, "Orphan", "Foreground", "Background"):
+            errs.not_supported("propagationPolicy", policy,
+                               ["Foreground", "Background", "Orphan", "nil"])
+        if errs:
+            raise invalid(res, "", errs, kind="DeleteOptions", group="meta.k8s.io")
+        if policy is None and opts.get("orphanDependents") is not None:
+            policy = "Orphan" if opts["orphanDependents"] else "Background"
+        return policy
 
     @staticmethod
     def _grace(res, obj, opts):
@@ -612,8 +693,8 @@ class Api:
         for e in entries:
             meta = e.obj["metadata"]
             try:
-                _, obj = self.delete(res, meta.get("namespace", ""), meta["name"], opts, dry_run)
-                items.append(obj)
+                self.delete(res, meta.get("namespace", ""), meta["name"], opts, dry_run)
+                items.append(e.obj)
             except ApiError as err:
                 if err.code != 404:
                     raise

@@ -151,6 +151,7 @@ def build(args):
     ctx.set_alpn_protocols(["http/1.1"])
     srv = SimServer(("127.0.0.1", args.port), ctx, tokens, basic, args.bookmark_interval,
                     args.max_events)
+    srv.api.ctx.manager = "kube-apiserver"
     for ns in SYSTEM_NAMESPACES:
         try:
             srv.api.create(resources.BY_PLURAL["namespaces"], "",

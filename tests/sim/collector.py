@@ -57,6 +57,7 @@ class Collector:
                 self._push(("finalize", meta.get("uid")))
 
     def run(self):
+        self.api.ctx.manager = "kube-controller-manager"
         while True:
             with self.cond:
                 while not self.queue and not self.stopped:

@@ -57,6 +57,7 @@ class Kubelet:
                 "failMarker": self.fail_marker}
 
     def start(self):
+        self.api.ctx.manager = "kubelet"
         for i, name in enumerate(self.nodes):
             self._register_node(name, i)
         self.thread.start()
@@ -121,6 +122,7 @@ class Kubelet:
             self._schedule(0, "accept", key, uid)
 
     def run(self):
+        self.api.ctx.manager = "kubelet"
         while True:
             with self.cond:
                 while not self.stopped:
@@ -151,7 +153,8 @@ class Kubelet:
                     (pod.get("spec") or {}).get("nodeName"):
                 return
             node = self.nodes[next(self.next_node)] if self.nodes else "node-1"
-            self.api.bind(key[0], key[1], {"target": {"kind": "Node", "name": node}})
+            self.api.bind(key[0], key[1], {"metadata": {"name": key[1]},
+                                           "target": {"kind": "Node", "name": node}})
 
     def _images(self, pod):
         return [c.get("image", "") for c in (pod.get("spec") or {}).get("containers") or []]

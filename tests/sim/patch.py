@@ -240,15 +240,15 @@ def _merge_map(kind, orig, patch, path):
             else:
                 orig[key] = merged
         elif isinstance(value, list):
-            orig[key] = _merge_list(kind, orig.get(key), value, sub)
+            orig[key] = _merge_list(kind, orig.get(key), value, sub, orders.get(key))
         else:
             orig[key] = value
     for key, values in deletes.items():
         if isinstance(orig.get(key), list):
             orig[key] = [v for v in orig[key] if v not in values]
     for key, order in orders.items():
-        if isinstance(orig.get(key), list):
-            orig[key] = _apply_order(orig[key], order, _list_strategy(kind, path + (key,)))
+        if key not in patch and isinstance(orig.get(key), list):
+            orig[key] = _merge_list(kind, orig[key], [], path + (key,), order)
     if retain is not None:
         if not isinstance(retain, list):
             raise PatchError(400, "invalid patch: $retainKeys must be a list")
@@ -268,49 +268,66 @@ def _strip(value):
     return value
 
 
-def _merge_list(kind, orig, patch, path):
+def _merge_list(kind, orig, patch, path, order=None):
     info = _list_strategy(kind, path)
     if info is None or "merge" not in info[1]:
         return _strip(patch)
     merge_key = info[0]
     orig = list(orig) if isinstance(orig, list) else []
     if merge_key is None:
-        return orig + [v for v in patch if v not in orig]
+        merged = orig + [v for v in patch if v not in orig]
+        if order is None:
+            return merged
+        return _normalize_order(merged, order, orig, lambda v: json.dumps(v, sort_keys=True))
     if any(isinstance(v, dict) and v.get("$patch") == "replace" for v in patch):
         return _strip(patch)
+    merged = list(orig)
+    patched = []
     for item in patch:
-        if not isinstance(item, dict):
-            raise PatchError(400, "map: %r does not contain declared merge key: %s"
-                             % (item, merge_key))
-        if merge_key not in item:
+        if not isinstance(item, dict) or merge_key not in item:
             raise PatchError(400, "map: %s does not contain declared merge key: %s"
                              % (json.dumps(item), merge_key))
         key = item[merge_key]
-        idx = next((i for i, o in enumerate(orig)
+        idx = next((i for i, o in enumerate(merged)
                     if isinstance(o, dict) and o.get(merge_key) == key), -1)
         if item.get("$patch") == "delete":
             if idx >= 0:
-                orig.pop(idx)
+                merged.pop(idx)
             continue
+        patched.append(item)
         if idx >= 0:
-            orig[idx] = _merge_map(kind, orig[idx], item, path)
+            merged[idx] = _merge_map(kind, merged[idx], item, path)
         else:
-            orig.append(_merge_map(kind, {}, item, path))
-    return orig
-
-
-def _apply_order(items, order, info):
-    merge_key = info[0] if info else None
+            merged.append(_merge_map(kind, {}, item, path))
 
     def ident(v):
-        if merge_key is None:
-            return json.dumps(v, sort_keys=True)
         return json.dumps(v.get(merge_key) if isinstance(v, dict) else v, sort_keys=True)
+    return _normalize_order(merged, order if order is not None else patched, orig, ident)
 
-    rank = {}
-    for i, v in enumerate(order):
-        rank[ident(v)] = i
-    listed = [v for v in items if ident(v) in rank]
-    listed.sort(key=lambda v: rank[ident(v)])
-    unlisted = [v for v in items if ident(v) not in rank]
-    return listed + unlisted
+
+def _normalize_order(merged, patch_order, server_order, ident):
+    """Order a merged list as strategic merge patch does: items named by the
+    patch (or its $setElementOrder) keep the patch's order, the others keep
+    the live order, and the two are interleaved by their live positions."""
+    in_patch = {ident(v): i for i, v in enumerate(patch_order)}
+    live = {ident(v): i for i, v in enumerate(server_order)}
+    right = sorted((v for v in merged if ident(v) in in_patch), key=lambda v: in_patch[ident(v)])
+    left = [v for v in merged if ident(v) not in in_patch]
+    left.sort(key=lambda v: live.get(ident(v), len(live)))
+    out, i, j = [], 0, 0
+    while i < len(left) or j < len(right):
+        if j >= len(right):
+            out.append(left[i])
+            i += 1
+        elif i >= len(left):
+            out.append(right[j])
+            j += 1
+        else:
+            li, ri = live.get(ident(left[i])), live.get(ident(right[j]))
+            if li is not None and ri is not None and li < ri:
+                out.append(left[i])
+                i += 1
+            else:
+                out.append(right[j])
+                j += 1
+    return out

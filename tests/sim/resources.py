@@ -49,8 +49,54 @@ class FieldErrors:
         self.items.append((field, "FieldValueDuplicate", "Duplicate value: %s" % go_value(value)))
 
 
+class GoRepr:
+    """A value already rendered the way Go's %#v prints the typed original."""
+
+    def __init__(self, text):
+        self.text = text
+
+
+def _go_str(v):
+    return json.dumps(v) if isinstance(v, str) else json.dumps(str(v))
+
+
+def go_string_map(m):
+    if m is None:
+        return "map[string]string(nil)"
+    return "map[string]string{%s}" % ", ".join(
+        "%s:%s" % (_go_str(k), _go_str(v)) for k, v in sorted(m.items()))
+
+
+def go_labels(m):
+    return GoRepr(go_string_map(m if isinstance(m, dict) else None))
+
+
+def go_selector(sel_obj):
+    sel_obj = sel_obj if isinstance(sel_obj, dict) else {}
+    exprs = sel_obj.get("matchExpressions")
+    if exprs:
+        rendered = "[]v1.LabelSelectorRequirement{%s}" % ", ".join(
+            'v1.LabelSelectorRequirement{Key:%s, Operator:%s, Values:%s}' % (
+                _go_str(e.get("key", "")), _go_str(e.get("operator", "")),
+                "[]string{%s}" % ", ".join(_go_str(v) for v in e["values"])
+                if e.get("values") else "[]string(nil)")
+            for e in exprs if isinstance(e, dict))
+    else:
+        rendered = "[]v1.LabelSelectorRequirement(nil)"
+    return GoRepr("v1.LabelSelector{MatchLabels:%s, MatchExpressions:%s}" % (
+        go_string_map(sel_obj.get("matchLabels")), rendered))
+
+
+def go_intstr(v):
+    if isinstance(v, str):
+        return GoRepr('intstr.IntOrString{Type:1, IntVal:0, StrVal:%s}' % _go_str(v))
+    return GoRepr("intstr.IntOrString{Type:0, IntVal:%d, StrVal:\"\"}" % (v or 0))
+
+
 def go_value(value):
     """Render a value roughly as Go's %#v does in validation messages."""
+    if isinstance(value, GoRepr):
+        return value.text
     if isinstance(value, str):
         return json.dumps(value)
     if isinstance(value, bool):
@@ -71,6 +117,55 @@ def int_or_percent(value, total, round_up):
         num = pct * total
         return -(-num // 100) if round_up else num // 100
     return None
+
+
+# --- time fields ------------------------------------------------------------------
+
+# metav1.Time fields: any RFC 3339 time is accepted and kept to the second.
+TIME_KEYS = {"creationTimestamp", "deletionTimestamp", "lastTransitionTime", "lastUpdateTime",
+             "lastProbeTime", "lastHeartbeatTime", "startTime", "startedAt", "finishedAt",
+             "firstTimestamp", "lastTimestamp", "time"}
+# metav1.MicroTime fields: exactly six fractional digits.
+MICRO_KEYS = {"eventTime", "acquireTime", "renewTime", "lastObservedTime"}
+_TIME_RE = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?(Z|[+-]\d\d:\d\d)$")
+_MICRO_RE = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d{6})(Z|[+-]\d\d:\d\d)$")
+
+
+class TimeError(ValueError):
+    pass
+
+
+def _utc(date, frac, zone):
+    import datetime
+    t = datetime.datetime.fromisoformat(date + ("+00:00" if zone == "Z" else zone))
+    t = t.astimezone(datetime.timezone.utc)
+    return t.strftime("%Y-%m-%dT%H:%M:%S") + frac + "Z"
+
+
+def normalize_times(obj):
+    """Parse every Time and MicroTime field as kube-apiserver decodes them:
+    Times lose their fraction, MicroTimes need six digits; both become UTC."""
+    if isinstance(obj, list):
+        for v in obj:
+            normalize_times(v)
+        return
+    if not isinstance(obj, dict):
+        return
+    for k, v in obj.items():
+        if isinstance(v, str) and k in TIME_KEYS:
+            m = _TIME_RE.match(v)
+            if not m:
+                raise TimeError('parsing time "%s" as "2006-01-02T15:04:05Z07:00": cannot parse '
+                                '"%s" as "2006"' % (v, v))
+            obj[k] = _utc(m.group(1), "", m.group(3))
+        elif isinstance(v, str) and k in MICRO_KEYS:
+            m = _MICRO_RE.match(v)
+            if not m:
+                raise TimeError('parsing time "%s" as "2006-01-02T15:04:05.000000Z07:00": cannot '
+                                'parse "%s" as ".000000"' % (v, v[19:]))
+            obj[k] = _utc(m.group(1), m.group(2), m.group(3))
+        elif isinstance(v, (dict, list)):
+            normalize_times(v)
 
 
 # --- pod spec defaulting ---------------------------------------------------------
@@ -278,7 +373,7 @@ def validate_template(errs, tmpl, selector, path):
     labels = (tmpl.get("metadata") or {}).get("labels") or {}
     if selector is not None and not sel.selector_object_is_empty(selector):
         if not sel.selector_object_matches(selector, labels):
-            errs.invalid(path + ".metadata.labels", labels,
+            errs.invalid(path + ".metadata.labels", go_labels(labels),
                          "`selector` does not match template `labels`")
     tmeta = tmpl.get("metadata") or {}
     tmp = FieldErrors()
@@ -308,7 +403,7 @@ def validate_selector(errs, selector, path):
         errs.invalid(path, selector, "must be a label selector")
         return
     if sel.selector_object_is_empty(selector):
-        errs.invalid(path, selector, "empty selector is invalid for deployment")
+        errs.invalid(path, go_selector(selector), "empty selector is invalid for deployment")
     for f, m in sel.selector_object_errors(selector, path):
         errs.items.append((f, "FieldValueInvalid", m))
 
@@ -336,7 +431,6 @@ class Resource:
     field_labels = ()
     has_generation = False
     create_on_update = False
-    status_reset_on_create = False
 
     @property
     def api_version(self):
@@ -351,11 +445,21 @@ class Resource:
     def qualified_kind(self):
         return "%s.%s" % (self.kind, self.group) if self.group else self.kind
 
+    # Kinds without a field-label conversion of their own answer an unknown
+    # field with the generic wording; the others with their own.
+    generic_field_labels = False
+
     def supported_fields(self):
         base = {"metadata.name"}
         if self.namespaced:
             base.add("metadata.namespace")
         return base | set(self.field_labels)
+
+    def unsupported_field(self, path):
+        if self.generic_field_labels:
+            return ('"%s" is not a known field selector: only "metadata.name", '
+                    '"metadata.namespace"' % path)
+        return "field label not supported: %s" % path
 
     def default(self, obj):
         pass
@@ -372,16 +476,13 @@ class Resource:
     def prepare_create(self, obj):
         if self.has_generation:
             obj["metadata"]["generation"] = 1
-        if self.status_reset_on_create:
-            obj["status"] = {}
 
     def prepare_update(self, new, old):
         """Main-resource update: the status block is kept from the stored object."""
-        if "status" in old or self.status_reset_on_create:
-            if "status" in old:
-                new["status"] = copy.deepcopy(old["status"])
-            else:
-                new.pop("status", None)
+        if "status" in old:
+            new["status"] = copy.deepcopy(old["status"])
+        else:
+            new.pop("status", None)
         if self.has_generation:
             _bump_generation_if(new, old, new.get("spec") != old.get("spec"))
 
@@ -474,6 +575,7 @@ class Pods(Resource):
             # DefaultTolerationSeconds) and PodSpec defaulting outside templates.
             spec.setdefault("serviceAccountName", "default")
             spec.setdefault("serviceAccount", spec["serviceAccountName"])
+            _add_token_volume(spec)
             spec.setdefault("enableServiceLinks", True)
             spec.setdefault("priority", 0)
             spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
@@ -509,6 +611,35 @@ class Pods(Resource):
         new["metadata"].pop("ownerReferences", None)
         if (old.get("metadata") or {}).get("ownerReferences"):
             new["metadata"]["ownerReferences"] = copy.deepcopy(old["metadata"]["ownerReferences"])
+
+
+SA_MOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
+def _add_token_volume(spec):
+    """The projected service-account token volume admission adds to pods."""
+    if spec.get("automountServiceAccountToken") is False:
+        return
+    containers = [c for c in spec.get("containers") or [] if isinstance(c, dict)]
+    if any(m.get("mountPath") == SA_MOUNT for c in containers
+           for m in c.get("volumeMounts") or [] if isinstance(m, dict)):
+        return
+    import random
+    name = "kube-api-access-" + "".join(random.choice("bcdfghjklmnpqrstvwxz2456789")
+                                        for _ in range(5))
+    volumes = spec.setdefault("volumes", [])
+    if not isinstance(volumes, list):
+        return
+    volumes.append({"name": name, "projected": {"sources": [
+        {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+        {"configMap": {"name": "kube-root-ca.crt",
+                       "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+        {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {
+            "apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}}],
+        "defaultMode": 420}})
+    for c in containers:
+        c.setdefault("volumeMounts", []).append(
+            {"name": name, "readOnly": True, "mountPath": SA_MOUNT})
 
 
 def _pod_spec_mutable_view(spec):
@@ -547,6 +678,13 @@ class Events(Resource):
     plural, singular, kind = "events", "event", "Event"
     short_names = ("ev",)
     create_on_update = True
+
+    def default(self, obj):
+        # Fields core/v1 Event serializes even when unset.
+        for key, value in (("source", {}), ("firstTimestamp", None), ("lastTimestamp", None),
+                           ("eventTime", None), ("reportingComponent", ""),
+                           ("reportingInstance", "")):
+            obj.setdefault(key, value)
     field_labels = ("involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
                     "involvedObject.uid", "involvedObject.apiVersion",
                     "involvedObject.resourceVersion", "involvedObject.fieldPath", "reason",
@@ -561,13 +699,12 @@ class Events(Resource):
         if inv.get("namespace") and ns and inv["namespace"] != ns:
             errs.invalid("involvedObject.namespace", inv["namespace"],
                          "does not match event.namespace")
-        if obj.get("type") not in (None, "", "Normal", "Warning"):
-            errs.not_supported("type", obj.get("type"), ["Normal", "Warning"])
 
 
 class Leases(Resource):
     group = "coordination.k8s.io"
     plural, singular, kind = "leases", "lease", "Lease"
+    generic_field_labels = True
 
     def validate_spec(self, errs, obj, old):
         spec = obj.get("spec") or {}
@@ -582,7 +719,12 @@ class Leases(Resource):
 class _AppsWorkload(Resource):
     group = "apps"
     has_generation = True
-    status_reset_on_create = True
+    generic_field_labels = True
+    empty_status = {}
+
+    def prepare_create(self, obj):
+        super().prepare_create(obj)
+        obj["status"] = copy.deepcopy(self.empty_status)
 
     def prepare_status_update(self, new, old):
         super().prepare_status_update(new, old)
@@ -602,7 +744,7 @@ class _AppsWorkload(Resource):
         validate_template(errs, spec.get("template"), selector if isinstance(selector, dict)
                           else None, "spec.template")
         if old is not None and (old.get("spec") or {}).get("selector") != selector:
-            errs.invalid("spec.selector", selector, "field is immutable")
+            errs.invalid("spec.selector", go_selector(selector), "field is immutable")
         return spec
 
 
@@ -685,7 +827,7 @@ class Deployments(_AppsWorkload):
         mu, ms = values.get("maxUnavailable"), values.get("maxSurge")
         if "maxUnavailable" in values and "maxSurge" in values:
             if int_or_percent(mu or 0, 100, False) == 0 and int_or_percent(ms or 0, 100, True) == 0:
-                errs.invalid("spec.strategy.rollingUpdate.maxUnavailable", mu,
+                errs.invalid("spec.strategy.rollingUpdate.maxUnavailable", go_intstr(mu),
                              "may not be 0 when `maxSurge` is 0")
 
 
@@ -695,7 +837,7 @@ class ReplicaSets(_AppsWorkload):
     categories = ("all",)
     subresources = {"status": (None, None, "ReplicaSet", ("get", "patch", "update")),
                     "scale": ("autoscaling", "v1", "Scale", ("get", "patch", "update"))}
-    field_labels = ("status.replicas",)
+    empty_status = {"replicas": 0}
 
     def default(self, obj):
         spec = obj.get("spec")

@@ -214,8 +214,7 @@ def parse_label_selector(text):
                 raise SelectorError("unable to parse requirement: found '%s', expected: "
                                     "in, notin, =, ==, !=, gt, lt" % op)
         else:
-            raise SelectorError("unable to parse requirement: found '%s', expected: !, identifier"
-                                % tok)
+            raise SelectorError("found '%s', expected: !, identifier, or 'end of string'" % tok)
         sep = peek()
         if sep is None:
             break
@@ -223,7 +222,7 @@ def parse_label_selector(text):
             raise SelectorError("found '%s', expected: ',' or 'end of string'" % sep)
         take()
         if peek() is None:
-            raise SelectorError("found '', expected: !, identifier")
+            raise SelectorError("found '', expected: identifier after ','")
     return reqs
 
 
@@ -333,10 +332,11 @@ def selector_object_is_empty(sel):
 # --- field selectors -----------------------------------------------------------
 
 
-def parse_field_selector(text, supported):
+def parse_field_selector(text, supported, unsupported_message):
     """Parse `a=b,c!=d` into (path, op, value) triples.
 
-    `supported` is the set of field paths the resource allows.
+    `supported` is the set of field paths the resource allows;
+    `unsupported_message(path)` words the error for any other.
     """
     out = []
     if not text:
@@ -352,7 +352,7 @@ def parse_field_selector(text, supported):
         else:
             raise SelectorError("invalid selector: '%s'; can't understand '%s'" % (text, term))
         if path not in supported:
-            raise SelectorError("field label not supported: %s" % path)
+            raise SelectorError(unsupported_message(path))
         out.append((path, "!=" if op == "!=" else "=", value))
     return out
 

@@ -17,7 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import openapi
 import resources
 import tables
-from api import Api, ApiError, bad_request
+from api import Api, ApiError, bad_request, details, go_json_error
 from faults import DEFAULTS, Faults
 from store import Expired, dumps
 
@@ -95,6 +95,50 @@ def resource_verb(method, r, query):
     if method == "DELETE":
         return "delete" if r.name else "deletecollection"
     return {"POST": "create", "PUT": "update", "PATCH": "patch"}.get(method, method.lower())
+
+
+def anonymous_forbidden(r, verb, path):
+    """What RBAC answers a request without credentials."""
+    who = 'User "system:anonymous"'
+    if r.kind != "resource":
+        return ApiError(403, "Forbidden", 'forbidden: %s cannot %s path "%s"'
+                        % (who, verb.lower(), path), {})
+    res = r.res
+    target = res.plural + ("/" + r.sub if r.sub else "")
+    scope = ('in the namespace "%s"' % r.ns) if r.ns else "at the cluster scope"
+    subject = res.qualified + (' "%s"' % r.name if r.name else "")
+    return ApiError(403, "Forbidden", '%s is forbidden: %s cannot %s resource "%s" in API group '
+                    '"%s" %s' % (subject, who, verb, target, res.group, scope),
+                    details(name=r.name, group=res.group, kind=res.plural))
+
+
+_EMPTY_TEMPLATE = {"metadata": {"creationTimestamp": None}, "spec": {"containers": None}}
+_BOOKMARK_BODIES = {
+    "Deployment": {"spec": {"replicas": 0, "selector": None, "template": _EMPTY_TEMPLATE,
+                            "strategy": {}}, "status": {}},
+    "ReplicaSet": {"spec": {"selector": None, "template": _EMPTY_TEMPLATE},
+                   "status": {"replicas": 0}},
+    "Pod": {"spec": {"containers": None}, "status": {}},
+    "Namespace": {"spec": {}, "status": {}},
+    "Node": {"spec": {}, "status": {"daemonEndpoints": {"kubeletEndpoint": {"Port": 0}},
+                                    "nodeInfo": {"machineID": "", "systemUUID": "", "bootID": "",
+                                                 "kernelVersion": "", "osImage": "",
+                                                 "containerRuntimeVersion": "",
+                                                 "kubeletVersion": "", "kubeProxyVersion": "",
+                                                 "operatingSystem": "", "architecture": ""}}},
+    "Event": {"involvedObject": {}, "reportingComponent": "", "reportingInstance": "",
+              "source": {}, "firstTimestamp": None, "lastTimestamp": None, "eventTime": None},
+    "Lease": {"spec": {}},
+}
+
+
+def bookmark_object(res, rv):
+    """A BOOKMARK's object: the kind's empty object, as Go serializes its zero
+    value, carrying only the resourceVersion."""
+    obj = {"kind": res.kind, "apiVersion": res.api_version,
+           "metadata": {"resourceVersion": str(rv), "creationTimestamp": None}}
+    obj.update(_BOOKMARK_BODIES.get(res.kind, {}))
+    return obj
 
 
 def wants_table(accept):
@@ -268,15 +312,18 @@ class Handler(BaseHTTPRequestHandler):
         r = route(url.path)
         verb = self.command.lower()
         user = ""
+        agent = self.headers.get("User-Agent") or ""
+        self.server.api.ctx.manager = query.get("fieldManager") or agent.split("/")[0] or \
+            "unknown"
         try:
             user, groups = self.authenticate()
             if r.kind == "sim":
                 return self.handle_sim(r, query)
-            if user == "system:anonymous" and url.path not in PUBLIC_PATHS:
-                raise ApiError(403, "Forbidden", 'forbidden: User "system:anonymous" cannot %s '
-                               'path "%s"' % (verb, url.path), {})
             if r.kind == "resource":
                 verb = resource_verb(self.command, r, query)
+            if user == "system:anonymous" and url.path not in PUBLIC_PATHS:
+                raise anonymous_forbidden(r, verb, url.path)
+            if r.kind == "resource":
                 return self.handle_resource(r, verb, query)
             if self.command != "GET":
                 raise ApiError(405, "MethodNotAllowed",
@@ -381,6 +428,7 @@ class Handler(BaseHTTPRequestHandler):
         if verb == "get":
             if r.sub == "scale":
                 return self.send_json(200, api.get_scale(res, r.ns, r.name))
+            self.wait_for_version(query)
             obj = api.get(res, r.ns, r.name)
             if table:
                 meta = {"resourceVersion": obj["metadata"]["resourceVersion"]}
@@ -389,21 +437,18 @@ class Handler(BaseHTTPRequestHandler):
             return self.send_json(200, obj)
         body_raw = self.read_body()
         if verb == "create":
-            body = self.decode_body(body_raw)
+            body = self.decode_body(body_raw, "Binding" if r.sub == "binding" else res.kind)
             if r.sub == "binding":
                 return self.send_json(201, api.bind(r.ns, r.name, body))
             return self.send_json(201, api.create(res, r.ns, body, dry))
         if verb == "update":
-            body = self.decode_body(body_raw)
+            body = self.decode_body(body_raw, "Scale" if r.sub == "scale" else res.kind)
             if r.sub == "scale":
                 return self.send_json(200, api.update_scale(res, r.ns, r.name, body, dry))
             obj, created = api.update(res, r.ns, r.name, body, r.sub or None, dry)
             return self.send_json(201 if created else 200, obj)
         if verb == "patch":
             ctype = (self.headers.get("Content-Type") or "").split(";")[0].strip()
-            if ctype == "application/apply-patch+yaml":
-                raise ApiError(415, "UnsupportedMediaType",
-                               "the local API server does not implement server-side apply")
             obj = api.patch(res, r.ns, r.name, ctype, body_raw, r.sub or None, dry)
             return self.send_json(200, obj)
         opts = self.delete_options(body_raw, query)
@@ -425,22 +470,28 @@ class Handler(BaseHTTPRequestHandler):
         raise ApiError(406, "NotAcceptable",
                        "only the following media types are accepted: application/json")
 
-    def decode_body(self, raw):
+    def decode_body(self, raw, kind):
         ctype = (self.headers.get("Content-Type") or "application/json").split(";")[0].strip()
         if ctype not in ("application/json", ""):
             raise ApiError(415, "UnsupportedMediaType",
                            "the body of the request was in an unknown format - accepted media "
-                           "types include: application/json")
+                           "types include: application/json, application/yaml, "
+                           "application/vnd.kubernetes.protobuf")
         try:
             return json.loads(raw)
         except (ValueError, UnicodeDecodeError) as e:
-            raise bad_request("the object provided is unrecognized: couldn't get version/kind; "
-                              "json parse error: %s" % e)
+            text = raw.decode("utf-8", "replace")
+            shown = text if text else "<empty>"
+            if len(shown) > 120:
+                shown = shown[:120] + "..."
+            raise bad_request("the object provided is unrecognized (must be of type %s): "
+                              "couldn't get version/kind; json parse error: %s (%s)"
+                              % (kind, go_json_error(raw, e), shown))
 
     def delete_options(self, raw, query):
         opts = {}
         if raw.strip():
-            opts = self.decode_body(raw)
+            opts = self.decode_body(raw, "DeleteOptions")
             if not isinstance(opts, dict):
                 raise bad_request("DeleteOptions must be an object")
         if "gracePeriodSeconds" in query:
@@ -480,12 +531,38 @@ class Handler(BaseHTTPRequestHandler):
 
     # --- list and watch ----------------------------------------------------------
 
+    def wait_for_version(self, query):
+        """A read at a resourceVersion the server has not reached waits up to 3 s,
+        then answers 504, as the watch cache does."""
+        rv = query.get("resourceVersion", "")
+        if not rv:
+            return
+        try:
+            wanted = int(rv)
+        except ValueError:
+            raise bad_request("invalid resource version: %s" % rv)
+        store = self.server.api.store
+        with store.cond:
+            deadline = time.monotonic() + 3
+            while wanted > store.rv and time.monotonic() < deadline:
+                store.cond.wait(deadline - time.monotonic())
+            if wanted > store.rv:
+                raise ApiError(504, "Timeout", "Timeout: Too large resource version: %d, "
+                               "current: %d" % (wanted, store.rv),
+                               {"causes": [{"reason": "ResourceVersionTooLarge",
+                                            "message": "Too large resource version"}],
+                                "retryAfterSeconds": 1})
+
     def serve_list(self, r, query, table):
         api = self.server.api
         try:
             limit = int(query.get("limit") or 0)
         except ValueError:
             raise bad_request("invalid limit: %s" % query.get("limit"))
+        if query.get("continue") and query.get("resourceVersion"):
+            api._decode_continue(query["continue"])  # a bad token is reported first
+            raise bad_request("specifying resource version is not allowed when using continue")
+        self.wait_for_version(query)
         entries, rv, cont, remaining = api.list(
             r.res, r.ns, query.get("labelSelector", ""), query.get("fieldSelector", ""),
             limit, query.get("continue", ""), query.get("resourceVersion", ""))
@@ -498,7 +575,7 @@ class Handler(BaseHTTPRequestHandler):
                                                     query.get("includeObject", "Metadata")))
         head = ('{"kind":"%sList","apiVersion":"%s","metadata":%s,"items":['
                 % (r.res.kind, r.res.api_version, dumps(meta))).encode()
-        body = head + b",".join(e.raw for e in entries) + b"]}"
+        body = head + b",".join(e.item_raw for e in entries) + b"]}"
         return self.send_json(200, body)
 
     def start_stream(self):
@@ -544,6 +621,7 @@ class Handler(BaseHTTPRequestHandler):
         ns = r.ns if res.namespaced else ""
         start = time.monotonic()
         deadline = start + timeout
+        headers_sent = [False]
 
         def visible(obj):
             if ns and obj["metadata"].get("namespace") != ns:
@@ -553,8 +631,11 @@ class Handler(BaseHTTPRequestHandler):
         def encode(etype, obj, raw=None):
             if table:
                 meta = {"resourceVersion": obj["metadata"]["resourceVersion"]}
-                obj = tables.table(res.plural, [obj], meta, include)
-                raw = None
+                t = tables.table(res.plural, [obj], meta, include)
+                if headers_sent[0]:
+                    t["columnDefinitions"] = None
+                headers_sent[0] = True
+                raw = dumps(t).encode()
             return self.watch_event(etype, raw if raw is not None else dumps(obj).encode())
 
         initial = []
@@ -570,18 +651,6 @@ class Handler(BaseHTTPRequestHandler):
                     cursor = int(rv_param)
                 except ValueError:
                     raise bad_request("invalid resource version: %s" % rv_param)
-                waited = time.monotonic() + 3
-                while cursor > store.rv and time.monotonic() < waited:
-                    store.cond.wait(waited - time.monotonic())
-                if cursor > store.rv:
-                    err = ApiError(504, "Timeout", "Too large resource version: %d, current: %d"
-                                   % (cursor, store.rv),
-                                   {"causes": [{"reason": "ResourceVersionTooLarge",
-                                                "message": "Too large resource version"}],
-                                    "retryAfterSeconds": 1})
-                    self.start_stream()
-                    self.write_chunk(self.watch_event("ERROR", dumps(err.status()).encode()))
-                    return self.end_stream()
                 try:
                     store.events_since(res.plural, cursor)
                 except Expired as e:
@@ -591,10 +660,11 @@ class Handler(BaseHTTPRequestHandler):
         self.start_stream()
         for e in initial:
             self.write_chunk(encode("ADDED", e.obj, e.raw))
+        told = cursor  # the newest version the client has been told of
         interval = self.server.bookmark_interval
         next_bookmark = min(start + interval, deadline - 2) if bookmarks else None
         while True:
-            out, expired, bookmark_rv = [], None, None
+            out, expired, held = [], None, False
             with store.cond:
                 while True:
                     if store.drop_epoch != epoch or self.server.closing:
@@ -607,16 +677,14 @@ class Handler(BaseHTTPRequestHandler):
                         break
                     delay = store.watch_delay
                     ready = [ev for ev in pending if ev.ts + delay <= now] if delay else pending
+                    held = len(ready) < len(pending)
                     if ready:
                         out = ready
                         cursor = ready[-1].rv
-                        if len(ready) == len(pending):
-                            bookmark_rv = store.rv
                         break
                     if now >= deadline:
                         break
                     if next_bookmark is not None and now >= next_bookmark:
-                        bookmark_rv = store.rv if not pending else cursor
                         break
                     wake = deadline
                     if next_bookmark is not None:
@@ -624,6 +692,7 @@ class Handler(BaseHTTPRequestHandler):
                     if pending:
                         wake = min(wake, pending[0].ts + delay)
                     store.cond.wait(max(0.0, wake - now))
+                latest = store.latest(res.plural)
             if expired is not None:
                 self.write_chunk(self.expired_event(expired))
                 return self.end_stream()
@@ -631,14 +700,15 @@ class Handler(BaseHTTPRequestHandler):
                 chunk = self.filter_event(ev, visible, encode)
                 if chunk:
                     self.write_chunk(chunk)
+                    told = ev.rv
             now = time.monotonic()
             if next_bookmark is not None and now >= next_bookmark:
-                brv = max(cursor, bookmark_rv or 0)
-                cursor = brv
-                self.write_chunk(self.watch_event("BOOKMARK", dumps(
-                    {"kind": res.kind, "apiVersion": res.api_version,
-                     "metadata": {"resourceVersion": str(brv), "creationTimestamp": None}})
-                    .encode()))
+                # Bookmarks carry the newest version of this resource, and only
+                # when the watcher has not been told of it yet.
+                if latest > told and not held:
+                    cursor = told = max(cursor, latest)
+                    self.write_chunk(self.watch_event("BOOKMARK", dumps(
+                        bookmark_object(res, told)).encode()))
                 next_bookmark = now + interval
                 if next_bookmark > deadline - 2:
                     next_bookmark = deadline - 2 if deadline - 2 > now else None

@@ -32,11 +32,25 @@ class Expired(Exception):
 
 
 class Entry:
-    __slots__ = ("obj", "raw")
+    __slots__ = ("obj", "raw", "_item_raw")
 
     def __init__(self, obj):
         self.obj = obj
         self.raw = dumps(obj).encode()
+        self._item_raw = None
+
+    @property
+    def item_raw(self):
+        """The JSON text as a list item: without kind and apiVersion."""
+        if self._item_raw is None:
+            head = dumps({"kind": self.obj.get("kind"),
+                          "apiVersion": self.obj.get("apiVersion")}).encode()[:-1] + b","
+            if self.raw.startswith(head):
+                self._item_raw = b"{" + self.raw[len(head):]
+            else:
+                item = {k: v for k, v in self.obj.items() if k not in ("kind", "apiVersion")}
+                self._item_raw = dumps(item).encode()
+        return self._item_raw
 
 
 class Event:
@@ -175,6 +189,11 @@ class Store:
             raise Expired(rv, log.compacted + 1)
         i = bisect.bisect_right(log.rvs, rv)
         return log.events[i:]
+
+    def latest(self, plural):
+        """The resourceVersion of the newest event of `plural` (0 if none)."""
+        log = self.logs[plural]
+        return log.rvs[-1] if log.rvs else log.compacted
 
     def compact(self):
         """Forget all history: watches and continue tokens from before now expire."""

@@ -87,8 +87,8 @@ def deployment_row(o):
 DEPLOYMENT_COLUMNS = [
     NAME,
     _col("Ready", "string", "Ready pods out of the desired replicas."),
-    _col("Up-to-date", "integer", "Pods that run the current template."),
-    _col("Available", "integer", "Pods ready for at least minReadySeconds."),
+    _col("Up-to-date", "string", "Pods that run the current template."),
+    _col("Available", "string", "Pods ready for at least minReadySeconds."),
     AGE,
     _col("Containers", "string", "Names of the containers in the template.", 1),
     _col("Images", "string", "Images of the containers in the template.", 1),
@@ -276,7 +276,9 @@ def table(plural, objects, list_meta, include="Metadata", headers=True):
         r = {"cells": row(o)}
         if include == "Object":
             r["object"] = o
-        elif include != "None":
+        elif include == "None":
+            r["object"] = None
+        else:
             r["object"] = {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
                            "metadata": o["metadata"]}
         rows.append(r)
