@@ -74,14 +74,26 @@ def _selector(spec):
     return s or "<none>"
 
 
+# Deployments and ReplicaSets end with the same wide columns.
+WORKLOAD_WIDE = [
+    _col("Containers", "string", "Names of the containers in the template.", 1),
+    _col("Images", "string", "Images of the containers in the template.", 1),
+    _col("Selector", "string", "Label selector of the pods.", 1),
+]
+
+
+def _workload_row(o, counts):
+    spec = o.get("spec") or {}
+    tspec = (spec.get("template") or {}).get("spec") or {}
+    return ([o["metadata"]["name"]] + counts + [age(o["metadata"].get("creationTimestamp")),
+                                                 _names(tspec), _images(tspec), _selector(spec)])
+
+
 def deployment_row(o):
     spec, status = o.get("spec") or {}, o.get("status") or {}
-    tspec = (spec.get("template") or {}).get("spec") or {}
-    return [o["metadata"]["name"],
-            "%d/%d" % (status.get("readyReplicas", 0), spec.get("replicas", 0)),
-            status.get("updatedReplicas", 0), status.get("availableReplicas", 0),
-            age(o["metadata"].get("creationTimestamp")),
-            _names(tspec), _images(tspec), _selector(spec)]
+    return _workload_row(o, ["%d/%d" % (status.get("readyReplicas", 0), spec.get("replicas", 0)),
+                             status.get("updatedReplicas", 0),
+                             status.get("availableReplicas", 0)])
 
 
 DEPLOYMENT_COLUMNS = [
@@ -90,18 +102,13 @@ DEPLOYMENT_COLUMNS = [
     _col("Up-to-date", "string", "Pods that run the current template."),
     _col("Available", "string", "Pods ready for at least minReadySeconds."),
     AGE,
-    _col("Containers", "string", "Names of the containers in the template.", 1),
-    _col("Images", "string", "Images of the containers in the template.", 1),
-    _col("Selector", "string", "Label selector of the pods.", 1),
-]
+] + WORKLOAD_WIDE
 
 
 def replicaset_row(o):
     spec, status = o.get("spec") or {}, o.get("status") or {}
-    tspec = (spec.get("template") or {}).get("spec") or {}
-    return [o["metadata"]["name"], spec.get("replicas", 0), status.get("replicas", 0),
-            status.get("readyReplicas", 0), age(o["metadata"].get("creationTimestamp")),
-            _names(tspec), _images(tspec), _selector(spec)]
+    return _workload_row(o, [spec.get("replicas", 0), status.get("replicas", 0),
+                             status.get("readyReplicas", 0)])
 
 
 REPLICASET_COLUMNS = [
@@ -110,10 +117,7 @@ REPLICASET_COLUMNS = [
     _col("Current", "integer", "Number of replicas that exist."),
     _col("Ready", "integer", "Number of ready replicas."),
     AGE,
-    _col("Containers", "string", "Names of the containers in the template.", 1),
-    _col("Images", "string", "Images of the containers in the template.", 1),
-    _col("Selector", "string", "Label selector of the pods.", 1),
-]
+] + WORKLOAD_WIDE
 
 
 def pod_status_reason(o):

@@ -491,56 +491,56 @@ static int on_chunk(const char *p, size_t n, void *data) {
   return memmem(p, n, "\"kube-system\"", 13) ? 1 : 0;
 }
 
-static void watch_streams_until_stopped(void **state) {
+/* A client on its own loop with one namespace watch started. */
+struct watch_fixture {
   struct kcm_client_config cfg;
-  struct kcm_client *c;
-  char *err = NULL;
+  struct kcm_client *client;
+  struct kcm_client_request *req;
   uv_loop_t loop;
-  struct result r = {0};
-  struct kcm_client_request_options o = {0};
+  struct result r;
+};
 
-  assert_int_equal(load(&cfg, sim_file("kubeconfig"), NULL, NULL, &err), 0);
-  uv_loop_init(&loop);
-  assert_int_equal(kcm_client_new(&c, &loop, &cfg), 0);
+static void start_watch(struct watch_fixture *w) {
+  struct kcm_client_request_options o = {0};
+  char *err = NULL;
+
+  memset(w, 0, sizeof(*w));
+  assert_int_equal(load(&w->cfg, sim_file("kubeconfig"), NULL, NULL, &err), 0);
+  uv_loop_init(&w->loop);
+  assert_int_equal(kcm_client_new(&w->client, &w->loop, &w->cfg), 0);
   o.method = "GET";
   o.path = "/api/v1/namespaces?watch=1&timeoutSeconds=30";
   o.on_chunk = on_chunk;
   o.done = on_done;
-  o.data = &r;
-  assert_int_equal(kcm_client_request(c, &o, NULL), 0);
-  run_until_done(&loop, &r);
-  assert_int_equal(r.err, KCM_ECANCELED);
-  assert_true(r.streamed > 0);
-  close_client(&loop, c);
-  kcm_client_config_release(&cfg);
+  o.data = &w->r;
+  assert_int_equal(kcm_client_request(w->client, &o, &w->req), 0);
+}
+
+static void finish_watch(struct watch_fixture *w) {
+  close_client(&w->loop, w->client);
+  kcm_client_config_release(&w->cfg);
+}
+
+static void watch_streams_until_stopped(void **state) {
+  struct watch_fixture w;
+  start_watch(&w);
+  run_until_done(&w.loop, &w.r);
+  assert_int_equal(w.r.err, KCM_ECANCELED);
+  assert_true(w.r.streamed > 0);
+  finish_watch(&w);
 }
 
 static void cancel_reports_from_the_loop(void **state) {
-  struct kcm_client_config cfg;
-  struct kcm_client *c;
-  struct kcm_client_request *req;
-  char *err = NULL;
-  uv_loop_t loop;
-  struct result r = {0};
-  struct kcm_client_request_options o = {0};
-
-  assert_int_equal(load(&cfg, sim_file("kubeconfig"), NULL, NULL, &err), 0);
-  uv_loop_init(&loop);
-  assert_int_equal(kcm_client_new(&c, &loop, &cfg), 0);
-  o.method = "GET";
-  o.path = "/api/v1/namespaces?watch=1&timeoutSeconds=30";
-  o.on_chunk = on_chunk;
-  o.done = on_done;
-  o.data = &r;
-  assert_int_equal(kcm_client_request(c, &o, &req), 0);
-  assert_int_equal(kcm_client_pending(c), 1);
-  kcm_client_cancel(req);
-  assert_false(r.done); /* never from inside cancel */
-  run_until_done(&loop, &r);
-  assert_int_equal(r.err, KCM_ECANCELED);
-  assert_int_equal(kcm_client_pending(c), 0);
-  close_client(&loop, c);
-  kcm_client_config_release(&cfg);
+  struct watch_fixture w;
+  start_watch(&w);
+  assert_int_equal(kcm_client_pending(w.client), 1);
+  kcm_client_cancel(w.req);
+  assert_false(w.r.done); /* never from inside cancel */
+  run_until_done(&w.loop, &w.r);
+  assert_int_equal(w.r.err, KCM_ECANCELED);
+  assert_int_equal(w.r.streamed, 0);
+  assert_int_equal(kcm_client_pending(w.client), 0);
+  finish_watch(&w);
 }
 
 int main(void) {
