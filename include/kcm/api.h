@@ -1,0 +1,200 @@
+/*
+ * api — the Kubernetes objects kcm caches, decoded once into small structs.
+ *
+ * Pods, ReplicaSets and Deployments keep only what the controllers read.
+ * Pod templates are kept as canonical JSON text (keys sorted, compact), used
+ * to create pods and to compare templates. Strings that repeat across
+ * objects (namespaces, node names, labels, owner names) come from a
+ * struct kcm_intern pool.
+ *
+ * Objects are immutable once decoded and reference-counted: the cache
+ * holds one reference, and code that keeps an object past the current loop
+ * turn takes its own with kcm_api_ref() and drops it with kcm_api_unref().
+ * The pool passed to kcm_api_unref() must be the one used to decode.
+ *
+ * Decoding is strict where the controllers depend on a field (a wrong type
+ * is an error naming the field) and lenient elsewhere (unknown fields and
+ * nulls are ignored; absent fields take the API defaults).
+ */
+#ifndef KCM_API_H
+#define KCM_API_H
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kcm/buf.h"
+#include "kcm/intern.h"
+#include "kcm/labels.h"
+
+enum kcm_kind {
+  KCM_KIND_POD,
+  KCM_KIND_REPLICASET,
+  KCM_KIND_DEPLOYMENT,
+  KCM_KIND_COUNT,
+};
+
+struct kcm_uid {
+  uint8_t b[16];
+};
+
+/* The ownerReference with controller: true, when the object has one. */
+struct kcm_owner {
+  const char *api_version; /* pooled */
+  const char *kind;        /* pooled */
+  const char *name;        /* pooled */
+  struct kcm_uid uid;
+  bool block_owner_deletion;
+};
+
+/* The head of every cached object. */
+struct kcm_object {
+  const char *ns;   /* pooled */
+  char *name;       /* owned */
+  struct kcm_uid uid;
+  uint64_t rv;      /* metadata.resourceVersion */
+  int64_t generation;
+  int64_t created;  /* creationTimestamp, Unix seconds */
+  int64_t deleted;  /* deletionTimestamp, Unix seconds; 0 if not being deleted */
+  struct kcm_labels labels;
+  struct kcm_owner controller;
+  uint32_t refs;
+  uint16_t nowners;  /* ownerReferences, the controller included */
+  uint8_t kind;      /* enum kcm_kind */
+  bool has_controller;
+  /* Links kept by the informer's store; no one else touches them. */
+  struct kcm_object *ns_prev, *ns_next, *own_prev, *own_next;
+};
+
+/* A map of owned strings (annotations). */
+struct kcm_pair {
+  char *key;
+  char *value;
+};
+
+struct kcm_pairs {
+  struct kcm_pair *items; /* sorted by key */
+  uint32_t n;
+};
+
+const char *kcm_api_pairs_get(const struct kcm_pairs *p, const char *key);
+
+struct kcm_condition {
+  char *type;
+  char *status;
+  char *reason;
+  char *message;
+  int64_t last_update;     /* 0 if absent */
+  int64_t last_transition; /* 0 if absent */
+};
+
+struct kcm_conditions {
+  struct kcm_condition *items;
+  uint32_t n;
+};
+
+enum kcm_pod_phase {
+  KCM_POD_PENDING,
+  KCM_POD_RUNNING,
+  KCM_POD_SUCCEEDED,
+  KCM_POD_FAILED,
+  KCM_POD_UNKNOWN,
+};
+
+struct kcm_pod {
+  struct kcm_object o;
+  const char *node;        /* spec.nodeName, pooled; NULL if not scheduled */
+  int64_t ready_since;     /* when Ready last became True; 0 if not ready */
+  int32_t restarts;        /* highest restartCount of the regular containers */
+  int32_t sidecar_restarts; /* highest of the restartable init containers */
+  int32_t deletion_cost;   /* controller.kubernetes.io/pod-deletion-cost, 0 if unset */
+  uint8_t phase;           /* enum kcm_pod_phase */
+  bool ready;
+};
+
+struct kcm_replicaset {
+  struct kcm_object o;
+  struct kcm_pairs annotations;
+  struct kcm_selector selector;
+  struct kcm_labels template_labels;
+  char *template;           /* canonical JSON of spec.template */
+  int32_t replicas;         /* spec.replicas (default 1) */
+  int32_t min_ready_seconds;
+  struct {
+    int32_t replicas;
+    int32_t fully_labeled;
+    int32_t ready;
+    int32_t available;
+    int64_t observed_generation;
+    struct kcm_conditions conditions;
+  } status;
+};
+
+/* An int-or-percent value (maxSurge, maxUnavailable). */
+struct kcm_intstr {
+  int32_t value;
+  bool percent;
+  bool set;
+};
+
+struct kcm_deployment {
+  struct kcm_object o;
+  struct kcm_pairs annotations;
+  struct kcm_selector selector;
+  char *template;           /* canonical JSON of spec.template */
+  int32_t replicas;         /* spec.replicas (default 1) */
+  int32_t min_ready_seconds;
+  int32_t revision_history_limit; /* -1 when unset (no cleanup) */
+  int32_t progress_deadline;      /* seconds; -1 when unset */
+  struct kcm_intstr max_surge;
+  struct kcm_intstr max_unavailable;
+  bool recreate;            /* strategy Recreate (else RollingUpdate) */
+  bool paused;
+  struct {
+    int64_t observed_generation;
+    int32_t replicas;
+    int32_t updated;
+    int32_t ready;
+    int32_t available;
+    int32_t unavailable;
+    int32_t collision_count; /* -1 when unset */
+    struct kcm_conditions conditions;
+  } status;
+};
+
+/* Why decoding failed: the field and the problem, for logs. */
+struct kcm_api_error {
+  char field[96];
+  char problem[96];
+};
+
+/* Decode one object of `kind` from its JSON. On success *out holds one
+ * reference. Returns 0, KCM_EINVAL (err filled in) or KCM_ENOMEM. */
+int kcm_api_decode(enum kcm_kind kind, struct json_object *obj, struct kcm_intern *pool,
+                   struct kcm_object **out, struct kcm_api_error *err);
+
+struct kcm_object *kcm_api_ref(struct kcm_object *o);
+void kcm_api_unref(struct kcm_object *o, struct kcm_intern *pool);
+
+/* Bytes of memory an object holds (struct, strings it owns, label and
+ * annotation arrays; pooled strings not counted). */
+size_t kcm_api_size(const struct kcm_object *o);
+
+const char *kcm_api_kind_name(enum kcm_kind kind); /* "Pod", ... */
+
+/* Append the canonical JSON of v (keys sorted, no spaces) to b. */
+int kcm_api_canonical_json(struct json_object *v, struct kcm_buf *b);
+
+/* Parse an RFC 3339 time ("2026-11-22T06:00:05Z", fractions and offsets
+ * allowed) into Unix seconds. Returns 0 or KCM_EINVAL. */
+int kcm_api_parse_time(const char *s, int64_t *out);
+/* Format Unix seconds as "2026-11-22T06:00:05Z" into buf (at least 21 bytes). */
+void kcm_api_format_time(int64_t t, char *buf, size_t len);
+
+int kcm_api_parse_uid(const char *s, struct kcm_uid *out);
+/* Format a UID in its 36-character form into buf (at least 37 bytes). */
+void kcm_api_format_uid(const struct kcm_uid *u, char *buf, size_t len);
+bool kcm_api_uid_equal(const struct kcm_uid *a, const struct kcm_uid *b);
+
+#endif

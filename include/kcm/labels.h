@@ -1,0 +1,72 @@
+/*
+ * labels — label sets and label selectors.
+ *
+ * A struct kcm_labels is an array of key/value pairs sorted by key; its
+ * strings come from a struct kcm_intern pool and the set holds one
+ * reference to each. A struct kcm_selector is a metav1.LabelSelector
+ * compiled into requirements (matchLabels become `In` with one value); it
+ * owns plain heap strings. An empty selector matches every label set; a
+ * selector that was null in the object matches none.
+ */
+#ifndef KCM_LABELS_H
+#define KCM_LABELS_H
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kcm/buf.h"
+#include "kcm/intern.h"
+
+struct kcm_label {
+  const char *key;   /* pooled */
+  const char *value; /* pooled */
+};
+
+struct kcm_labels {
+  struct kcm_label *items; /* owned array, sorted by key */
+  uint32_t n;
+};
+
+enum kcm_labels_op {
+  KCM_LABELS_IN,
+  KCM_LABELS_NOT_IN,
+  KCM_LABELS_EXISTS,
+  KCM_LABELS_DOES_NOT_EXIST,
+};
+
+struct kcm_requirement {
+  char *key;
+  enum kcm_labels_op op;
+  char **values; /* sorted */
+  uint32_t nvalues;
+};
+
+struct kcm_selector {
+  struct kcm_requirement *reqs; /* sorted by key */
+  uint32_t n;
+  bool nothing; /* the selector was null: matches nothing */
+};
+
+/* Decode a JSON object of string values (metadata.labels) into a sorted set.
+ * `obj` may be NULL (an empty set). Returns 0, KCM_EINVAL with *why set to a
+ * static description, or KCM_ENOMEM. */
+int kcm_labels_decode(struct kcm_labels *out, struct kcm_intern *pool,
+                      struct json_object *obj, const char **why);
+void kcm_labels_release(struct kcm_labels *l, struct kcm_intern *pool);
+/* The value for key, or NULL. */
+const char *kcm_labels_get(const struct kcm_labels *l, const char *key);
+bool kcm_labels_equal(const struct kcm_labels *a, const struct kcm_labels *b);
+
+/* Decode a metav1.LabelSelector; `obj` NULL or JSON null gives a selector
+ * that matches nothing. Returns 0, KCM_EINVAL (*why set) or KCM_ENOMEM. */
+int kcm_labels_selector_decode(struct kcm_selector *out, struct json_object *obj,
+                               const char **why);
+void kcm_labels_selector_release(struct kcm_selector *s);
+bool kcm_labels_matches(const struct kcm_selector *s, const struct kcm_labels *l);
+/* True for a selector with no requirements (it would select everything). */
+bool kcm_labels_selector_empty(const struct kcm_selector *s);
+/* Append the selector's string form ("app=web,tier in (a,b)") to b. */
+int kcm_labels_selector_format(const struct kcm_selector *s, struct kcm_buf *b);
+
+#endif

@@ -1,0 +1,57 @@
+/*
+ * map — an open-addressing hash table of entry pointers.
+ *
+ * The table stores pointers to caller-owned entries and never copies or
+ * frees them. How entries are found is set once by a struct kcm_map_type:
+ * the hash of a lookup key and whether a key matches an entry, so an entry
+ * can serve as its own key (an object found by namespace and name, say)
+ * without a separate key string. Hashes are kept beside the entries.
+ *
+ * Linear probing with backward-shift deletion; the table doubles when 3/4
+ * full and shrinks when 1/8 full. Iteration order is unspecified and an
+ * insert or remove during iteration invalidates the iterator.
+ */
+#ifndef KCM_MAP_H
+#define KCM_MAP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct kcm_map_type {
+  uint64_t (*hash_key)(const void *key);
+  bool (*match)(const void *key, const void *entry);
+};
+
+struct kcm_map {
+  const struct kcm_map_type *type;
+  void **slots;
+  uint64_t *hashes;
+  size_t cap; /* a power of two, or 0 before the first insert */
+  size_t len;
+};
+
+void kcm_map_init(struct kcm_map *m, const struct kcm_map_type *type);
+/* Free the table (not the entries). */
+void kcm_map_release(struct kcm_map *m);
+
+void *kcm_map_get(const struct kcm_map *m, const void *key);
+/* Insert or replace the entry matching `key`. *old (may be NULL) receives a
+ * replaced entry. Returns 0 or KCM_ENOMEM (the map is unchanged then). */
+int kcm_map_put(struct kcm_map *m, const void *key, void *entry, void **old);
+/* Remove and return the entry matching `key`, or NULL. */
+void *kcm_map_remove(struct kcm_map *m, const void *key);
+
+struct kcm_map_iter {
+  const struct kcm_map *m;
+  size_t i;
+};
+void kcm_map_iter_init(struct kcm_map_iter *it, const struct kcm_map *m);
+/* The next entry, or NULL at the end. */
+void *kcm_map_next(struct kcm_map_iter *it);
+
+/* FNV-1a, for building hash functions. */
+uint64_t kcm_map_hash_bytes(uint64_t h, const void *p, size_t n);
+#define KCM_MAP_HASH_INIT 0xcbf29ce484222325ULL
+
+#endif

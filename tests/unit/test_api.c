@@ -1,0 +1,337 @@
+/* Unit tests for decoding cached objects. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kcm/api.h"
+#include "kcm/error.h"
+
+static struct kcm_intern pool;
+
+static int setup(void **state) {
+  kcm_intern_init(&pool);
+  return 0;
+}
+static int teardown(void **state) {
+  assert_int_equal(kcm_intern_count(&pool), 0); /* every object released its strings */
+  kcm_intern_release(&pool);
+  return 0;
+}
+
+static struct kcm_object *decode_ok(enum kcm_kind kind, const char *json) {
+  struct json_object *o = json_tokener_parse(json);
+  struct kcm_object *obj = NULL;
+  struct kcm_api_error err;
+  int rc;
+  assert_non_null(o);
+  rc = kcm_api_decode(kind, o, &pool, &obj, &err);
+  if (rc)
+    fail_msg("decode failed: %s %s", err.field, err.problem);
+  json_object_put(o);
+  return obj;
+}
+
+static void decode_fails(enum kcm_kind kind, const char *json, const char *field) {
+  struct json_object *o = json_tokener_parse(json);
+  struct kcm_object *obj = NULL;
+  struct kcm_api_error err;
+  assert_non_null(o);
+  assert_int_equal(kcm_api_decode(kind, o, &pool, &obj, &err), KCM_EINVAL);
+  assert_null(obj);
+  if (strcmp(err.field, field))
+    fail_msg("expected an error on %s, got %s: %s", field, err.field, err.problem);
+  assert_true(strlen(err.problem) > 0);
+  json_object_put(o);
+}
+
+#define META(extra)                                                                            \
+  "\"metadata\":{\"name\":\"web-7d9f8-abcde\",\"namespace\":\"default\","                    \
+  "\"uid\":\"30478c2c-7480-4d2d-a623-3c83746df9f3\",\"resourceVersion\":\"233\","            \
+  "\"creationTimestamp\":\"2026-11-22T06:08:43Z\"" extra "}"
+
+static const char running_pod[] =
+    "{\"kind\":\"Pod\",\"apiVersion\":\"v1\"," META(
+        ",\"generateName\":\"web-7d9f8-\",\"labels\":{\"app\":\"web\","
+        "\"pod-template-hash\":\"7d9f8\"},\"annotations\":{"
+        "\"controller.kubernetes.io/pod-deletion-cost\":\"-5\"},"
+        "\"ownerReferences\":[{\"apiVersion\":\"v1\",\"kind\":\"Foo\",\"name\":\"f\","
+        "\"uid\":\"00000000-0000-0000-0000-000000000001\"},{\"apiVersion\":\"apps/v1\","
+        "\"kind\":\"ReplicaSet\",\"name\":\"web-7d9f8\","
+        "\"uid\":\"ef7ccc18-6ba3-4691-b1e1-32ee1b2e8ad4\",\"controller\":true,"
+        "\"blockOwnerDeletion\":true}],\"managedFields\":[{\"manager\":\"kcm\","
+        "\"operation\":\"Update\",\"fieldsV1\":{\"f:metadata\":{}}}]") ","
+    "\"spec\":{\"nodeName\":\"node-1\",\"containers\":[{\"name\":\"c\",\"image\":\"nginx\"}],"
+    "\"initContainers\":[{\"name\":\"side\",\"image\":\"x\",\"restartPolicy\":\"Always\"},"
+    "{\"name\":\"init\",\"image\":\"y\"}]},"
+    "\"status\":{\"phase\":\"Running\",\"conditions\":[{\"type\":\"Initialized\","
+    "\"status\":\"True\"},{\"type\":\"Ready\",\"status\":\"True\",\"lastProbeTime\":null,"
+    "\"lastTransitionTime\":\"2026-11-22T06:09:00Z\"}],\"containerStatuses\":["
+    "{\"name\":\"c\",\"restartCount\":3},{\"name\":\"d\",\"restartCount\":7}],"
+    "\"initContainerStatuses\":[{\"name\":\"side\",\"restartCount\":2},"
+    "{\"name\":\"init\",\"restartCount\":9}]}}";
+
+static void pod_fields(void **state) {
+  struct kcm_pod *p = (struct kcm_pod *)decode_ok(KCM_KIND_POD, running_pod);
+  char uid[37];
+  assert_int_equal(p->o.kind, KCM_KIND_POD);
+  assert_string_equal(p->o.name, "web-7d9f8-abcde");
+  assert_string_equal(p->o.ns, "default");
+  assert_int_equal(p->o.rv, 233);
+  assert_int_equal(p->o.created, 1795327723);
+  assert_int_equal(p->o.deleted, 0);
+  kcm_api_format_uid(&p->o.uid, uid, sizeof(uid));
+  assert_string_equal(uid, "30478c2c-7480-4d2d-a623-3c83746df9f3");
+  assert_string_equal(kcm_labels_get(&p->o.labels, "pod-template-hash"), "7d9f8");
+  assert_true(p->o.has_controller);
+  assert_int_equal(p->o.nowners, 2);
+  assert_string_equal(p->o.controller.kind, "ReplicaSet");
+  assert_string_equal(p->o.controller.name, "web-7d9f8");
+  assert_true(p->o.controller.block_owner_deletion);
+  assert_string_equal(p->node, "node-1");
+  assert_int_equal(p->phase, KCM_POD_RUNNING);
+  assert_true(p->ready);
+  assert_int_equal(p->ready_since, 1795327740);
+  assert_int_equal(p->restarts, 7);
+  assert_int_equal(p->sidecar_restarts, 2);
+  assert_int_equal(p->deletion_cost, -5);
+  assert_true(kcm_api_size(&p->o) < 1024);
+  kcm_api_unref(&p->o, &pool);
+}
+
+static void pod_defaults(void **state) {
+  struct kcm_pod *p = (struct kcm_pod *)decode_ok(
+      KCM_KIND_POD, "{" META(",\"deletionTimestamp\":\"2026-11-22T06:10:00Z\","
+                             "\"labels\":null,\"annotations\":{\"controller.kubernetes.io/"
+                             "pod-deletion-cost\":\"not-a-number\"}") ",\"spec\":null}");
+  assert_null(p->node);
+  assert_int_equal(p->phase, KCM_POD_PENDING);
+  assert_false(p->ready);
+  assert_false(p->o.has_controller);
+  assert_int_equal(p->o.labels.n, 0);
+  assert_int_equal(p->o.deleted, 1795327800);
+  assert_int_equal(p->deletion_cost, 0);
+  kcm_api_unref(&p->o, &pool);
+}
+
+static const char replicaset[] =
+    "{" META(",\"generation\":3,\"labels\":{\"app\":\"web\"},\"annotations\":{"
+             "\"deployment.kubernetes.io/revision\":\"2\"}") ","
+    "\"spec\":{\"replicas\":4,\"minReadySeconds\":10,\"selector\":{\"matchLabels\":"
+    "{\"app\":\"web\"}},\"template\":{\"spec\":{\"containers\":[{\"name\":\"c\","
+    "\"image\":\"nginx:1.7.9\"}]},\"metadata\":{\"labels\":{\"pod-template-hash\":\"7d9f8\","
+    "\"app\":\"web\"},\"creationTimestamp\":null}}},"
+    "\"status\":{\"replicas\":4,\"fullyLabeledReplicas\":4,\"readyReplicas\":3,"
+    "\"availableReplicas\":2,\"observedGeneration\":3,\"conditions\":[{\"type\":"
+    "\"ReplicaFailure\",\"status\":\"True\",\"reason\":\"FailedCreate\",\"message\":"
+    "\"quota\",\"lastTransitionTime\":\"2026-11-22T06:00:00Z\"}]}}";
+
+static void replicaset_fields(void **state) {
+  struct kcm_replicaset *rs = (struct kcm_replicaset *)decode_ok(KCM_KIND_REPLICASET, replicaset);
+  assert_int_equal(rs->replicas, 4);
+  assert_int_equal(rs->min_ready_seconds, 10);
+  assert_int_equal(rs->o.generation, 3);
+  assert_string_equal(kcm_api_pairs_get(&rs->annotations, "deployment.kubernetes.io/revision"),
+                      "2");
+  assert_string_equal(rs->template,
+                      "{\"metadata\":{\"creationTimestamp\":null,\"labels\":{\"app\":\"web\","
+                      "\"pod-template-hash\":\"7d9f8\"}},\"spec\":{\"containers\":[{\"image\":"
+                      "\"nginx:1.7.9\",\"name\":\"c\"}]}}");
+  assert_string_equal(kcm_labels_get(&rs->template_labels, "pod-template-hash"), "7d9f8");
+  assert_true(kcm_labels_matches(&rs->selector, &rs->template_labels));
+  assert_int_equal(rs->status.replicas, 4);
+  assert_int_equal(rs->status.fully_labeled, 4);
+  assert_int_equal(rs->status.ready, 3);
+  assert_int_equal(rs->status.available, 2);
+  assert_int_equal(rs->status.observed_generation, 3);
+  assert_int_equal(rs->status.conditions.n, 1);
+  assert_string_equal(rs->status.conditions.items[0].reason, "FailedCreate");
+  assert_int_equal(rs->status.conditions.items[0].last_transition, 1795327200);
+  kcm_api_unref(&rs->o, &pool);
+}
+
+static void replicaset_defaults(void **state) {
+  struct kcm_replicaset *rs = (struct kcm_replicaset *)decode_ok(
+      KCM_KIND_REPLICASET,
+      "{" META("") ",\"spec\":{\"selector\":{},\"template\":{}},\"status\":{\"replicas\":0}}");
+  assert_int_equal(rs->replicas, 1);
+  assert_true(kcm_labels_selector_empty(&rs->selector));
+  assert_string_equal(rs->template, "{}");
+  assert_int_equal(rs->status.conditions.n, 0);
+  kcm_api_unref(&rs->o, &pool);
+}
+
+static void deployment_fields(void **state) {
+  struct kcm_deployment *d = (struct kcm_deployment *)decode_ok(
+      KCM_KIND_DEPLOYMENT,
+      "{" META(",\"generation\":2") ",\"spec\":{\"replicas\":10,\"paused\":true,"
+      "\"revisionHistoryLimit\":2,\"progressDeadlineSeconds\":600,"
+      "\"selector\":{\"matchLabels\":{\"app\":\"web\"}},\"template\":{\"metadata\":"
+      "{\"labels\":{\"app\":\"web\"}}},\"strategy\":{\"type\":\"RollingUpdate\","
+      "\"rollingUpdate\":{\"maxSurge\":3,\"maxUnavailable\":\"25%\"}}},\"status\":"
+      "{\"observedGeneration\":2,\"replicas\":10,\"updatedReplicas\":5,\"readyReplicas\":8,"
+      "\"availableReplicas\":8,\"unavailableReplicas\":2,\"collisionCount\":1,"
+      "\"conditions\":[{\"type\":\"Available\",\"status\":\"True\",\"lastUpdateTime\":"
+      "\"2026-11-22T06:00:00Z\"}]}}");
+  assert_int_equal(d->replicas, 10);
+  assert_true(d->paused);
+  assert_false(d->recreate);
+  assert_int_equal(d->revision_history_limit, 2);
+  assert_int_equal(d->progress_deadline, 600);
+  assert_true(d->max_surge.set);
+  assert_false(d->max_surge.percent);
+  assert_int_equal(d->max_surge.value, 3);
+  assert_true(d->max_unavailable.percent);
+  assert_int_equal(d->max_unavailable.value, 25);
+  assert_int_equal(d->status.updated, 5);
+  assert_int_equal(d->status.unavailable, 2);
+  assert_int_equal(d->status.collision_count, 1);
+  assert_int_equal(d->status.conditions.items[0].last_update, 1795327200);
+  kcm_api_unref(&d->o, &pool);
+
+  d = (struct kcm_deployment *)decode_ok(
+      KCM_KIND_DEPLOYMENT,
+      "{" META("") ",\"spec\":{\"selector\":{\"matchLabels\":{\"a\":\"b\"}},\"template\":{},"
+      "\"strategy\":{\"type\":\"Recreate\"}}}");
+  assert_true(d->recreate);
+  assert_int_equal(d->replicas, 1);
+  assert_int_equal(d->revision_history_limit, -1);
+  assert_int_equal(d->progress_deadline, -1);
+  assert_int_equal(d->status.collision_count, -1);
+  assert_false(d->max_surge.set);
+  kcm_api_unref(&d->o, &pool);
+}
+
+static void bad_objects_name_the_field(void **state) {
+  char long_name[400];
+  char json[1024];
+  decode_fails(KCM_KIND_POD, "[]", "(object)");
+  decode_fails(KCM_KIND_POD, "{\"spec\":{}}", "metadata");
+  decode_fails(KCM_KIND_POD, "{\"metadata\":5}", "metadata");
+  decode_fails(KCM_KIND_POD,
+               "{\"metadata\":{\"namespace\":\"d\",\"uid\":\"30478c2c-7480-4d2d-a623-"
+               "3c83746df9f3\",\"resourceVersion\":\"1\"}}",
+               "metadata.name");
+  decode_fails(KCM_KIND_POD,
+               "{\"metadata\":{\"name\":\"a\",\"namespace\":\"d\",\"uid\":\"nope\","
+               "\"resourceVersion\":\"1\"}}",
+               "metadata.uid");
+  decode_fails(KCM_KIND_POD,
+               "{\"metadata\":{\"name\":\"a\",\"namespace\":\"d\",\"uid\":\"30478c2c-7480-4d2d-"
+               "a623-3c83746df9f3\",\"resourceVersion\":\"12a\"}}",
+               "metadata.resourceVersion");
+  decode_fails(KCM_KIND_POD, "{" META(",\"labels\":{\"a\":1}") "}", "metadata.labels");
+  decode_fails(KCM_KIND_POD, "{" META(",\"creationTimestamp\":\"yesterday\"") "}",
+               "metadata.creationTimestamp");
+  decode_fails(KCM_KIND_POD, "{" META(",\"ownerReferences\":[{\"controller\":true}]") "}",
+               "metadata.ownerReferences");
+  decode_fails(KCM_KIND_POD, "{" META("") ",\"spec\":{\"nodeName\":7}}", "spec.nodeName");
+  decode_fails(KCM_KIND_POD,
+               "{" META("") ",\"status\":{\"containerStatuses\":[{\"restartCount\":\"x\"}]}}",
+               "status.containerStatuses.restartCount");
+  decode_fails(KCM_KIND_REPLICASET,
+               "{" META("") ",\"spec\":{\"replicas\":\"3\",\"selector\":{},\"template\":{}}}",
+               "spec.replicas");
+  decode_fails(KCM_KIND_REPLICASET,
+               "{" META("") ",\"spec\":{\"replicas\":2.5,\"selector\":{},\"template\":{}}}",
+               "spec.replicas");
+  decode_fails(KCM_KIND_REPLICASET,
+               "{" META("") ",\"spec\":{\"replicas\":99999999999,\"selector\":{},"
+               "\"template\":{}}}",
+               "spec.replicas");
+  decode_fails(KCM_KIND_REPLICASET, "{" META("") ",\"spec\":{\"selector\":{}}}",
+               "spec.template");
+  decode_fails(KCM_KIND_REPLICASET,
+               "{" META("") ",\"spec\":{\"selector\":{\"matchLabels\":[]},\"template\":{}}}",
+               "spec.selector");
+  decode_fails(KCM_KIND_DEPLOYMENT,
+               "{" META("") ",\"spec\":{\"selector\":{},\"template\":{},\"strategy\":{"
+               "\"rollingUpdate\":{\"maxSurge\":\"lots\"}}}}",
+               "spec.strategy.rollingUpdate.maxSurge");
+  decode_fails(KCM_KIND_DEPLOYMENT,
+               "{" META("") ",\"spec\":{\"selector\":{},\"template\":{}},\"status\":{"
+               "\"conditions\":{}}}",
+               "status.conditions");
+  memset(long_name, 'a', 300);
+  long_name[300] = '\0';
+  snprintf(json, sizeof(json),
+           "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"d\",\"uid\":\"30478c2c-7480-4d2d-"
+           "a623-3c83746df9f3\",\"resourceVersion\":\"1\"}}",
+           long_name);
+  decode_fails(KCM_KIND_POD, json, "metadata.name");
+}
+
+static void canonical_json_sorts_and_escapes(void **state) {
+  struct kcm_buf b = KCM_BUF_INIT(4096);
+  struct json_object *o = json_tokener_parse(
+      "{\"z\":[3,{\"b\":true,\"a\":null}],\"a\":\"quote\\\" back\\\\ nl\\n tab\\t \\u0001 "
+      "/slash é\",\"m\":-1.5e3,\"n\":12345678901}");
+  assert_int_equal(kcm_api_canonical_json(o, &b), 0);
+  assert_string_equal(b.data, "{\"a\":\"quote\\\" back\\\\ nl\\n tab\\t \\u0001 /slash é\","
+                              "\"m\":-1.5e3,\"n\":12345678901,\"z\":[3,{\"a\":null,\"b\":true}]}");
+  kcm_buf_release(&b);
+  json_object_put(o);
+}
+
+static void times(void **state) {
+  int64_t t;
+  char buf[32];
+  assert_int_equal(kcm_api_parse_time("2026-11-22T06:08:43Z", &t), 0);
+  assert_int_equal(t, 1795327723);
+  assert_int_equal(kcm_api_parse_time("2026-11-22T06:08:43.123456Z", &t), 0);
+  assert_int_equal(t, 1795327723);
+  assert_int_equal(kcm_api_parse_time("2026-11-22T08:08:43+02:00", &t), 0);
+  assert_int_equal(t, 1795327723);
+  assert_int_equal(kcm_api_parse_time("2026-11-22T05:08:43-01:00", &t), 0);
+  assert_int_equal(t, 1795327723);
+  kcm_api_format_time(t, buf, sizeof(buf));
+  assert_string_equal(buf, "2026-11-22T06:08:43Z");
+  assert_int_equal(kcm_api_parse_time("2026-11-22 06:08:43Z", &t), KCM_EINVAL);
+  assert_int_equal(kcm_api_parse_time("2026-11-22T06:08:43", &t), KCM_EINVAL);
+  assert_int_equal(kcm_api_parse_time("2026-13-22T06:08:43Z", &t), KCM_EINVAL);
+  assert_int_equal(kcm_api_parse_time("2026-11-22T06:08:43.Z", &t), KCM_EINVAL);
+  assert_int_equal(kcm_api_parse_time("", &t), KCM_EINVAL);
+}
+
+static void uids(void **state) {
+  struct kcm_uid a, b;
+  char buf[37];
+  assert_int_equal(kcm_api_parse_uid("30478C2C-7480-4d2d-a623-3c83746df9f3", &a), 0);
+  kcm_api_format_uid(&a, buf, sizeof(buf));
+  assert_string_equal(buf, "30478c2c-7480-4d2d-a623-3c83746df9f3");
+  assert_int_equal(kcm_api_parse_uid(buf, &b), 0);
+  assert_true(kcm_api_uid_equal(&a, &b));
+  assert_int_equal(kcm_api_parse_uid("30478c2c74804d2da6233c83746df9f3", &a), KCM_EINVAL);
+  assert_int_equal(kcm_api_parse_uid("30478c2c-7480-4d2d-a623-3c83746df9fg", &a), KCM_EINVAL);
+}
+
+static void references_keep_objects_alive(void **state) {
+  struct kcm_object *o = decode_ok(KCM_KIND_POD, running_pod);
+  kcm_api_ref(o);
+  kcm_api_unref(o, &pool);
+  assert_string_equal(o->name, "web-7d9f8-abcde"); /* still alive */
+  assert_true(kcm_intern_count(&pool) > 0);
+  kcm_api_unref(o, &pool);
+  assert_int_equal(kcm_intern_count(&pool), 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(pod_fields),
+      cmocka_unit_test(pod_defaults),
+      cmocka_unit_test(replicaset_fields),
+      cmocka_unit_test(replicaset_defaults),
+      cmocka_unit_test(deployment_fields),
+      cmocka_unit_test(bad_objects_name_the_field),
+      cmocka_unit_test(canonical_json_sorts_and_escapes),
+      cmocka_unit_test(times),
+      cmocka_unit_test(uids),
+      cmocka_unit_test(references_keep_objects_alive),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
