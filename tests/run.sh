@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Build kcm and run every test: unit tests, the local API server's own
-# tests and the e2e scenarios (kubectl against the local API server and kcm).
+# tests and the e2e scenarios (kubectl against the local API server and
+# kcm); then the unit tests again in a build with AddressSanitizer and
+# UndefinedBehaviorSanitizer (leak checks included).
 #
 #   bash tests/run.sh              # everything
-#   bash tests/run.sh -L unit      # extra arguments go to ctest
+#   bash tests/run.sh -L unit      # extra arguments go to the first ctest run
+#   KCM_NO_SANITIZE=1 bash tests/run.sh   # skip the sanitizer build
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -11,3 +14,9 @@ build=${KCM_BUILD_DIR:-$root/build}
 
 bash "$root/tests/setup.sh"
 ctest --test-dir "$build" --output-on-failure "$@"
+
+if [ -z "${KCM_NO_SANITIZE:-}" ]; then
+  echo "== unit tests under AddressSanitizer and UndefinedBehaviorSanitizer"
+  KCM_BUILD_DIR="$build-sanitize" KCM_SANITIZE=ON bash "$root/tests/setup.sh" >/dev/null
+  ctest --test-dir "$build-sanitize" --output-on-failure -L unit
+fi

@@ -202,7 +202,8 @@ int kcm_api_canonical_json(struct json_object *v, struct kcm_buf *b) {
       return KCM_ENOMEM;
     for (; !json_object_iter_equal(&it, &end); json_object_iter_next(&it))
       keys[i++] = json_object_iter_peek_name(&it);
-    qsort(keys, n, sizeof(*keys), cmp_keys);
+    if (n)
+      qsort(keys, n, sizeof(*keys), cmp_keys);
     err = kcm_buf_append(b, "{", 1);
     for (i = 0; !err && i < n; i++) {
       struct json_object *child = NULL;

@@ -211,7 +211,8 @@ static int decode_expression(struct kcm_selector *s, size_t *cap, struct json_ob
     if ((err = add_value(&s->reqs[s->n - 1], json_object_get_string(v))))
       return err;
   }
-  qsort(s->reqs[s->n - 1].values, s->reqs[s->n - 1].nvalues, sizeof(char *), cmp_str);
+  if (s->reqs[s->n - 1].nvalues)
+    qsort(s->reqs[s->n - 1].values, s->reqs[s->n - 1].nvalues, sizeof(char *), cmp_str);
   return 0;
 }
 
@@ -267,12 +268,13 @@ int kcm_labels_selector_decode(struct kcm_selector *out, struct json_object *obj
     kcm_labels_selector_release(out);
     return err;
   }
-  qsort(out->reqs, out->n, sizeof(*out->reqs), cmp_req);
+  if (out->n)
+    qsort(out->reqs, out->n, sizeof(*out->reqs), cmp_req);
   return 0;
 }
 
 static bool has_value(const struct kcm_requirement *r, const char *v) {
-  return bsearch(&v, r->values, r->nvalues, sizeof(char *), cmp_str) != NULL;
+  return r->nvalues && bsearch(&v, r->values, r->nvalues, sizeof(char *), cmp_str) != NULL;
 }
 
 bool kcm_labels_matches(const struct kcm_selector *s, const struct kcm_labels *l) {

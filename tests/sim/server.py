@@ -32,6 +32,14 @@ GZIP_MIN = 128 * 1024
 PUBLIC_PATHS = ("/version", "/healthz", "/livez", "/readyz")
 
 
+class RawResponse(Exception):
+    """An injected answer sent as-is instead of a Status."""
+
+    def __init__(self, code, body, content_type):
+        super().__init__("raw response")
+        self.code, self.body, self.content_type = code, body, content_type
+
+
 class Route:
     __slots__ = ("kind", "res", "ns", "name", "sub", "group", "version")
 
@@ -331,6 +339,8 @@ class Handler(BaseHTTPRequestHandler):
             return self.handle_static(r, url.path)
         except ApiError as e:
             self.send_error_status(e)
+        except RawResponse as e:
+            self.send_json(e.code, e.body, content_type=e.content_type)
         except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
             self.close_connection = True
         finally:
@@ -515,6 +525,11 @@ class Handler(BaseHTTPRequestHandler):
         if rule.get("latencyMs"):
             time.sleep(rule["latencyMs"] / 1000.0)
         code = rule.get("code")
+        if "body" in rule:
+            if self.command in ("POST", "PUT", "PATCH", "DELETE"):
+                self.read_body()
+            raise RawResponse(code or 200, rule["body"].encode(),
+                              rule.get("contentType", "text/html"))
         if code is None:
             return
         reason, message = DEFAULTS.get(code, ("", "injected fault"))
@@ -722,6 +737,8 @@ class Handler(BaseHTTPRequestHandler):
 
     @staticmethod
     def filter_event(ev, visible, encode):
+        if ev.type == "RAW":
+            return ev.entry + b"\n"
         obj = ev.entry.obj
         if ev.type == "ADDED":
             return encode("ADDED", obj, ev.entry.raw) if visible(obj) else None
@@ -780,7 +797,7 @@ class Handler(BaseHTTPRequestHandler):
         srv = self.server
         store = srv.api.store
         known = {"clear", "rules", "addRule", "latencyMs", "watchDelayMs", "dropWatches",
-                 "compact"}
+                 "compact", "watchInject"}
         unknown = set(body) - known
         if unknown:
             raise ValueError("unknown fault fields: %s" % ", ".join(sorted(unknown)))
@@ -799,6 +816,12 @@ class Handler(BaseHTTPRequestHandler):
             with store.cond:
                 store.watch_delay = max(0, int(body["watchDelayMs"])) / 1000.0
                 store.cond.notify_all()
+        if "watchInject" in body:
+            inj = body["watchInject"]
+            if not isinstance(inj, dict) or inj.get("resource") not in store.logs or \
+                    not isinstance(inj.get("line"), str):
+                raise ValueError("watchInject wants {resource, line}")
+            store.inject(inj["resource"], inj["line"].encode())
         if body.get("compact"):
             store.compact()
         if body.get("dropWatches"):

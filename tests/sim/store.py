@@ -176,8 +176,9 @@ class Store:
             log.compacted = log.rvs[cut - 1]
             del log.rvs[:cut]
             del log.events[:cut]
-        for fn in self.listeners:
-            fn(plural, event)
+        if event.type != "RAW":
+            for fn in self.listeners:
+                fn(plural, event)
         self.cond.notify_all()
 
     # --- watch support -----------------------------------------------------------
@@ -189,6 +190,11 @@ class Store:
             raise Expired(rv, log.compacted + 1)
         i = bisect.bisect_right(log.rvs, rv)
         return log.events[i:]
+
+    def inject(self, plural, line):
+        """Send a raw line to every watch of `plural` (a malformed event, say)."""
+        with self.cond:
+            self._append(plural, Event(self.next_rv(), "RAW", line, None, time.monotonic()))
 
     def latest(self, plural):
         """The resourceVersion of the newest event of `plural` (0 if none)."""

@@ -730,6 +730,21 @@ class Faults(SimTestCase):
         self.assertGreaterEqual(time.monotonic() - created, 0.7)
         w.close()
 
+    def test_raw_bodies_and_injected_watch_lines(self):
+        self.c.faults(rules=[{"verb": "list", "resource": "pods", "body": "<html>oops</html>",
+                              "code": 200, "count": 1}])
+        r = self.c.get(PODS % self.ns)
+        self.assertEqual((r.status, r.body), (200, b"<html>oops</html>"))
+        self.assertEqual(r.headers.get("Content-Type"), "text/html")
+        w = self.c.watch(PODS % self.ns + "?watch=1&resourceVersion=0")
+        self.c.faults(watchInject={"resource": "pods", "line": '{"type":"ADDED","object":'})
+        self.create(PODS, pod("after"))
+        with self.assertRaises(ValueError):
+            w.next()  # the injected, truncated line
+        e = w.next()
+        self.assertEqual(e["object"]["metadata"]["name"], "after")
+        w.close()
+
     def test_bad_fault_requests(self):
         r = self.c.post("/_sim/faults", {"rules": [{"verb": "get", "cdoe": 500}]})
         self.assertEqual(r.status, 400)

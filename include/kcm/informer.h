@@ -1,0 +1,149 @@
+/*
+ * informer — a list/watch reflector feeding a typed, indexed cache.
+ *
+ * One informer keeps every object of one kind (optionally one namespace)
+ * as the API server has it. It lists in pages (`limit` with `continue`),
+ * then watches from the list's resourceVersion with bookmarks and a random
+ * timeout in [300, 600) s, decoding each event once into a struct from
+ * kcm/api.h. The algorithm is client-go's reflector:
+ *
+ *   - the first list asks for resourceVersion "0" (the watch cache); later
+ *     lists ask for the last version seen, without paging unless the server
+ *     paged before; a 410 Gone on a list retries at "" (a quorum read);
+ *   - a watch that ends cleanly is restarted at once; one that fails, or
+ *     ends in under a second with no events, waits with jittered
+ *     exponential backoff (800 ms doubling to 30 s, reset after 2 min
+ *     without failures); a 410 on a watch relists at the last version;
+ *   - a relist removes objects that vanished meanwhile (their deletion is
+ *     reported with final_state_unknown);
+ *   - malformed objects and events are logged with kind, namespace and
+ *     name where known, counted, and skipped.
+ *
+ * Handlers run on the loop, in order of registration, for every change
+ * after the change is in the cache. Objects passed to handlers are
+ * borrowed for the call (take a reference to keep one).
+ *
+ * Indexes: by namespace and by controller UID (the uid of the owner
+ * reference with controller: true), iterated through the objects' links.
+ */
+#ifndef KCM_INFORMER_H
+#define KCM_INFORMER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "kcm/api.h"
+#include "kcm/client.h"
+#include "kcm/intern.h"
+#include "kcm/map.h"
+
+struct kcm_informer_handler {
+  void (*added)(void *ctx, struct kcm_object *obj);
+  /* old and cur may be the same object on a periodic resync. */
+  void (*updated)(void *ctx, struct kcm_object *old, struct kcm_object *cur);
+  /* final_state_unknown: the deletion was found by a relist, and obj is the
+   * last state the cache saw. */
+  void (*deleted)(void *ctx, struct kcm_object *obj, bool final_state_unknown);
+  void *ctx;
+};
+
+struct kcm_informer_options {
+  enum kcm_kind kind;
+  const char *namespace;       /* NULL: all namespaces */
+  uint32_t page_size;          /* default 500 */
+  size_t max_page_bytes;       /* default 16 MiB */
+  size_t max_event_bytes;      /* default 3 MiB */
+  uint64_t resync_ms;          /* periodic resync; 0 disables */
+  uint32_t backoff_initial_ms; /* default 800 */
+  uint32_t backoff_max_ms;     /* default 30000 */
+  uint32_t backoff_reset_ms;   /* default 120000 */
+  uint32_t watch_timeout_min_s; /* default 300 (the watch asks for [min, 2*min)) */
+};
+
+struct kcm_informer_stats {
+  uint64_t lists;         /* list requests (pages) sent */
+  uint64_t relists;       /* full lists after the first */
+  uint64_t watches;       /* watch requests sent */
+  uint64_t events;        /* watch events applied */
+  uint64_t bookmarks;
+  uint64_t decode_errors; /* objects or events skipped as malformed */
+  uint64_t failures;      /* failed lists and watches */
+};
+
+enum kcm_informer_state {
+  KCM_INFORMER_IDLE,
+  KCM_INFORMER_LISTING,
+  KCM_INFORMER_WATCHING,
+  KCM_INFORMER_BACKOFF,
+  KCM_INFORMER_STOPPED,
+};
+
+struct kcm_informer_bucket;
+
+struct kcm_informer {
+  uv_loop_t *loop;
+  struct kcm_client *client;
+  struct kcm_intern *pool;
+  struct kcm_informer_options opts;
+  struct kcm_informer_handler *handlers;
+  uint32_t nhandlers;
+  struct kcm_map objects;  /* (namespace, name) -> struct kcm_object */
+  struct kcm_map by_ns;    /* namespace -> bucket */
+  struct kcm_map by_owner; /* controller uid -> bucket */
+  struct kcm_informer_stats stats;
+  enum kcm_informer_state state;
+  bool synced;            /* the first full list has been applied */
+  bool need_list;         /* the next attempt lists (else it watches) */
+  char rv[32];            /* last resourceVersion seen ("" before the first list) */
+  bool rv_gone;           /* a list at rv got 410: the next list asks for "" */
+  bool paginated;         /* the server paged a list: keep paging */
+  char *ns;               /* owned copy of opts.namespace */
+  int stop_reason;        /* why the informer stopped its own watch */
+  uint64_t retry_in_ms;   /* the last backoff wait */
+  /* the list being assembled */
+  char *cont;
+  struct kcm_object **pending;
+  size_t npending, cap_pending;
+  /* the watch in flight */
+  struct kcm_client_request *req;
+  void *framer;           /* struct kcm_framer, internal */
+  uint64_t watch_started; /* loop time, ms */
+  uint64_t watch_events;
+  uint64_t backoff_ms;
+  uint64_t last_failure;  /* loop time of the last failure, ms */
+  uv_timer_t timer;       /* backoff waits */
+  uv_timer_t resync;
+  int closing;            /* handles still to close */
+  void (*on_closed)(struct kcm_informer *inf);
+};
+
+/* Set up an informer; nothing is sent until kcm_informer_start(). The
+ * client and pool are borrowed and must outlive it. */
+int kcm_informer_init(struct kcm_informer *inf, uv_loop_t *loop, struct kcm_client *client,
+                      struct kcm_intern *pool, const struct kcm_informer_options *opts);
+/* Add a handler (copied). Only before kcm_informer_start(). */
+int kcm_informer_add_handler(struct kcm_informer *inf, const struct kcm_informer_handler *h);
+void kcm_informer_start(struct kcm_informer *inf);
+/* Stop requests and timers, then call on_closed (may be NULL) from the
+ * loop; free with kcm_informer_release() afterwards. */
+void kcm_informer_stop(struct kcm_informer *inf, void (*on_closed)(struct kcm_informer *inf));
+/* Drop the cache. Only after on_closed ran (or if never started). */
+void kcm_informer_release(struct kcm_informer *inf);
+
+/* True once the first full list has been applied. */
+bool kcm_informer_synced(const struct kcm_informer *inf);
+
+struct kcm_object *kcm_informer_get(const struct kcm_informer *inf, const char *ns,
+                                    const char *name);
+size_t kcm_informer_len(const struct kcm_informer *inf);
+/* The first object in a namespace (then follow obj->ns_next), or NULL. */
+struct kcm_object *kcm_informer_first_in(const struct kcm_informer *inf, const char *ns);
+/* The first object whose controller has this uid (then obj->own_next). */
+struct kcm_object *kcm_informer_first_owned(const struct kcm_informer *inf,
+                                            const struct kcm_uid *owner);
+
+/* The URL path of the collection (e.g. "/apis/apps/v1/namespaces/x/replicasets"). */
+int kcm_informer_collection_path(enum kcm_kind kind, const char *ns, struct kcm_buf *out);
+
+#endif

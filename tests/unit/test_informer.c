@@ -1,0 +1,471 @@
+/*
+ * Tests for the informer: watch-stream framing split at every byte, and
+ * list/watch against the local API server with faults injected, checking
+ * that the cache converges to the server's state.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../src/informer/framing.h"
+#include "kcm/error.h"
+#include "kcm/informer.h"
+#include "support.h"
+
+/* --- framing ----------------------------------------------------------------------- */
+
+struct collected {
+  char values[16][256];
+  int n;
+  int errors;
+};
+
+static int collect(struct json_object *v, const char *why, void *data) {
+  struct collected *c = data;
+  if (!v) {
+    c->errors++;
+    return 0;
+  }
+  if (c->n < 16)
+    snprintf(c->values[c->n], sizeof(c->values[0]), "%s",
+             json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN));
+  c->n++;
+  return 0;
+}
+
+static const char stream[] =
+    "{\"type\":\"ADDED\",\"object\":{\"metadata\":{\"name\":\"a\"},\"x\":[1,2,{\"y\":null}]}}\n"
+    "{\"type\":\"MODIFIED\",\"object\":{\"s\":\"line\\nbreak \\\"q\\\" \\u00e9 }{\"}}\n"
+    "\n"
+    "{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{\"resourceVersion\":\"12\"}}}\n";
+
+static void expect_stream(const struct collected *c) {
+  assert_int_equal(c->errors, 0);
+  assert_int_equal(c->n, 3);
+  assert_non_null(strstr(c->values[0], "\"ADDED\""));
+  assert_non_null(strstr(c->values[1], "line\\nbreak"));
+  assert_non_null(strstr(c->values[2], "\"resourceVersion\":\"12\""));
+}
+
+static void framing_at_every_split(void **state) {
+  size_t len = strlen(stream), i;
+  for (i = 0; i <= len; i++) {
+    struct kcm_framer f;
+    struct collected c = {0};
+    assert_int_equal(kcm_framer_init(&f, 1 << 20, collect, &c), 0);
+    assert_int_equal(kcm_framer_feed(&f, stream, i), 0);
+    assert_int_equal(kcm_framer_feed(&f, stream + i, len - i), 0);
+    expect_stream(&c);
+    assert_false(kcm_framer_partial(&f));
+    kcm_framer_release(&f);
+  }
+}
+
+static void framing_byte_by_byte(void **state) {
+  size_t len = strlen(stream), i;
+  struct kcm_framer f;
+  struct collected c = {0};
+  assert_int_equal(kcm_framer_init(&f, 1 << 20, collect, &c), 0);
+  for (i = 0; i < len; i++)
+    assert_int_equal(kcm_framer_feed(&f, stream + i, 1), 0);
+  expect_stream(&c);
+  kcm_framer_release(&f);
+}
+
+static void framing_skips_bad_values(void **state) {
+  static const char bad[] = "{\"type\":\"ADDED\",\"object\":{}}\n"
+                            "{\"type\": tru\n"
+                            "]]]\n"
+                            "{\"type\":\"DELETED\",\"object\":{}}\n";
+  size_t len = strlen(bad), i;
+  for (i = 0; i <= len; i++) {
+    struct kcm_framer f;
+    struct collected c = {0};
+    assert_int_equal(kcm_framer_init(&f, 1 << 20, collect, &c), 0);
+    kcm_framer_feed(&f, bad, i);
+    kcm_framer_feed(&f, bad + i, len - i);
+    /* Both good events survive; each bad line is reported (two bad lines
+     * may be reported as one when a chunk ends inside the first). */
+    assert_int_equal(c.n, 2);
+    assert_true(c.errors >= 1 && c.errors <= 2);
+    assert_non_null(strstr(c.values[1], "DELETED"));
+    kcm_framer_release(&f);
+  }
+}
+
+static void framing_caps_event_size(void **state) {
+  char big[600];
+  struct kcm_framer f;
+  struct collected c = {0};
+  memset(big, 'x', sizeof(big));
+  assert_int_equal(kcm_framer_init(&f, 128, collect, &c), 0);
+  kcm_framer_feed(&f, "{\"type\":\"ADDED\",\"object\":{\"big\":\"", 34);
+  kcm_framer_feed(&f, big, sizeof(big));
+  kcm_framer_feed(&f, "\"}}\n{\"type\":\"DELETED\",\"object\":{}}\n", 35);
+  assert_int_equal(c.errors, 1);
+  assert_int_equal(c.n, 1);
+  assert_non_null(strstr(c.values[0], "DELETED"));
+  kcm_framer_release(&f);
+}
+
+static void framing_reports_truncated_end(void **state) {
+  struct kcm_framer f;
+  struct collected c = {0};
+  assert_int_equal(kcm_framer_init(&f, 1 << 20, collect, &c), 0);
+  kcm_framer_feed(&f, "{\"type\":\"ADDED\",\"obj", 20);
+  assert_true(kcm_framer_partial(&f));
+  assert_int_equal(c.n, 0);
+  kcm_framer_reset(&f);
+  assert_false(kcm_framer_partial(&f));
+  kcm_framer_release(&f);
+}
+
+/* --- against the local API server ---------------------------------------------------- */
+
+struct fixture {
+  uv_loop_t loop;
+  struct kcm_client_config cfg;
+  struct kcm_client *client;
+  struct kcm_intern pool;
+  struct kcm_informer inf;
+  char ns[64];
+  int added, updated, deleted, deleted_unknown;
+  bool closed;
+};
+
+static void h_added(void *ctx, struct kcm_object *o) { ((struct fixture *)ctx)->added++; }
+static void h_updated(void *ctx, struct kcm_object *a, struct kcm_object *b) {
+  ((struct fixture *)ctx)->updated++;
+}
+static void h_deleted(void *ctx, struct kcm_object *o, bool unknown) {
+  struct fixture *f = ctx;
+  f->deleted++;
+  if (unknown)
+    f->deleted_unknown++;
+}
+
+static int ns_counter;
+
+static void fixture_init(struct fixture *f) {
+  struct kcm_client_config_options co = {support_sim_file("kubeconfig"), NULL, NULL};
+  struct kcm_informer_options io = {0};
+  struct kcm_informer_handler h = {h_added, h_updated, h_deleted, NULL};
+  struct support_result r = {0};
+  char *err = NULL, body[128];
+
+  memset(f, 0, sizeof(*f));
+  assert_int_equal(kcm_client_config_load(&f->cfg, &co, &err), 0);
+  uv_loop_init(&f->loop);
+  assert_int_equal(kcm_client_new(&f->client, &f->loop, &f->cfg), 0);
+  kcm_intern_init(&f->pool);
+  snprintf(f->ns, sizeof(f->ns), "inf-%d-%d", (int)getpid(), ++ns_counter);
+  snprintf(body, sizeof(body), "{\"metadata\":{\"name\":\"%s\"}}", f->ns);
+  support_request(&f->loop, f->client, "POST", "/api/v1/namespaces", body, &r);
+  assert_int_equal(r.err, 0);
+  support_result_free(&r);
+  support_faults(&f->loop, f->client, "{\"clear\":true}");
+  io.kind = KCM_KIND_POD;
+  io.namespace = f->ns;
+  io.backoff_initial_ms = 50;
+  io.backoff_max_ms = 400;
+  io.watch_timeout_min_s = 5;
+  assert_int_equal(kcm_informer_init(&f->inf, &f->loop, f->client, &f->pool, &io), 0);
+  h.ctx = f;
+  assert_int_equal(kcm_informer_add_handler(&f->inf, &h), 0);
+}
+
+static void on_closed(struct kcm_informer *inf) {
+  struct fixture *f = (struct fixture *)((char *)inf - offsetof(struct fixture, inf));
+  f->closed = true;
+}
+
+static bool is_closed(void *arg) { return ((struct fixture *)arg)->closed; }
+
+static void fixture_free(struct fixture *f) {
+  support_faults(&f->loop, f->client, "{\"clear\":true}");
+  kcm_informer_stop(&f->inf, on_closed);
+  assert_true(support_run_until(&f->loop, is_closed, f, 10000));
+  kcm_informer_release(&f->inf);
+  assert_int_equal(kcm_intern_count(&f->pool), 0);
+  kcm_intern_release(&f->pool);
+  kcm_client_close(f->client);
+  uv_run(&f->loop, UV_RUN_DEFAULT);
+  assert_int_equal(uv_loop_close(&f->loop), 0);
+  kcm_client_config_release(&f->cfg);
+}
+
+static void make_pod(struct fixture *f, const char *name, const char *extra) {
+  struct support_result r = {0};
+  char path[128], body[1024];
+  snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods", f->ns);
+  snprintf(body, sizeof(body),
+           "{\"metadata\":{\"name\":\"%s\",\"labels\":{\"app\":\"t\"}%s},\"spec\":"
+           "{\"containers\":[{\"name\":\"c\",\"image\":\"nginx\"}]}}",
+           name, extra ? extra : "");
+  support_request(&f->loop, f->client, "POST", path, body, &r);
+  if (r.err)
+    fail_msg("creating pod %s: %s", name, r.message);
+  support_result_free(&r);
+}
+
+/* A pod controlled by a ReplicaSet that exists (else the garbage collector
+ * would remove the pod). */
+static void make_owned_pod(struct fixture *f, const char *name, struct kcm_uid *owner) {
+  struct support_result r = {0};
+  struct json_object *doc, *meta, *uid;
+  char path[128], extra[512];
+  snprintf(path, sizeof(path), "/apis/apps/v1/namespaces/%s/replicasets", f->ns);
+  support_request(&f->loop, f->client, "POST", path,
+                  "{\"metadata\":{\"name\":\"rs\"},\"spec\":{\"replicas\":0,\"selector\":"
+                  "{\"matchLabels\":{\"app\":\"t\"}},\"template\":{\"metadata\":{\"labels\":"
+                  "{\"app\":\"t\"}},\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":\"x\"}]}}}}",
+                  &r);
+  assert_int_equal(r.err, 0);
+  doc = json_tokener_parse(r.body);
+  json_object_object_get_ex(doc, "metadata", &meta);
+  json_object_object_get_ex(meta, "uid", &uid);
+  assert_int_equal(kcm_api_parse_uid(json_object_get_string(uid), owner), 0);
+  snprintf(extra, sizeof(extra),
+           ",\"ownerReferences\":[{\"apiVersion\":\"apps/v1\",\"kind\":\"ReplicaSet\","
+           "\"name\":\"rs\",\"uid\":\"%s\",\"controller\":true}]", json_object_get_string(uid));
+  json_object_put(doc);
+  support_result_free(&r);
+  make_pod(f, name, extra);
+}
+
+static void pod_call(struct fixture *f, const char *method, const char *name, const char *body) {
+  struct support_result r = {0};
+  char path[160];
+  snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s%s", f->ns, name,
+           strcmp(method, "DELETE") ? "" : "?gracePeriodSeconds=0");
+  support_request(&f->loop, f->client, method, path, body, &r);
+  if (r.err)
+    fail_msg("%s pod %s: %s", method, name, r.message);
+  support_result_free(&r);
+}
+
+/* True when the cache holds exactly the server's pods, at the same versions. */
+static bool converged(void *arg) {
+  struct fixture *f = arg;
+  struct support_result r = {0};
+  struct json_object *doc, *items;
+  char path[128];
+  size_t i, n;
+  bool same;
+
+  if (!kcm_informer_synced(&f->inf))
+    return false;
+  snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods", f->ns);
+  support_request(&f->loop, f->client, "GET", path, NULL, &r);
+  if (r.err) {
+    support_result_free(&r);
+    return false;
+  }
+  doc = json_tokener_parse(r.body);
+  support_result_free(&r);
+  json_object_object_get_ex(doc, "items", &items);
+  n = json_object_array_length(items);
+  same = n == kcm_informer_len(&f->inf);
+  for (i = 0; same && i < n; i++) {
+    struct json_object *meta, *name, *rv;
+    struct kcm_object *o;
+    json_object_object_get_ex(json_object_array_get_idx(items, i), "metadata", &meta);
+    json_object_object_get_ex(meta, "name", &name);
+    json_object_object_get_ex(meta, "resourceVersion", &rv);
+    o = kcm_informer_get(&f->inf, f->ns, json_object_get_string(name));
+    same = o && o->rv == strtoull(json_object_get_string(rv), NULL, 10);
+  }
+  json_object_put(doc);
+  return same;
+}
+
+static bool synced(void *arg) { return kcm_informer_synced(&((struct fixture *)arg)->inf); }
+
+static void wait_converged(struct fixture *f) {
+  if (!support_run_until(&f->loop, converged, f, 20000))
+    fail_msg("the cache did not converge: %zu objects, state %d", kcm_informer_len(&f->inf),
+             f->inf.state);
+}
+
+static void lists_then_watches(void **state) {
+  struct fixture f;
+  struct kcm_object *o;
+  struct kcm_uid owner;
+  int n = 0;
+
+  fixture_init(&f);
+  make_pod(&f, "a", NULL);
+  make_pod(&f, "b", NULL);
+  make_owned_pod(&f, "c", &owner);
+  kcm_informer_start(&f.inf);
+  wait_converged(&f);
+  assert_int_equal(f.added, 3);
+  for (o = kcm_informer_first_in(&f.inf, f.ns); o; o = o->ns_next)
+    n++;
+  assert_int_equal(n, 3);
+  o = kcm_informer_first_owned(&f.inf, &owner);
+  assert_non_null(o);
+  assert_string_equal(o->name, "c");
+  assert_null(o->own_next);
+
+  make_pod(&f, "d", NULL);
+  pod_call(&f, "PATCH", "a", "{\"metadata\":{\"labels\":{\"x\":\"y\"}}}");
+  pod_call(&f, "DELETE", "c", NULL);
+  wait_converged(&f);
+  assert_int_equal(f.added, 4);
+  assert_true(f.updated >= 1);
+  assert_true(f.deleted >= 1);
+  assert_int_equal(f.deleted_unknown, 0);
+  assert_string_equal(kcm_labels_get(&kcm_informer_get(&f.inf, f.ns, "a")->labels, "x"), "y");
+  assert_null(kcm_informer_first_owned(&f.inf, &owner));
+  assert_int_equal(f.inf.stats.decode_errors, 0);
+  fixture_free(&f);
+}
+
+static void converges_after_dropped_watches(void **state) {
+  struct fixture f;
+  char name[16];
+  int i;
+  fixture_init(&f);
+  kcm_informer_start(&f.inf);
+  assert_true(support_run_until(&f.loop, synced, &f, 10000));
+  for (i = 0; i < 5; i++) {
+    snprintf(name, sizeof(name), "p%d", i);
+    make_pod(&f, name, NULL);
+    support_faults(&f.loop, f.client, "{\"dropWatches\":true}");
+  }
+  pod_call(&f, "DELETE", "p0", NULL);
+  wait_converged(&f);
+  assert_true(f.inf.stats.watches >= 2);
+  assert_int_equal(f.inf.stats.relists, 0); /* a dropped watch resumes, it does not relist */
+  fixture_free(&f);
+}
+
+static void relists_after_history_is_compacted(void **state) {
+  struct fixture f;
+  fixture_init(&f);
+  make_pod(&f, "keep", NULL);
+  make_pod(&f, "gone", NULL);
+  kcm_informer_start(&f.inf);
+  wait_converged(&f);
+  /* Cut the informer off, change things, and forget the history. */
+  support_faults(&f.loop, f.client,
+                 "{\"rules\":[{\"verb\":\"watch\",\"resource\":\"pods\",\"code\":500}],"
+                 "\"dropWatches\":true}");
+  pod_call(&f, "DELETE", "gone", NULL);
+  make_pod(&f, "new", NULL);
+  support_faults(&f.loop, f.client, "{\"compact\":true}");
+  support_faults(&f.loop, f.client, "{\"rules\":[]}");
+  wait_converged(&f);
+  assert_true(f.inf.stats.relists >= 1);
+  assert_int_equal(f.deleted_unknown, 1);
+  assert_null(kcm_informer_get(&f.inf, f.ns, "gone"));
+  assert_non_null(kcm_informer_get(&f.inf, f.ns, "new"));
+  fixture_free(&f);
+}
+
+static void throttled_list_honours_retry_after(void **state) {
+  struct fixture f;
+  uint64_t started;
+  fixture_init(&f);
+  support_faults(&f.loop, f.client,
+                 "{\"rules\":[{\"verb\":\"list\",\"resource\":\"pods\",\"code\":429,"
+                 "\"retryAfter\":1,\"count\":1}]}");
+  uv_update_time(&f.loop);
+  started = uv_now(&f.loop);
+  kcm_informer_start(&f.inf);
+  assert_true(support_run_until(&f.loop, synced, &f, 10000));
+  assert_true(uv_now(&f.loop) - started >= 1000);
+  assert_int_equal(f.inf.stats.failures, 1);
+  fixture_free(&f);
+}
+
+static void server_errors_and_latency(void **state) {
+  struct fixture f;
+  fixture_init(&f);
+  make_pod(&f, "a", NULL);
+  support_faults(&f.loop, f.client,
+                 "{\"rules\":[{\"verb\":\"list\",\"resource\":\"pods\",\"code\":500,"
+                 "\"count\":3}],\"latencyMs\":100}");
+  kcm_informer_start(&f.inf);
+  wait_converged(&f);
+  assert_int_equal(f.inf.stats.failures, 3);
+  make_pod(&f, "b", NULL);
+  wait_converged(&f);
+  fixture_free(&f);
+}
+
+struct lookup {
+  struct fixture *f;
+  const char *name;
+};
+
+static bool cached(void *arg) {
+  struct lookup *l = arg;
+  return kcm_informer_get(&l->f->inf, l->f->ns, l->name) != NULL;
+}
+
+static void garbage_is_counted_and_skipped(void **state) {
+  struct fixture f;
+  struct support_result r = {0};
+  struct lookup after = {&f, "after"};
+  char path[160];
+
+  fixture_init(&f);
+  make_pod(&f, "good", NULL);
+  make_pod(&f, "odd", NULL);
+  snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/odd/status", f.ns);
+  support_request(&f.loop, f.client, "PATCH", path,
+                  "{\"status\":{\"containerStatuses\":[{\"name\":\"c\",\"restartCount\":\"x\"}]}}",
+                  &r);
+  support_result_free(&r);
+  support_faults(&f.loop, f.client,
+                 "{\"rules\":[{\"verb\":\"list\",\"resource\":\"pods\",\"body\":"
+                 "\"<html>proxy error</html>\",\"count\":1}]}");
+  kcm_informer_start(&f.inf);
+  assert_true(support_run_until(&f.loop, synced, &f, 10000));
+  assert_int_equal(f.inf.stats.failures, 1);      /* the HTML page */
+  assert_int_equal(f.inf.stats.decode_errors, 1); /* the pod kcm cannot decode */
+  assert_null(kcm_informer_get(&f.inf, f.ns, "odd"));
+  assert_non_null(kcm_informer_get(&f.inf, f.ns, "good"));
+  support_faults(&f.loop, f.client,
+                 "{\"watchInject\":{\"resource\":\"pods\",\"line\":\"{\\\"type\\\":oops\"}}");
+  make_pod(&f, "after", NULL);
+  assert_true(support_run_until(&f.loop, cached, &after, 10000));
+  assert_int_equal(f.inf.stats.decode_errors, 2); /* the injected line */
+  assert_int_equal(f.inf.stats.relists, 0);
+  fixture_free(&f);
+}
+
+static int start_sim(void **state) { return support_start_sim(NULL); }
+static int stop_sim(void **state) {
+  support_stop_sim();
+  return 0;
+}
+
+int main(void) {
+  const struct CMUnitTest framing[] = {
+      cmocka_unit_test(framing_at_every_split),
+      cmocka_unit_test(framing_byte_by_byte),
+      cmocka_unit_test(framing_skips_bad_values),
+      cmocka_unit_test(framing_caps_event_size),
+      cmocka_unit_test(framing_reports_truncated_end),
+  };
+  const struct CMUnitTest live[] = {
+      cmocka_unit_test(lists_then_watches),
+      cmocka_unit_test(converges_after_dropped_watches),
+      cmocka_unit_test(relists_after_history_is_compacted),
+      cmocka_unit_test(throttled_list_honours_retry_after),
+      cmocka_unit_test(server_errors_and_latency),
+      cmocka_unit_test(garbage_is_counted_and_skipped),
+  };
+  int failed = cmocka_run_group_tests_name("framing", framing, NULL, NULL);
+  failed += cmocka_run_group_tests_name("informer", live, start_sim, stop_sim);
+  return failed;
+}
