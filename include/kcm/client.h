@@ -11,6 +11,11 @@
  *
  * Requests (struct kcm_client) never block: kcm_client_request() queues a
  * transfer and returns; the callback runs on the loop when it completes.
+ * Each client has a token bucket in front of the network; a 429, or a 5xx
+ * carrying Retry-After, is retried after the time the server asked for (up
+ * to 10 times); a 401 drops cached credentials (token file, exec plugin
+ * output) so the next request fetches fresh ones. Exec plugin credentials
+ * are cached until their expirationTimestamp.
  * Only this module knows HTTP: callers get a KCM_E* code mapped from the
  * status (404 KCM_ENOTFOUND, 409 KCM_ECONFLICT, 429 KCM_ETHROTTLED, ...)
  * and the body.
@@ -23,6 +28,23 @@
 #include <uv.h>
 
 #include "kcm/buf.h"
+
+enum kcm_client_interactive {
+  KCM_CLIENT_INTERACTIVE_NEVER,
+  KCM_CLIENT_INTERACTIVE_IF_AVAILABLE,
+  KCM_CLIENT_INTERACTIVE_ALWAYS,
+};
+
+/* A user.exec credential plugin (client.authentication.k8s.io v1 or v1beta1). */
+struct kcm_client_exec {
+  char *api_version;  /* client.authentication.k8s.io/v1 or /v1beta1 */
+  char *command;      /* resolved against the kubeconfig's directory if relative */
+  char **args;        /* NULL-terminated */
+  char **env;         /* NULL-terminated "NAME=value" */
+  char *install_hint;
+  bool provide_cluster_info;
+  enum kcm_client_interactive interactive;
+};
 
 /* Resolved connection settings. Every pointer is owned by the struct and
  * freed by kcm_client_config_release(); unset values are NULL. */
@@ -41,6 +63,7 @@ struct kcm_client_config {
   char *token_file;       /* file the bearer token is read from */
   char *username;         /* basic authentication */
   char *password;
+  struct kcm_client_exec *exec; /* credential plugin */
   char *namespace;        /* the context's namespace, "default" if unset */
   char *context;          /* name of the context used; NULL in-cluster */
   char *source;           /* where the settings came from, for messages */
@@ -96,8 +119,18 @@ struct kcm_client_request_options {
   void *data;
 };
 
+struct kcm_client_stats {
+  uint64_t requests;        /* requests sent to the network, retries included */
+  uint64_t retries;         /* resent after 429 or 5xx with Retry-After */
+  uint64_t throttled_ms;    /* total time requests waited for the rate limiter */
+  uint64_t exec_runs;       /* credential plugin runs */
+  uint64_t unauthorized;    /* 401 answers */
+};
+
 /* Create a client on `loop`. The config is borrowed and must outlive the
- * client. Returns 0 or a KCM_E* code. */
+ * client. Requests are limited to 20 per second with bursts of 30 (the
+ * kube-controller-manager defaults) until kcm_client_set_rate_limit().
+ * Returns 0 or a KCM_E* code. */
 int kcm_client_new(struct kcm_client **out, uv_loop_t *loop,
                    const struct kcm_client_config *cfg);
 
@@ -116,5 +149,11 @@ void kcm_client_close(struct kcm_client *c);
 
 /* Requests in flight. */
 size_t kcm_client_pending(const struct kcm_client *c);
+
+/* Requests per second and burst (--kube-api-qps, --kube-api-burst);
+ * qps <= 0 lifts the limit. */
+void kcm_client_set_rate_limit(struct kcm_client *c, double qps, int burst);
+
+const struct kcm_client_stats *kcm_client_stats(const struct kcm_client *c);
 
 #endif

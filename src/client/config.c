@@ -390,6 +390,139 @@ static int load_cluster(struct loader *l, struct kcm_client_config *cfg, const c
   return 0;
 }
 
+/* A list of strings (exec.args) as a NULL-terminated array. */
+static int get_string_list(struct loader *l, struct kc_file *f, yaml_node_t *map,
+                           const char *key, const char *field, char ***out) {
+  yaml_node_t *list = map_get(f, map, key);
+  yaml_node_item_t *it;
+  size_t n = 0;
+  *out = NULL;
+  if (is_null(list))
+    return 0;
+  if (list->type != YAML_SEQUENCE_NODE)
+    return type_error(l, f, list, field, "a list of strings");
+  *out = calloc((size_t)(list->data.sequence.items.top - list->data.sequence.items.start) + 1,
+                sizeof(char *));
+  if (!*out)
+    return fail(l->errmsg, KCM_ENOMEM, "out of memory");
+  for (it = list->data.sequence.items.start; it < list->data.sequence.items.top; it++) {
+    yaml_node_t *v = yaml_document_get_node(&f->doc, *it);
+    if (!v || v->type != YAML_SCALAR_NODE)
+      return type_error(l, f, v ? v : list, field, "a list of strings");
+    if (!((*out)[n++] = strndup((const char *)v->data.scalar.value, v->data.scalar.length)))
+      return fail(l->errmsg, KCM_ENOMEM, "out of memory");
+  }
+  return 0;
+}
+
+static int load_exec(struct loader *l, struct kcm_client_config *cfg, struct kc_file *f,
+                     yaml_node_t *e) {
+  struct kcm_client_exec *x;
+  yaml_node_t *env;
+  char *mode = NULL;
+  int err;
+
+  if (e->type != YAML_MAPPING_NODE)
+    return type_error(l, f, e, "user.exec", "a mapping");
+  x = cfg->exec = calloc(1, sizeof(*x));
+  if (!x)
+    return fail(l->errmsg, KCM_ENOMEM, "out of memory");
+  if ((err = get_string(l, f, e, "apiVersion", "user.exec.apiVersion", &x->api_version)) ||
+      (err = get_string(l, f, e, "command", "user.exec.command", &x->command)) ||
+      (err = get_string(l, f, e, "installHint", "user.exec.installHint", &x->install_hint)) ||
+      (err = get_string(l, f, e, "interactiveMode", "user.exec.interactiveMode", &mode)) ||
+      (err = get_bool(l, f, e, "provideClusterInfo", "user.exec.provideClusterInfo",
+                      &x->provide_cluster_info)) ||
+      (err = get_string_list(l, f, e, "args", "user.exec.args", &x->args)))
+    goto out;
+  if (!x->command || !*x->command) {
+    err = fail(l->errmsg, KCM_EINVAL, "kubeconfig %s: line %zu: user.exec.command: is required",
+               f->path, e->start_mark.line + 1);
+    goto out;
+  }
+  if (!x->api_version || (strcmp(x->api_version, "client.authentication.k8s.io/v1") &&
+                          strcmp(x->api_version, "client.authentication.k8s.io/v1beta1"))) {
+    err = fail(l->errmsg, KCM_EINVAL, "kubeconfig %s: line %zu: user.exec.apiVersion: must be "
+               "client.authentication.k8s.io/v1 or client.authentication.k8s.io/v1beta1, not "
+               "\"%s\"", f->path, e->start_mark.line + 1, x->api_version ? x->api_version : "");
+    goto out;
+  }
+  if (!mode && !strcmp(x->api_version, "client.authentication.k8s.io/v1")) {
+    err = fail(l->errmsg, KCM_EINVAL, "kubeconfig %s: line %zu: user.exec.interactiveMode: is "
+               "required for client.authentication.k8s.io/v1 (Never, IfAvailable or Always)",
+               f->path, e->start_mark.line + 1);
+    goto out;
+  }
+  if (!mode || !strcmp(mode, "IfAvailable"))
+    x->interactive = KCM_CLIENT_INTERACTIVE_IF_AVAILABLE;
+  else if (!strcmp(mode, "Never"))
+    x->interactive = KCM_CLIENT_INTERACTIVE_NEVER;
+  else if (!strcmp(mode, "Always"))
+    x->interactive = KCM_CLIENT_INTERACTIVE_ALWAYS;
+  else {
+    err = fail(l->errmsg, KCM_EINVAL, "kubeconfig %s: line %zu: user.exec.interactiveMode: must "
+               "be Never, IfAvailable or Always, not \"%s\"", f->path, e->start_mark.line + 1,
+               mode);
+    goto out;
+  }
+  /* A command with a slash is a path, relative to the kubeconfig's directory;
+   * a bare name is looked up in PATH. */
+  if (strchr(x->command, '/') && x->command[0] != '/') {
+    char *abs = resolve_path(f, x->command);
+    if (!abs) {
+      err = fail(l->errmsg, KCM_ENOMEM, "out of memory");
+      goto out;
+    }
+    free(x->command);
+    x->command = abs;
+  }
+  env = map_get(f, e, "env");
+  if (!is_null(env)) {
+    yaml_node_item_t *it;
+    size_t n = 0;
+    if (env->type != YAML_SEQUENCE_NODE) {
+      err = type_error(l, f, env, "user.exec.env", "a list of {name, value}");
+      goto out;
+    }
+    x->env = calloc((size_t)(env->data.sequence.items.top - env->data.sequence.items.start) + 1,
+                    sizeof(char *));
+    if (!x->env) {
+      err = fail(l->errmsg, KCM_ENOMEM, "out of memory");
+      goto out;
+    }
+    for (it = env->data.sequence.items.start; it < env->data.sequence.items.top; it++) {
+      yaml_node_t *v = yaml_document_get_node(&f->doc, *it);
+      char *name = NULL, *value = NULL;
+      if (!v || v->type != YAML_MAPPING_NODE) {
+        err = type_error(l, f, v ? v : env, "user.exec.env", "a list of {name, value}");
+        goto out;
+      }
+      if ((err = get_string(l, f, v, "name", "user.exec.env.name", &name)) ||
+          (err = get_string(l, f, v, "value", "user.exec.env.value", &value)) ||
+          (!name && (err = type_error(l, f, v, "user.exec.env.name", "set"))) ||
+          asprintf(&x->env[n++], "%s=%s", name, value ? value : "") < 0) {
+        free(name);
+        free(value);
+        if (!err)
+          err = fail(l->errmsg, KCM_ENOMEM, "out of memory");
+        goto out;
+      }
+      free(name);
+      free(value);
+    }
+  }
+out:
+  free(mode);
+  return err;
+}
+
+static void free_strings(char **v) {
+  size_t i;
+  for (i = 0; v && v[i]; i++)
+    free(v[i]);
+  free(v);
+}
+
 static int load_user(struct loader *l, struct kcm_client_config *cfg, const char *name) {
   struct kc_file *f = NULL;
   yaml_node_t *u;
@@ -420,10 +553,8 @@ static int load_user(struct loader *l, struct kcm_client_config *cfg, const char
   if (!cfg->cert_pem != !cfg->key_pem)
     return fail(l->errmsg, KCM_EINVAL, "kubeconfig %s: user \"%s\": client-certificate and "
                 "client-key must be given together", f->path, name);
-  if (map_get(f, u, "exec") && !is_null(map_get(f, u, "exec")))
-    return fail(l->errmsg, KCM_EINVAL, "kubeconfig %s: line %zu: user.exec: exec credential "
-                "plugins are not supported by this build", f->path,
-                map_get(f, u, "exec")->start_mark.line + 1);
+  if (!is_null(map_get(f, u, "exec")) && (err = load_exec(l, cfg, f, map_get(f, u, "exec"))))
+    return err;
   if (map_get(f, u, "auth-provider") && !is_null(map_get(f, u, "auth-provider")))
     return fail(l->errmsg, KCM_EINVAL, "kubeconfig %s: user.auth-provider: auth-provider "
                 "plugins were removed from Kubernetes clients; use exec", f->path);
@@ -665,6 +796,14 @@ void kcm_client_config_release(struct kcm_client_config *cfg) {
   if (cfg->password)
     explicit_bzero(cfg->password, strlen(cfg->password));
   free(cfg->password);
+  if (cfg->exec) {
+    free(cfg->exec->api_version);
+    free(cfg->exec->command);
+    free(cfg->exec->install_hint);
+    free_strings(cfg->exec->args);
+    free_strings(cfg->exec->env);
+    free(cfg->exec);
+  }
   free(cfg->namespace);
   free(cfg->context);
   free(cfg->source);

@@ -2,25 +2,31 @@
  * client/http.c — HTTP requests to the API server on the libuv loop.
  *
  * libcurl's multi-socket interface tells us which sockets to watch and when
- * to wake; uv_poll handles watch the sockets and one uv_timer carries curl's
- * timeout. Nothing here blocks. Completed transfers are reported through
- * each request's `done` callback; canceled ones from a zero-delay timer, so
- * a callback never runs inside kcm_client_cancel().
+ * to wake; uv_poll handles watch the sockets and one uv_timer carries
+ * curl's timeout. Nothing here blocks.
+ *
+ * A request passes two gates before it reaches curl: exec-plugin
+ * credentials (when the user has an exec plugin) and the token bucket.
+ * Requests held at either wait in a list; a request answered with 429 (or
+ * a 5xx carrying Retry-After) goes back to the bucket's list to be resent
+ * after the time the server asked for. Results are reported through each
+ * request's `done` callback; canceled and failed-before-sending ones from a
+ * zero-delay timer, so a callback never runs inside kcm_client_request()
+ * or kcm_client_cancel().
  */
-#include <curl/curl.h>
 #include <json-c/json.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 
-#include "kcm/client.h"
+#include "internal.h"
 #include "kcm/error.h"
 #include "kcm/log.h"
 
 #define DEFAULT_MAX_BODY (16u << 20)
 #define TOKEN_REREAD_SECONDS 60
+#define MAX_RETRIES 10
 #define USER_AGENT "kcm/" KCM_VERSION
 
 struct sock_ctx {
@@ -30,43 +36,33 @@ struct sock_ctx {
   struct sock_ctx *next;
 };
 
-struct kcm_client_request {
-  struct kcm_client *client;
-  CURL *easy;
-  struct curl_slist *headers;
-  char *body;
-  struct kcm_buf resp;
-  kcm_client_chunk_cb on_chunk;
-  kcm_client_done_cb done;
-  void *data;
-  double retry_after;
-  int stop_err; /* why the write callback stopped the transfer */
-  bool canceled;
-  struct kcm_client_request *prev, *next;
-  char errbuf[CURL_ERROR_SIZE];
-};
-
-struct kcm_client {
-  uv_loop_t *loop;
-  const struct kcm_client_config *cfg;
-  CURLM *multi;
-  uv_timer_t timer;  /* curl's timeout */
-  uv_timer_t defer;  /* reports canceled requests on the next loop turn */
-  struct kcm_client_request *active;
-  struct kcm_client_request *canceled;
-  struct sock_ctx *socks;
-  size_t pending;
-  int open_handles; /* libuv handles not yet closed */
-  bool closing;
-  char *url_host;          /* host in request URLs (tls-server-name if set) */
-  struct curl_slist *connect_to;
-  char *token;             /* last token read from cfg->token_file */
-  time_t token_read_at;
-};
-
 static void check_multi_info(struct kcm_client *c);
+static void admit(struct kcm_client_request *r);
 
-/* --- handle bookkeeping -------------------------------------------------------- */
+/* --- lists -------------------------------------------------------------------------- */
+
+static void list_unlink(struct kcm_client_request **list, struct kcm_client_request *r) {
+  if (r->prev)
+    r->prev->next = r->next;
+  else if (*list == r)
+    *list = r->next;
+  if (r->next)
+    r->next->prev = r->prev;
+  r->prev = r->next = NULL;
+}
+
+static void list_push(struct kcm_client_request **list, struct kcm_client_request *r) {
+  r->prev = NULL;
+  r->next = *list;
+  if (*list)
+    (*list)->prev = r;
+  *list = r;
+}
+
+/* Keep `parked` ordered by start_at. */
+static void park(struct kcm_client *c, struct kcm_client_request *r);
+
+/* --- handle bookkeeping ----------------------------------------------------------------- */
 
 static void maybe_free(struct kcm_client *c) {
   if (!c->closing || c->open_handles > 0)
@@ -76,10 +72,11 @@ static void maybe_free(struct kcm_client *c) {
   if (c->token)
     explicit_bzero(c->token, strlen(c->token));
   free(c->token);
+  kcm_client_creds_release(c);
   free(c);
 }
 
-static void on_handle_closed(uv_handle_t *h) {
+void kcm_client_handle_closed(uv_handle_t *h) {
   struct kcm_client *c = h->data;
   c->open_handles--;
   maybe_free(c);
@@ -103,7 +100,7 @@ static void unlink_sock(struct kcm_client *c, struct sock_ctx *sc) {
   }
 }
 
-/* --- curl callbacks ------------------------------------------------------------ */
+/* --- curl callbacks ----------------------------------------------------------------------- */
 
 static void on_poll(uv_poll_t *h, int status, int events) {
   struct sock_ctx *sc = h->data;
@@ -181,6 +178,7 @@ static size_t on_write(char *p, size_t size, size_t n, void *userp) {
   curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &status);
   /* Error bodies are buffered even for streams, to report their Status. */
   if (r->on_chunk && status >= 200 && status < 300) {
+    r->streamed = true;
     if (r->on_chunk(p, len, r->data) != 0) {
       r->stop_err = KCM_ECANCELED;
       return 0;
@@ -209,11 +207,12 @@ static size_t on_header(char *p, size_t size, size_t n, void *userp) {
     r->retry_after = atof(tmp);
     if (r->retry_after < 0)
       r->retry_after = 0;
+    r->has_retry_after = true;
   }
   return len;
 }
 
-/* --- responses ---------------------------------------------------------------- */
+/* --- responses ------------------------------------------------------------------------------ */
 
 static int status_error(long status) {
   if (status >= 200 && status < 300)
@@ -267,17 +266,22 @@ static char *error_message(const char *body, size_t len) {
   return out;
 }
 
-static void finish(struct kcm_client_request *r, CURLcode code) {
+static void report(struct kcm_client_request *r, CURLcode code) {
   struct kcm_client_response resp = {0};
   char *msg = NULL;
 
-  curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &resp.status);
+  if (r->easy)
+    curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &resp.status);
   resp.retry_after = r->retry_after;
   resp.body = r->resp.data ? r->resp.data : "";
   resp.body_len = r->resp.len;
   if (r->canceled) {
     resp.err = KCM_ECANCELED;
     resp.message = "canceled";
+  } else if (r->fail_err) {
+    resp.err = r->fail_err;
+    resp.message = r->fail_msg ? r->fail_msg : kcm_strerror(r->fail_err);
+    resp.status = 0;
   } else if (code == CURLE_WRITE_ERROR && r->stop_err) {
     resp.err = r->stop_err;
     resp.message = r->stop_err == KCM_ETOOBIG ? "response body over the size limit" : "stopped";
@@ -299,21 +303,63 @@ static void finish(struct kcm_client_request *r, CURLcode code) {
 }
 
 static void free_request(struct kcm_client_request *r) {
-  curl_easy_cleanup(r->easy);
+  if (r->easy)
+    curl_easy_cleanup(r->easy);
   curl_slist_free_all(r->headers);
   free(r->body);
+  free(r->content_type);
+  free(r->fail_msg);
   kcm_buf_release(&r->resp);
   free(r);
 }
 
-static void unlink_request(struct kcm_client_request **list, struct kcm_client_request *r) {
-  if (r->prev)
-    r->prev->next = r->next;
-  else
-    *list = r->next;
-  if (r->next)
-    r->next->prev = r->prev;
-  r->prev = r->next = NULL;
+static void on_defer(uv_timer_t *t) {
+  struct kcm_client *c = t->data;
+  while (c->finished) {
+    struct kcm_client_request *r = c->finished;
+    list_unlink(&c->finished, r);
+    c->pending--;
+    report(r, CURLE_OK);
+    free_request(r);
+  }
+}
+
+/* Report a request that never reached curl (or left it), from the loop. */
+static void finish_later(struct kcm_client_request *r) {
+  struct kcm_client *c = r->client;
+  list_push(&c->finished, r);
+  if (!c->closing)
+    uv_timer_start(&c->defer, on_defer, 0, 0);
+}
+
+static void fail_later(struct kcm_client_request *r, int err, const char *msg) {
+  r->fail_err = err;
+  free(r->fail_msg);
+  r->fail_msg = msg ? strdup(msg) : NULL;
+  finish_later(r);
+}
+
+/* Should this answer be retried after Retry-After? (429, or 5xx with it.) */
+static bool wants_retry(struct kcm_client_request *r, CURLcode code) {
+  long status = 0;
+  if (code != CURLE_OK || r->canceled || r->streamed || r->retries >= MAX_RETRIES)
+    return false;
+  curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &status);
+  if (status == 429)
+    return true;
+  return status >= 500 && r->has_retry_after;
+}
+
+static void note_unauthorized(struct kcm_client_request *r) {
+  struct kcm_client *c = r->client;
+  long status = 0;
+  curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &status);
+  if (status != 401)
+    return;
+  c->stats.unauthorized++;
+  c->token_read_at = 0; /* re-read the token file */
+  if (c->cfg->exec)
+    kcm_client_creds_invalidate(c);
 }
 
 static void check_multi_info(struct kcm_client *c) {
@@ -329,25 +375,191 @@ static void check_multi_info(struct kcm_client *c) {
     code = m->data.result;
     curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&r);
     curl_multi_remove_handle(c->multi, m->easy_handle);
-    unlink_request(&c->active, r);
+    list_unlink(&c->active, r);
+    note_unauthorized(r);
+    if (wants_retry(r, code)) {
+      double wait = r->has_retry_after ? r->retry_after : 1;
+      kcm_v(2, "retrying after the server asked for a pause seconds=%.1f attempt=%u",
+            wait, r->retries + 1);
+      r->retries++;
+      c->stats.retries++;
+      kcm_buf_reset(&r->resp);
+      r->retry_after = 0;
+      r->has_retry_after = false;
+      r->errbuf[0] = '\0';
+      r->start_at = uv_now(c->loop) + (uint64_t)(wait * 1000.0);
+      park(c, r);
+      continue;
+    }
     c->pending--;
-    finish(r, code);
+    report(r, code);
     free_request(r);
   }
 }
 
-static void on_defer(uv_timer_t *t) {
+/* --- sending ------------------------------------------------------------------------------------ */
+
+/* The bearer token: the token file (re-read every minute and after a 401)
+ * wins over the inline token, as client-go does. */
+static const char *current_token(struct kcm_client *c) {
+  const struct kcm_client_config *cfg = c->cfg;
+  time_t now = time(NULL);
+
+  if (cfg->token_file && (!c->token || now - c->token_read_at >= TOKEN_REREAD_SECONDS)) {
+    FILE *f = fopen(cfg->token_file, "r");
+    if (f) {
+      char buf[16384];
+      size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+      fclose(f);
+      while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
+        n--;
+      buf[n] = '\0';
+      if (n) {
+        char *t = strdup(buf);
+        if (t) {
+          free(c->token);
+          c->token = t;
+        }
+      }
+      explicit_bzero(buf, sizeof(buf));
+    } else if (!c->token) {
+      kcm_warn("cannot read token file path=\"%s\"", cfg->token_file);
+    }
+    c->token_read_at = now;
+  }
+  if (cfg->exec && c->creds.token)
+    return c->creds.token;
+  return c->token ? c->token : cfg->token;
+}
+
+/* Give the request its credentials and hand it to curl. */
+static void launch(struct kcm_client_request *r) {
+  struct kcm_client *c = r->client;
+  const struct kcm_client_config *cfg = c->cfg;
+  const char *token = current_token(c);
+  struct curl_slist *h = r->headers;
+  CURL *e = r->easy;
+  char *hdr = NULL;
+
+  if (token && *token) {
+    if (asprintf(&hdr, "Authorization: Bearer %s", token) < 0)
+      hdr = NULL;
+    if (hdr)
+      h = curl_slist_append(h, hdr);
+    if (hdr)
+      explicit_bzero(hdr, strlen(hdr));
+    free(hdr);
+  } else if (cfg->username) {
+    curl_easy_setopt(e, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
+    curl_easy_setopt(e, CURLOPT_USERNAME, cfg->username);
+    curl_easy_setopt(e, CURLOPT_PASSWORD, cfg->password ? cfg->password : "");
+  }
+  if (!h) {
+    fail_later(r, KCM_ENOMEM, "out of memory");
+    return;
+  }
+  r->headers = h;
+  curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->headers);
+  if (cfg->exec && c->creds.cert_pem) {
+    struct curl_blob cert = {c->creds.cert_pem, c->creds.cert_len, CURL_BLOB_COPY};
+    struct curl_blob key = {c->creds.key_pem, c->creds.key_len, CURL_BLOB_COPY};
+    curl_easy_setopt(e, CURLOPT_SSLCERT_BLOB, &cert);
+    curl_easy_setopt(e, CURLOPT_SSLCERTTYPE, "PEM");
+    curl_easy_setopt(e, CURLOPT_SSLKEY_BLOB, &key);
+    curl_easy_setopt(e, CURLOPT_SSLKEYTYPE, "PEM");
+  }
+  if (curl_multi_add_handle(c->multi, e) != CURLM_OK) {
+    fail_later(r, KCM_ENOMEM, "cannot start the transfer");
+    return;
+  }
+  c->stats.requests++;
+  list_push(&c->active, r);
+}
+
+static void on_gate(uv_timer_t *t);
+
+static void arm_gate(struct kcm_client *c) {
+  uint64_t now = uv_now(c->loop);
+  if (!c->parked || c->closing) {
+    uv_timer_stop(&c->gate);
+    return;
+  }
+  uv_timer_start(&c->gate, on_gate, c->parked->start_at > now ? c->parked->start_at - now : 0,
+                 0);
+}
+
+static void park(struct kcm_client *c, struct kcm_client_request *r) {
+  struct kcm_client_request **pp = &c->parked, *prev = NULL;
+  while (*pp && (*pp)->start_at <= r->start_at) {
+    prev = *pp;
+    pp = &(*pp)->next;
+  }
+  r->next = *pp;
+  r->prev = prev;
+  if (*pp)
+    (*pp)->prev = r;
+  *pp = r;
+  arm_gate(c);
+}
+
+static void on_gate(uv_timer_t *t) {
   struct kcm_client *c = t->data;
-  while (c->canceled) {
-    struct kcm_client_request *r = c->canceled;
-    unlink_request(&c->canceled, r);
-    c->pending--;
-    finish(r, CURLE_OK);
-    free_request(r);
+  uint64_t now = uv_now(c->loop);
+  while (c->parked && c->parked->start_at <= now) {
+    struct kcm_client_request *r = c->parked;
+    list_unlink(&c->parked, r);
+    if (c->cfg->exec && !kcm_client_creds_fresh(c)) {
+      list_push(&c->waiting, r); /* credentials expired while it waited */
+      kcm_client_creds_fetch(c);
+      continue;
+    }
+    launch(r);
+  }
+  arm_gate(c);
+}
+
+/* The gates: credentials (unless the caller just got them), then the rate
+ * limiter. */
+static void admit_gated(struct kcm_client_request *r, bool check_creds) {
+  struct kcm_client *c = r->client;
+  uint64_t now, wait;
+  if (check_creds && c->cfg->exec && !kcm_client_creds_fresh(c)) {
+    list_push(&c->waiting, r);
+    kcm_client_creds_fetch(c);
+    return;
+  }
+  now = uv_now(c->loop);
+  wait = kcm_ratelimit_reserve(&c->limit, now);
+  if (wait) {
+    c->stats.throttled_ms += wait;
+    r->start_at = now + wait;
+    park(c, r);
+    return;
+  }
+  launch(r);
+}
+
+static void admit(struct kcm_client_request *r) { admit_gated(r, true); }
+
+void kcm_client_creds_ready(struct kcm_client *c) {
+  /* Credentials that are already about to expire still serve the requests
+   * that waited for them. */
+  bool ok = c->creds.valid;
+  if (!ok)
+    kcm_error("cannot get credentials err=\"%s\"",
+              c->creds.error ? c->creds.error : "the exec plugin gave no usable credentials");
+  while (c->waiting) {
+    struct kcm_client_request *r = c->waiting;
+    list_unlink(&c->waiting, r);
+    if (ok)
+      admit_gated(r, false);
+    else
+      fail_later(r, KCM_EFORBIDDEN,
+                 c->creds.error ? c->creds.error : "the exec plugin gave no usable credentials");
   }
 }
 
-/* --- public API ---------------------------------------------------------------- */
+/* --- public API ------------------------------------------------------------------------------------ */
 
 static int setup_target(struct kcm_client *c) {
   CURLU *u = curl_url();
@@ -358,11 +570,8 @@ static int setup_target(struct kcm_client *c) {
     return KCM_ENOMEM;
   if (curl_url_set(u, CURLUPART_URL, c->cfg->server, 0) != CURLUE_OK ||
       curl_url_get(u, CURLUPART_HOST, &host, 0) != CURLUE_OK ||
-      curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK) {
-    err = KCM_EINVAL;
-    goto out;
-  }
-  if (curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) != CURLUE_OK) {
+      curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
+      curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) != CURLUE_OK) {
     err = KCM_EINVAL;
     goto out;
   }
@@ -406,18 +615,13 @@ int kcm_client_new(struct kcm_client **out, uv_loop_t *loop,
   c->loop = loop;
   c->cfg = cfg;
   err = setup_target(c);
+  if (!err && !(c->multi = curl_multi_init()))
+    err = KCM_ENOMEM;
   if (err) {
     curl_slist_free_all(c->connect_to);
     free(c->url_host);
     free(c);
     return err;
-  }
-  c->multi = curl_multi_init();
-  if (!c->multi) {
-    curl_slist_free_all(c->connect_to);
-    free(c->url_host);
-    free(c);
-    return KCM_ENOMEM;
   }
   curl_multi_setopt(c->multi, CURLMOPT_SOCKETFUNCTION, on_socket);
   curl_multi_setopt(c->multi, CURLMOPT_SOCKETDATA, c);
@@ -426,49 +630,26 @@ int kcm_client_new(struct kcm_client **out, uv_loop_t *loop,
   curl_multi_setopt(c->multi, CURLMOPT_PIPELINING, CURLPIPE_MULTIPLEX);
   uv_timer_init(loop, &c->timer);
   uv_timer_init(loop, &c->defer);
-  c->timer.data = c;
-  c->defer.data = c;
-  c->open_handles = 2;
+  uv_timer_init(loop, &c->gate);
+  c->timer.data = c->defer.data = c->gate.data = c;
+  c->open_handles = 3;
+  kcm_ratelimit_init(&c->limit, 20, 30, uv_now(loop));
   *out = c;
   return 0;
 }
 
-/* The bearer token: the token file (re-read every minute) wins over the
- * inline token, as client-go does. */
-static const char *current_token(struct kcm_client *c) {
-  const struct kcm_client_config *cfg = c->cfg;
-  time_t now = time(NULL);
+void kcm_client_set_rate_limit(struct kcm_client *c, double qps, int burst) {
+  kcm_ratelimit_init(&c->limit, qps, burst, uv_now(c->loop));
+}
 
-  if (cfg->token_file && (!c->token || now - c->token_read_at >= TOKEN_REREAD_SECONDS)) {
-    FILE *f = fopen(cfg->token_file, "r");
-    if (f) {
-      char buf[16384];
-      size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-      fclose(f);
-      while (n && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
-        n--;
-      buf[n] = '\0';
-      if (n) {
-        char *t = strdup(buf);
-        if (t) {
-          free(c->token);
-          c->token = t;
-        }
-      }
-      explicit_bzero(buf, sizeof(buf));
-    } else if (!c->token) {
-      kcm_warn("cannot read token file path=\"%s\"", cfg->token_file);
-    }
-    c->token_read_at = now;
-  }
-  return c->token ? c->token : cfg->token;
+const struct kcm_client_stats *kcm_client_stats(const struct kcm_client *c) {
+  return &c->stats;
 }
 
 int kcm_client_request(struct kcm_client *c, const struct kcm_client_request_options *o,
                        struct kcm_client_request **out) {
   const struct kcm_client_config *cfg = c->cfg;
   struct kcm_client_request *r;
-  const char *token;
   char *url = NULL, *hdr = NULL;
   CURL *e;
 
@@ -481,14 +662,11 @@ int kcm_client_request(struct kcm_client *c, const struct kcm_client_request_opt
   r->on_chunk = o->on_chunk;
   r->done = o->done;
   r->data = o->data;
+  r->created = uv_now(c->loop);
   kcm_buf_init(&r->resp, o->max_body ? o->max_body : DEFAULT_MAX_BODY);
   r->easy = e = curl_easy_init();
-  if (!e)
+  if (!e || asprintf(&url, "%s%s", c->url_host, o->path) < 0)
     goto nomem;
-  if (asprintf(&url, "%s%s", c->url_host, o->path) < 0) {
-    url = NULL;
-    goto nomem;
-  }
   curl_easy_setopt(e, CURLOPT_URL, url);
   free(url);
   curl_easy_setopt(e, CURLOPT_PRIVATE, r);
@@ -502,6 +680,8 @@ int kcm_client_request(struct kcm_client *c, const struct kcm_client_request_opt
   curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);
   curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
+  curl_easy_setopt(e, CURLOPT_TCP_KEEPIDLE, 30L);
+  curl_easy_setopt(e, CURLOPT_TCP_KEEPINTVL, 10L);
   curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
   if (o->timeout_ms > 0)
@@ -513,6 +693,7 @@ int kcm_client_request(struct kcm_client *c, const struct kcm_client_request_opt
     if (!r->body)
       goto nomem;
     memcpy(r->body, o->body, o->body_len);
+    r->body_len = o->body_len;
     curl_easy_setopt(e, CURLOPT_POSTFIELDS, r->body);
     curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)o->body_len);
     if (asprintf(&hdr, "Content-Type: %s",
@@ -523,21 +704,8 @@ int kcm_client_request(struct kcm_client *c, const struct kcm_client_request_opt
     hdr = NULL;
   }
   r->headers = curl_slist_append(r->headers, "Accept: application/json");
-  token = current_token(c);
-  if (token && *token) {
-    if (asprintf(&hdr, "Authorization: Bearer %s", token) < 0)
-      goto nomem;
-    r->headers = curl_slist_append(r->headers, hdr);
-    explicit_bzero(hdr, strlen(hdr));
-    free(hdr);
-  } else if (cfg->username) {
-    curl_easy_setopt(e, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
-    curl_easy_setopt(e, CURLOPT_USERNAME, cfg->username);
-    curl_easy_setopt(e, CURLOPT_PASSWORD, cfg->password ? cfg->password : "");
-  }
   if (!r->headers)
     goto nomem;
-  curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->headers);
   if (cfg->insecure) {
     curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
     curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
@@ -557,34 +725,43 @@ int kcm_client_request(struct kcm_client *c, const struct kcm_client_request_opt
     curl_easy_setopt(e, CURLOPT_CONNECT_TO, c->connect_to);
   if (cfg->proxy_url)
     curl_easy_setopt(e, CURLOPT_PROXY, cfg->proxy_url);
-  if (curl_multi_add_handle(c->multi, e) != CURLM_OK)
-    goto nomem;
-  r->next = c->active;
-  if (c->active)
-    c->active->prev = r;
-  c->active = r;
   c->pending++;
   if (out)
     *out = r;
+  admit(r);
   return 0;
 nomem:
   free_request(r);
   return KCM_ENOMEM;
 }
 
+/* Which list holds r (it is in at most one). */
+static struct kcm_client_request **list_of(struct kcm_client *c, struct kcm_client_request *r) {
+  struct kcm_client_request **lists[] = {&c->active, &c->parked, &c->waiting, &c->finished};
+  size_t i;
+  for (i = 0; i < sizeof(lists) / sizeof(lists[0]); i++) {
+    struct kcm_client_request *x;
+    for (x = *lists[i]; x; x = x->next)
+      if (x == r)
+        return lists[i];
+  }
+  return NULL;
+}
+
 void kcm_client_cancel(struct kcm_client_request *r) {
   struct kcm_client *c = r->client;
+  struct kcm_client_request **list;
   if (r->canceled)
     return;
   r->canceled = true;
-  curl_multi_remove_handle(c->multi, r->easy);
-  unlink_request(&c->active, r);
-  r->next = c->canceled;
-  if (c->canceled)
-    c->canceled->prev = r;
-  c->canceled = r;
-  if (!c->closing)
-    uv_timer_start(&c->defer, on_defer, 0, 0);
+  list = list_of(c, r);
+  if (list == &c->finished)
+    return; /* already reporting */
+  if (list == &c->active)
+    curl_multi_remove_handle(c->multi, r->easy);
+  if (list)
+    list_unlink(list, r);
+  finish_later(r);
 }
 
 size_t kcm_client_pending(const struct kcm_client *c) { return c->pending; }
@@ -594,8 +771,13 @@ void kcm_client_close(struct kcm_client *c) {
 
   while (c->active)
     kcm_client_cancel(c->active);
+  while (c->parked)
+    kcm_client_cancel(c->parked);
+  while (c->waiting)
+    kcm_client_cancel(c->waiting);
   c->closing = true;
   on_defer(&c->defer);
+  kcm_client_creds_close(c);
   curl_multi_cleanup(c->multi);
   c->multi = NULL;
   /* curl may not report every socket as removed during cleanup. */
@@ -606,6 +788,8 @@ void kcm_client_close(struct kcm_client *c) {
   }
   uv_timer_stop(&c->timer);
   uv_timer_stop(&c->defer);
-  uv_close((uv_handle_t *)&c->timer, on_handle_closed);
-  uv_close((uv_handle_t *)&c->defer, on_handle_closed);
+  uv_timer_stop(&c->gate);
+  uv_close((uv_handle_t *)&c->timer, kcm_client_handle_closed);
+  uv_close((uv_handle_t *)&c->defer, kcm_client_handle_closed);
+  uv_close((uv_handle_t *)&c->gate, kcm_client_handle_closed);
 }

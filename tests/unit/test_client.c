@@ -325,6 +325,8 @@ struct result {
   bool done;
   int err;
   long status;
+  uint64_t retries;
+  uint64_t elapsed_ms;
   double retry_after;
   char body[4096];
   char message[512];
@@ -372,8 +374,12 @@ static void request(const char *kubeconfig, const char *method, const char *path
   o.max_body = max_body;
   o.done = on_done;
   o.data = r;
+  uv_update_time(&loop);
+  r->elapsed_ms = uv_now(&loop);
   assert_int_equal(kcm_client_request(c, &o, NULL), 0);
   run_until_done(&loop, r);
+  r->elapsed_ms = uv_now(&loop) - r->elapsed_ms;
+  r->retries = kcm_client_stats(c)->retries;
   close_client(&loop, c);
   kcm_client_config_release(&cfg);
 }
@@ -469,19 +475,356 @@ static void body_over_limit_is_refused(void **state) {
   assert_int_equal(r.err, KCM_ETOOBIG);
 }
 
-static void retry_after_is_reported(void **state) {
+static void set_faults(const char *json) {
   struct result r;
-  request(sim_file("kubeconfig"), "POST", "/_sim/faults",
-          "{\"rules\":[{\"verb\":\"list\",\"resource\":\"nodes\",\"code\":429,"
-          "\"retryAfter\":2,\"count\":1}]}",
-          0, &r);
+  request(sim_file("kubeconfig"), "POST", "/_sim/faults", json, 0, &r);
   assert_int_equal(r.err, 0);
+}
+
+static void throttling_is_retried_as_the_server_asks(void **state) {
+  struct result r;
+  /* Retried after the Retry-After pause, then it succeeds. */
+  set_faults("{\"rules\":[{\"verb\":\"list\",\"resource\":\"nodes\",\"code\":429,"
+             "\"retryAfter\":1,\"count\":1}]}");
+  request(sim_file("kubeconfig"), "GET", "/api/v1/nodes", NULL, 0, &r);
+  assert_int_equal(r.err, 0);
+  assert_int_equal(r.retries, 1);
+  assert_true(r.elapsed_ms >= 1000);
+  /* 5xx with Retry-After is retried too; without it, it is not. */
+  set_faults("{\"rules\":[{\"verb\":\"list\",\"resource\":\"nodes\",\"code\":503,"
+             "\"retryAfter\":0,\"count\":2}]}");
+  request(sim_file("kubeconfig"), "GET", "/api/v1/nodes", NULL, 0, &r);
+  assert_int_equal(r.err, 0);
+  assert_int_equal(r.retries, 2);
+  set_faults("{\"rules\":[{\"verb\":\"list\",\"resource\":\"nodes\",\"code\":500,"
+             "\"count\":1}]}");
+  request(sim_file("kubeconfig"), "GET", "/api/v1/nodes", NULL, 0, &r);
+  assert_int_equal(r.err, KCM_ESERVER);
+  assert_int_equal(r.retries, 0);
+  /* It gives up after ten retries and reports the last answer. */
+  set_faults("{\"rules\":[{\"verb\":\"list\",\"resource\":\"nodes\",\"code\":429,"
+             "\"retryAfter\":0}]}");
   request(sim_file("kubeconfig"), "GET", "/api/v1/nodes", NULL, 0, &r);
   assert_int_equal(r.err, KCM_ETHROTTLED);
   assert_int_equal(r.status, 429);
-  assert_true(r.retry_after == 2.0);
-  request(sim_file("kubeconfig"), "GET", "/api/v1/nodes", NULL, 0, &r);
-  assert_int_equal(r.err, 0);
+  assert_int_equal(r.retries, 10);
+  assert_true(r.retry_after == 0);
+  set_faults("{\"clear\":true}");
+}
+
+static void rate_limit_spaces_requests(void **state) {
+  struct kcm_client_config cfg;
+  struct kcm_client *c;
+  char *err = NULL;
+  uv_loop_t loop;
+  struct result rs[8];
+  struct kcm_client_request_options o = {0};
+  uint64_t started;
+  int i, done;
+
+  assert_int_equal(load(&cfg, sim_file("kubeconfig"), NULL, NULL, &err), 0);
+  uv_loop_init(&loop);
+  assert_int_equal(kcm_client_new(&c, &loop, &cfg), 0);
+  kcm_client_set_rate_limit(c, 10, 2); /* 2 at once, then one every 100 ms */
+  o.method = "GET";
+  o.path = "/version";
+  o.done = on_done;
+  memset(rs, 0, sizeof(rs));
+  uv_update_time(&loop);
+  started = uv_now(&loop);
+  for (i = 0; i < 8; i++) {
+    o.data = &rs[i];
+    assert_int_equal(kcm_client_request(c, &o, NULL), 0);
+  }
+  do {
+    uv_run(&loop, UV_RUN_ONCE);
+    for (done = 0, i = 0; i < 8; i++)
+      done += rs[i].done;
+  } while (done < 8);
+  for (i = 0; i < 8; i++)
+    assert_int_equal(rs[i].err, 0);
+  /* Six waited for tokens: at least 600 ms in all. */
+  assert_true(uv_now(&loop) - started >= 600);
+  assert_true(kcm_client_stats(c)->throttled_ms >= 100 + 200 + 300 + 400 + 500 + 600);
+  close_client(&loop, c);
+  kcm_client_config_release(&cfg);
+}
+
+/* --- exec plugins and token files ------------------------------------------------ */
+
+/* The server and CA lines of the local API server's kubeconfig. */
+static void sim_cluster(char *server, size_t slen, char *ca, size_t clen) {
+  char text[8192], *p;
+  FILE *f = fopen(sim_file("kubeconfig"), "r");
+  size_t n = fread(text, 1, sizeof(text) - 1, f);
+  fclose(f);
+  text[n] = '\0';
+  p = strstr(text, "server: ");
+  assert_non_null(p);
+  snprintf(server, slen, "%.*s", (int)strcspn(p + 8, "\n"), p + 8);
+  p = strstr(text, "certificate-authority-data: ");
+  assert_non_null(p);
+  snprintf(ca, clen, "%.*s", (int)strcspn(p + 28, "\n"), p + 28);
+}
+
+static char *read_text(const char *path) {
+  static char text[16384];
+  FILE *f = fopen(path, "r");
+  size_t n;
+  assert_non_null(f);
+  n = fread(text, 1, sizeof(text) - 1, f);
+  fclose(f);
+  text[n] = '\0';
+  while (n && text[n - 1] == '\n')
+    text[--n] = '\0';
+  return text;
+}
+
+/* Write a kubeconfig whose user is `user_yaml` (indented under `user:`). */
+static void write_user_kubeconfig(const char *name, const char *user_yaml) {
+  char server[256], ca[4096], text[16384];
+  sim_cluster(server, sizeof(server), ca, sizeof(ca));
+  snprintf(text, sizeof(text),
+           "current-context: x\n"
+           "clusters: [{name: c, cluster: {server: '%s', certificate-authority-data: %s}}]\n"
+           "contexts: [{name: x, context: {cluster: c, user: u}}]\n"
+           "users:\n- name: u\n  user:\n%s",
+           server, ca, user_yaml);
+  write_file(name, text);
+}
+
+static void write_plugin(const char *name, const char *script) {
+  write_file(name, script);
+  chmod(path_of(name), 0755);
+}
+
+/* A request with a fresh client, counting plugin runs across two requests. */
+static void two_requests(const char *kubeconfig, struct result *first, struct result *second,
+                         uint64_t *runs) {
+  struct kcm_client_config cfg;
+  struct kcm_client *c;
+  char *err = NULL;
+  uv_loop_t loop;
+  struct kcm_client_request_options o = {0};
+
+  memset(first, 0, sizeof(*first));
+  memset(second, 0, sizeof(*second));
+  if (load(&cfg, kubeconfig, NULL, NULL, &err))
+    fail_msg("%s", err);
+  uv_loop_init(&loop);
+  assert_int_equal(kcm_client_new(&c, &loop, &cfg), 0);
+  o.method = "GET";
+  o.path = "/api/v1/namespaces/default";
+  o.done = on_done;
+  o.data = first;
+  assert_int_equal(kcm_client_request(c, &o, NULL), 0);
+  run_until_done(&loop, first);
+  if (second != first) {
+    o.data = second;
+    assert_int_equal(kcm_client_request(c, &o, NULL), 0);
+    run_until_done(&loop, second);
+  }
+  *runs = kcm_client_stats(c)->exec_runs;
+  close_client(&loop, c);
+  kcm_client_config_release(&cfg);
+}
+
+static void exec_plugin_token_is_cached(void **state) {
+  struct result a, b;
+  uint64_t runs;
+  char script[1024];
+  snprintf(script, sizeof(script),
+           "#!/bin/sh\n"
+           "printf '%%s' \"$KUBERNETES_EXEC_INFO\" > \"$(dirname \"$0\")/exec-info\"\n"
+           "echo \"$GREETING\" > \"$(dirname \"$0\")/exec-env\"\n"
+           "echo '{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\","
+           "\"status\":{\"token\":\"%s\",\"expirationTimestamp\":\"2999-01-01T00:00:00Z\"}}'\n",
+           read_text(sim_file("token")));
+  mkdir(path_of("bin"), 0700);
+  write_plugin("bin/plugin", script);
+  write_user_kubeconfig("exec-config",
+                        "    exec:\n"
+                        "      apiVersion: client.authentication.k8s.io/v1\n"
+                        "      command: ./bin/plugin\n"
+                        "      interactiveMode: Never\n"
+                        "      provideClusterInfo: true\n"
+                        "      env: [{name: GREETING, value: hello}]\n");
+  two_requests(path_of("exec-config"), &a, &b, &runs);
+  assert_int_equal(a.err, 0);
+  assert_int_equal(b.err, 0);
+  assert_int_equal(runs, 1); /* the credential was cached */
+  assert_non_null(strstr(read_text(path_of("bin/exec-info")), "\"interactive\":false"));
+  assert_non_null(strstr(read_text(path_of("bin/exec-info")), "\"kind\":\"ExecCredential\""));
+  assert_non_null(strstr(read_text(path_of("bin/exec-info")), "\"server\":\"https://127.0.0.1:"));
+  assert_string_equal(read_text(path_of("bin/exec-env")), "hello");
+}
+
+static void exec_plugin_rerun_when_expiring_or_refused(void **state) {
+  struct result a, b;
+  uint64_t runs;
+  char script[1024];
+  /* Credentials that expire at once are fetched for every request. */
+  snprintf(script, sizeof(script),
+           "#!/bin/sh\necho '{\"apiVersion\":\"client.authentication.k8s.io/v1beta1\","
+           "\"kind\":\"ExecCredential\",\"status\":{\"token\":\"%s\","
+           "\"expirationTimestamp\":\"2000-01-01T00:00:00Z\"}}'\n",
+           read_text(sim_file("token")));
+  write_plugin("expiring", script);
+  write_user_kubeconfig("expiring-config",
+                        "    exec: {apiVersion: client.authentication.k8s.io/v1beta1, "
+                        "command: ./expiring}\n");
+  two_requests(path_of("expiring-config"), &a, &b, &runs);
+  assert_int_equal(a.err, 0);
+  assert_int_equal(b.err, 0);
+  assert_int_equal(runs, 2);
+  /* A token the server refuses is fetched again after the 401. */
+  write_file("current-token", "wrong");
+  write_plugin("from-file", "#!/bin/sh\necho \"{\\\"apiVersion\\\":\\\"client.authentication."
+                            "k8s.io/v1\\\",\\\"kind\\\":\\\"ExecCredential\\\",\\\"status\\\":"
+                            "{\\\"token\\\":\\\"$(cat \"$(dirname \"$0\")/current-token\")\\\"}}\"\n");
+  write_user_kubeconfig("refused-config",
+                        "    exec: {apiVersion: client.authentication.k8s.io/v1, "
+                        "command: ./from-file, interactiveMode: IfAvailable}\n");
+  {
+    struct kcm_client_config cfg;
+    struct kcm_client *c;
+    char *err = NULL;
+    uv_loop_t loop;
+    struct kcm_client_request_options o = {0};
+    assert_int_equal(load(&cfg, path_of("refused-config"), NULL, NULL, &err), 0);
+    uv_loop_init(&loop);
+    assert_int_equal(kcm_client_new(&c, &loop, &cfg), 0);
+    o.method = "GET";
+    o.path = "/api/v1/namespaces/default";
+    o.done = on_done;
+    o.data = &a;
+    memset(&a, 0, sizeof(a));
+    assert_int_equal(kcm_client_request(c, &o, NULL), 0);
+    run_until_done(&loop, &a);
+    assert_int_equal(a.status, 401);
+    write_file("current-token", read_text(sim_file("token")));
+    memset(&b, 0, sizeof(b));
+    o.data = &b;
+    assert_int_equal(kcm_client_request(c, &o, NULL), 0);
+    run_until_done(&loop, &b);
+    assert_int_equal(b.err, 0);
+    assert_int_equal(kcm_client_stats(c)->exec_runs, 2);
+    assert_int_equal(kcm_client_stats(c)->unauthorized, 1);
+    close_client(&loop, c);
+    kcm_client_config_release(&cfg);
+  }
+}
+
+static void exec_plugin_client_certificate(void **state) {
+  struct result a;
+  uint64_t runs;
+  char script[2048];
+  /* sim_file returns one static buffer: build the second path separately. */
+  {
+    char crt[700], key[700];
+    snprintf(crt, sizeof(crt), "%s", sim_file("client.crt"));
+    snprintf(key, sizeof(key), "%s", sim_file("client.key"));
+    snprintf(script, sizeof(script),
+             "#!/bin/sh\npython3 -c 'import json,sys; print(json.dumps({\"apiVersion\": "
+             "\"client.authentication.k8s.io/v1\", \"kind\": \"ExecCredential\", \"status\": "
+             "{\"clientCertificateData\": open(sys.argv[1]).read(), \"clientKeyData\": "
+             "open(sys.argv[2]).read()}}))' '%s' '%s'\n",
+             crt, key);
+  }
+  write_plugin("cert-plugin", script);
+  write_user_kubeconfig("cert-exec-config",
+                        "    exec: {apiVersion: client.authentication.k8s.io/v1, "
+                        "command: ./cert-plugin, interactiveMode: Never}\n");
+  two_requests(path_of("cert-exec-config"), &a, &a, &runs);
+  assert_int_equal(a.err, 0);
+  assert_non_null(strstr(a.body, "\"name\":\"default\""));
+}
+
+static void exec_plugin_failures_are_clear(void **state) {
+  struct result a;
+  uint64_t runs;
+  write_plugin("failing", "#!/bin/sh\necho 'no session' >&2\nexit 3\n");
+  write_user_kubeconfig("failing-config",
+                        "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n"
+                        "      command: ./failing\n      interactiveMode: Never\n"
+                        "      installHint: install the cloud CLI\n");
+  two_requests(path_of("failing-config"), &a, &a, &runs);
+  assert_int_equal(a.err, KCM_EFORBIDDEN);
+  assert_non_null(strstr(a.message, "exited with status 3"));
+  assert_non_null(strstr(a.message, "install the cloud CLI"));
+  write_plugin("garbage", "#!/bin/sh\necho 'Please log in at https://example.com'\n");
+  write_user_kubeconfig("garbage-config",
+                        "    exec: {apiVersion: client.authentication.k8s.io/v1, "
+                        "command: ./garbage, interactiveMode: Never}\n");
+  two_requests(path_of("garbage-config"), &a, &a, &runs);
+  assert_int_equal(a.err, KCM_EFORBIDDEN);
+  assert_non_null(strstr(a.message, "no ExecCredential JSON"));
+  write_user_kubeconfig("missing-config",
+                        "    exec: {apiVersion: client.authentication.k8s.io/v1, "
+                        "command: ./no-such-plugin, interactiveMode: Never}\n");
+  two_requests(path_of("missing-config"), &a, &a, &runs);
+  assert_int_equal(a.err, KCM_EFORBIDDEN);
+  assert_non_null(strstr(a.message, "no-such-plugin"));
+  write_user_kubeconfig("interactive-config",
+                        "    exec: {apiVersion: client.authentication.k8s.io/v1, "
+                        "command: ./garbage, interactiveMode: Always}\n");
+  two_requests(path_of("interactive-config"), &a, &a, &runs);
+  assert_int_equal(a.err, KCM_EFORBIDDEN);
+  assert_non_null(strstr(a.message, "interactive"));
+}
+
+static void token_file_reread_after_refusal(void **state) {
+  struct kcm_client_config cfg;
+  struct kcm_client *c;
+  char *err = NULL, user[512];
+  uv_loop_t loop;
+  struct result a, b;
+  struct kcm_client_request_options o = {0};
+
+  write_file("rotating-token", "stale");
+  snprintf(user, sizeof(user), "    tokenFile: rotating-token\n");
+  write_user_kubeconfig("tokenfile-config", user);
+  assert_int_equal(load(&cfg, path_of("tokenfile-config"), NULL, NULL, &err), 0);
+  uv_loop_init(&loop);
+  assert_int_equal(kcm_client_new(&c, &loop, &cfg), 0);
+  o.method = "GET";
+  o.path = "/api/v1/namespaces/default";
+  o.done = on_done;
+  memset(&a, 0, sizeof(a));
+  o.data = &a;
+  assert_int_equal(kcm_client_request(c, &o, NULL), 0);
+  run_until_done(&loop, &a);
+  assert_int_equal(a.status, 401);
+  write_file("rotating-token", read_text(sim_file("token"))); /* the token rotates */
+  memset(&b, 0, sizeof(b));
+  o.data = &b;
+  assert_int_equal(kcm_client_request(c, &o, NULL), 0);
+  run_until_done(&loop, &b);
+  assert_int_equal(b.err, 0);
+  close_client(&loop, c);
+  kcm_client_config_release(&cfg);
+}
+
+static void bad_exec_settings(void **state) {
+  expect_error("current-context: x\ncontexts: [{name: x, context: {cluster: c, user: u}}]\n"
+               "clusters: [{name: c, cluster: {server: 'https://a'}}]\n"
+               "users: [{name: u, user: {exec: {apiVersion: client.authentication.k8s.io/v1, "
+               "command: x}}}]\n",
+               NULL, "line 4", "interactiveMode: is required");
+  expect_error("current-context: x\ncontexts: [{name: x, context: {cluster: c, user: u}}]\n"
+               "clusters: [{name: c, cluster: {server: 'https://a'}}]\n"
+               "users: [{name: u, user: {exec: {apiVersion: v1, command: x}}}]\n",
+               NULL, "line 4", "user.exec.apiVersion");
+  expect_error("current-context: x\ncontexts: [{name: x, context: {cluster: c, user: u}}]\n"
+               "clusters: [{name: c, cluster: {server: 'https://a'}}]\n"
+               "users: [{name: u, user: {exec: {apiVersion: client.authentication.k8s.io/v1, "
+               "interactiveMode: Never}}}]\n",
+               NULL, "line 4", "user.exec.command: is required");
+  expect_error("current-context: x\ncontexts: [{name: x, context: {cluster: c, user: u}}]\n"
+               "clusters: [{name: c, cluster: {server: 'https://a'}}]\n"
+               "users: [{name: u, user: {exec: {apiVersion: client.authentication.k8s.io/v1, "
+               "command: x, interactiveMode: Sometimes}}}]\n",
+               NULL, "line 4", "Sometimes");
 }
 
 static int on_chunk(const char *p, size_t n, void *data) {
@@ -555,6 +898,7 @@ int main(void) {
       cmocka_unit_test(bad_files_are_reported_precisely),
       cmocka_unit_test(missing_file_and_no_config),
       cmocka_unit_test(base64_decoding),
+      cmocka_unit_test(bad_exec_settings),
   };
   const struct CMUnitTest http_tests[] = {
       cmocka_unit_test(token_request_succeeds),
@@ -563,7 +907,13 @@ int main(void) {
       cmocka_unit_test(wrong_token_is_refused),
       cmocka_unit_test(untrusted_server_certificate_is_refused),
       cmocka_unit_test(body_over_limit_is_refused),
-      cmocka_unit_test(retry_after_is_reported),
+      cmocka_unit_test(throttling_is_retried_as_the_server_asks),
+      cmocka_unit_test(rate_limit_spaces_requests),
+      cmocka_unit_test(exec_plugin_token_is_cached),
+      cmocka_unit_test(exec_plugin_rerun_when_expiring_or_refused),
+      cmocka_unit_test(exec_plugin_client_certificate),
+      cmocka_unit_test(exec_plugin_failures_are_clear),
+      cmocka_unit_test(token_file_reread_after_refusal),
       cmocka_unit_test(watch_streams_until_stopped),
       cmocka_unit_test(cancel_reports_from_the_loop),
   };

@@ -1,0 +1,347 @@
+/*
+ * client/exec.c — credentials from an exec plugin (user.exec).
+ *
+ * The plugin runs with uv_spawn, off the loop's critical path: requests
+ * that need credentials wait until it has finished. Its environment is
+ * ours plus the kubeconfig's env entries plus KUBERNETES_EXEC_INFO, an
+ * ExecCredential with spec.interactive false (and spec.cluster when
+ * provideClusterInfo is set). Its stdout is an ExecCredential whose status
+ * carries a token or a client certificate and key, and optionally an
+ * expirationTimestamp; the credentials are kept until shortly before it.
+ * stderr passes through to ours, as client-go does.
+ */
+#include <json-c/json.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "kcm/api.h"
+#include "kcm/error.h"
+#include "kcm/log.h"
+
+#define MAX_OUTPUT (1u << 20)
+#define PLUGIN_TIMEOUT_MS 60000
+#define EXPIRY_MARGIN_S 10
+
+extern char **environ;
+
+bool kcm_client_creds_fresh(struct kcm_client *c) {
+  struct kcm_client_creds *k = &c->creds;
+  return k->valid && (!k->expires || time(NULL) + EXPIRY_MARGIN_S < k->expires);
+}
+
+static void clear(struct kcm_client_creds *k) {
+  if (k->token)
+    explicit_bzero(k->token, strlen(k->token));
+  free(k->token);
+  free(k->cert_pem);
+  if (k->key_pem)
+    explicit_bzero(k->key_pem, k->key_len);
+  free(k->key_pem);
+  k->token = k->cert_pem = k->key_pem = NULL;
+  k->cert_len = k->key_len = 0;
+  k->expires = 0;
+  k->valid = false;
+}
+
+void kcm_client_creds_invalidate(struct kcm_client *c) { c->creds.valid = false; }
+
+static void set_error(struct kcm_client_creds *k, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void set_error(struct kcm_client_creds *k, const char *fmt, ...) {
+  char *msg = NULL;
+  va_list ap;
+  va_start(ap, fmt);
+  if (vasprintf(&msg, fmt, ap) < 0)
+    msg = NULL;
+  va_end(ap);
+  free(k->error);
+  k->error = msg;
+}
+
+/* Parse the plugin's ExecCredential. */
+static void parse_output(struct kcm_client *c) {
+  struct kcm_client_creds *k = &c->creds;
+  const char *want = c->cfg->exec->api_version;
+  struct json_object *doc = json_tokener_parse(k->output.data ? k->output.data : "");
+  struct json_object *v, *status;
+  const char *token = NULL, *cert = NULL, *key = NULL, *exp = NULL;
+  int64_t expires = 0;
+
+  if (!doc || !json_object_is_type(doc, json_type_object)) {
+    set_error(k, "exec plugin %s wrote no ExecCredential JSON to stdout", c->cfg->exec->command);
+    goto out;
+  }
+  if (!json_object_object_get_ex(doc, "apiVersion", &v) ||
+      strcmp(json_object_get_string(v), want) != 0) {
+    set_error(k, "exec plugin answered with an ExecCredential of another apiVersion than %s",
+              want);
+    goto out;
+  }
+  if (!json_object_object_get_ex(doc, "status", &status) ||
+      !json_object_is_type(status, json_type_object)) {
+    set_error(k, "exec plugin %s: the ExecCredential has no status", c->cfg->exec->command);
+    goto out;
+  }
+  if (json_object_object_get_ex(status, "token", &v) && json_object_is_type(v, json_type_string))
+    token = json_object_get_string(v);
+  if (json_object_object_get_ex(status, "clientCertificateData", &v) &&
+      json_object_is_type(v, json_type_string))
+    cert = json_object_get_string(v);
+  if (json_object_object_get_ex(status, "clientKeyData", &v) &&
+      json_object_is_type(v, json_type_string))
+    key = json_object_get_string(v);
+  if (json_object_object_get_ex(status, "expirationTimestamp", &v) &&
+      json_object_is_type(v, json_type_string))
+    exp = json_object_get_string(v);
+  if ((!token || !*token) && (!cert || !key)) {
+    set_error(k, "exec plugin %s: the ExecCredential carries neither a token nor a client "
+              "certificate and key", c->cfg->exec->command);
+    goto out;
+  }
+  if (!cert != !key) {
+    set_error(k, "exec plugin %s: clientCertificateData and clientKeyData must come together",
+              c->cfg->exec->command);
+    goto out;
+  }
+  if (exp && kcm_api_parse_time(exp, &expires)) {
+    set_error(k, "exec plugin %s: expirationTimestamp is not an RFC 3339 time",
+              c->cfg->exec->command);
+    goto out;
+  }
+  clear(k);
+  k->token = token && *token ? strdup(token) : NULL;
+  if (cert) {
+    k->cert_pem = strdup(cert);
+    k->key_pem = strdup(key);
+    k->cert_len = strlen(cert);
+    k->key_len = strlen(key);
+  }
+  k->expires = expires;
+  k->valid = (!token || k->token) && (!cert || (k->cert_pem && k->key_pem));
+  free(k->error);
+  k->error = k->valid ? NULL : strdup("out of memory");
+out:
+  json_object_put(doc);
+  if (k->output.data)
+    explicit_bzero(k->output.data, k->output.len);
+  kcm_buf_release(&k->output);
+}
+
+static void on_plugin_handle_closed(uv_handle_t *h) {
+  struct kcm_client *c = h->data;
+  if (--c->creds.open == 0) {
+    c->creds.running = false;
+    if (!c->closing) {
+      if (!c->creds.failed)
+        parse_output(c);
+      kcm_client_creds_ready(c);
+    }
+  }
+  kcm_client_handle_closed(h); /* may free c: nothing after this */
+}
+
+static void finish_run(struct kcm_client *c) {
+  struct kcm_client_creds *k = &c->creds;
+  uv_timer_stop(&k->kill);
+  if (!uv_is_closing((uv_handle_t *)&k->out))
+    uv_close((uv_handle_t *)&k->out, on_plugin_handle_closed);
+  if (!uv_is_closing((uv_handle_t *)&k->proc))
+    uv_close((uv_handle_t *)&k->proc, on_plugin_handle_closed);
+  if (!uv_is_closing((uv_handle_t *)&k->kill))
+    uv_close((uv_handle_t *)&k->kill, on_plugin_handle_closed);
+}
+
+static void on_exit_cb(uv_process_t *p, int64_t status, int sig) {
+  struct kcm_client *c = p->data;
+  struct kcm_client_creds *k = &c->creds;
+  k->exit_status = status;
+  if (status || sig) {
+    k->failed = true;
+    char detail[64];
+    snprintf(detail, sizeof(detail), sig ? "was killed by signal %d" : "exited with status %d",
+             sig ? sig : (int)status);
+    free(k->error);
+    k->error = NULL;
+    if (asprintf(&k->error, "exec plugin %s %s%s%s", c->cfg->exec->command, detail,
+                 c->cfg->exec->install_hint ? "; " : "",
+                 c->cfg->exec->install_hint ? c->cfg->exec->install_hint : "") < 0)
+      k->error = NULL;
+    kcm_buf_release(&k->output);
+  }
+  finish_run(c);
+}
+
+static void on_alloc(uv_handle_t *h, size_t hint, uv_buf_t *buf) {
+  static char chunk[65536];
+  buf->base = chunk;
+  buf->len = sizeof(chunk);
+}
+
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf) {
+  struct kcm_client *c = s->data;
+  if (n > 0 && kcm_buf_append(&c->creds.output, buf->base, (size_t)n) != 0) {
+    c->creds.failed = true;
+    set_error(&c->creds, "exec plugin %s wrote more than 1 MiB to stdout",
+              c->cfg->exec->command);
+    uv_process_kill(&c->creds.proc, SIGKILL);
+  }
+  if (n < 0)
+    uv_read_stop(s);
+}
+
+static void on_kill(uv_timer_t *t) {
+  struct kcm_client *c = t->data;
+  c->creds.failed = true;
+  set_error(&c->creds, "exec plugin %s did not finish within 60 s", c->cfg->exec->command);
+  uv_process_kill(&c->creds.proc, SIGKILL);
+}
+
+/* KUBERNETES_EXEC_INFO for the plugin. */
+static char *exec_info(struct kcm_client *c) {
+  const struct kcm_client_config *cfg = c->cfg;
+  struct json_object *o = json_object_new_object(), *spec = json_object_new_object();
+  char *out;
+  json_object_object_add(o, "kind", json_object_new_string("ExecCredential"));
+  json_object_object_add(o, "apiVersion", json_object_new_string(cfg->exec->api_version));
+  json_object_object_add(spec, "interactive", json_object_new_boolean(0));
+  if (cfg->exec->provide_cluster_info) {
+    struct json_object *cl = json_object_new_object();
+    json_object_object_add(cl, "server", json_object_new_string(cfg->server));
+    if (cfg->tls_server_name)
+      json_object_object_add(cl, "tls-server-name", json_object_new_string(cfg->tls_server_name));
+    if (cfg->insecure)
+      json_object_object_add(cl, "insecure-skip-tls-verify", json_object_new_boolean(1));
+    if (cfg->ca_pem) {
+      struct kcm_buf b = KCM_BUF_INIT(1u << 22);
+      static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+      size_t i;
+      for (i = 0; i < cfg->ca_pem_len; i += 3) {
+        unsigned v = (unsigned char)cfg->ca_pem[i] << 16;
+        char q[4];
+        if (i + 1 < cfg->ca_pem_len)
+          v |= (unsigned char)cfg->ca_pem[i + 1] << 8;
+        if (i + 2 < cfg->ca_pem_len)
+          v |= (unsigned char)cfg->ca_pem[i + 2];
+        q[0] = tbl[v >> 18 & 63];
+        q[1] = tbl[v >> 12 & 63];
+        q[2] = i + 1 < cfg->ca_pem_len ? tbl[v >> 6 & 63] : '=';
+        q[3] = i + 2 < cfg->ca_pem_len ? tbl[v & 63] : '=';
+        kcm_buf_append(&b, q, 4);
+      }
+      json_object_object_add(cl, "certificate-authority-data",
+                             json_object_new_string(b.data ? b.data : ""));
+      kcm_buf_release(&b);
+    }
+    if (cfg->proxy_url)
+      json_object_object_add(cl, "proxy-url", json_object_new_string(cfg->proxy_url));
+    json_object_object_add(spec, "cluster", cl);
+  }
+  json_object_object_add(o, "spec", spec);
+  out = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+  json_object_put(o);
+  return out;
+}
+
+void kcm_client_creds_fetch(struct kcm_client *c) {
+  struct kcm_client_creds *k = &c->creds;
+  const struct kcm_client_exec *x = c->cfg->exec;
+  uv_process_options_t po = {0};
+  uv_stdio_container_t stdio[3];
+  char **env = NULL, **args = NULL, *info = NULL;
+  size_t nenv = 0, nargs = 0, i, j = 0;
+  int rc;
+
+  if (k->running || c->closing)
+    return;
+  if (x->interactive == KCM_CLIENT_INTERACTIVE_ALWAYS) {
+    set_error(k, "exec plugin %s needs an interactive terminal (interactiveMode: Always), and kcm "
+              "runs without one", x->command);
+    kcm_client_creds_ready(c);
+    return;
+  }
+  while (environ[nenv])
+    nenv++;
+  for (i = 0; x->env && x->env[i]; i++)
+    nenv++;
+  for (i = 0; x->args && x->args[i]; i++)
+    nargs++;
+  info = exec_info(c);
+  env = calloc(nenv + 2, sizeof(*env));
+  args = calloc(nargs + 2, sizeof(*args));
+  if (!info || !env || !args || asprintf(&env[j], "KUBERNETES_EXEC_INFO=%s", info) < 0) {
+    set_error(k, "exec plugin %s: out of memory", x->command);
+    free(info);
+    free(env);
+    free(args);
+    kcm_client_creds_ready(c);
+    return;
+  }
+  j++;
+  for (i = 0; environ[i]; i++) {
+    if (strncmp(environ[i], "KUBERNETES_EXEC_INFO=", 21))
+      env[j++] = environ[i];
+  }
+  for (i = 0; x->env && x->env[i]; i++)
+    env[j++] = x->env[i];
+  args[0] = x->command;
+  for (i = 0; i < nargs; i++)
+    args[i + 1] = x->args[i];
+
+  kcm_buf_init(&k->output, MAX_OUTPUT);
+  uv_pipe_init(c->loop, &k->out, 0);
+  uv_timer_init(c->loop, &k->kill);
+  k->out.data = k->kill.data = k->proc.data = c;
+  stdio[0].flags = UV_IGNORE;
+  stdio[1].flags = UV_CREATE_PIPE | UV_WRITABLE_PIPE;
+  stdio[1].data.stream = (uv_stream_t *)&k->out;
+  stdio[2].flags = UV_INHERIT_FD;
+  stdio[2].data.fd = 2;
+  po.file = x->command;
+  po.args = args;
+  po.env = env;
+  po.stdio = stdio;
+  po.stdio_count = 3;
+  po.exit_cb = on_exit_cb;
+  k->running = true;
+  k->failed = false;
+  k->runs++;
+  c->stats.exec_runs++;
+  rc = uv_spawn(c->loop, &k->proc, &po);
+  free(env[0]);
+  free(env);
+  free(args);
+  free(info);
+  c->open_handles += 3;
+  k->open = 3;
+  if (rc) {
+    char detail[256];
+    snprintf(detail, sizeof(detail), "%s: %s%s%s", x->command, uv_strerror(rc),
+             x->install_hint ? "; " : "", x->install_hint ? x->install_hint : "");
+    set_error(k, "cannot run exec plugin %s", detail);
+    k->failed = true;
+    /* uv_spawn failed: the process handle still needs closing. */
+    finish_run(c);
+    return;
+  }
+  uv_read_start((uv_stream_t *)&k->out, on_alloc, on_read);
+  uv_timer_start(&k->kill, on_kill, PLUGIN_TIMEOUT_MS, 0);
+}
+
+void kcm_client_creds_close(struct kcm_client *c) {
+  if (c->creds.running) {
+    uv_process_kill(&c->creds.proc, SIGKILL);
+    finish_run(c);
+  }
+}
+
+void kcm_client_creds_release(struct kcm_client *c) {
+  clear(&c->creds);
+  kcm_buf_release(&c->creds.output);
+  free(c->creds.error);
+  c->creds.error = NULL;
+}

@@ -1,0 +1,102 @@
+/*
+ * client internals shared by http.c (requests) and exec.c (credential
+ * plugins). Not part of the module's interface.
+ */
+#ifndef KCM_CLIENT_INTERNAL_H
+#define KCM_CLIENT_INTERNAL_H
+
+#include <curl/curl.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "kcm/buf.h"
+#include "kcm/client.h"
+#include "kcm/ratelimit.h"
+
+struct sock_ctx;
+
+struct kcm_client_request {
+  struct kcm_client *client;
+  CURL *easy;
+  struct curl_slist *headers;
+  char *body;
+  size_t body_len;
+  char *content_type;
+  struct kcm_buf resp;
+  kcm_client_chunk_cb on_chunk;
+  kcm_client_done_cb done;
+  void *data;
+  double retry_after;
+  uint64_t start_at;     /* parked: when to send (loop ms) */
+  uint64_t created;      /* loop ms when the caller asked */
+  int stop_err;          /* why the write callback stopped the transfer */
+  int fail_err;          /* set when it failed before reaching the network */
+  char *fail_msg;
+  uint32_t retries;
+  bool has_retry_after;  /* the answer carried Retry-After */
+  bool canceled;
+  bool streamed;         /* body bytes went to on_chunk */
+  struct kcm_client_request *prev, *next;
+  char errbuf[CURL_ERROR_SIZE];
+};
+
+/* Credentials from an exec plugin. */
+struct kcm_client_creds {
+  char *token;
+  char *cert_pem;
+  size_t cert_len;
+  char *key_pem;
+  size_t key_len;
+  int64_t expires;  /* Unix seconds; 0: never */
+  bool valid;
+  bool running;     /* the plugin is running */
+  bool failed;      /* this run failed before its output could be read */
+  char *error;      /* why the last run failed */
+  uv_process_t proc;
+  uv_pipe_t out;
+  uv_timer_t kill;
+  struct kcm_buf output;
+  int64_t exit_status;
+  int open;         /* plugin handles not yet closed */
+  uint64_t runs;
+};
+
+struct kcm_client {
+  uv_loop_t *loop;
+  const struct kcm_client_config *cfg;
+  CURLM *multi;
+  uv_timer_t timer; /* curl's timeout */
+  uv_timer_t defer; /* reports finished requests on the next loop turn */
+  uv_timer_t gate;  /* releases parked requests */
+  struct kcm_client_request *active;   /* in curl */
+  struct kcm_client_request *finished; /* to report from `defer` */
+  struct kcm_client_request *parked;   /* waiting for a token or a retry, by start_at */
+  struct kcm_client_request *waiting;  /* waiting for exec credentials */
+  struct sock_ctx *socks;
+  size_t pending;
+  int open_handles;
+  bool closing;
+  char *url_host;
+  struct curl_slist *connect_to;
+  char *token; /* last token read from cfg->token_file */
+  time_t token_read_at;
+  struct kcm_ratelimit limit;
+  struct kcm_client_creds creds;
+  struct kcm_client_stats stats;
+};
+
+/* exec.c */
+/* True when exec credentials are there and not about to expire. */
+bool kcm_client_creds_fresh(struct kcm_client *c);
+/* Start the plugin unless it runs; kcm_client_creds_ready() is called when
+ * it has finished (successfully or not). */
+void kcm_client_creds_fetch(struct kcm_client *c);
+void kcm_client_creds_invalidate(struct kcm_client *c);
+void kcm_client_creds_close(struct kcm_client *c);
+void kcm_client_creds_release(struct kcm_client *c);
+
+/* http.c */
+void kcm_client_creds_ready(struct kcm_client *c);
+void kcm_client_handle_closed(uv_handle_t *h);
+
+#endif
