@@ -15,6 +15,7 @@
 
 #include "kcm/client.h"
 #include "kcm/error.h"
+#include "kcm/informer.h"
 #include "kcm/log.h"
 
 struct flags {
@@ -22,16 +23,24 @@ struct flags {
   const char *context;
   const char *master;
   int verbosity;
+  double qps;
+  int burst;
 };
 
 struct app {
   uv_loop_t *loop;
   struct kcm_client_config cfg;
   struct kcm_client *client;
+  struct kcm_intern pool;
+  struct kcm_informer informers[KCM_KIND_COUNT];
+  int informers_open;
   uv_signal_t sigterm, sigint;
   uv_timer_t retry;
+  uv_timer_t sync_check;
+  uint64_t started;
   uint64_t backoff_ms;
   bool connected;
+  bool synced;
 };
 
 static void usage(FILE *out) {
@@ -46,6 +55,8 @@ static void usage(FILE *out) {
           "                      the in-cluster service account)\n"
           "  --context NAME      kubeconfig context to use (default: current-context)\n"
           "  --master URL        API server URL; overrides the kubeconfig's server\n"
+          "  --kube-api-qps N    requests per second to the API server (default 20)\n"
+          "  --kube-api-burst N  requests allowed in a burst (default 30)\n"
           "  -v, --v N           log verbosity (default 0)\n"
           "  --version           print the version and exit\n"
           "  -h, --help          print this help and exit\n");
@@ -105,7 +116,7 @@ static void parse_flags(int argc, char **argv, struct flags *f) {
       exit(0);
     }
     if (strcmp(key, "kubeconfig") && strcmp(key, "context") && strcmp(key, "master") &&
-        strcmp(key, "v"))
+        strcmp(key, "v") && strcmp(key, "kube-api-qps") && strcmp(key, "kube-api-burst"))
       flag_error("unknown flag: %s", arg);
     if (!value) {
       if (i + 1 >= argc)
@@ -118,7 +129,17 @@ static void parse_flags(int argc, char **argv, struct flags *f) {
       f->context = value;
     else if (!strcmp(key, "master"))
       f->master = value;
-    else if (parse_int(value, &f->verbosity) != 0 || f->verbosity < 0)
+    else if (!strcmp(key, "kube-api-qps")) {
+      char *end;
+      f->qps = strtod(value, &end);
+      if (end == value || *end || f->qps < 0)
+        flag_error("invalid value \"%s\" for flag --kube-api-qps: must be a non-negative "
+                   "number", value);
+    } else if (!strcmp(key, "kube-api-burst")) {
+      if (parse_int(value, &f->burst) != 0 || f->burst < 1)
+        flag_error("invalid value \"%s\" for flag --kube-api-burst: must be a positive "
+                   "integer", value);
+    } else if (parse_int(value, &f->verbosity) != 0 || f->verbosity < 0)
       flag_error("invalid value \"%s\" for flag -v: must be a non-negative integer", value);
   }
 }
@@ -161,8 +182,33 @@ static void check_server(struct app *a) {
     kcm_error("cannot send a request err=\"%s\"", kcm_strerror(err));
 }
 
+static void on_sync_check(uv_timer_t *t) {
+  struct app *a = t->data;
+  int k;
+  for (k = 0; k < KCM_KIND_COUNT; k++) {
+    if (!kcm_informer_synced(&a->informers[k]))
+      return;
+  }
+  uv_timer_stop(t);
+  a->synced = true;
+  kcm_info("caches synced pods=%zu replicasets=%zu deployments=%zu elapsed=\"%llums\"",
+           kcm_informer_len(&a->informers[KCM_KIND_POD]),
+           kcm_informer_len(&a->informers[KCM_KIND_REPLICASET]),
+           kcm_informer_len(&a->informers[KCM_KIND_DEPLOYMENT]),
+           (unsigned long long)(uv_now(a->loop) - a->started));
+}
+
+static void informer_closed(struct kcm_informer *inf) {
+  struct app *a = inf->data;
+  if (--a->informers_open == 0) {
+    kcm_client_close(a->client);
+    a->client = NULL;
+  }
+}
+
 static void on_signal(uv_signal_t *s, int signum) {
   struct app *a = s->data;
+  int k;
   kcm_info("shutting down signal=\"%s\"", signum == SIGTERM ? "SIGTERM" : "SIGINT");
   uv_signal_stop(&a->sigterm);
   uv_signal_stop(&a->sigint);
@@ -170,16 +216,19 @@ static void on_signal(uv_signal_t *s, int signum) {
   uv_close((uv_handle_t *)&a->sigint, NULL);
   uv_timer_stop(&a->retry);
   uv_close((uv_handle_t *)&a->retry, NULL);
-  kcm_client_close(a->client);
-  a->client = NULL;
+  uv_timer_stop(&a->sync_check);
+  uv_close((uv_handle_t *)&a->sync_check, NULL);
+  a->informers_open = KCM_KIND_COUNT;
+  for (k = 0; k < KCM_KIND_COUNT; k++)
+    kcm_informer_stop(&a->informers[k], informer_closed);
 }
 
 int main(int argc, char **argv) {
-  struct flags f = {0};
+  struct flags f = {NULL, NULL, NULL, 0, 20, 30};
   struct kcm_client_config_options copts;
   struct app a = {0};
   char *errmsg = NULL;
-  int err;
+  int err, k;
 
   parse_flags(argc, argv, &f);
   kcm_log_set_verbosity(f.verbosity);
@@ -210,11 +259,33 @@ int main(int argc, char **argv) {
   uv_signal_start(&a.sigterm, on_signal, SIGTERM);
   uv_signal_start(&a.sigint, on_signal, SIGINT);
   uv_timer_init(a.loop, &a.retry);
-  a.retry.data = &a;
+  uv_timer_init(a.loop, &a.sync_check);
+  a.retry.data = a.sync_check.data = &a;
   a.backoff_ms = 800;
+  kcm_client_set_rate_limit(a.client, f.qps, f.burst);
+  kcm_intern_init(&a.pool);
+  for (k = 0; k < KCM_KIND_COUNT; k++) {
+    struct kcm_informer_options io = {0};
+    io.kind = (enum kcm_kind)k;
+    err = kcm_informer_init(&a.informers[k], a.loop, a.client, &a.pool, &io);
+    if (err) {
+      fprintf(stderr, "kcm: cannot set up the %s cache: %s\n",
+              kcm_api_kind_name((enum kcm_kind)k), kcm_strerror(err));
+      return 1;
+    }
+    a.informers[k].data = &a;
+  }
   check_server(&a);
+  uv_update_time(a.loop);
+  a.started = uv_now(a.loop);
+  for (k = 0; k < KCM_KIND_COUNT; k++)
+    kcm_informer_start(&a.informers[k]);
+  uv_timer_start(&a.sync_check, on_sync_check, 50, 50);
 
   uv_run(a.loop, UV_RUN_DEFAULT);
+  for (k = 0; k < KCM_KIND_COUNT; k++)
+    kcm_informer_release(&a.informers[k]);
+  kcm_intern_release(&a.pool);
   uv_loop_close(a.loop);
   kcm_client_config_release(&a.cfg);
   kcm_info("stopped");

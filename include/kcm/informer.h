@@ -116,6 +116,7 @@ struct kcm_informer {
   uv_timer_t resync;
   int closing;            /* handles still to close */
   void (*on_closed)(struct kcm_informer *inf);
+  void *data;             /* free for the owner's use */
 };
 
 /* Set up an informer; nothing is sent until kcm_informer_start(). The

@@ -297,6 +297,15 @@ static void report(struct kcm_client_request *r, CURLcode code) {
       resp.message = "";
     }
   }
+  if (kcm_log_verbosity() >= 6 && r->easy) {
+    char *url = NULL;
+    long version = 0;
+    curl_easy_getinfo(r->easy, CURLINFO_EFFECTIVE_URL, &url);
+    curl_easy_getinfo(r->easy, CURLINFO_HTTP_VERSION, &version);
+    kcm_v(6, "%s %s %ld in %llu milliseconds http=\"%s\"", r->method, url ? url : "",
+          resp.status, (unsigned long long)(uv_now(r->client->loop) - r->created),
+          version == CURL_HTTP_VERSION_2_0 ? "2" : "1.1");
+  }
   if (r->done)
     r->done(&resp, r->data);
   free(msg);
@@ -663,6 +672,7 @@ int kcm_client_request(struct kcm_client *c, const struct kcm_client_request_opt
   r->done = o->done;
   r->data = o->data;
   r->created = uv_now(c->loop);
+  snprintf(r->method, sizeof(r->method), "%s", o->method);
   kcm_buf_init(&r->resp, o->max_body ? o->max_body : DEFAULT_MAX_BODY);
   r->easy = e = curl_easy_init();
   if (!e || asprintf(&url, "%s%s", c->url_host, o->path) < 0)

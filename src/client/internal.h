@@ -33,6 +33,7 @@ struct kcm_client_request {
   int fail_err;          /* set when it failed before reaching the network */
   char *fail_msg;
   uint32_t retries;
+  char method[8];
   bool has_retry_after;  /* the answer carried Retry-After */
   bool canceled;
   bool streamed;         /* body bytes went to on_chunk */

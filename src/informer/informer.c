@@ -763,7 +763,11 @@ void kcm_informer_release(struct kcm_informer *inf) {
   free(inf->cont);
   free(inf->handlers);
   free(inf->ns);
-  memset(inf, 0, sizeof(*inf));
+  inf->handlers = NULL;
+  inf->ns = NULL;
+  inf->pending = NULL;
+  inf->cont = NULL;
+  inf->framer = NULL;
 }
 
 /* --- reads ---------------------------------------------------------------------------------- */
