@@ -7,9 +7,11 @@
  * timeout in [300, 600) s, decoding each event once into a struct from
  * kcm/api.h. The algorithm is client-go's reflector:
  *
- *   - the first list asks for resourceVersion "0" (the watch cache); later
- *     lists ask for the last version seen, without paging unless the server
- *     paged before; a 410 Gone on a list retries at "" (a quorum read);
+ *   - every list is paged, so no response holds more than one page: the
+ *     first list asks for resourceVersion "" (a consistent read), later ones
+ *     for the last version seen; a 410 Gone on a list retries at "". (client-go
+ *     starts at "0", the watch cache, which many servers answer with every
+ *     object in one response whatever the limit: unbounded memory.)
  *   - a watch that ends cleanly is restarted at once; one that fails, or
  *     ends in under a second with no events, waits with jittered
  *     exponential backoff (800 ms doubling to 30 s, reset after 2 min
@@ -97,7 +99,6 @@ struct kcm_informer {
   bool need_list;         /* the next attempt lists (else it watches) */
   char rv[32];            /* last resourceVersion seen ("" before the first list) */
   bool rv_gone;           /* a list at rv got 410: the next list asks for "" */
-  bool paginated;         /* the server paged a list: keep paging */
   char *ns;               /* owned copy of opts.namespace */
   int stop_reason;        /* why the informer stopped its own watch */
   uint64_t retry_in_ms;   /* the last backoff wait */

@@ -311,9 +311,10 @@ static void on_list(const struct kcm_client_response *resp, void *data);
 static void send_list(struct kcm_informer *inf) {
   struct kcm_buf path = KCM_BUF_INIT(4096);
   struct kcm_client_request_options o = {0};
-  const char *rv = inf->rv_gone ? "" : (inf->rv[0] ? inf->rv : "0");
-  bool page = inf->opts.page_size &&
-              (inf->cont || !*rv || !strcmp(rv, "0") || inf->paginated);
+  /* Lists are always paged, so no response holds more than a page; the
+   * first list (and any after a 410) is a consistent read at "". */
+  const char *rv = inf->rv_gone ? "" : inf->rv;
+  bool page = inf->opts.page_size > 0;
   int err = kcm_informer_collection_path(inf->opts.kind, inf->opts.namespace, &path);
 
   if (!err)
@@ -402,7 +403,6 @@ static int apply_page(struct kcm_informer *inf, const char *body, size_t len,
     if (json_object_object_get_ex(meta, "continue", &v) &&
         json_object_is_type(v, json_type_string) && json_object_get_string_len(v) > 0) {
       inf->cont = strdup(json_object_get_string(v));
-      inf->paginated = true;
       if (!inf->cont)
         err = KCM_ENOMEM;
     }

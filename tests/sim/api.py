@@ -290,7 +290,9 @@ class Api:
 
     # --- create ------------------------------------------------------------------
 
-    def create(self, res, ns, body, dry_run=False):
+    def create(self, res, ns, body, dry_run=False, keep_status=False):
+        """POST. keep_status (internal, for bulk loading) stores the given
+        status instead of the one a new object starts with."""
         self._check_kind(res, body)
         meta = body.get("metadata")
         if meta is None:
@@ -318,7 +320,10 @@ class Api:
             meta["creationTimestamp"] = now_rfc3339()
             self._decode_times(res, body)
             res.default(body)
+            status = body.get("status")
             res.prepare_create(body)
+            if keep_status and status is not None:
+                body["status"] = status
             errs = res.validate(body, None)
             if errs:
                 raise invalid(res, meta.get("name") or "", errs)

@@ -105,6 +105,78 @@ def resource_verb(method, r, query):
     return {"POST": "create", "PUT": "update", "PATCH": "patch"}.get(method, method.lower())
 
 
+def bulk_load(api, body):
+    """Load many running pods (and the ReplicaSets owning them) straight into
+    the store, for benchmarks: {"namespaces": 10, "pods": 10000,
+    "replicasets": 200, "image": "nginx:1.7.9", "nodes": 100}."""
+    if not isinstance(body, dict):
+        raise ValueError("body must be an object")
+    npods = int(body.get("pods", 0))
+    nrs = max(1, int(body.get("replicasets", max(1, npods // 50))))
+    nns = max(1, int(body.get("namespaces", 1)))
+    nodes = max(1, int(body.get("nodes", 100)))
+    image = str(body.get("image", "nginx:1.7.9"))
+    prefix = str(body.get("prefix", "bench"))
+    if npods < 0 or npods > 1000000:
+        raise ValueError("pods must be between 0 and 1000000")
+    api.ctx.manager = "bulk-loader"
+    nsres, rsres, podres = (resources.BY_PLURAL[p] for p in
+                            ("namespaces", "replicasets", "pods"))
+    owners = []
+    for i in range(nns):
+        ns = "%s-%d" % (prefix, i)
+        try:
+            api.create(nsres, "", {"metadata": {"name": ns}})
+        except ApiError:
+            pass
+    for i in range(nrs):
+        ns = "%s-%d" % (prefix, i % nns)
+        h = "%08x" % (0x9e3779b9 * (i + 1) & 0xffffffff)
+        labels = {"app": "%s-%d" % (prefix, i), "pod-template-hash": h}
+        replicas = npods // nrs + (1 if i < npods % nrs else 0)
+        rs = api.create(rsres, ns, {
+            "metadata": {"name": "%s-%d-%s" % (prefix, i, h), "labels": labels},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": labels},
+                     "template": {"metadata": {"labels": labels},
+                                  "spec": {"containers": [{"name": "app", "image": image,
+                                                           "ports": [{"containerPort": 80}]}]}}}})
+        owners.append(rs)
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    for i in range(npods):
+        rs = owners[i % nrs]
+        meta = rs["metadata"]
+        node = "bench-node-%d" % (i % nodes)
+        name = "%s-%05x" % (meta["name"], i)
+        api.create(podres, meta["namespace"], {
+            "metadata": {"name": name, "generateName": meta["name"] + "-",
+                         "labels": dict(meta["labels"]),
+                         "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                                              "name": meta["name"], "uid": meta["uid"],
+                                              "controller": True, "blockOwnerDeletion": True}]},
+            "spec": {"nodeName": node,
+                     "containers": [{"name": "app", "image": image,
+                                     "ports": [{"containerPort": 80}]}]},
+            "status": {"phase": "Running", "qosClass": "BestEffort",
+                       "hostIP": "10.0.%d.%d" % (i % nodes // 250, i % nodes % 250 + 1),
+                       "podIP": "10.244.%d.%d" % (i // 250 % 250, i % 250 + 2),
+                       "podIPs": [{"ip": "10.244.%d.%d" % (i // 250 % 250, i % 250 + 2)}],
+                       "startTime": now,
+                       "conditions": [
+                           {"type": t, "status": "True", "lastProbeTime": None,
+                            "lastTransitionTime": now}
+                           for t in ("Initialized", "Ready", "ContainersReady",
+                                     "PodScheduled")],
+                       "containerStatuses": [{
+                           "name": "app", "state": {"running": {"startedAt": now}},
+                           "lastState": {}, "ready": True, "restartCount": 0,
+                           "image": image,
+                           "imageID": "docker.io/library/nginx@sha256:" + "0" * 64,
+                           "containerID": "containerd://%064x" % i, "started": True}]},
+        }, keep_status=True)
+    return {"pods": npods, "replicasets": nrs, "namespaces": nns,
+            "resourceVersion": api.store.rv}
+
+
 def anonymous_forbidden(r, verb, path):
     """What RBAC answers a request without credentials."""
     who = 'User "system:anonymous"'
@@ -784,6 +856,15 @@ class Handler(BaseHTTPRequestHandler):
                 return self.send_json(200, {"resourceVersion": store.rv, "objects": counts,
                                             "compacted": {p: lg.compacted
                                                           for p, lg in store.logs.items()}})
+        if r.name == "bulk" and self.command == "POST":
+            try:
+                body = json.loads(self.read_body() or b"{}")
+                result = bulk_load(srv.api, body)
+            except (ValueError, TypeError, KeyError) as e:
+                return self.send_json(400, {"error": str(e)})
+            except ApiError as e:
+                return self.send_json(400, {"error": e.message})
+            return self.send_json(200, result)
         if r.name == "kubelet" and srv.kubelet is not None:
             if self.command == "POST":
                 try:
