@@ -63,13 +63,19 @@ class Kubectl:
 
 
 class Kcm:
-    """kcm run as a child process, its log kept in a file."""
+    """kcm run as a child process, its log kept in a file. kubeconfig None
+    leaves kcm to find its settings (env: extra environment variables)."""
 
-    def __init__(self, binary, kubeconfig, workdir, extra=()):
-        self.log_path = os.path.join(workdir, "kcm.log")
+    def __init__(self, binary, kubeconfig, workdir, extra=(), log_name="kcm.log", env=None):
+        self.log_path = os.path.join(workdir, log_name)
         self.log = open(self.log_path, "w")
-        self.proc = subprocess.Popen([binary, "--kubeconfig", kubeconfig, "-v", "2", *extra],
-                                     stdout=self.log, stderr=subprocess.STDOUT)
+        args = [binary, "-v", "2", *extra]
+        if kubeconfig:
+            args[1:1] = ["--kubeconfig", kubeconfig]
+        full_env = dict(os.environ)
+        full_env.update(env or {})
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT,
+                                     env=full_env)
 
     def text(self):
         with open(self.log_path) as f:
@@ -104,6 +110,7 @@ class Env:
             self.sim = SimProcess("--kubelet", "--ready-delay", "0.5")
             self.kubeconfig = self.sim.kubeconfig
             self.real = False
+        self.kcm_binary = kcm_binary
         if os.environ.get("KCM_E2E_START_KCM", "1") != "0":
             self.kcm = Kcm(kcm_binary, self.kubeconfig, self.workdir)
 

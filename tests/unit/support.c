@@ -102,7 +102,7 @@ void support_request(uv_loop_t *loop, struct kcm_client *c, const char *method,
   o.body_len = body ? strlen(body) : 0;
   if (!strcmp(method, "PATCH"))
     o.content_type = "application/merge-patch+json";
-  o.timeout_ms = 20000;
+  o.timeout_ms = 600000; /* bulk loads of many pods take a while */
   o.done = on_done;
   o.data = r;
   assert_int_equal(kcm_client_request(c, &o, NULL), 0);

@@ -266,6 +266,27 @@ static void bad_objects_name_the_field(void **state) {
   decode_fails(KCM_KIND_POD, json, "metadata.name");
 }
 
+static void huge_strings_are_kept_whole(void **state) {
+  size_t big = 1u << 20;
+  char *json = malloc(2 * big + 1024), *p;
+  struct kcm_replicaset *rs;
+  p = json + sprintf(json, "{\"metadata\":{\"name\":\"r\",\"namespace\":\"d\",\"uid\":"
+                           "\"30478c2c-7480-4d2d-a623-3c83746df9f3\",\"resourceVersion\":\"1\","
+                           "\"annotations\":{\"a\":\"");
+  memset(p, 'x', big);
+  p += big;
+  p += sprintf(p, "\"}},\"spec\":{\"selector\":{},\"template\":{\"metadata\":{"
+                  "\"annotations\":{\"t\":\"");
+  memset(p, 'y', big);
+  p += big;
+  sprintf(p, "\"}}}}}");
+  rs = (struct kcm_replicaset *)decode_ok(KCM_KIND_REPLICASET, json);
+  assert_int_equal(strlen(kcm_api_pairs_get(&rs->annotations, "a")), big);
+  assert_true(strlen(rs->template) > big);
+  kcm_api_unref(&rs->o, &pool);
+  free(json);
+}
+
 static void canonical_json_sorts_and_escapes(void **state) {
   struct kcm_buf b = KCM_BUF_INIT(4096);
   struct json_object *o = json_tokener_parse(
@@ -328,6 +349,7 @@ int main(void) {
       cmocka_unit_test(replicaset_defaults),
       cmocka_unit_test(deployment_fields),
       cmocka_unit_test(bad_objects_name_the_field),
+      cmocka_unit_test(huge_strings_are_kept_whole),
       cmocka_unit_test(canonical_json_sorts_and_escapes),
       cmocka_unit_test(times),
       cmocka_unit_test(uids),

@@ -135,13 +135,15 @@ struct fixture {
   struct kcm_intern pool;
   struct kcm_informer inf;
   char ns[64];
-  int added, updated, deleted, deleted_unknown;
+  int added, updated, deleted, deleted_unknown, resynced;
   bool closed;
 };
 
 static void h_added(void *ctx, struct kcm_object *o) { ((struct fixture *)ctx)->added++; }
 static void h_updated(void *ctx, struct kcm_object *a, struct kcm_object *b) {
   ((struct fixture *)ctx)->updated++;
+  if (a == b)
+    ((struct fixture *)ctx)->resynced++;
 }
 static void h_deleted(void *ctx, struct kcm_object *o, bool unknown) {
   struct fixture *f = ctx;
@@ -152,7 +154,11 @@ static void h_deleted(void *ctx, struct kcm_object *o, bool unknown) {
 
 static int ns_counter;
 
-static void fixture_init(struct fixture *f) {
+static void fixture_init_resync(struct fixture *f, uint64_t resync_ms);
+
+static void fixture_init(struct fixture *f) { fixture_init_resync(f, 0); }
+
+static void fixture_init_resync(struct fixture *f, uint64_t resync_ms) {
   struct kcm_client_config_options co = {support_sim_file("kubeconfig"), NULL, NULL};
   struct kcm_informer_options io = {0};
   struct kcm_informer_handler h = {h_added, h_updated, h_deleted, NULL};
@@ -175,6 +181,7 @@ static void fixture_init(struct fixture *f) {
   io.backoff_initial_ms = 50;
   io.backoff_max_ms = 400;
   io.watch_timeout_min_s = 5;
+  io.resync_ms = resync_ms;
   assert_int_equal(kcm_informer_init(&f->inf, &f->loop, f->client, &f->pool, &io), 0);
   h.ctx = f;
   assert_int_equal(kcm_informer_add_handler(&f->inf, &h), 0);
@@ -452,6 +459,20 @@ static int stop_sim(void **state) {
   return 0;
 }
 
+static bool resynced_twice(void *arg) { return ((struct fixture *)arg)->resynced >= 2; }
+
+static void periodic_resync(void **state) {
+  struct fixture f;
+  fixture_init_resync(&f, 200);
+  make_pod(&f, "a", NULL);
+  kcm_informer_start(&f.inf);
+  wait_converged(&f);
+  assert_true(support_run_until(&f.loop, resynced_twice, &f, 5000));
+  assert_int_equal(f.updated, f.resynced); /* nothing changed: only resyncs */
+  assert_int_equal(f.inf.stats.lists, 1);  /* a resync replays the cache; it does not list */
+  fixture_free(&f);
+}
+
 int main(void) {
   const struct CMUnitTest framing[] = {
       cmocka_unit_test(framing_at_every_split),
@@ -467,6 +488,7 @@ int main(void) {
       cmocka_unit_test(throttled_list_honours_retry_after),
       cmocka_unit_test(server_errors_and_latency),
       cmocka_unit_test(garbage_is_counted_and_skipped),
+      cmocka_unit_test(periodic_resync),
   };
   int failed = cmocka_run_group_tests_name("framing", framing, NULL, NULL);
   failed += cmocka_run_group_tests_name("informer", live, start_sim, stop_sim);
