@@ -112,7 +112,8 @@ struct kcm_client_request_options {
   const char *body;         /* borrowed until the request starts (it is copied) */
   size_t body_len;
   const char *content_type; /* default application/json when there is a body */
-  long timeout_ms;          /* whole-request limit; 0 means none */
+  long timeout_ms;          /* whole-request limit; 0: 60 s (30 min when streaming) */
+  long idle_timeout_ms;     /* fail if no byte arrives for this long; 0: no limit */
   size_t max_body;          /* cap on a buffered response (default 16 MiB) */
   kcm_client_chunk_cb on_chunk; /* if set the body is streamed, not buffered */
   kcm_client_done_cb done;  /* always called exactly once, on the loop */

@@ -27,6 +27,8 @@
 #define DEFAULT_MAX_BODY (16u << 20)
 #define TOKEN_REREAD_SECONDS 60
 #define MAX_RETRIES 10
+#define DEFAULT_TIMEOUT_MS 60000L
+#define STREAM_TIMEOUT_MS (30L * 60 * 1000)
 #define USER_AGENT "kcm/" KCM_VERSION
 
 struct sock_ctx {
@@ -694,8 +696,13 @@ int kcm_client_request(struct kcm_client *c, const struct kcm_client_request_opt
   curl_easy_setopt(e, CURLOPT_TCP_KEEPINTVL, 10L);
   curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
-  if (o->timeout_ms > 0)
-    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, o->timeout_ms);
+  curl_easy_setopt(e, CURLOPT_TIMEOUT_MS,
+                   o->timeout_ms > 0 ? o->timeout_ms
+                                     : (o->on_chunk ? STREAM_TIMEOUT_MS : DEFAULT_TIMEOUT_MS));
+  if (o->idle_timeout_ms > 0) {
+    curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, (o->idle_timeout_ms + 999) / 1000);
+  }
   if (strcmp(o->method, "GET") != 0)
     curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, o->method);
   if (o->body) {

@@ -612,7 +612,10 @@ static void start_watch(struct kcm_informer *inf) {
   inf->watch_events = 0;
   o.method = "GET";
   o.path = path.data;
-  o.timeout_ms = (long)(timeout + 60) * 1000; /* the server ends it at `timeout` */
+  /* The server ends the watch at `timeout`; a stream silent for longer
+   * than that is dead. */
+  o.timeout_ms = (long)(timeout + 60) * 1000;
+  o.idle_timeout_ms = (long)(timeout + 30) * 1000;
   o.on_chunk = on_chunk;
   o.done = on_watch;
   o.data = inf;

@@ -805,6 +805,35 @@ static void token_file_reread_after_refusal(void **state) {
   kcm_client_config_release(&cfg);
 }
 
+static void tls_server_name_is_verified(void **state) {
+  struct result a;
+  uint64_t runs;
+  char server[256], ca[4096], text[16384];
+  sim_cluster(server, sizeof(server), ca, sizeof(ca));
+  /* Connect to 127.0.0.1 but verify the certificate as "localhost". */
+  snprintf(text, sizeof(text),
+           "current-context: x\n"
+           "clusters: [{name: c, cluster: {server: '%s', certificate-authority-data: %s, "
+           "tls-server-name: localhost}}]\n"
+           "contexts: [{name: x, context: {cluster: c, user: u}}]\n"
+           "users: [{name: u, user: {token: %s}}]\n",
+           server, ca, read_text(sim_file("token")));
+  write_file("sni-config", text);
+  two_requests(path_of("sni-config"), &a, &a, &runs);
+  assert_int_equal(a.err, 0);
+  snprintf(text, sizeof(text),
+           "current-context: x\n"
+           "clusters: [{name: c, cluster: {server: '%s', certificate-authority-data: %s, "
+           "tls-server-name: api.example.com}}]\n"
+           "contexts: [{name: x, context: {cluster: c, user: u}}]\n"
+           "users: [{name: u, user: {token: %s}}]\n",
+           server, ca, read_text(sim_file("token")));
+  write_file("wrong-sni-config", text);
+  two_requests(path_of("wrong-sni-config"), &a, &a, &runs);
+  assert_int_equal(a.err, KCM_ENETWORK); /* the certificate is not for that name */
+  assert_non_null(strstr(a.message, "api.example.com"));
+}
+
 static void bad_exec_settings(void **state) {
   expect_error("current-context: x\ncontexts: [{name: x, context: {cluster: c, user: u}}]\n"
                "clusters: [{name: c, cluster: {server: 'https://a'}}]\n"
@@ -914,6 +943,7 @@ int main(void) {
       cmocka_unit_test(exec_plugin_client_certificate),
       cmocka_unit_test(exec_plugin_failures_are_clear),
       cmocka_unit_test(token_file_reread_after_refusal),
+      cmocka_unit_test(tls_server_name_is_verified),
       cmocka_unit_test(watch_streams_until_stopped),
       cmocka_unit_test(cancel_reports_from_the_loop),
   };
