@@ -26,7 +26,8 @@
  * borrowed for the call (take a reference to keep one).
  *
  * Indexes: by namespace and by controller UID (the uid of the owner
- * reference with controller: true), iterated through the objects' links.
+ * reference with controller: true; objects without one share a bucket of
+ * orphans), iterated through the objects' links.
  */
 #ifndef KCM_INFORMER_H
 #define KCM_INFORMER_H
@@ -141,7 +142,8 @@ struct kcm_object *kcm_informer_get(const struct kcm_informer *inf, const char *
 size_t kcm_informer_len(const struct kcm_informer *inf);
 /* The first object in a namespace (then follow obj->ns_next), or NULL. */
 struct kcm_object *kcm_informer_first_in(const struct kcm_informer *inf, const char *ns);
-/* The first object whose controller has this uid (then obj->own_next). */
+/* The first object whose controller has this uid (then obj->own_next);
+ * owner NULL gives the objects without a controller (orphans). */
 struct kcm_object *kcm_informer_first_owned(const struct kcm_informer *inf,
                                             const struct kcm_uid *owner);
 

@@ -64,6 +64,13 @@ static const struct kcm_map_type owner_type = {hash_uid, match_uid};
 
 /* --- indexes ------------------------------------------------------------------------ */
 
+static const struct kcm_uid no_owner; /* all zero: the bucket of orphans */
+
+/* The owner-index bucket of an object: its controller's uid, or no_owner. */
+static const struct kcm_uid *owner_of(const struct kcm_object *o) {
+  return o->has_controller ? &o->controller.uid : &no_owner;
+}
+
 static void link_obj(struct kcm_informer *inf, struct kcm_object *o) {
   struct kcm_informer_bucket *b = kcm_map_get(&inf->by_ns, o->ns);
   if (!b && (b = calloc(1, sizeof(*b)))) {
@@ -84,11 +91,9 @@ static void link_obj(struct kcm_informer *inf, struct kcm_object *o) {
     b->n++;
   }
   o->own_prev = o->own_next = NULL;
-  if (!o->has_controller)
-    return;
-  b = kcm_map_get(&inf->by_owner, &o->controller.uid);
+  b = kcm_map_get(&inf->by_owner, owner_of(o));
   if (!b && (b = calloc(1, sizeof(*b)))) {
-    b->uid = o->controller.uid;
+    b->uid = *owner_of(o);
     if (kcm_map_put(&inf->by_owner, &b->uid, b, NULL)) {
       free(b);
       b = NULL;
@@ -119,9 +124,7 @@ static void unlink_obj(struct kcm_informer *inf, struct kcm_object *o) {
     }
   }
   o->ns_prev = o->ns_next = NULL;
-  if (!o->has_controller)
-    return;
-  b = kcm_map_get(&inf->by_owner, &o->controller.uid);
+  b = kcm_map_get(&inf->by_owner, owner_of(o));
   if (b) {
     if (o->own_prev)
       o->own_prev->own_next = o->own_next;
@@ -130,7 +133,7 @@ static void unlink_obj(struct kcm_informer *inf, struct kcm_object *o) {
     if (o->own_next)
       o->own_next->own_prev = o->own_prev;
     if (--b->n == 0) {
-      kcm_map_remove(&inf->by_owner, &o->controller.uid);
+      kcm_map_remove(&inf->by_owner, owner_of(o));
       free(b);
     }
   }
@@ -792,6 +795,6 @@ struct kcm_object *kcm_informer_first_in(const struct kcm_informer *inf, const c
 
 struct kcm_object *kcm_informer_first_owned(const struct kcm_informer *inf,
                                             const struct kcm_uid *owner) {
-  struct kcm_informer_bucket *b = kcm_map_get(&inf->by_owner, owner);
+  struct kcm_informer_bucket *b = kcm_map_get(&inf->by_owner, owner ? owner : &no_owner);
   return b ? b->head : NULL;
 }

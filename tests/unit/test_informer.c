@@ -331,6 +331,9 @@ static void lists_then_watches(void **state) {
   assert_int_equal(f.deleted_unknown, 0);
   assert_string_equal(kcm_labels_get(&kcm_informer_get(&f.inf, f.ns, "a")->labels, "x"), "y");
   assert_null(kcm_informer_first_owned(&f.inf, &owner));
+  for (n = 0, o = kcm_informer_first_owned(&f.inf, NULL); o; o = o->own_next)
+    n++;
+  assert_int_equal(n, 3); /* a, b and d have no controller */
   assert_int_equal(f.inf.stats.decode_errors, 0);
   fixture_free(&f);
 }
