@@ -5,6 +5,7 @@
  * loop until SIGTERM or SIGINT.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <json-c/json.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -17,6 +18,7 @@
 #include "kcm/error.h"
 #include "kcm/informer.h"
 #include "kcm/log.h"
+#include "kcm/replicaset.h"
 
 struct flags {
   const char *kubeconfig;
@@ -25,6 +27,7 @@ struct flags {
   int verbosity;
   double qps;
   int burst;
+  int rs_workers;
 };
 
 struct app {
@@ -34,6 +37,7 @@ struct app {
   struct kcm_intern pool;
   struct kcm_informer informers[KCM_KIND_COUNT];
   int informers_open;
+  struct kcm_replicaset_controller rs;
   uv_signal_t sigterm, sigint;
   uv_timer_t retry;
   uv_timer_t sync_check;
@@ -57,6 +61,8 @@ static void usage(FILE *out) {
           "  --master URL        API server URL; overrides the kubeconfig's server\n"
           "  --kube-api-qps N    requests per second to the API server (default 20)\n"
           "  --kube-api-burst N  requests allowed in a burst (default 30)\n"
+          "  --concurrent-replicaset-syncs N\n"
+          "                      ReplicaSets synced at once (default 5)\n"
           "  -v, --v N           log verbosity (default 0)\n"
           "  --version           print the version and exit\n"
           "  -h, --help          print this help and exit\n");
@@ -116,7 +122,8 @@ static void parse_flags(int argc, char **argv, struct flags *f) {
       exit(0);
     }
     if (strcmp(key, "kubeconfig") && strcmp(key, "context") && strcmp(key, "master") &&
-        strcmp(key, "v") && strcmp(key, "kube-api-qps") && strcmp(key, "kube-api-burst"))
+        strcmp(key, "v") && strcmp(key, "kube-api-qps") && strcmp(key, "kube-api-burst") &&
+        strcmp(key, "concurrent-replicaset-syncs"))
       flag_error("unknown flag: %s", arg);
     if (!value) {
       if (i + 1 >= argc)
@@ -135,6 +142,10 @@ static void parse_flags(int argc, char **argv, struct flags *f) {
       if (end == value || *end || f->qps < 0)
         flag_error("invalid value \"%s\" for flag --kube-api-qps: must be a non-negative "
                    "number", value);
+    } else if (!strcmp(key, "concurrent-replicaset-syncs")) {
+      if (parse_int(value, &f->rs_workers) != 0 || f->rs_workers < 1)
+        flag_error("invalid value \"%s\" for flag --concurrent-replicaset-syncs: must be a "
+                   "positive integer", value);
     } else if (!strcmp(key, "kube-api-burst")) {
       if (parse_int(value, &f->burst) != 0 || f->burst < 1)
         flag_error("invalid value \"%s\" for flag --kube-api-burst: must be a positive "
@@ -168,8 +179,6 @@ static void on_version(const struct kcm_client_response *resp, void *data) {
                ? json_object_get_string(ver)
                : "unknown");
   json_object_put(obj);
-  if (!a->connected)
-    kcm_info("no controllers are enabled in this build; kcm stays connected and idle");
   a->connected = true;
   a->backoff_ms = 800;
 }
@@ -196,6 +205,8 @@ static void on_sync_check(uv_timer_t *t) {
            kcm_informer_len(&a->informers[KCM_KIND_REPLICASET]),
            kcm_informer_len(&a->informers[KCM_KIND_DEPLOYMENT]),
            (unsigned long long)(uv_now(a->loop) - a->started));
+  kcm_info("starting controller name=\"replicaset\" workers=%u", a->rs.workers);
+  kcm_replicaset_run(&a->rs);
 }
 
 static void informer_closed(struct kcm_informer *inf) {
@@ -206,9 +217,20 @@ static void informer_closed(struct kcm_informer *inf) {
   }
 }
 
+static struct app *app_of_rs(struct kcm_replicaset_controller *rs) {
+  return (struct app *)(void *)((char *)rs - offsetof(struct app, rs));
+}
+
+static void rs_stopped(struct kcm_replicaset_controller *rs) {
+  struct app *a = app_of_rs(rs);
+  int k;
+  a->informers_open = KCM_KIND_COUNT;
+  for (k = 0; k < KCM_KIND_COUNT; k++)
+    kcm_informer_stop(&a->informers[k], informer_closed);
+}
+
 static void on_signal(uv_signal_t *s, int signum) {
   struct app *a = s->data;
-  int k;
   kcm_info("shutting down signal=\"%s\"", signum == SIGTERM ? "SIGTERM" : "SIGINT");
   uv_signal_stop(&a->sigterm);
   uv_signal_stop(&a->sigint);
@@ -218,13 +240,11 @@ static void on_signal(uv_signal_t *s, int signum) {
   uv_close((uv_handle_t *)&a->retry, NULL);
   uv_timer_stop(&a->sync_check);
   uv_close((uv_handle_t *)&a->sync_check, NULL);
-  a->informers_open = KCM_KIND_COUNT;
-  for (k = 0; k < KCM_KIND_COUNT; k++)
-    kcm_informer_stop(&a->informers[k], informer_closed);
+  kcm_replicaset_stop(&a->rs, rs_stopped);
 }
 
 int main(int argc, char **argv) {
-  struct flags f = {NULL, NULL, NULL, 0, 20, 30};
+  struct flags f = {NULL, NULL, NULL, 0, 20, 30, 5};
   struct kcm_client_config_options copts;
   struct app a = {0};
   char *errmsg = NULL;
@@ -275,6 +295,12 @@ int main(int argc, char **argv) {
     }
     a.informers[k].data = &a;
   }
+  err = kcm_replicaset_init(&a.rs, a.loop, a.client, &a.informers[KCM_KIND_REPLICASET],
+                            &a.informers[KCM_KIND_POD], &a.pool, (uint32_t)f.rs_workers);
+  if (err) {
+    fprintf(stderr, "kcm: cannot set up the ReplicaSet controller: %s\n", kcm_strerror(err));
+    return 1;
+  }
   check_server(&a);
   uv_update_time(a.loop);
   a.started = uv_now(a.loop);
@@ -283,6 +309,7 @@ int main(int argc, char **argv) {
   uv_timer_start(&a.sync_check, on_sync_check, 50, 50);
 
   uv_run(a.loop, UV_RUN_DEFAULT);
+  kcm_replicaset_release(&a.rs);
   for (k = 0; k < KCM_KIND_COUNT; k++)
     kcm_informer_release(&a.informers[k]);
   kcm_intern_release(&a.pool);

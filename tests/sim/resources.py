@@ -721,6 +721,15 @@ class _AppsWorkload(Resource):
     has_generation = True
     generic_field_labels = True
     empty_status = {}
+    # Status fields Go leaves out when zero (omitempty, not pointers).
+    status_omitempty = ()
+
+    def default(self, obj):
+        status = obj.get("status")
+        if isinstance(status, dict):
+            for f in self.status_omitempty:
+                if status.get(f) in (0, None, [], {}) and f in status:
+                    del status[f]
 
     def prepare_create(self, obj):
         super().prepare_create(obj)
@@ -755,7 +764,12 @@ class Deployments(_AppsWorkload):
     subresources = {"status": (None, None, "Deployment", ("get", "patch", "update")),
                     "scale": ("autoscaling", "v1", "Scale", ("get", "patch", "update"))}
 
+    status_omitempty = ("observedGeneration", "replicas", "updatedReplicas", "readyReplicas",
+                        "availableReplicas", "unavailableReplicas", "terminatingReplicas",
+                        "conditions")
+
     def default(self, obj):
+        super().default(obj)
         spec = obj.get("spec")
         if not isinstance(spec, dict):
             return
@@ -838,8 +852,14 @@ class ReplicaSets(_AppsWorkload):
     subresources = {"status": (None, None, "ReplicaSet", ("get", "patch", "update")),
                     "scale": ("autoscaling", "v1", "Scale", ("get", "patch", "update"))}
     empty_status = {"replicas": 0}
+    status_omitempty = ("fullyLabeledReplicas", "readyReplicas", "availableReplicas",
+                        "terminatingReplicas", "observedGeneration", "conditions")
 
     def default(self, obj):
+        super().default(obj)
+        status = obj.get("status")
+        if isinstance(status, dict):
+            status.setdefault("replicas", 0)
         spec = obj.get("spec")
         if not isinstance(spec, dict):
             return

@@ -1,0 +1,158 @@
+/*
+ * replicaset — the ReplicaSet controller.
+ *
+ * For each ReplicaSet key taken from the work queue, a pure planning step
+ * reads the cache and decides what to do, and an executor sends it on the
+ * loop, phase by phase, as upstream's syncReplicaSet does:
+ *
+ *   1. claim: adopt matching orphan pods and release owned pods that stop
+ *      matching, by patching ownerReferences; before the first adoption the
+ *      ReplicaSet is read from the API server to check that it is the same
+ *      object (uid) and not being deleted;
+ *   2. manage, only when the expectations are satisfied and the ReplicaSet
+ *      is not being deleted: create the missing pods in slow-start batches
+ *      (1, 2, 4, ...; stop at the first failure) or delete the surplus, the
+ *      pods best deleted first by the upstream ranking; at most 500 either
+ *      way per sync;
+ *   3. status: replicas, fullyLabeledReplicas, readyReplicas,
+ *      availableReplicas, observedGeneration and the ReplicaFailure
+ *      condition, written only when they change.
+ *
+ * Inactive pods (being deleted, Succeeded, Failed) are never claimed or
+ * counted, so a pod is replaced as soon as its deletion starts.
+ *
+ * The planning functions below are pure: they read objects and the clock
+ * they are given and allocate only their results.
+ */
+#ifndef KCM_REPLICASET_H
+#define KCM_REPLICASET_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "kcm/api.h"
+#include "kcm/client.h"
+#include "kcm/events.h"
+#include "kcm/expectations.h"
+#include "kcm/informer.h"
+#include "kcm/workqueue.h"
+
+#define KCM_REPLICASET_BURST 500
+
+/* --- planning (pure) --------------------------------------------------------------- */
+
+bool kcm_replicaset_pod_active(const struct kcm_pod *p);
+/* Ready for at least min_ready seconds before now (strictly). */
+bool kcm_replicaset_pod_available(const struct kcm_pod *p, int32_t min_ready, uint64_t now_ms);
+
+/* Which pods a ReplicaSet owns after adoption and release. Arrays are
+ * owned by the claim (free with kcm_replicaset_claim_release); the pods
+ * are borrowed from the cache. */
+struct kcm_rs_claim {
+  struct kcm_pod **claimed; /* active pods it owns or adopts, matching its selector */
+  size_t nclaimed;
+  struct kcm_pod **adopt;   /* orphans to adopt (also in claimed) */
+  size_t nadopt;
+  struct kcm_pod **release; /* owned pods that no longer match */
+  size_t nrelease;
+};
+
+/* Claim among `candidates` (pods it controls and orphans; others are
+ * ignored). Returns 0 or KCM_ENOMEM. */
+int kcm_replicaset_claim(const struct kcm_replicaset *rs, struct kcm_pod *const *candidates,
+                         size_t n, struct kcm_rs_claim *out);
+void kcm_replicaset_claim_release(struct kcm_rs_claim *c);
+
+/* Sort pods so those best deleted come first (upstream's
+ * ActivePodsWithRanks): unscheduled, then Pending < Unknown < Running, not
+ * ready, lower deletion cost, more related pods on the same node, ready for
+ * a shorter time (log2 buckets, uid to break ties), more restarts, newer. */
+void kcm_replicaset_rank(struct kcm_pod **pods, size_t n, struct kcm_pod *const *related,
+                         size_t nrelated, uint64_t now_ms);
+
+/* Replicas are managed only when the expectations are satisfied (the cache
+ * has seen every earlier create and delete) and the ReplicaSet is not being
+ * deleted. */
+bool kcm_replicaset_should_manage(const struct kcm_replicaset *rs, bool satisfied);
+
+/* Slow start: the next batch after one of `batch`, with `remaining` left
+ * (1, 2, 4, 8, ... never more than remaining). */
+int32_t kcm_replicaset_next_batch(int32_t batch, int32_t remaining);
+
+/* The replica change to make: creates (> 0) or deletes (< 0), capped at
+ * burst; 0 when nothing should change. */
+int32_t kcm_replicaset_diff(const struct kcm_replicaset *rs, size_t active, int32_t burst);
+
+/* The status the ReplicaSet should have. manage_failed with the error's
+ * message sets ReplicaFailure (FailedCreate when `change`, the value of
+ * kcm_replicaset_diff(), was a creation, else FailedDelete) unless one
+ * exists; success removes it. */
+struct kcm_rs_status {
+  int32_t replicas;
+  int32_t fully_labeled;
+  int32_t ready;
+  int32_t available;
+  int64_t observed_generation;
+  struct kcm_conditions conditions; /* owned */
+};
+
+int kcm_replicaset_status(const struct kcm_replicaset *rs, struct kcm_pod *const *claimed,
+                          size_t n, int32_t change, bool manage_failed, const char *message,
+                          uint64_t now_ms, struct kcm_rs_status *out);
+bool kcm_replicaset_status_changed(const struct kcm_replicaset *rs,
+                                   const struct kcm_rs_status *s);
+void kcm_replicaset_status_release(struct kcm_rs_status *s);
+/* The merge patch writing s, guarded by the ReplicaSet's resourceVersion. */
+int kcm_replicaset_status_patch(const struct kcm_replicaset *rs, const struct kcm_rs_status *s,
+                                struct kcm_buf *out);
+
+/* The pod to create from the ReplicaSet's template (labels, annotations and
+ * finalizers of the template, its spec, and the controller reference). */
+int kcm_replicaset_pod_body(const struct kcm_replicaset *rs, struct kcm_buf *out);
+
+/* --- the controller -------------------------------------------------------------------- */
+
+struct kcm_rs_job;
+
+struct kcm_replicaset_controller {
+  uv_loop_t *loop;
+  struct kcm_client *client;
+  struct kcm_informer *rs_informer;
+  struct kcm_informer *pod_informer;
+  struct kcm_intern *pool;
+  struct kcm_workqueue queue;
+  struct kcm_expectations expectations;
+  struct kcm_events events;
+  uint32_t workers;   /* --concurrent-replicaset-syncs */
+  uint32_t running;   /* keys being synced */
+  struct kcm_rs_job *jobs;
+  bool stopping;
+  void (*on_stopped)(struct kcm_replicaset_controller *c);
+  struct {
+    uint64_t syncs;
+    uint64_t creates;
+    uint64_t deletes;
+    uint64_t adoptions;
+    uint64_t releases;
+    uint64_t status_writes;
+    uint64_t errors;
+  } stats;
+};
+
+/* Register with the informers (before they start). Borrowed pointers must
+ * outlive the controller. */
+int kcm_replicaset_init(struct kcm_replicaset_controller *c, uv_loop_t *loop,
+                        struct kcm_client *client, struct kcm_informer *rs_informer,
+                        struct kcm_informer *pod_informer, struct kcm_intern *pool,
+                        uint32_t workers);
+/* Start taking keys once both caches have synced. */
+void kcm_replicaset_run(struct kcm_replicaset_controller *c);
+/* Stop taking keys; on_stopped runs once syncs in flight have finished and
+ * the queue is closed. */
+void kcm_replicaset_stop(struct kcm_replicaset_controller *c,
+                         void (*on_stopped)(struct kcm_replicaset_controller *c));
+void kcm_replicaset_release(struct kcm_replicaset_controller *c);
+
+#endif

@@ -1,0 +1,404 @@
+/*
+ * controllers/replicaset/plan.c — the ReplicaSet controller's pure
+ * decisions: which pods it owns, how many to create or delete, which to
+ * delete first, and what its status should say. See
+ * include/kcm/replicaset.h.
+ */
+#include <json-c/json.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kcm/error.h"
+#include "kcm/replicaset.h"
+
+bool kcm_replicaset_pod_active(const struct kcm_pod *p) {
+  return p->phase != KCM_POD_SUCCEEDED && p->phase != KCM_POD_FAILED && !p->o.deleted;
+}
+
+bool kcm_replicaset_pod_available(const struct kcm_pod *p, int32_t min_ready, uint64_t now_ms) {
+  if (!p->ready)
+    return false;
+  if (min_ready <= 0)
+    return true;
+  return p->ready_since && (uint64_t)(p->ready_since + min_ready) * 1000 < now_ms;
+}
+
+/* --- claiming ---------------------------------------------------------------------- */
+
+static int push(struct kcm_pod ***arr, size_t *n, struct kcm_pod *p) {
+  struct kcm_pod **grown = realloc(*arr, (*n + 1) * sizeof(*grown));
+  if (!grown)
+    return KCM_ENOMEM;
+  grown[(*n)++] = p;
+  *arr = grown;
+  return 0;
+}
+
+int kcm_replicaset_claim(const struct kcm_replicaset *rs, struct kcm_pod *const *candidates,
+                         size_t n, struct kcm_rs_claim *out) {
+  bool deleting = rs->o.deleted != 0;
+  size_t i;
+  int err = 0;
+
+  memset(out, 0, sizeof(*out));
+  for (i = 0; !err && i < n; i++) {
+    struct kcm_pod *p = candidates[i];
+    bool matches;
+    if (!kcm_replicaset_pod_active(p) || strcmp(p->o.ns, rs->o.ns) != 0)
+      continue;
+    matches = kcm_labels_matches(&rs->selector, &p->o.labels);
+    if (p->o.has_controller) {
+      if (!kcm_api_uid_equal(&p->o.controller.uid, &rs->o.uid))
+        continue; /* another controller's pod: never touched */
+      if (matches)
+        err = push(&out->claimed, &out->nclaimed, p);
+      else if (!deleting)
+        err = push(&out->release, &out->nrelease, p);
+      continue;
+    }
+    if (deleting || !matches)
+      continue;
+    err = push(&out->adopt, &out->nadopt, p);
+    if (!err)
+      err = push(&out->claimed, &out->nclaimed, p);
+  }
+  if (err)
+    kcm_replicaset_claim_release(out);
+  return err;
+}
+
+void kcm_replicaset_claim_release(struct kcm_rs_claim *c) {
+  free(c->claimed);
+  free(c->adopt);
+  free(c->release);
+  memset(c, 0, sizeof(*c));
+}
+
+bool kcm_replicaset_should_manage(const struct kcm_replicaset *rs, bool satisfied) {
+  return satisfied && !rs->o.deleted;
+}
+
+int32_t kcm_replicaset_next_batch(int32_t batch, int32_t remaining) {
+  return batch * 2 < remaining ? batch * 2 : remaining;
+}
+
+int32_t kcm_replicaset_diff(const struct kcm_replicaset *rs, size_t active, int32_t burst) {
+  int64_t diff = (int64_t)active - rs->replicas;
+  if (diff < -burst)
+    diff = -burst;
+  if (diff > burst)
+    diff = burst;
+  return (int32_t)-diff;
+}
+
+/* --- ranking --------------------------------------------------------------------------- */
+
+struct ranked {
+  struct kcm_pod *pod;
+  int rank;
+};
+
+static int phase_ordinal(uint8_t phase) {
+  switch (phase) {
+  case KCM_POD_PENDING:
+    return 0;
+  case KCM_POD_UNKNOWN:
+    return 1;
+  case KCM_POD_RUNNING:
+    return 2;
+  default:
+    return 3;
+  }
+}
+
+/* floor(log2(now - t)) in nanoseconds, -1 when t is not in the past. */
+static int64_t log_rank(int64_t t_s, uint64_t now_ns) {
+  double d = (double)now_ns - (double)t_s * 1e9;
+  return d > 0 ? (int64_t)log2(d) : -1;
+}
+
+/* Is a before b in deletion order? t == 0 means unset; an unset time
+ * sorts first, then the later time. */
+static int time_order(int64_t a, int64_t b, const struct kcm_pod *pa, const struct kcm_pod *pb,
+                      uint64_t now_ns) {
+  int64_t diff;
+  if (!a || !b)
+    return !a ? -1 : 1;
+  diff = log_rank(a, now_ns) - log_rank(b, now_ns);
+  if (diff == 0)
+    return memcmp(pa->o.uid.b, pb->o.uid.b, sizeof(pa->o.uid.b)) < 0 ? -1 : 1;
+  return diff < 0 ? -1 : 1;
+}
+
+static int compare(const void *x, const void *y, void *arg) {
+  const struct ranked *a = x, *b = y;
+  uint64_t now_ns = *(const uint64_t *)arg;
+  const struct kcm_pod *p = a->pod, *q = b->pod;
+  bool p_ready, q_ready;
+
+  /* 1. unscheduled first */
+  if (p->node != q->node && (!p->node || !q->node))
+    return !p->node ? -1 : 1;
+  /* 2. Pending < Unknown < Running */
+  if (phase_ordinal(p->phase) != phase_ordinal(q->phase))
+    return phase_ordinal(p->phase) < phase_ordinal(q->phase) ? -1 : 1;
+  /* 3. not ready first */
+  p_ready = p->ready;
+  q_ready = q->ready;
+  if (p_ready != q_ready)
+    return !p_ready ? -1 : 1;
+  /* 4. lower deletion cost first */
+  if (p->deletion_cost != q->deletion_cost)
+    return p->deletion_cost < q->deletion_cost ? -1 : 1;
+  /* 5. more related pods on the same node first */
+  if (a->rank != b->rank)
+    return a->rank > b->rank ? -1 : 1;
+  /* 6. ready for a shorter time first */
+  if (p_ready && q_ready && p->ready_since != q->ready_since)
+    return time_order(p->ready_since, q->ready_since, p, q, now_ns);
+  /* 7. more restarts first (regular containers, then sidecars) */
+  if (p->restarts != q->restarts)
+    return p->restarts > q->restarts ? -1 : 1;
+  if (p->sidecar_restarts != q->sidecar_restarts)
+    return p->sidecar_restarts > q->sidecar_restarts ? -1 : 1;
+  /* 8. newer first */
+  if (p->o.created != q->o.created)
+    return time_order(p->o.created, q->o.created, p, q, now_ns);
+  return 0;
+}
+
+void kcm_replicaset_rank(struct kcm_pod **pods, size_t n, struct kcm_pod *const *related,
+                         size_t nrelated, uint64_t now_ms) {
+  struct ranked *r;
+  uint64_t now_ns;
+  size_t i, j;
+  if (n < 2)
+    return;
+  r = malloc(n * sizeof(*r));
+  if (!r)
+    return; /* leave the order as it is: any order is valid, just not preferred */
+  for (i = 0; i < n; i++) {
+    r[i].pod = pods[i];
+    r[i].rank = 0;
+    /* Rank: active related pods on the same node (node names are pooled,
+     * so equal names are the same pointer). */
+    for (j = 0; j < nrelated; j++) {
+      if (related[j]->node == pods[i]->node && kcm_replicaset_pod_active(related[j]))
+        r[i].rank++;
+    }
+  }
+  now_ns = now_ms * 1000000ULL;
+  qsort_r(r, n, sizeof(*r), compare, &now_ns);
+  for (i = 0; i < n; i++)
+    pods[i] = r[i].pod;
+  free(r);
+}
+
+/* --- status -------------------------------------------------------------------------- */
+
+static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
+
+static int copy_condition(struct kcm_condition *dst, const struct kcm_condition *src) {
+  memset(dst, 0, sizeof(*dst));
+  dst->type = dup_or_null(src->type);
+  dst->status = dup_or_null(src->status);
+  dst->reason = dup_or_null(src->reason);
+  dst->message = dup_or_null(src->message);
+  dst->last_update = src->last_update;
+  dst->last_transition = src->last_transition;
+  if ((src->type && !dst->type) || (src->status && !dst->status) ||
+      (src->reason && !dst->reason) || (src->message && !dst->message))
+    return KCM_ENOMEM;
+  return 0;
+}
+
+static void free_condition(struct kcm_condition *c) {
+  free(c->type);
+  free(c->status);
+  free(c->reason);
+  free(c->message);
+}
+
+void kcm_replicaset_status_release(struct kcm_rs_status *s) {
+  uint32_t i;
+  for (i = 0; i < s->conditions.n; i++)
+    free_condition(&s->conditions.items[i]);
+  free(s->conditions.items);
+  memset(s, 0, sizeof(*s));
+}
+
+int kcm_replicaset_status(const struct kcm_replicaset *rs, struct kcm_pod *const *claimed,
+                          size_t n, int32_t change, bool manage_failed, const char *message,
+                          uint64_t now_ms, struct kcm_rs_status *out) {
+  const struct kcm_conditions *have = &rs->status.conditions;
+  bool has_failure = false;
+  uint32_t i;
+  size_t k;
+
+  memset(out, 0, sizeof(*out));
+  out->replicas = (int32_t)n;
+  for (k = 0; k < n; k++) {
+    struct kcm_pod *p = claimed[k];
+    bool fully = true;
+    uint32_t l;
+    for (l = 0; fully && l < rs->template_labels.n; l++) {
+      const char *v = kcm_labels_get(&p->o.labels, rs->template_labels.items[l].key);
+      fully = v && strcmp(v, rs->template_labels.items[l].value) == 0;
+    }
+    out->fully_labeled += fully;
+    if (p->ready) {
+      out->ready++;
+      out->available += kcm_replicaset_pod_available(p, rs->min_ready_seconds, now_ms);
+    }
+  }
+  out->observed_generation = rs->o.generation;
+  /* Conditions: keep every one; add or drop ReplicaFailure only. */
+  out->conditions.items = calloc(have->n + 1, sizeof(*out->conditions.items));
+  if (!out->conditions.items)
+    return KCM_ENOMEM;
+  for (i = 0; i < have->n; i++) {
+    const struct kcm_condition *c = &have->items[i];
+    bool failure = c->type && strcmp(c->type, "ReplicaFailure") == 0;
+    has_failure |= failure;
+    if (failure && !manage_failed)
+      continue; /* the failure no longer applies */
+    if (copy_condition(&out->conditions.items[out->conditions.n++], c)) {
+      kcm_replicaset_status_release(out);
+      return KCM_ENOMEM;
+    }
+  }
+  if (manage_failed && !has_failure) {
+    struct kcm_condition *c = &out->conditions.items[out->conditions.n++];
+    c->type = strdup("ReplicaFailure");
+    c->status = strdup("True");
+    c->reason = strdup(change > 0 ? "FailedCreate" : "FailedDelete");
+    c->message = strdup(message ? message : "");
+    c->last_transition = (int64_t)(now_ms / 1000);
+    if (!c->type || !c->status || !c->reason || !c->message) {
+      kcm_replicaset_status_release(out);
+      return KCM_ENOMEM;
+    }
+  }
+  return 0;
+}
+
+static bool str_eq(const char *a, const char *b) {
+  return (!a && !b) || (a && b && strcmp(a, b) == 0);
+}
+
+bool kcm_replicaset_status_changed(const struct kcm_replicaset *rs,
+                                   const struct kcm_rs_status *s) {
+  uint32_t i;
+  if (s->replicas != rs->status.replicas || s->fully_labeled != rs->status.fully_labeled ||
+      s->ready != rs->status.ready || s->available != rs->status.available ||
+      s->observed_generation != rs->status.observed_generation ||
+      s->conditions.n != rs->status.conditions.n)
+    return true;
+  for (i = 0; i < s->conditions.n; i++) {
+    const struct kcm_condition *a = &s->conditions.items[i], *b = &rs->status.conditions.items[i];
+    if (!str_eq(a->type, b->type) || !str_eq(a->status, b->status) ||
+        !str_eq(a->reason, b->reason) || !str_eq(a->message, b->message) ||
+        a->last_transition != b->last_transition || a->last_update != b->last_update)
+      return true;
+  }
+  return false;
+}
+
+static void add_time(struct json_object *o, const char *key, int64_t t) {
+  char buf[32];
+  if (!t)
+    return;
+  kcm_api_format_time(t, buf, sizeof(buf));
+  json_object_object_add(o, key, json_object_new_string(buf));
+}
+
+static void add_str(struct json_object *o, const char *key, const char *v) {
+  if (v)
+    json_object_object_add(o, key, json_object_new_string(v));
+}
+
+int kcm_replicaset_status_patch(const struct kcm_replicaset *rs, const struct kcm_rs_status *s,
+                                struct kcm_buf *out) {
+  struct json_object *doc = json_object_new_object(), *meta = json_object_new_object();
+  struct json_object *st = json_object_new_object(), *conds = NULL;
+  char rv[24];
+  uint32_t i;
+  int err;
+
+  snprintf(rv, sizeof(rv), "%llu", (unsigned long long)rs->o.rv);
+  json_object_object_add(meta, "resourceVersion", json_object_new_string(rv));
+  json_object_object_add(doc, "metadata", meta);
+  json_object_object_add(st, "replicas", json_object_new_int(s->replicas));
+  json_object_object_add(st, "fullyLabeledReplicas", json_object_new_int(s->fully_labeled));
+  json_object_object_add(st, "readyReplicas", json_object_new_int(s->ready));
+  json_object_object_add(st, "availableReplicas", json_object_new_int(s->available));
+  json_object_object_add(st, "observedGeneration", json_object_new_int64(s->observed_generation));
+  if (s->conditions.n) {
+    conds = json_object_new_array();
+    for (i = 0; i < s->conditions.n; i++) {
+      const struct kcm_condition *c = &s->conditions.items[i];
+      struct json_object *o = json_object_new_object();
+      add_str(o, "type", c->type);
+      add_str(o, "status", c->status);
+      add_time(o, "lastUpdateTime", c->last_update);
+      add_time(o, "lastTransitionTime", c->last_transition);
+      add_str(o, "reason", c->reason);
+      add_str(o, "message", c->message);
+      json_object_array_add(conds, o);
+    }
+  }
+  json_object_object_add(st, "conditions", conds); /* null removes them */
+  json_object_object_add(doc, "status", st);
+  err = kcm_buf_append_str(out, json_object_to_json_string_ext(
+                                    doc, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+  json_object_put(doc);
+  return err;
+}
+
+/* --- pods from the template ------------------------------------------------------------- */
+
+int kcm_replicaset_pod_body(const struct kcm_replicaset *rs, struct kcm_buf *out) {
+  struct json_object *tmpl = json_tokener_parse(rs->template), *tmeta = NULL, *v;
+  struct json_object *pod, *meta, *ref, *refs;
+  char uid[37], prefix[300];
+  int err;
+
+  if (!tmpl)
+    return KCM_EINVAL;
+  pod = json_object_new_object();
+  meta = json_object_new_object();
+  json_object_object_add(pod, "apiVersion", json_object_new_string("v1"));
+  json_object_object_add(pod, "kind", json_object_new_string("Pod"));
+  snprintf(prefix, sizeof(prefix), "%s-", rs->o.name);
+  json_object_object_add(meta, "generateName", json_object_new_string(prefix));
+  json_object_object_add(meta, "namespace", json_object_new_string(rs->o.ns));
+  json_object_object_get_ex(tmpl, "metadata", &tmeta);
+  /* Only labels, annotations and finalizers come from the template's metadata. */
+  if (tmeta && json_object_object_get_ex(tmeta, "labels", &v) && v)
+    json_object_object_add(meta, "labels", json_object_get(v));
+  if (tmeta && json_object_object_get_ex(tmeta, "annotations", &v) && v)
+    json_object_object_add(meta, "annotations", json_object_get(v));
+  if (tmeta && json_object_object_get_ex(tmeta, "finalizers", &v) && v)
+    json_object_object_add(meta, "finalizers", json_object_get(v));
+  kcm_api_format_uid(&rs->o.uid, uid, sizeof(uid));
+  ref = json_object_new_object();
+  json_object_object_add(ref, "apiVersion", json_object_new_string("apps/v1"));
+  json_object_object_add(ref, "kind", json_object_new_string("ReplicaSet"));
+  json_object_object_add(ref, "name", json_object_new_string(rs->o.name));
+  json_object_object_add(ref, "uid", json_object_new_string(uid));
+  json_object_object_add(ref, "controller", json_object_new_boolean(1));
+  json_object_object_add(ref, "blockOwnerDeletion", json_object_new_boolean(1));
+  refs = json_object_new_array();
+  json_object_array_add(refs, ref);
+  json_object_object_add(meta, "ownerReferences", refs);
+  json_object_object_add(pod, "metadata", meta);
+  if (json_object_object_get_ex(tmpl, "spec", &v) && v)
+    json_object_object_add(pod, "spec", json_object_get(v));
+  err = kcm_buf_append_str(out, json_object_to_json_string_ext(
+                                    pod, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+  json_object_put(pod);
+  json_object_put(tmpl);
+  return err;
+}

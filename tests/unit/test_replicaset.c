@@ -1,0 +1,447 @@
+/*
+ * Tests for the ReplicaSet controller's planning: the behaviours upstream's
+ * replica_set_test.go and controller_utils_test.go check, as tables.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kcm/error.h"
+#include "kcm/replicaset.h"
+
+static struct kcm_intern pool;
+
+#define RS_UID "aaaaaaaa-0000-0000-0000-000000000001"
+#define OTHER_UID "bbbbbbbb-0000-0000-0000-000000000002"
+#define NOW_S 1800000000LL
+#define NOW_MS ((uint64_t)NOW_S * 1000)
+
+static int setup(void **state) {
+  kcm_intern_init(&pool);
+  return 0;
+}
+
+static int teardown(void **state) {
+  assert_int_equal(kcm_intern_count(&pool), 0);
+  kcm_intern_release(&pool);
+  return 0;
+}
+
+static struct kcm_object *decode(enum kcm_kind kind, const char *json) {
+  struct json_object *o = json_tokener_parse(json);
+  struct kcm_object *obj = NULL;
+  struct kcm_api_error err;
+  if (!o)
+    fail_msg("bad test JSON: %s", json);
+  if (kcm_api_decode(kind, o, &pool, &obj, &err))
+    fail_msg("decode: %s %s", err.field, err.problem);
+  json_object_put(o);
+  return obj;
+}
+
+static void iso(int64_t t, char *buf, size_t len) { kcm_api_format_time(t, buf, len); }
+
+/* A ReplicaSet "rs" selecting app=web. extra_meta and extra_spec are
+ * spliced in (each begins with a comma when set). */
+static struct kcm_replicaset *make_rs(int replicas, const char *extra_meta, int min_ready,
+                                      const char *status) {
+  char json[4096];
+  snprintf(json, sizeof(json),
+           "{\"metadata\":{\"name\":\"rs\",\"namespace\":\"ns\",\"uid\":\"" RS_UID "\","
+           "\"resourceVersion\":\"10\",\"generation\":3%s},\"spec\":{\"replicas\":%d,"
+           "\"minReadySeconds\":%d,\"selector\":{\"matchLabels\":{\"app\":\"web\"}},"
+           "\"template\":{\"metadata\":{\"labels\":{\"app\":\"web\",\"tier\":\"fe\"},"
+           "\"annotations\":{\"note\":\"x\"},\"finalizers\":[\"example.com/f\"],\"name\":"
+           "\"ignored\"},\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":\"nginx\"}]}}},"
+           "\"status\":%s}",
+           extra_meta ? extra_meta : "", replicas, min_ready, status ? status : "{}");
+  return (struct kcm_replicaset *)decode(KCM_KIND_REPLICASET, json);
+}
+
+struct podspec {
+  const char *name;
+  const char *labels;   /* JSON object; default {"app":"web","tier":"fe"} */
+  const char *owner;    /* controller uid; NULL: orphan */
+  const char *node;
+  const char *phase;    /* default Running */
+  bool ready;
+  int64_t ready_since;  /* seconds before NOW */
+  int restarts;
+  int cost;
+  int64_t age;          /* seconds before NOW */
+  bool deleting;
+  const char *ns;
+  const char *uid;
+};
+
+static struct kcm_pod *make_pod(const struct podspec *s) {
+  char json[4096], owner[512] = "", del[128] = "", created[32], readyt[32], cost[128] = "";
+  char uid[40];
+  if (s->owner)
+    snprintf(owner, sizeof(owner),
+             ",\"ownerReferences\":[{\"apiVersion\":\"apps/v1\",\"kind\":\"ReplicaSet\","
+             "\"name\":\"rs\",\"uid\":\"%s\",\"controller\":true}]",
+             s->owner);
+  if (s->deleting)
+    snprintf(del, sizeof(del), ",\"deletionTimestamp\":\"2026-01-01T00:00:00Z\"");
+  if (s->cost)
+    snprintf(cost, sizeof(cost),
+             ",\"annotations\":{\"controller.kubernetes.io/pod-deletion-cost\":\"%d\"}",
+             s->cost);
+  iso(NOW_S - (s->age ? s->age : 1000), created, sizeof(created));
+  iso(NOW_S - s->ready_since, readyt, sizeof(readyt));
+  if (s->uid)
+    snprintf(uid, sizeof(uid), "%s", s->uid);
+  else
+    snprintf(uid, sizeof(uid), "cccccccc-0000-0000-0000-%012x",
+             (unsigned)(strlen(s->name) * 131 + (unsigned char)s->name[0]));
+  snprintf(json, sizeof(json),
+           "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"%s\",\"uid\":\"%s\","
+           "\"resourceVersion\":\"5\",\"creationTimestamp\":\"%s\",\"labels\":%s%s%s%s},"
+           "\"spec\":{\"nodeName\":%s%s%s},\"status\":{\"phase\":\"%s\",\"conditions\":"
+           "[{\"type\":\"Ready\",\"status\":\"%s\",\"lastTransitionTime\":\"%s\"}],"
+           "\"containerStatuses\":[{\"name\":\"c\",\"restartCount\":%d}]}}",
+           s->name, s->ns ? s->ns : "ns", uid, created,
+           s->labels ? s->labels : "{\"app\":\"web\",\"tier\":\"fe\"}", owner, del, cost,
+           s->node ? "\"" : "", s->node ? s->node : "null", s->node ? "\"" : "",
+           s->phase ? s->phase : "Running", s->ready ? "True" : "False", readyt, s->restarts);
+  return (struct kcm_pod *)decode(KCM_KIND_POD, json);
+}
+
+static void free_pods(struct kcm_pod **pods, size_t n) {
+  size_t i;
+  for (i = 0; i < n; i++)
+    kcm_api_unref(&pods[i]->o, &pool);
+}
+
+/* --- how many to create or delete ------------------------------------------------- */
+
+static void diff_and_burst(void **state) {
+  struct kcm_replicaset *rs = make_rs(2, NULL, 0, NULL);
+  assert_int_equal(kcm_replicaset_diff(rs, 2, KCM_REPLICASET_BURST), 0); /* does nothing */
+  assert_int_equal(kcm_replicaset_diff(rs, 0, KCM_REPLICASET_BURST), 2);
+  assert_int_equal(kcm_replicaset_diff(rs, 5, KCM_REPLICASET_BURST), -3);
+  kcm_api_unref(&rs->o, &pool);
+  rs = make_rs(1200, NULL, 0, NULL);
+  assert_int_equal(kcm_replicaset_diff(rs, 0, KCM_REPLICASET_BURST), 500); /* burst */
+  assert_int_equal(kcm_replicaset_diff(rs, 1199, KCM_REPLICASET_BURST), 1);
+  kcm_api_unref(&rs->o, &pool);
+  rs = make_rs(0, NULL, 0, NULL);
+  assert_int_equal(kcm_replicaset_diff(rs, 800, KCM_REPLICASET_BURST), -500);
+  kcm_api_unref(&rs->o, &pool);
+}
+
+static void slow_start_batches(void **state) {
+  int32_t batch = 1, remaining = 20, sent = 0, sizes[8], n = 0;
+  while (remaining > 0) {
+    int32_t b = batch < remaining ? batch : remaining;
+    sizes[n++] = b;
+    sent += b;
+    remaining -= b;
+    batch = kcm_replicaset_next_batch(batch, remaining);
+  }
+  assert_int_equal(sent, 20);
+  assert_int_equal(n, 5);
+  assert_int_equal(sizes[0], 1);
+  assert_int_equal(sizes[1], 2);
+  assert_int_equal(sizes[2], 4);
+  assert_int_equal(sizes[3], 8);
+  assert_int_equal(sizes[4], 5); /* never more than what is left */
+}
+
+static void expectations_hold_managing(void **state) {
+  struct kcm_replicaset *rs = make_rs(3, NULL, 0, NULL);
+  struct kcm_replicaset *gone =
+      make_rs(3, ",\"deletionTimestamp\":\"2026-01-01T00:00:00Z\"", 0, NULL);
+  struct kcm_expectations e;
+  kcm_expectations_init(&e, 300000);
+  assert_true(kcm_replicaset_should_manage(rs, kcm_expectations_satisfied(&e, "ns/rs", 0)));
+  kcm_expectations_expect_creations(&e, "ns/rs", 3, 0);
+  /* Dormant until the cache has seen the three pods. */
+  assert_false(kcm_replicaset_should_manage(rs, kcm_expectations_satisfied(&e, "ns/rs", 1)));
+  kcm_expectations_creation_observed(&e, "ns/rs");
+  kcm_expectations_creation_observed(&e, "ns/rs");
+  assert_false(kcm_replicaset_should_manage(rs, kcm_expectations_satisfied(&e, "ns/rs", 2)));
+  kcm_expectations_creation_observed(&e, "ns/rs");
+  assert_true(kcm_replicaset_should_manage(rs, kcm_expectations_satisfied(&e, "ns/rs", 3)));
+  /* Nothing is created or deleted while the ReplicaSet is being deleted. */
+  assert_false(kcm_replicaset_should_manage(gone, true));
+  kcm_expectations_release(&e);
+  kcm_api_unref(&rs->o, &pool);
+  kcm_api_unref(&gone->o, &pool);
+}
+
+/* --- claiming ---------------------------------------------------------------------------- */
+
+struct claim_case {
+  const char *what;
+  struct podspec pod;
+  bool rs_deleting;
+  int claimed, adopted, released;
+};
+
+static void claiming(void **state) {
+  static const struct claim_case cases[] = {
+      {"owned and matching", {.name = "a", .owner = RS_UID}, false, 1, 0, 0},
+      {"orphan matching: adopted", {.name = "a"}, false, 1, 1, 0},
+      {"orphan not matching: ignored", {.name = "a", .labels = "{\"app\":\"db\"}"}, false, 0, 0,
+       0},
+      {"owned by another controller: never touched", {.name = "a", .owner = OTHER_UID}, false,
+       0, 0, 0},
+      {"another controller's, not matching", {.name = "a", .owner = OTHER_UID,
+       .labels = "{\"x\":\"y\"}"}, false, 0, 0, 0},
+      {"owned, stopped matching: released", {.name = "a", .owner = RS_UID,
+       .labels = "{\"app\":\"db\"}"}, false, 0, 0, 1},
+      {"orphan being deleted: inactive", {.name = "a", .deleting = true}, false, 0, 0, 0},
+      {"owned, being deleted: not counted", {.name = "a", .owner = RS_UID, .deleting = true},
+       false, 0, 0, 0},
+      {"owned, Succeeded: not counted", {.name = "a", .owner = RS_UID, .phase = "Succeeded"},
+       false, 0, 0, 0},
+      {"owned, Failed: not counted", {.name = "a", .owner = RS_UID, .phase = "Failed"}, false, 0,
+       0, 0},
+      {"orphan in another namespace", {.name = "a", .ns = "other"}, false, 0, 0, 0},
+      {"ReplicaSet being deleted: no adoption", {.name = "a"}, true, 0, 0, 0},
+      {"ReplicaSet being deleted: no release", {.name = "a", .owner = RS_UID,
+       .labels = "{\"app\":\"db\"}"}, true, 0, 0, 0},
+      {"ReplicaSet being deleted: still counts its pods", {.name = "a", .owner = RS_UID}, true,
+       1, 0, 0},
+  };
+  size_t i;
+  for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    const struct claim_case *c = &cases[i];
+    struct kcm_replicaset *rs =
+        make_rs(1, c->rs_deleting ? ",\"deletionTimestamp\":\"2026-01-01T00:00:00Z\"" : NULL, 0,
+                NULL);
+    struct kcm_pod *p = make_pod(&c->pod);
+    struct kcm_rs_claim claim;
+    assert_int_equal(kcm_replicaset_claim(rs, &p, 1, &claim), 0);
+    if ((int)claim.nclaimed != c->claimed || (int)claim.nadopt != c->adopted ||
+        (int)claim.nrelease != c->released)
+      fail_msg("%s: claimed %zu adopted %zu released %zu", c->what, claim.nclaimed, claim.nadopt,
+               claim.nrelease);
+    kcm_replicaset_claim_release(&claim);
+    kcm_api_unref(&p->o, &pool);
+    kcm_api_unref(&rs->o, &pool);
+  }
+}
+
+/* --- which pods go first --------------------------------------------------------------- */
+
+struct rank_case {
+  const char *what;
+  struct podspec first; /* should be deleted first */
+  struct podspec second;
+};
+
+static void ranking_rules(void **state) {
+  static const struct rank_case cases[] = {
+      {"unscheduled before scheduled", {.name = "a", .node = NULL, .ready = true},
+       {.name = "b", .node = "n1", .ready = true}},
+      {"Pending before Running", {.name = "a", .node = "n1", .phase = "Pending"},
+       {.name = "b", .node = "n1", .phase = "Running"}},
+      {"Pending before Unknown", {.name = "a", .node = "n1", .phase = "Pending"},
+       {.name = "b", .node = "n1", .phase = "Unknown"}},
+      {"Unknown before Running", {.name = "a", .node = "n1", .phase = "Unknown"},
+       {.name = "b", .node = "n1", .phase = "Running"}},
+      {"not ready before ready", {.name = "a", .node = "n1", .ready = false},
+       {.name = "b", .node = "n1", .ready = true}},
+      {"lower deletion cost first", {.name = "a", .node = "n1", .ready = true, .cost = -10},
+       {.name = "b", .node = "n1", .ready = true, .cost = 5}},
+      {"deletion cost outweighs readiness time",
+       {.name = "a", .node = "n1", .ready = true, .ready_since = 100000, .cost = 1},
+       {.name = "b", .node = "n1", .ready = true, .ready_since = 10, .cost = 2}},
+      {"ready for less time first (other log2 bucket)",
+       {.name = "a", .node = "n1", .ready = true, .ready_since = 10},
+       {.name = "b", .node = "n1", .ready = true, .ready_since = 100000}},
+      {"more restarts first", {.name = "a", .node = "n1", .ready = true, .ready_since = 50,
+                               .restarts = 7},
+       {.name = "b", .node = "n1", .ready = true, .ready_since = 50, .restarts = 1}},
+      {"newer first", {.name = "a", .node = "n1", .age = 10},
+       {.name = "b", .node = "n1", .age = 100000}},
+      {"same log2 bucket of age: uid decides",
+       {.name = "a", .node = "n1", .age = 1000, .uid = "00000000-0000-0000-0000-000000000001"},
+       {.name = "b", .node = "n1", .age = 1010, .uid = "ffffffff-0000-0000-0000-000000000001"}},
+  };
+  size_t i;
+  for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    struct kcm_pod *pods[2], *expect_first;
+    int order;
+    for (order = 0; order < 2; order++) {
+      pods[order] = make_pod(order ? &cases[i].second : &cases[i].first);
+    }
+    expect_first = pods[0];
+    /* Whatever the input order, the first case's pod comes first. */
+    for (order = 0; order < 2; order++) {
+      struct kcm_pod *in[2];
+      in[0] = pods[order];
+      in[1] = pods[1 - order];
+      kcm_replicaset_rank(in, 2, NULL, 0, NOW_MS);
+      if (in[0] != expect_first)
+        fail_msg("%s: %s came first", cases[i].what, in[0]->o.name);
+    }
+    free_pods(pods, 2);
+  }
+}
+
+static void ranking_prefers_crowded_nodes(void **state) {
+  struct podspec specs[] = {
+      {.name = "alone", .node = "n1", .ready = true, .ready_since = 60},
+      {.name = "crowded", .node = "n2", .ready = true, .ready_since = 60},
+      {.name = "sibling1", .node = "n2", .ready = true},
+      {.name = "sibling2", .node = "n2", .ready = true},
+  };
+  struct kcm_pod *pods[4], *rank[2];
+  int i;
+  for (i = 0; i < 4; i++)
+    pods[i] = make_pod(&specs[i]);
+  rank[0] = pods[0];
+  rank[1] = pods[1];
+  /* Related pods include siblings from other ReplicaSets of the same owner. */
+  kcm_replicaset_rank(rank, 2, pods, 4, NOW_MS);
+  assert_string_equal(rank[0]->o.name, "crowded");
+  free_pods(pods, 4);
+}
+
+/* --- status -------------------------------------------------------------------------------- */
+
+static void status_counts(void **state) {
+  struct kcm_replicaset *rs = make_rs(4, NULL, 30, "{\"replicas\":0}");
+  struct podspec specs[] = {
+      {.name = "ready-long", .owner = RS_UID, .node = "n", .ready = true, .ready_since = 100},
+      {.name = "ready-new", .owner = RS_UID, .node = "n", .ready = true, .ready_since = 10},
+      {.name = "not-ready", .owner = RS_UID, .node = "n"},
+      {.name = "extra-labels", .owner = RS_UID, .node = "n", .ready = true, .ready_since = 31,
+       .labels = "{\"app\":\"web\"}"},
+  };
+  struct kcm_pod *pods[4];
+  struct kcm_rs_status st;
+  int i;
+  for (i = 0; i < 4; i++)
+    pods[i] = make_pod(&specs[i]);
+  assert_int_equal(kcm_replicaset_status(rs, pods, 4, 0, false, NULL, NOW_MS, &st), 0);
+  assert_int_equal(st.replicas, 4);
+  assert_int_equal(st.fully_labeled, 3); /* the pod lacking tier=fe is not fully labeled */
+  assert_int_equal(st.ready, 3);
+  assert_int_equal(st.available, 2);     /* ready for more than minReadySeconds (30) */
+  assert_int_equal(st.observed_generation, 3);
+  assert_int_equal(st.conditions.n, 0);
+  assert_true(kcm_replicaset_status_changed(rs, &st));
+  kcm_replicaset_status_release(&st);
+  free_pods(pods, 4);
+  kcm_api_unref(&rs->o, &pool);
+}
+
+static void status_replica_failure(void **state) {
+  struct kcm_replicaset *rs = make_rs(
+      3, NULL, 0,
+      "{\"replicas\":1,\"observedGeneration\":3,\"conditions\":[{\"type\":\"Custom\","
+      "\"status\":\"True\",\"reason\":\"Mine\",\"message\":\"kept\"}]}");
+  struct kcm_replicaset *failing;
+  struct kcm_pod *p = make_pod(&(struct podspec){.name = "a", .owner = RS_UID, .node = "n"});
+  struct kcm_rs_status st;
+  struct kcm_buf b = KCM_BUF_INIT(1 << 16);
+
+  /* A failed create adds ReplicaFailure and keeps the foreign condition. */
+  assert_int_equal(kcm_replicaset_status(rs, &p, 1, 2, true, "exceeded quota", NOW_MS, &st), 0);
+  assert_int_equal(st.conditions.n, 2);
+  assert_string_equal(st.conditions.items[0].type, "Custom");
+  assert_string_equal(st.conditions.items[1].type, "ReplicaFailure");
+  assert_string_equal(st.conditions.items[1].reason, "FailedCreate");
+  assert_string_equal(st.conditions.items[1].message, "exceeded quota");
+  assert_int_equal(st.conditions.items[1].last_transition, NOW_S);
+  assert_int_equal(kcm_replicaset_status_patch(rs, &st, &b), 0);
+  assert_non_null(strstr(b.data, "\"resourceVersion\":\"10\""));
+  assert_non_null(strstr(b.data, "\"reason\":\"FailedCreate\""));
+  kcm_replicaset_status_release(&st);
+  kcm_buf_release(&b);
+  kcm_api_unref(&rs->o, &pool);
+
+  failing = make_rs(1, NULL, 0,
+                    "{\"replicas\":3,\"observedGeneration\":3,\"conditions\":[{\"type\":"
+                    "\"ReplicaFailure\",\"status\":\"True\",\"reason\":\"FailedDelete\","
+                    "\"message\":\"old\",\"lastTransitionTime\":\"2026-01-01T00:00:00Z\"}]}");
+  /* Still failing: the existing condition is left as it is. */
+  assert_int_equal(kcm_replicaset_status(failing, &p, 1, -2, true, "new", NOW_MS, &st), 0);
+  assert_int_equal(st.conditions.n, 1);
+  assert_string_equal(st.conditions.items[0].message, "old");
+  kcm_replicaset_status_release(&st);
+  /* Recovered: the condition goes. */
+  assert_int_equal(kcm_replicaset_status(failing, &p, 1, -2, false, NULL, NOW_MS, &st), 0);
+  assert_int_equal(st.conditions.n, 0);
+  assert_int_equal(kcm_replicaset_status_patch(failing, &st, &b), 0);
+  assert_non_null(strstr(b.data, "\"conditions\":null"));
+  kcm_replicaset_status_release(&st);
+  kcm_buf_release(&b);
+  kcm_api_unref(&failing->o, &pool);
+  kcm_api_unref(&p->o, &pool);
+}
+
+static void status_unchanged_is_not_written(void **state) {
+  struct kcm_replicaset *rs = make_rs(
+      1, NULL, 0,
+      "{\"replicas\":1,\"fullyLabeledReplicas\":1,\"readyReplicas\":1,\"availableReplicas\":1,"
+      "\"observedGeneration\":3}");
+  struct kcm_pod *p = make_pod(&(struct podspec){.name = "a", .owner = RS_UID, .node = "n",
+                                                  .ready = true, .ready_since = 100});
+  struct kcm_rs_status st;
+  assert_int_equal(kcm_replicaset_status(rs, &p, 1, 0, false, NULL, NOW_MS, &st), 0);
+  assert_false(kcm_replicaset_status_changed(rs, &st));
+  kcm_replicaset_status_release(&st);
+  kcm_api_unref(&p->o, &pool);
+  kcm_api_unref(&rs->o, &pool);
+}
+
+static void pods_from_the_template(void **state) {
+  struct kcm_replicaset *rs = make_rs(1, NULL, 0, NULL);
+  struct kcm_buf b = KCM_BUF_INIT(1 << 16);
+  struct json_object *pod, *meta, *v, *ref;
+  assert_int_equal(kcm_replicaset_pod_body(rs, &b), 0);
+  pod = json_tokener_parse(b.data);
+  assert_non_null(pod);
+  json_object_object_get_ex(pod, "metadata", &meta);
+  json_object_object_get_ex(meta, "generateName", &v);
+  assert_string_equal(json_object_get_string(v), "rs-");
+  assert_false(json_object_object_get_ex(meta, "name", &v)); /* the template's name is not */
+  json_object_object_get_ex(meta, "labels", &v);
+  assert_string_equal(json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN),
+                      "{\"app\":\"web\",\"tier\":\"fe\"}");
+  assert_true(json_object_object_get_ex(meta, "annotations", &v));
+  json_object_object_get_ex(meta, "finalizers", &v);
+  assert_string_equal(json_object_get_string(json_object_array_get_idx(v, 0)), "example.com/f");
+  json_object_object_get_ex(meta, "ownerReferences", &v);
+  ref = json_object_array_get_idx(v, 0);
+  json_object_object_get_ex(ref, "uid", &v);
+  assert_string_equal(json_object_get_string(v), RS_UID);
+  json_object_object_get_ex(ref, "controller", &v);
+  assert_true(json_object_get_boolean(v));
+  json_object_object_get_ex(ref, "blockOwnerDeletion", &v);
+  assert_true(json_object_get_boolean(v));
+  json_object_object_get_ex(ref, "kind", &v);
+  assert_string_equal(json_object_get_string(v), "ReplicaSet");
+  assert_true(json_object_object_get_ex(pod, "spec", &v));
+  json_object_put(pod);
+  kcm_buf_release(&b);
+  kcm_api_unref(&rs->o, &pool);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(diff_and_burst),
+      cmocka_unit_test(slow_start_batches),
+      cmocka_unit_test(expectations_hold_managing),
+      cmocka_unit_test(claiming),
+      cmocka_unit_test(ranking_rules),
+      cmocka_unit_test(ranking_prefers_crowded_nodes),
+      cmocka_unit_test(status_counts),
+      cmocka_unit_test(status_replica_failure),
+      cmocka_unit_test(status_unchanged_is_not_written),
+      cmocka_unit_test(pods_from_the_template),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
