@@ -97,7 +97,7 @@ class Kcm:
 
 
 class Env:
-    def __init__(self, kcm_binary):
+    def __init__(self, kcm_binary, kcm_args=()):
         self.workdir = tempfile.mkdtemp(prefix="kcm-e2e-")
         self.cache_dir = os.path.join(self.workdir, "kubectl-cache")
         self.sim = None
@@ -112,7 +112,7 @@ class Env:
             self.real = False
         self.kcm_binary = kcm_binary
         if os.environ.get("KCM_E2E_START_KCM", "1") != "0":
-            self.kcm = Kcm(kcm_binary, self.kubeconfig, self.workdir)
+            self.kcm = Kcm(kcm_binary, self.kubeconfig, self.workdir, extra=kcm_args)
 
     @property
     def api(self):
