@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The demo: build kcm, start the local API server with its fake kubelet,
-# start kcm against it, apply the example Deployment and show what the API
-# server holds. On a terminal it then keeps both running until Enter.
+# start kcm against it, apply the example Deployment and ReplicaSet and show
+# what the API server holds. On a terminal it then keeps both running until
+# Enter.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -47,13 +48,21 @@ sed 's/^/   /' "$demo/kcm.log"
 
 echo "== kubectl apply -f manifests/examples/nginx-deployment.yaml"
 kubectl apply -f "$root/manifests/examples/nginx-deployment.yaml"
-sleep 2
+echo "== kubectl apply -f manifests/examples/frontend-replicaset.yaml"
+kubectl apply -f "$root/manifests/examples/frontend-replicaset.yaml"
+echo "== waiting for the ReplicaSet's 3 pods to be ready"
+for ((i = 0; i < 300; i++)); do
+  ready=$(kubectl get rs frontend -o jsonpath='{.status.readyReplicas}')
+  [ "$ready" = 3 ] && break
+  sleep 0.1
+done
 
 echo "== kubectl get deploy,rs,pods"
 kubectl get deploy,rs,pods
 echo
-echo "kcm runs no controllers yet, so no ReplicaSet or pod is created; the"
-echo "Deployment above is what the API server holds (see README.md, Status)."
+echo "kcm's ReplicaSet controller created the frontend pods. The Deployment"
+echo "controller is not written yet, so nginx-deployment has no ReplicaSet;"
+echo "the Deployment above is what the API server holds (see README.md, Status)."
 
 if [ -t 0 ]; then
   echo
