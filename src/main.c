@@ -15,6 +15,7 @@
 #include <uv.h>
 
 #include "kcm/client.h"
+#include "kcm/deployment.h"
 #include "kcm/error.h"
 #include "kcm/informer.h"
 #include "kcm/log.h"
@@ -28,6 +29,7 @@ struct flags {
   double qps;
   int burst;
   int rs_workers;
+  int d_workers;
 };
 
 struct app {
@@ -38,6 +40,8 @@ struct app {
   struct kcm_informer informers[KCM_KIND_COUNT];
   int informers_open;
   struct kcm_replicaset_controller rs;
+  struct kcm_deployment_controller dc;
+  int controllers_running;
   uv_signal_t sigterm, sigint;
   uv_timer_t retry;
   uv_timer_t sync_check;
@@ -61,6 +65,8 @@ static void usage(FILE *out) {
           "  --master URL        API server URL; overrides the kubeconfig's server\n"
           "  --kube-api-qps N    requests per second to the API server (default 20)\n"
           "  --kube-api-burst N  requests allowed in a burst (default 30)\n"
+          "  --concurrent-deployment-syncs N\n"
+          "                      Deployments synced at once (default 5)\n"
           "  --concurrent-replicaset-syncs N\n"
           "                      ReplicaSets synced at once (default 5)\n"
           "  -v, --v N           log verbosity (default 0)\n"
@@ -123,7 +129,7 @@ static void parse_flags(int argc, char **argv, struct flags *f) {
     }
     if (strcmp(key, "kubeconfig") && strcmp(key, "context") && strcmp(key, "master") &&
         strcmp(key, "v") && strcmp(key, "kube-api-qps") && strcmp(key, "kube-api-burst") &&
-        strcmp(key, "concurrent-replicaset-syncs"))
+        strcmp(key, "concurrent-replicaset-syncs") && strcmp(key, "concurrent-deployment-syncs"))
       flag_error("unknown flag: %s", arg);
     if (!value) {
       if (i + 1 >= argc)
@@ -145,6 +151,10 @@ static void parse_flags(int argc, char **argv, struct flags *f) {
     } else if (!strcmp(key, "concurrent-replicaset-syncs")) {
       if (parse_int(value, &f->rs_workers) != 0 || f->rs_workers < 1)
         flag_error("invalid value \"%s\" for flag --concurrent-replicaset-syncs: must be a "
+                   "positive integer", value);
+    } else if (!strcmp(key, "concurrent-deployment-syncs")) {
+      if (parse_int(value, &f->d_workers) != 0 || f->d_workers < 1)
+        flag_error("invalid value \"%s\" for flag --concurrent-deployment-syncs: must be a "
                    "positive integer", value);
     } else if (!strcmp(key, "kube-api-burst")) {
       if (parse_int(value, &f->burst) != 0 || f->burst < 1)
@@ -205,6 +215,8 @@ static void on_sync_check(uv_timer_t *t) {
            kcm_informer_len(&a->informers[KCM_KIND_REPLICASET]),
            kcm_informer_len(&a->informers[KCM_KIND_DEPLOYMENT]),
            (unsigned long long)(uv_now(a->loop) - a->started));
+  kcm_info("starting controller name=\"deployment\" workers=%u", a->dc.workers);
+  kcm_deployment_run(&a->dc);
   kcm_info("starting controller name=\"replicaset\" workers=%u", a->rs.workers);
   kcm_replicaset_run(&a->rs);
 }
@@ -217,16 +229,22 @@ static void informer_closed(struct kcm_informer *inf) {
   }
 }
 
-static struct app *app_of_rs(struct kcm_replicaset_controller *rs) {
-  return (struct app *)(void *)((char *)rs - offsetof(struct app, rs));
-}
-
-static void rs_stopped(struct kcm_replicaset_controller *rs) {
-  struct app *a = app_of_rs(rs);
+/* Once both controllers have stopped, stop the informers. */
+static void controller_stopped(struct app *a) {
   int k;
+  if (--a->controllers_running > 0)
+    return;
   a->informers_open = KCM_KIND_COUNT;
   for (k = 0; k < KCM_KIND_COUNT; k++)
     kcm_informer_stop(&a->informers[k], informer_closed);
+}
+
+static void rs_stopped(struct kcm_replicaset_controller *rs) {
+  controller_stopped((struct app *)(void *)((char *)rs - offsetof(struct app, rs)));
+}
+
+static void dc_stopped(struct kcm_deployment_controller *dc) {
+  controller_stopped((struct app *)(void *)((char *)dc - offsetof(struct app, dc)));
 }
 
 static void on_signal(uv_signal_t *s, int signum) {
@@ -240,11 +258,13 @@ static void on_signal(uv_signal_t *s, int signum) {
   uv_close((uv_handle_t *)&a->retry, NULL);
   uv_timer_stop(&a->sync_check);
   uv_close((uv_handle_t *)&a->sync_check, NULL);
+  a->controllers_running = 2;
+  kcm_deployment_stop(&a->dc, dc_stopped);
   kcm_replicaset_stop(&a->rs, rs_stopped);
 }
 
 int main(int argc, char **argv) {
-  struct flags f = {NULL, NULL, NULL, 0, 20, 30, 5};
+  struct flags f = {NULL, NULL, NULL, 0, 20, 30, 5, 5};
   struct kcm_client_config_options copts;
   struct app a = {0};
   char *errmsg = NULL;
@@ -301,6 +321,13 @@ int main(int argc, char **argv) {
     fprintf(stderr, "kcm: cannot set up the ReplicaSet controller: %s\n", kcm_strerror(err));
     return 1;
   }
+  err = kcm_deployment_init(&a.dc, a.loop, a.client, &a.informers[KCM_KIND_DEPLOYMENT],
+                            &a.informers[KCM_KIND_REPLICASET], &a.informers[KCM_KIND_POD],
+                            &a.pool, (uint32_t)f.d_workers);
+  if (err) {
+    fprintf(stderr, "kcm: cannot set up the Deployment controller: %s\n", kcm_strerror(err));
+    return 1;
+  }
   check_server(&a);
   uv_update_time(a.loop);
   a.started = uv_now(a.loop);
@@ -310,6 +337,7 @@ int main(int argc, char **argv) {
 
   uv_run(a.loop, UV_RUN_DEFAULT);
   kcm_replicaset_release(&a.rs);
+  kcm_deployment_release(&a.dc);
   for (k = 0; k < KCM_KIND_COUNT; k++)
     kcm_informer_release(&a.informers[k]);
   kcm_intern_release(&a.pool);

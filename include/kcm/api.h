@@ -67,6 +67,11 @@ struct kcm_object {
   struct kcm_object *ns_prev, *ns_next, *own_prev, *own_next;
 };
 
+/* The label that tells a Deployment's ReplicaSets (and their pods) apart. */
+#define KCM_API_HASH_LABEL "pod-template-hash"
+/* kubectl apply's copy of the object; never decoded (large, never read). */
+#define KCM_API_LAST_APPLIED "kubectl.kubernetes.io/last-applied-configuration"
+
 /* A map of owned strings (annotations). */
 struct kcm_pair {
   char *key;
@@ -79,6 +84,12 @@ struct kcm_pairs {
 };
 
 const char *kcm_api_pairs_get(const struct kcm_pairs *p, const char *key);
+/* Set key to a copy of value, keeping the order. Returns 0 or KCM_ENOMEM. */
+int kcm_api_pairs_set(struct kcm_pairs *p, const char *key, const char *value);
+void kcm_api_pairs_remove(struct kcm_pairs *p, const char *key);
+void kcm_api_pairs_sort(struct kcm_pairs *p);
+int kcm_api_pairs_copy(struct kcm_pairs *dst, const struct kcm_pairs *src);
+void kcm_api_pairs_release(struct kcm_pairs *p);
 
 struct kcm_condition {
   char *type;
@@ -93,6 +104,22 @@ struct kcm_conditions {
   struct kcm_condition *items;
   uint32_t n;
 };
+
+/* Conditions keep their order; copies own their strings. */
+int kcm_api_condition_copy(struct kcm_condition *dst, const struct kcm_condition *src);
+void kcm_api_condition_release(struct kcm_condition *c);
+const struct kcm_condition *kcm_api_condition_get(const struct kcm_conditions *c,
+                                                  const char *type);
+void kcm_api_condition_remove(struct kcm_conditions *c, const char *type);
+/* Append a copy of cond. Returns 0 or KCM_ENOMEM. */
+int kcm_api_condition_append(struct kcm_conditions *c, const struct kcm_condition *cond);
+int kcm_api_conditions_copy(struct kcm_conditions *dst, const struct kcm_conditions *src);
+void kcm_api_conditions_release(struct kcm_conditions *c);
+/* Every field equal, in the same order. */
+bool kcm_api_conditions_equal(const struct kcm_conditions *a, const struct kcm_conditions *b);
+/* The conditions as the API writes them (a new array the caller puts), or
+ * NULL when there are none. */
+struct json_object *kcm_api_conditions_json(const struct kcm_conditions *c);
 
 enum kcm_pod_phase {
   KCM_POD_PENDING,
@@ -119,6 +146,7 @@ struct kcm_replicaset {
   struct kcm_selector selector;
   struct kcm_labels template_labels;
   char *template;           /* canonical JSON of spec.template */
+  uint64_t template_key;    /* kcm_api_template_key() of spec.template */
   int32_t replicas;         /* spec.replicas (default 1) */
   int32_t min_ready_seconds;
   struct {
@@ -142,7 +170,9 @@ struct kcm_deployment {
   struct kcm_object o;
   struct kcm_pairs annotations;
   struct kcm_selector selector;
+  char *selector_json;      /* canonical JSON of spec.selector; NULL if absent */
   char *template;           /* canonical JSON of spec.template */
+  uint64_t template_key;    /* kcm_api_template_key() of spec.template */
   int32_t replicas;         /* spec.replicas (default 1) */
   int32_t min_ready_seconds;
   int32_t revision_history_limit; /* -1 when unset (no cleanup) */
@@ -191,6 +221,24 @@ int kcm_api_canonical_json(struct json_object *v, struct kcm_buf *b);
 int kcm_api_parse_time(const char *s, int64_t *out);
 /* Format Unix seconds as "2026-11-22T06:00:05Z" into buf (at least 21 bytes). */
 void kcm_api_format_time(int64_t t, char *buf, size_t len);
+
+/* Pod templates compare as upstream's EqualIgnoreHash does: without the
+ * pod-template-hash label, an empty label map counting as none.
+ * kcm_api_template_key() digests a template that way (equal templates have
+ * equal keys); kcm_api_template_equal() compares two canonical templates. */
+int kcm_api_template_key(struct json_object *tmpl, uint64_t *key);
+bool kcm_api_template_equal(const char *a, const char *b);
+/* Take the hash label out of a parsed template (returns 1 if it was there,
+ * *restore then holds its value) and put it back. */
+int kcm_api_template_strip_hash(struct json_object *tmpl, struct json_object **restore);
+void kcm_api_template_restore_hash(struct json_object *tmpl, struct json_object *restore);
+
+/* Read back an object before adopting for it (upstream's
+ * RecheckDeletionTimestamp): NULL when the body is the object with this uid
+ * and it is not being deleted, else why not. */
+const char *kcm_api_recheck(const char *body, const struct kcm_uid *uid);
+/* metadata.resourceVersion of a parsed object, 0 if missing. */
+uint64_t kcm_api_resource_version(struct json_object *obj);
 
 int kcm_api_parse_uid(const char *s, struct kcm_uid *out);
 /* Format a UID in its 36-character form into buf (at least 37 bytes). */

@@ -332,27 +332,6 @@ static int owned_string(struct dctx *d, struct json_object *o, const char *key, 
 
 /* --- shared parts ---------------------------------------------------------------- */
 
-static int cmp_pair(const void *a, const void *b) {
-  return strcmp(((const struct kcm_pair *)a)->key, ((const struct kcm_pair *)b)->key);
-}
-
-const char *kcm_api_pairs_get(const struct kcm_pairs *p, const char *key) {
-  struct kcm_pair k = {(char *)(uintptr_t)key, NULL};
-  struct kcm_pair *hit = p->n ? bsearch(&k, p->items, p->n, sizeof(k), cmp_pair) : NULL;
-  return hit ? hit->value : NULL;
-}
-
-static void release_pairs(struct kcm_pairs *p) {
-  uint32_t i;
-  for (i = 0; i < p->n; i++) {
-    free(p->items[i].key);
-    free(p->items[i].value);
-  }
-  free(p->items);
-  p->items = NULL;
-  p->n = 0;
-}
-
 static int decode_pairs(struct dctx *d, struct json_object *obj, const char *field,
                         struct kcm_pairs *out) {
   struct json_object_iterator it, end;
@@ -376,27 +355,17 @@ static int decode_pairs(struct dctx *d, struct json_object *obj, const char *fie
     struct kcm_pair *p = &out->items[out->n];
     if (!json_object_is_type(v, json_type_string))
       return bad(d, field, "must be an object of strings");
+    /* kubectl's copy of the whole object: large, and never read. */
+    if (!strcmp(json_object_iter_peek_name(&it), KCM_API_LAST_APPLIED))
+      continue;
     p->key = strdup(json_object_iter_peek_name(&it));
     p->value = strdup(json_object_get_string(v));
     out->n++;
     if (!p->key || !p->value)
       return KCM_ENOMEM;
   }
-  qsort(out->items, out->n, sizeof(*out->items), cmp_pair);
+  kcm_api_pairs_sort(out);
   return 0;
-}
-
-static void release_conditions(struct kcm_conditions *c) {
-  uint32_t i;
-  for (i = 0; i < c->n; i++) {
-    free(c->items[i].type);
-    free(c->items[i].status);
-    free(c->items[i].reason);
-    free(c->items[i].message);
-  }
-  free(c->items);
-  c->items = NULL;
-  c->n = 0;
 }
 
 static int decode_conditions(struct dctx *d, struct json_object *status, const char *field,
@@ -524,8 +493,23 @@ static int decode_selector(struct dctx *d, struct json_object *spec, struct kcm_
   return err == KCM_EINVAL ? bad(d, "spec.selector", why) : err;
 }
 
+/* The selector as canonical JSON, for ReplicaSets made from it. */
+static int decode_selector_json(struct dctx *d, struct json_object *spec, char **out) {
+  struct kcm_buf b = KCM_BUF_INIT(1u << 20);
+  struct json_object *sel = get(spec, "selector");
+  int err;
+  if (!sel)
+    return 0;
+  if ((err = kcm_api_canonical_json(sel, &b))) {
+    kcm_buf_release(&b);
+    return err == KCM_ETOOBIG ? bad(d, "spec.selector", "is too large") : err;
+  }
+  *out = kcm_buf_take(&b);
+  return *out ? 0 : KCM_ENOMEM;
+}
+
 static int decode_template(struct dctx *d, struct json_object *spec, char **out,
-                           struct kcm_labels *labels) {
+                           uint64_t *key, struct kcm_labels *labels) {
   struct json_object *tmpl, *tmeta;
   struct kcm_buf b = KCM_BUF_INIT(4u << 20);
   const char *why = NULL;
@@ -544,6 +528,8 @@ static int decode_template(struct dctx *d, struct json_object *spec, char **out,
       return err;
   }
   err = kcm_api_canonical_json(tmpl, &b);
+  if (!err)
+    err = kcm_api_template_key(tmpl, key);
   if (err) {
     kcm_buf_release(&b);
     return err == KCM_ETOOBIG ? bad(d, "spec.template", "is too large") : err;
@@ -662,7 +648,7 @@ static int decode_replicaset(struct dctx *d, struct kcm_replicaset *rs, struct j
       (err = get_i32(d, spec, "minReadySeconds", "spec.minReadySeconds",
                      &rs->min_ready_seconds)) ||
       (err = decode_selector(d, spec, &rs->selector)) ||
-      (err = decode_template(d, spec, &rs->template, &rs->template_labels)) ||
+      (err = decode_template(d, spec, &rs->template, &rs->template_key, &rs->template_labels)) ||
       (err = get_i32(d, status, "replicas", "status.replicas", &rs->status.replicas)) ||
       (err = get_i32(d, status, "fullyLabeledReplicas", "status.fullyLabeledReplicas",
                      &rs->status.fully_labeled)) ||
@@ -727,7 +713,8 @@ static int decode_deployment(struct dctx *d, struct kcm_deployment *dp, struct j
                      INT32_MAX, &pd)) ||
       (err = get_bool(d, spec, "paused", "spec.paused", &dp->paused)) ||
       (err = decode_selector(d, spec, &dp->selector)) ||
-      (err = decode_template(d, spec, &dp->template, NULL)) ||
+      (err = decode_template(d, spec, &dp->template, &dp->template_key, NULL)) ||
+      (err = decode_selector_json(d, spec, &dp->selector_json)) ||
       (err = get_object(d, spec, "strategy", "spec.strategy", &strategy)) ||
       (err = get_string(d, strategy, "type", "spec.strategy.type", &type)) ||
       (err = get_object(d, strategy, "rollingUpdate", "spec.strategy.rollingUpdate", &ru)) ||
@@ -818,19 +805,20 @@ void kcm_api_unref(struct kcm_object *o, struct kcm_intern *pool) {
     break;
   case KCM_KIND_REPLICASET: {
     struct kcm_replicaset *rs = (struct kcm_replicaset *)o;
-    release_pairs(&rs->annotations);
+    kcm_api_pairs_release(&rs->annotations);
     kcm_labels_selector_release(&rs->selector);
     kcm_labels_release(&rs->template_labels, pool);
     free(rs->template);
-    release_conditions(&rs->status.conditions);
+    kcm_api_conditions_release(&rs->status.conditions);
     break;
   }
   default: {
     struct kcm_deployment *dp = (struct kcm_deployment *)o;
-    release_pairs(&dp->annotations);
+    kcm_api_pairs_release(&dp->annotations);
     kcm_labels_selector_release(&dp->selector);
     free(dp->template);
-    release_conditions(&dp->status.conditions);
+    free(dp->selector_json);
+    kcm_api_conditions_release(&dp->status.conditions);
     break;
   }
   }
@@ -861,6 +849,7 @@ size_t kcm_api_size(const struct kcm_object *o) {
   } else if (o->kind == KCM_KIND_DEPLOYMENT) {
     const struct kcm_deployment *dp = (const struct kcm_deployment *)o;
     n += pairs_size(&dp->annotations) + strlen(dp->template) + 1 +
+         (dp->selector_json ? strlen(dp->selector_json) + 1 : 0) +
          dp->status.conditions.n * sizeof(struct kcm_condition);
   }
   return n;

@@ -296,26 +296,15 @@ static void call_done(struct kcm_rs_job *j) {
 static void on_check(const struct kcm_client_response *resp, void *data) {
   struct call *call = data;
   struct kcm_rs_job *j = call->job;
-  struct json_object *doc = NULL, *meta, *v;
-  char uid[37];
+  const char *why;
 
   free(call);
-  if (resp->err) {
+  if (resp->err)
     fail(j, resp->err, "can't recheck DeletionTimestamp: %s", resp->message);
-  } else {
-    doc = json_tokener_parse(resp->body);
-    kcm_api_format_uid(&j->rs->o.uid, uid, sizeof(uid));
-    if (!doc || !json_object_object_get_ex(doc, "metadata", &meta) ||
-        !json_object_object_get_ex(meta, "uid", &v) || strcmp(json_object_get_string(v), uid)) {
-      fail(j, KCM_ECONFLICT, "original ReplicaSet %s is gone: got another uid", j->key);
-    } else if (json_object_object_get_ex(meta, "deletionTimestamp", &v) &&
-               json_object_is_type(v, json_type_string)) {
-      fail(j, KCM_ECONFLICT, "%s has just been deleted", j->key);
-    } else {
-      j->can_adopt = true;
-    }
-    json_object_put(doc);
-  }
+  else if ((why = kcm_api_recheck(resp->body, &j->rs->o.uid)))
+    fail(j, KCM_ECONFLICT, "original ReplicaSet %s %s", j->key, why);
+  else
+    j->can_adopt = true;
   call_done(j);
 }
 

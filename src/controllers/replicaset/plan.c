@@ -198,34 +198,8 @@ void kcm_replicaset_rank(struct kcm_pod **pods, size_t n, struct kcm_pod *const 
 
 /* --- status -------------------------------------------------------------------------- */
 
-static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
-
-static int copy_condition(struct kcm_condition *dst, const struct kcm_condition *src) {
-  memset(dst, 0, sizeof(*dst));
-  dst->type = dup_or_null(src->type);
-  dst->status = dup_or_null(src->status);
-  dst->reason = dup_or_null(src->reason);
-  dst->message = dup_or_null(src->message);
-  dst->last_update = src->last_update;
-  dst->last_transition = src->last_transition;
-  if ((src->type && !dst->type) || (src->status && !dst->status) ||
-      (src->reason && !dst->reason) || (src->message && !dst->message))
-    return KCM_ENOMEM;
-  return 0;
-}
-
-static void free_condition(struct kcm_condition *c) {
-  free(c->type);
-  free(c->status);
-  free(c->reason);
-  free(c->message);
-}
-
 void kcm_replicaset_status_release(struct kcm_rs_status *s) {
-  uint32_t i;
-  for (i = 0; i < s->conditions.n; i++)
-    free_condition(&s->conditions.items[i]);
-  free(s->conditions.items);
+  kcm_api_conditions_release(&s->conditions);
   memset(s, 0, sizeof(*s));
 }
 
@@ -264,7 +238,7 @@ int kcm_replicaset_status(const struct kcm_replicaset *rs, struct kcm_pod *const
     has_failure |= failure;
     if (failure && !manage_failed)
       continue; /* the failure no longer applies */
-    if (copy_condition(&out->conditions.items[out->conditions.n++], c)) {
+    if (kcm_api_condition_copy(&out->conditions.items[out->conditions.n++], c)) {
       kcm_replicaset_status_release(out);
       return KCM_ENOMEM;
     }
@@ -284,47 +258,19 @@ int kcm_replicaset_status(const struct kcm_replicaset *rs, struct kcm_pod *const
   return 0;
 }
 
-static bool str_eq(const char *a, const char *b) {
-  return (!a && !b) || (a && b && strcmp(a, b) == 0);
-}
-
 bool kcm_replicaset_status_changed(const struct kcm_replicaset *rs,
                                    const struct kcm_rs_status *s) {
-  uint32_t i;
-  if (s->replicas != rs->status.replicas || s->fully_labeled != rs->status.fully_labeled ||
-      s->ready != rs->status.ready || s->available != rs->status.available ||
-      s->observed_generation != rs->status.observed_generation ||
-      s->conditions.n != rs->status.conditions.n)
-    return true;
-  for (i = 0; i < s->conditions.n; i++) {
-    const struct kcm_condition *a = &s->conditions.items[i], *b = &rs->status.conditions.items[i];
-    if (!str_eq(a->type, b->type) || !str_eq(a->status, b->status) ||
-        !str_eq(a->reason, b->reason) || !str_eq(a->message, b->message) ||
-        a->last_transition != b->last_transition || a->last_update != b->last_update)
-      return true;
-  }
-  return false;
-}
-
-static void add_time(struct json_object *o, const char *key, int64_t t) {
-  char buf[32];
-  if (!t)
-    return;
-  kcm_api_format_time(t, buf, sizeof(buf));
-  json_object_object_add(o, key, json_object_new_string(buf));
-}
-
-static void add_str(struct json_object *o, const char *key, const char *v) {
-  if (v)
-    json_object_object_add(o, key, json_object_new_string(v));
+  return s->replicas != rs->status.replicas || s->fully_labeled != rs->status.fully_labeled ||
+         s->ready != rs->status.ready || s->available != rs->status.available ||
+         s->observed_generation != rs->status.observed_generation ||
+         !kcm_api_conditions_equal(&s->conditions, &rs->status.conditions);
 }
 
 int kcm_replicaset_status_patch(const struct kcm_replicaset *rs, const struct kcm_rs_status *s,
                                 struct kcm_buf *out) {
   struct json_object *doc = json_object_new_object(), *meta = json_object_new_object();
-  struct json_object *st = json_object_new_object(), *conds = NULL;
+  struct json_object *st = json_object_new_object(), *conds;
   char rv[24];
-  uint32_t i;
   int err;
 
   snprintf(rv, sizeof(rv), "%llu", (unsigned long long)rs->o.rv);
@@ -335,20 +281,7 @@ int kcm_replicaset_status_patch(const struct kcm_replicaset *rs, const struct kc
   json_object_object_add(st, "readyReplicas", json_object_new_int(s->ready));
   json_object_object_add(st, "availableReplicas", json_object_new_int(s->available));
   json_object_object_add(st, "observedGeneration", json_object_new_int64(s->observed_generation));
-  if (s->conditions.n) {
-    conds = json_object_new_array();
-    for (i = 0; i < s->conditions.n; i++) {
-      const struct kcm_condition *c = &s->conditions.items[i];
-      struct json_object *o = json_object_new_object();
-      add_str(o, "type", c->type);
-      add_str(o, "status", c->status);
-      add_time(o, "lastUpdateTime", c->last_update);
-      add_time(o, "lastTransitionTime", c->last_transition);
-      add_str(o, "reason", c->reason);
-      add_str(o, "message", c->message);
-      json_object_array_add(conds, o);
-    }
-  }
+  conds = kcm_api_conditions_json(&s->conditions);
   json_object_object_add(st, "conditions", conds); /* null removes them */
   json_object_object_add(doc, "status", st);
   err = kcm_buf_append_str(out, json_object_to_json_string_ext(

@@ -1,0 +1,245 @@
+/*
+ * deployment — the Deployment controller.
+ *
+ * A Deployment owns one ReplicaSet per version of its pod template. For
+ * each Deployment key taken from the work queue, a pure planning step reads
+ * the cache and returns a plan, in upstream's order (syncDeployment):
+ *
+ *   1. claim: adopt orphan ReplicaSets its selector matches (after reading
+ *      the Deployment from the API server to check it is the same object
+ *      and not being deleted) and release owned ones that stop matching;
+ *   2. a Deployment being deleted only gets its status computed;
+ *   3. Progressing is set to DeploymentPaused / DeploymentResumed;
+ *   4. paused, or a scaling event (an active ReplicaSet whose
+ *      desired-replicas annotation differs from spec.replicas): scale,
+ *      proportionally across the active ReplicaSets, without rolling;
+ *   5. a legacy rollback (annotation deprecated.deployment.rollback.to);
+ *   6. otherwise roll out: RollingUpdate (surge the new ReplicaSet, clean up
+ *      unhealthy old replicas, scale old ones down within maxUnavailable)
+ *      or Recreate (scale old ones to 0, wait until no old pod runs, then
+ *      create the new one), keep revisionHistoryLimit old ReplicaSets, and
+ *      compute the status and the Progressing, Available and ReplicaFailure
+ *      conditions.
+ *
+ * The new ReplicaSet is the oldest one whose template equals the
+ * Deployment's, ignoring the pod-template-hash label. The plan's steps are
+ * sent one after the other; the first failure ends the sync (it is retried
+ * with backoff) except where upstream ignores the error. The Deployment's
+ * status is written once, at the end, when it changed.
+ *
+ * Everything below the controller is pure: it reads the objects and the
+ * clock it is given and allocates only its results.
+ */
+#ifndef KCM_DEPLOYMENT_H
+#define KCM_DEPLOYMENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "kcm/api.h"
+#include "kcm/client.h"
+#include "kcm/events.h"
+#include "kcm/informer.h"
+#include "kcm/map.h"
+#include "kcm/workqueue.h"
+
+#define KCM_DEPLOYMENT_REVISION "deployment.kubernetes.io/revision"
+#define KCM_DEPLOYMENT_REVISION_HISTORY "deployment.kubernetes.io/revision-history"
+#define KCM_DEPLOYMENT_DESIRED "deployment.kubernetes.io/desired-replicas"
+#define KCM_DEPLOYMENT_MAX "deployment.kubernetes.io/max-replicas"
+#define KCM_DEPLOYMENT_ROLLBACK_TO "deprecated.deployment.rollback.to"
+/* The longest revision-history annotation kept, in characters. */
+#define KCM_DEPLOYMENT_HISTORY_CHARS 2000
+/* A key that failed this many times in a row is dropped until it changes. */
+#define KCM_DEPLOYMENT_MAX_RETRIES 15
+
+/* --- rollout arithmetic (pure) --------------------------------------------------------- */
+
+/* An int-or-percent scaled against total: a percentage rounds up or down. */
+int32_t kcm_deployment_scaled(const struct kcm_intstr *v, int32_t total, bool round_up);
+/* maxSurge (rounded up) and maxUnavailable (rounded down) for `desired`;
+ * when both are 0, maxUnavailable is 1. */
+void kcm_deployment_fenceposts(const struct kcm_intstr *surge, const struct kcm_intstr *unavail,
+                               int32_t desired, int32_t *max_surge, int32_t *max_unavailable);
+/* 0 for Recreate. */
+int32_t kcm_deployment_max_surge(const struct kcm_deployment *d);
+/* 0 for Recreate or 0 replicas; never above spec.replicas. */
+int32_t kcm_deployment_max_unavailable(const struct kcm_deployment *d);
+
+/* The hash that names a new ReplicaSet: FNV-32a of the canonical template
+ * and the collision count, written with the letters upstream uses
+ * ("bcdfghjklmnpqrstvwxz2456789" for the decimal digits). buf: 16 bytes. */
+void kcm_deployment_hash(const char *template_json, int32_t collision_count, char *buf,
+                         size_t len);
+
+/* Parse an annotation as upstream's strconv.ParseInt(s, 10, 64). */
+bool kcm_deployment_parse_int(const char *s, int64_t *out);
+/* The revision annotation of a set of annotations: 0 when absent; false
+ * when it does not parse. */
+bool kcm_deployment_revision_of(const struct kcm_pairs *annotations, int64_t *out);
+
+/* --- planning (pure) -------------------------------------------------------------------- */
+
+/* A ReplicaSet as a sync sees it: the cached object with the changes this
+ * sync made to it. */
+struct kcm_dp_rs {
+  const struct kcm_replicaset *rs; /* borrowed; NULL for the one this sync creates */
+  char *name;                      /* owned */
+  int64_t created;
+  int32_t replicas;                /* spec.replicas */
+  int32_t min_ready_seconds;
+  struct kcm_pairs annotations;    /* owned */
+};
+
+enum kcm_dp_op {
+  KCM_DP_EVENT,    /* record an event; no request */
+  KCM_DP_SCALE,    /* update a ReplicaSet's replicas, minReadySeconds and annotations */
+  KCM_DP_CREATE,   /* create the new ReplicaSet (plan->create_body) */
+  KCM_DP_DELETE,   /* delete an old ReplicaSet */
+  KCM_DP_STATUS,   /* write the Deployment's status and revision annotation */
+  KCM_DP_ROLLBACK, /* write the Deployment's template and annotations (plan->rollback_ops) */
+};
+
+struct kcm_dp_step {
+  enum kcm_dp_op op;
+  int32_t rs;                   /* SCALE, CREATE, DELETE: index in plan->rs */
+  int32_t replicas;             /* SCALE: spec.replicas to write */
+  int32_t old_replicas;         /* SCALE: spec.replicas before */
+  int32_t min_ready_seconds;    /* SCALE */
+  struct kcm_pairs annotations; /* SCALE: every annotation the ReplicaSet should carry */
+  struct kcm_conditions conditions; /* CREATE: the Deployment's conditions before it */
+  uint32_t group;               /* steps upstream sends in one loop */
+  bool lenient;                 /* a failure is not an error: the rest of the group is skipped */
+  /* The event: recorded by EVENT, or after the write succeeded. */
+  const char *reason;           /* static; NULL for none */
+  bool warning;
+  char *message;                /* owned */
+};
+
+struct kcm_dp_status {
+  int64_t observed_generation;
+  int32_t replicas;
+  int32_t updated;
+  int32_t ready;
+  int32_t available;
+  int32_t unavailable;
+  int32_t collision_count; /* -1 when unset */
+  struct kcm_conditions conditions;
+};
+
+/* A ReplicaSet the API server changed on creation (a mutating admission
+ * webhook, fields a feature gate drops): for the Deployment template
+ * template_key, the ReplicaSet uid with rs_template_key is the new one. */
+struct kcm_dp_alias {
+  uint64_t template_key;
+  uint64_t rs_template_key;
+  struct kcm_uid rs_uid;
+};
+
+struct kcm_dp_plan {
+  /* claiming; the ReplicaSets are borrowed from the cache */
+  struct kcm_replicaset **adopt;
+  size_t nadopt;
+  struct kcm_replicaset **release;
+  size_t nrelease;
+  /* the ReplicaSets the Deployment owns, and the one this sync creates */
+  struct kcm_dp_rs *rs;
+  size_t nrs;
+  int32_t new_rs;            /* index in rs, or -1 */
+  char *create_body;         /* the ReplicaSet to create, JSON */
+  struct kcm_dp_step *steps;
+  size_t nsteps;
+  /* the Deployment as the sync leaves it */
+  struct kcm_dp_status status;
+  char *revision;            /* the revision annotation to write; NULL: unchanged */
+  char *rollback_ops;        /* JSON patch operations, without the resourceVersion test */
+  int64_t requeue_after_ms;  /* check progress again: -1 never, 0 now (rate limited) */
+  bool invalid;              /* the selector cannot be used: nothing is done */
+};
+
+struct kcm_dp_input {
+  const struct kcm_deployment *d;
+  struct kcm_replicaset *const *candidates; /* the ReplicaSets of its namespace */
+  size_t ncandidates;
+  /* Recreate: whether the ReplicaSet (by uid) has a pod matching the
+   * Deployment's selector that is neither Succeeded nor Failed. NULL: none. */
+  bool (*pods_running)(void *ctx, const struct kcm_replicaset *rs);
+  void *ctx;
+  const struct kcm_dp_alias *alias; /* may be NULL */
+  uint64_t now_ms;
+};
+
+/* Plan one sync. Returns 0 or KCM_ENOMEM; free with kcm_deployment_plan_release(). */
+int kcm_deployment_plan(const struct kcm_dp_input *in, struct kcm_dp_plan *out);
+void kcm_deployment_plan_release(struct kcm_dp_plan *p);
+
+/* Whether status and annotation writes of the plan change the Deployment. */
+bool kcm_deployment_status_changed(const struct kcm_deployment *d, const struct kcm_dp_plan *p);
+
+/* Request bodies. resource_version: the object's latest known version. */
+int kcm_deployment_status_body(const struct kcm_deployment *d, const struct kcm_dp_plan *p,
+                               uint64_t resource_version, struct kcm_buf *out);
+int kcm_deployment_scale_body(const struct kcm_dp_plan *p, const struct kcm_dp_step *s,
+                              uint64_t resource_version, struct kcm_buf *out);
+int kcm_deployment_rollback_body(const struct kcm_dp_plan *p, uint64_t resource_version,
+                                 struct kcm_buf *out);
+/* After a failed create: Progressing False ReplicaSetCreateError over the
+ * conditions it had then; nothing (out left empty) without a progress
+ * deadline. */
+int kcm_deployment_create_failed_body(const struct kcm_deployment *d,
+                                      const struct kcm_dp_step *create, const char *message,
+                                      uint64_t now_ms, uint64_t resource_version,
+                                      struct kcm_buf *out);
+/* After a hash collision: collisionCount one higher. */
+int kcm_deployment_collision_body(const struct kcm_deployment *d, uint64_t resource_version,
+                                  struct kcm_buf *out);
+
+/* --- the controller -------------------------------------------------------------------- */
+
+struct kcm_dp_job;
+
+struct kcm_deployment_controller {
+  uv_loop_t *loop;
+  struct kcm_client *client;
+  struct kcm_informer *d_informer;
+  struct kcm_informer *rs_informer;
+  struct kcm_informer *pod_informer;
+  struct kcm_intern *pool;
+  struct kcm_workqueue queue;
+  struct kcm_events events;
+  struct kcm_map aliases;  /* Deployment key -> struct kcm_dp_alias */
+  uint32_t workers;        /* --concurrent-deployment-syncs */
+  uint32_t running;
+  struct kcm_dp_job *jobs;
+  bool stopping;
+  void (*on_stopped)(struct kcm_deployment_controller *c);
+  struct {
+    uint64_t syncs;
+    uint64_t rs_created;
+    uint64_t rs_scaled;
+    uint64_t rs_deleted;
+    uint64_t adoptions;
+    uint64_t releases;
+    uint64_t status_writes;
+    uint64_t collisions;
+    uint64_t errors;
+    uint64_t dropped;
+  } stats;
+};
+
+/* Register with the informers (before they start). Borrowed pointers must
+ * outlive the controller. */
+int kcm_deployment_init(struct kcm_deployment_controller *c, uv_loop_t *loop,
+                        struct kcm_client *client, struct kcm_informer *d_informer,
+                        struct kcm_informer *rs_informer, struct kcm_informer *pod_informer,
+                        struct kcm_intern *pool, uint32_t workers);
+/* Start taking keys once the caches have synced. */
+void kcm_deployment_run(struct kcm_deployment_controller *c);
+/* Stop taking keys; on_stopped runs once syncs in flight have finished. */
+void kcm_deployment_stop(struct kcm_deployment_controller *c,
+                         void (*on_stopped)(struct kcm_deployment_controller *c));
+void kcm_deployment_release(struct kcm_deployment_controller *c);
+
+#endif

@@ -1,0 +1,344 @@
+/*
+ * api/parts.c — the pieces several objects share: annotation maps,
+ * conditions and pod templates. See include/kcm/api.h.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kcm/api.h"
+#include "kcm/error.h"
+#include "kcm/map.h"
+
+/* --- annotations ---------------------------------------------------------------- */
+
+static int cmp_pair(const void *a, const void *b) {
+  return strcmp(((const struct kcm_pair *)a)->key, ((const struct kcm_pair *)b)->key);
+}
+
+void kcm_api_pairs_sort(struct kcm_pairs *p) {
+  if (p->n > 1)
+    qsort(p->items, p->n, sizeof(*p->items), cmp_pair);
+}
+
+const char *kcm_api_pairs_get(const struct kcm_pairs *p, const char *key) {
+  struct kcm_pair k = {(char *)(uintptr_t)key, NULL};
+  struct kcm_pair *hit = p->n ? bsearch(&k, p->items, p->n, sizeof(k), cmp_pair) : NULL;
+  return hit ? hit->value : NULL;
+}
+
+int kcm_api_pairs_set(struct kcm_pairs *p, const char *key, const char *value) {
+  struct kcm_pair k = {(char *)(uintptr_t)key, NULL}, *hit, *grown;
+  char *v = strdup(value), *kk;
+  uint32_t i;
+
+  if (!v)
+    return KCM_ENOMEM;
+  hit = p->n ? bsearch(&k, p->items, p->n, sizeof(k), cmp_pair) : NULL;
+  if (hit) {
+    free(hit->value);
+    hit->value = v;
+    return 0;
+  }
+  kk = strdup(key);
+  grown = kk ? realloc(p->items, (p->n + 1) * sizeof(*grown)) : NULL;
+  if (!grown) {
+    free(kk);
+    free(v);
+    return KCM_ENOMEM;
+  }
+  p->items = grown;
+  for (i = p->n; i > 0 && strcmp(p->items[i - 1].key, key) > 0; i--)
+    p->items[i] = p->items[i - 1];
+  p->items[i].key = kk;
+  p->items[i].value = v;
+  p->n++;
+  return 0;
+}
+
+void kcm_api_pairs_remove(struct kcm_pairs *p, const char *key) {
+  struct kcm_pair k = {(char *)(uintptr_t)key, NULL};
+  struct kcm_pair *hit = p->n ? bsearch(&k, p->items, p->n, sizeof(k), cmp_pair) : NULL;
+  size_t at;
+  if (!hit)
+    return;
+  at = (size_t)(hit - p->items);
+  free(hit->key);
+  free(hit->value);
+  memmove(hit, hit + 1, (p->n - at - 1) * sizeof(*hit));
+  p->n--;
+}
+
+int kcm_api_pairs_copy(struct kcm_pairs *dst, const struct kcm_pairs *src) {
+  uint32_t i;
+  dst->items = NULL;
+  dst->n = 0;
+  if (!src->n)
+    return 0;
+  dst->items = calloc(src->n, sizeof(*dst->items));
+  if (!dst->items)
+    return KCM_ENOMEM;
+  for (i = 0; i < src->n; i++) {
+    dst->items[i].key = strdup(src->items[i].key);
+    dst->items[i].value = strdup(src->items[i].value);
+    dst->n++;
+    if (!dst->items[i].key || !dst->items[i].value) {
+      kcm_api_pairs_release(dst);
+      return KCM_ENOMEM;
+    }
+  }
+  return 0;
+}
+
+void kcm_api_pairs_release(struct kcm_pairs *p) {
+  uint32_t i;
+  for (i = 0; i < p->n; i++) {
+    free(p->items[i].key);
+    free(p->items[i].value);
+  }
+  free(p->items);
+  p->items = NULL;
+  p->n = 0;
+}
+
+/* --- conditions ------------------------------------------------------------------ */
+
+static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
+
+static bool str_eq(const char *a, const char *b) {
+  return (!a && !b) || (a && b && strcmp(a, b) == 0);
+}
+
+int kcm_api_condition_copy(struct kcm_condition *dst, const struct kcm_condition *src) {
+  memset(dst, 0, sizeof(*dst));
+  dst->type = dup_or_null(src->type);
+  dst->status = dup_or_null(src->status);
+  dst->reason = dup_or_null(src->reason);
+  dst->message = dup_or_null(src->message);
+  dst->last_update = src->last_update;
+  dst->last_transition = src->last_transition;
+  if ((src->type && !dst->type) || (src->status && !dst->status) ||
+      (src->reason && !dst->reason) || (src->message && !dst->message)) {
+    kcm_api_condition_release(dst);
+    return KCM_ENOMEM;
+  }
+  return 0;
+}
+
+void kcm_api_condition_release(struct kcm_condition *c) {
+  free(c->type);
+  free(c->status);
+  free(c->reason);
+  free(c->message);
+  memset(c, 0, sizeof(*c));
+}
+
+int kcm_api_conditions_copy(struct kcm_conditions *dst, const struct kcm_conditions *src) {
+  uint32_t i;
+  dst->items = NULL;
+  dst->n = 0;
+  if (!src->n)
+    return 0;
+  dst->items = calloc(src->n, sizeof(*dst->items));
+  if (!dst->items)
+    return KCM_ENOMEM;
+  for (i = 0; i < src->n; i++) {
+    if (kcm_api_condition_copy(&dst->items[i], &src->items[i])) {
+      kcm_api_conditions_release(dst);
+      return KCM_ENOMEM;
+    }
+    dst->n++;
+  }
+  return 0;
+}
+
+void kcm_api_conditions_release(struct kcm_conditions *c) {
+  uint32_t i;
+  for (i = 0; i < c->n; i++)
+    kcm_api_condition_release(&c->items[i]);
+  free(c->items);
+  c->items = NULL;
+  c->n = 0;
+}
+
+const struct kcm_condition *kcm_api_condition_get(const struct kcm_conditions *c,
+                                                  const char *type) {
+  uint32_t i;
+  for (i = 0; i < c->n; i++)
+    if (c->items[i].type && strcmp(c->items[i].type, type) == 0)
+      return &c->items[i];
+  return NULL;
+}
+
+void kcm_api_condition_remove(struct kcm_conditions *c, const char *type) {
+  uint32_t i, k = 0;
+  for (i = 0; i < c->n; i++) {
+    if (c->items[i].type && strcmp(c->items[i].type, type) == 0)
+      kcm_api_condition_release(&c->items[i]);
+    else
+      c->items[k++] = c->items[i];
+  }
+  c->n = k;
+}
+
+int kcm_api_condition_append(struct kcm_conditions *c, const struct kcm_condition *cond) {
+  struct kcm_condition *grown = realloc(c->items, (c->n + 1) * sizeof(*grown));
+  if (!grown)
+    return KCM_ENOMEM;
+  c->items = grown;
+  if (kcm_api_condition_copy(&c->items[c->n], cond))
+    return KCM_ENOMEM;
+  c->n++;
+  return 0;
+}
+
+bool kcm_api_conditions_equal(const struct kcm_conditions *a, const struct kcm_conditions *b) {
+  uint32_t i;
+  if (a->n != b->n)
+    return false;
+  for (i = 0; i < a->n; i++) {
+    const struct kcm_condition *x = &a->items[i], *y = &b->items[i];
+    if (!str_eq(x->type, y->type) || !str_eq(x->status, y->status) ||
+        !str_eq(x->reason, y->reason) || !str_eq(x->message, y->message) ||
+        x->last_update != y->last_update || x->last_transition != y->last_transition)
+      return false;
+  }
+  return true;
+}
+
+static void add_time(struct json_object *o, const char *key, int64_t t) {
+  char buf[32];
+  if (!t)
+    return;
+  kcm_api_format_time(t, buf, sizeof(buf));
+  json_object_object_add(o, key, json_object_new_string(buf));
+}
+
+static void add_str(struct json_object *o, const char *key, const char *v) {
+  if (v)
+    json_object_object_add(o, key, json_object_new_string(v));
+}
+
+struct json_object *kcm_api_conditions_json(const struct kcm_conditions *c) {
+  struct json_object *list;
+  uint32_t i;
+  if (!c->n)
+    return NULL;
+  list = json_object_new_array();
+  for (i = 0; i < c->n; i++) {
+    const struct kcm_condition *k = &c->items[i];
+    struct json_object *o = json_object_new_object();
+    add_str(o, "type", k->type);
+    add_str(o, "status", k->status);
+    add_time(o, "lastUpdateTime", k->last_update);
+    add_time(o, "lastTransitionTime", k->last_transition);
+    add_str(o, "reason", k->reason);
+    add_str(o, "message", k->message);
+    json_object_array_add(list, o);
+  }
+  return list;
+}
+
+/* --- pod templates ------------------------------------------------------------------ */
+
+int kcm_api_template_strip_hash(struct json_object *tmpl, struct json_object **restore) {
+  struct json_object *meta, *labels, *hash;
+  *restore = NULL;
+  if (!json_object_object_get_ex(tmpl, "metadata", &meta) ||
+      !json_object_object_get_ex(meta, "labels", &labels) ||
+      !json_object_object_get_ex(labels, KCM_API_HASH_LABEL, &hash))
+    return 0;
+  *restore = json_object_get(hash);
+  json_object_object_del(labels, KCM_API_HASH_LABEL);
+  return 1;
+}
+
+void kcm_api_template_restore_hash(struct json_object *tmpl, struct json_object *restore) {
+  struct json_object *meta, *labels;
+  if (!restore)
+    return;
+  if (json_object_object_get_ex(tmpl, "metadata", &meta) &&
+      json_object_object_get_ex(meta, "labels", &labels))
+    json_object_object_add(labels, KCM_API_HASH_LABEL, restore);
+  else
+    json_object_put(restore);
+}
+
+/* The canonical text of a template without its hash label; an empty label
+ * map left behind counts as no labels (nil and empty are equal upstream). */
+static int canonical_without_hash(struct json_object *tmpl, struct kcm_buf *out) {
+  struct json_object *restore, *meta = NULL, *labels = NULL;
+  bool dropped_labels = false;
+  int err;
+
+  kcm_api_template_strip_hash(tmpl, &restore);
+  if (json_object_object_get_ex(tmpl, "metadata", &meta) &&
+      json_object_object_get_ex(meta, "labels", &labels) &&
+      (!labels || (json_object_is_type(labels, json_type_object) &&
+                   json_object_object_length(labels) == 0))) {
+    json_object_get(labels);
+    json_object_object_del(meta, "labels");
+    dropped_labels = true;
+  }
+  err = kcm_api_canonical_json(tmpl, out);
+  if (dropped_labels)
+    json_object_object_add(meta, "labels", labels);
+  kcm_api_template_restore_hash(tmpl, restore);
+  return err;
+}
+
+int kcm_api_template_key(struct json_object *tmpl, uint64_t *key) {
+  struct kcm_buf b = KCM_BUF_INIT(4u << 20);
+  int err = canonical_without_hash(tmpl, &b);
+  if (!err)
+    *key = kcm_map_hash_bytes(KCM_MAP_HASH_INIT, b.data, b.len);
+  kcm_buf_release(&b);
+  return err;
+}
+
+bool kcm_api_template_equal(const char *a, const char *b) {
+  struct json_object *ta = json_tokener_parse(a), *tb = json_tokener_parse(b);
+  struct kcm_buf ba = KCM_BUF_INIT(4u << 20), bb = KCM_BUF_INIT(4u << 20);
+  bool equal = false;
+
+  if (ta && tb && !canonical_without_hash(ta, &ba) && !canonical_without_hash(tb, &bb))
+    equal = ba.len == bb.len && memcmp(ba.data, bb.data, ba.len) == 0;
+  kcm_buf_release(&ba);
+  kcm_buf_release(&bb);
+  json_object_put(ta);
+  json_object_put(tb);
+  return equal;
+}
+
+/* --- answers from the API server ----------------------------------------------------- */
+
+const char *kcm_api_recheck(const char *body, const struct kcm_uid *uid) {
+  struct json_object *doc = json_tokener_parse(body), *meta, *v;
+  struct kcm_uid got;
+  const char *why = NULL;
+
+  if (!doc || !json_object_object_get_ex(doc, "metadata", &meta) ||
+      !json_object_object_get_ex(meta, "uid", &v) ||
+      kcm_api_parse_uid(json_object_get_string(v), &got))
+    why = "cannot be read back";
+  else if (!kcm_api_uid_equal(&got, uid))
+    why = "is gone: got another uid";
+  else if (json_object_object_get_ex(meta, "deletionTimestamp", &v) &&
+           json_object_is_type(v, json_type_string))
+    why = "has just been deleted";
+  json_object_put(doc);
+  return why;
+}
+
+uint64_t kcm_api_resource_version(struct json_object *obj) {
+  struct json_object *meta, *v;
+  const char *s;
+  char *end;
+  unsigned long long rv;
+  if (!json_object_object_get_ex(obj, "metadata", &meta) ||
+      !json_object_object_get_ex(meta, "resourceVersion", &v) ||
+      !(s = json_object_get_string(v)))
+    return 0;
+  rv = strtoull(s, &end, 10);
+  return *end ? 0 : (uint64_t)rv;
+}
