@@ -1474,7 +1474,8 @@ int kcm_deployment_plan(const struct kcm_dp_input *in, struct kcm_dp_plan *out) 
     sort(&s, idx, out->nrs, by_creation);
     for (i = 0; i < out->nrs; i++)
       sorted[i] = out->rs[idx[i]];
-    memcpy(out->rs, sorted, out->nrs * sizeof(*sorted));
+    if (out->nrs)
+      memcpy(out->rs, sorted, out->nrs * sizeof(*sorted));
     free(idx);
     free(sorted);
   }
