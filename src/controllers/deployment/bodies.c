@@ -13,8 +13,8 @@
 #include "kcm/error.h"
 
 static int emit(struct json_object *doc, struct kcm_buf *out) {
-  int err = kcm_buf_append_str(out, json_object_to_json_string_ext(
-                                        doc, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+  int flags = JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE;
+  int err = kcm_buf_append_str(out, json_object_to_json_string_ext(doc, flags));
   json_object_put(doc);
   return err;
 }
