@@ -192,6 +192,7 @@ static void deployment_fields(void **state) {
   assert_int_equal(d->status.unavailable, 2);
   assert_int_equal(d->status.collision_count, 1);
   assert_int_equal(d->status.conditions.items[0].last_update, 1795327200);
+  assert_string_equal(d->selector_json, "{\"matchLabels\":{\"app\":\"web\"}}");
   kcm_api_unref(&d->o, &pool);
 
   d = (struct kcm_deployment *)decode_ok(
@@ -205,6 +206,106 @@ static void deployment_fields(void **state) {
   assert_int_equal(d->status.collision_count, -1);
   assert_false(d->max_surge.set);
   kcm_api_unref(&d->o, &pool);
+}
+
+/* kubectl apply's copy of the object is never kept; other annotations are. */
+static void last_applied_is_dropped(void **state) {
+  struct kcm_deployment *d = (struct kcm_deployment *)decode_ok(
+      KCM_KIND_DEPLOYMENT,
+      "{" META(",\"annotations\":{\"kubectl.kubernetes.io/last-applied-configuration\":"
+               "\"{}\",\"team\":\"a\"}") ",\"spec\":{\"selector\":{\"matchLabels\":"
+      "{\"a\":\"b\"}},\"template\":{}}}");
+  assert_null(kcm_api_pairs_get(&d->annotations, KCM_API_LAST_APPLIED));
+  assert_string_equal(kcm_api_pairs_get(&d->annotations, "team"), "a");
+  assert_int_equal(d->annotations.n, 1);
+  kcm_api_unref(&d->o, &pool);
+}
+
+/* A ReplicaSet and the Deployment it was made from have the same template
+ * key; a different template has another. */
+static void template_keys_ignore_the_hash(void **state) {
+  struct kcm_replicaset *rs = (struct kcm_replicaset *)decode_ok(KCM_KIND_REPLICASET, replicaset);
+  struct kcm_deployment *same = (struct kcm_deployment *)decode_ok(
+      KCM_KIND_DEPLOYMENT,
+      "{" META("") ",\"spec\":{\"selector\":{\"matchLabels\":{\"app\":\"web\"}},"
+      "\"template\":{\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":\"nginx:1.7.9\"}]},"
+      "\"metadata\":{\"labels\":{\"app\":\"web\"},\"creationTimestamp\":null}}}}");
+  struct kcm_deployment *other = (struct kcm_deployment *)decode_ok(
+      KCM_KIND_DEPLOYMENT,
+      "{" META("") ",\"spec\":{\"selector\":{\"matchLabels\":{\"app\":\"web\"}},"
+      "\"template\":{\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":\"nginx:1.9\"}]},"
+      "\"metadata\":{\"labels\":{\"app\":\"web\"},\"creationTimestamp\":null}}}}");
+  assert_true(rs->template_key == same->template_key);
+  assert_true(kcm_api_template_equal(rs->template, same->template));
+  assert_false(rs->template_key == other->template_key);
+  assert_false(kcm_api_template_equal(rs->template, other->template));
+  /* The decoded template keeps its hash label. */
+  assert_non_null(strstr(rs->template, "\"pod-template-hash\":\"7d9f8\""));
+  kcm_api_unref(&rs->o, &pool);
+  kcm_api_unref(&same->o, &pool);
+  kcm_api_unref(&other->o, &pool);
+}
+
+static void pairs_and_conditions(void **state) {
+  struct kcm_pairs p = {0}, q;
+  struct kcm_conditions c = {0}, d;
+  struct kcm_condition a = {(char[]){"Available"}, (char[]){"True"}, (char[]){"R"},
+                            (char[]){"m"}, 1, 2};
+  struct kcm_condition b = {(char[]){"Progressing"}, (char[]){"False"}, NULL, NULL, 0, 0};
+  struct json_object *j;
+
+  assert_int_equal(kcm_api_pairs_set(&p, "m", "1"), 0);
+  assert_int_equal(kcm_api_pairs_set(&p, "a", "2"), 0);
+  assert_int_equal(kcm_api_pairs_set(&p, "z", "3"), 0);
+  assert_int_equal(kcm_api_pairs_set(&p, "m", "4"), 0); /* replaced */
+  assert_int_equal(p.n, 3);
+  assert_string_equal(p.items[0].key, "a");
+  assert_string_equal(p.items[2].key, "z");
+  assert_string_equal(kcm_api_pairs_get(&p, "m"), "4");
+  assert_int_equal(kcm_api_pairs_copy(&q, &p), 0);
+  kcm_api_pairs_remove(&p, "m");
+  kcm_api_pairs_remove(&p, "absent");
+  assert_int_equal(p.n, 2);
+  assert_null(kcm_api_pairs_get(&p, "m"));
+  assert_string_equal(kcm_api_pairs_get(&q, "m"), "4");
+  kcm_api_pairs_release(&p);
+  kcm_api_pairs_release(&q);
+
+  assert_null(kcm_api_conditions_json(&c)); /* none: null */
+  assert_int_equal(kcm_api_condition_append(&c, &a), 0);
+  assert_int_equal(kcm_api_condition_append(&c, &b), 0);
+  assert_int_equal(kcm_api_conditions_copy(&d, &c), 0);
+  assert_true(kcm_api_conditions_equal(&c, &d));
+  assert_string_equal(kcm_api_condition_get(&d, "Progressing")->status, "False");
+  j = kcm_api_conditions_json(&c);
+  assert_string_equal(json_object_to_json_string_ext(j, JSON_C_TO_STRING_PLAIN),
+                      "[{\"type\":\"Available\",\"status\":\"True\",\"lastUpdateTime\":"
+                      "\"1970-01-01T00:00:01Z\",\"lastTransitionTime\":\"1970-01-01T00:00:02Z\","
+                      "\"reason\":\"R\",\"message\":\"m\"},{\"type\":\"Progressing\","
+                      "\"status\":\"False\"}]");
+  json_object_put(j);
+  kcm_api_condition_remove(&d, "Available");
+  assert_false(kcm_api_conditions_equal(&c, &d));
+  assert_null(kcm_api_condition_get(&d, "Available"));
+  assert_int_equal(d.n, 1);
+  kcm_api_conditions_release(&c);
+  kcm_api_conditions_release(&d);
+}
+
+/* Reading an object back before adopting for it. */
+static void rechecks(void **state) {
+  struct kcm_uid u;
+  assert_int_equal(kcm_api_parse_uid("11111111-2222-3333-4444-555555555555", &u), 0);
+  assert_null(kcm_api_recheck("{\"metadata\":{\"uid\":\"11111111-2222-3333-4444-555555555555\"}}",
+                              &u));
+  assert_string_equal(
+      kcm_api_recheck("{\"metadata\":{\"uid\":\"11111111-2222-3333-4444-000000000000\"}}", &u),
+      "is gone: got another uid");
+  assert_string_equal(kcm_api_recheck("{\"metadata\":{\"uid\":\"11111111-2222-3333-4444-"
+                                      "555555555555\",\"deletionTimestamp\":\"2026-01-01T00:00:00Z\"}}",
+                                      &u),
+                      "has just been deleted");
+  assert_string_equal(kcm_api_recheck("not json", &u), "cannot be read back");
 }
 
 static void bad_objects_name_the_field(void **state) {
@@ -348,6 +449,10 @@ int main(void) {
       cmocka_unit_test(replicaset_fields),
       cmocka_unit_test(replicaset_defaults),
       cmocka_unit_test(deployment_fields),
+      cmocka_unit_test(last_applied_is_dropped),
+      cmocka_unit_test(template_keys_ignore_the_hash),
+      cmocka_unit_test(pairs_and_conditions),
+      cmocka_unit_test(rechecks),
       cmocka_unit_test(bad_objects_name_the_field),
       cmocka_unit_test(huge_strings_are_kept_whole),
       cmocka_unit_test(canonical_json_sorts_and_escapes),
