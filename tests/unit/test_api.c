@@ -302,7 +302,8 @@ static void rechecks(void **state) {
       kcm_api_recheck("{\"metadata\":{\"uid\":\"11111111-2222-3333-4444-000000000000\"}}", &u),
       "is gone: got another uid");
   assert_string_equal(kcm_api_recheck("{\"metadata\":{\"uid\":\"11111111-2222-3333-4444-"
-                                      "555555555555\",\"deletionTimestamp\":\"2026-01-01T00:00:00Z\"}}",
+                                      "555555555555\",\"deletionTimestamp\":"
+                                      "\"2026-01-01T00:00:00Z\"}}",
                                       &u),
                       "has just been deleted");
   assert_string_equal(kcm_api_recheck("not json", &u), "cannot be read back");

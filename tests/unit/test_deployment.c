@@ -508,7 +508,7 @@ static void empty_selector_selects_all(void **state) {
   done(&r);
 }
 
-/* --- claiming ----------------------------------------------------------------------------------- */
+/* --- claiming ----------------------------------------------------------------------------- */
 
 static void claims_replica_sets(void **state) {
   struct dspec s = dspec(1);
@@ -693,7 +693,8 @@ static void proportional_scaling(void **state) {
     s.unavailable = cases[i].unavail;
     s.generation = 2;
     s.annotations = "{\"deployment.kubernetes.io/revision\":\"2\"}";
-    snprintf(status, sizeof(status), "{\"replicas\":%d}", cases[i].a.replicas + cases[i].b.replicas);
+    snprintf(status, sizeof(status), "{\"replicas\":%d}",
+             cases[i].a.replicas + cases[i].b.replicas);
     s.status = status;
     r.d = make_d(&s);
     r.rs[r.n++] = make_rs(&cases[i].a);
