@@ -50,19 +50,32 @@ echo "== kubectl apply -f manifests/examples/nginx-deployment.yaml"
 kubectl apply -f "$root/manifests/examples/nginx-deployment.yaml"
 echo "== kubectl apply -f manifests/examples/frontend-replicaset.yaml"
 kubectl apply -f "$root/manifests/examples/frontend-replicaset.yaml"
-echo "== waiting for the ReplicaSet's 3 pods to be ready"
+echo "== kubectl rollout status deployment/nginx-deployment"
+kubectl rollout status deployment/nginx-deployment --timeout=60s
+echo "== kubectl set image deployment/nginx-deployment nginx=nginx:1.9.1"
+kubectl set image deployment/nginx-deployment nginx=nginx:1.9.1
+kubectl rollout status deployment/nginx-deployment --timeout=60s
+echo "== waiting for the frontend ReplicaSet's 3 pods to be ready"
 for ((i = 0; i < 300; i++)); do
   ready=$(kubectl get rs frontend -o jsonpath='{.status.readyReplicas}')
   [ "$ready" = 3 ] && break
   sleep 0.1
 done
+if [ "$ready" != 3 ]; then
+  echo "demo: the frontend ReplicaSet has ${ready:-0} of 3 ready pods" >&2
+  exit 1
+fi
 
 echo "== kubectl get deploy,rs,pods"
 kubectl get deploy,rs,pods
+echo "== kubectl rollout history deployment/nginx-deployment"
+kubectl rollout history deployment/nginx-deployment
+echo "== kubectl describe deployment nginx-deployment (events)"
+kubectl describe deployment nginx-deployment | sed -n '/^Events:/,$p'
 echo
-echo "kcm's ReplicaSet controller created the frontend pods. The Deployment"
-echo "controller is not written yet, so nginx-deployment has no ReplicaSet;"
-echo "the Deployment above is what the API server holds (see README.md, Status)."
+echo "kcm's Deployment controller rolled nginx-deployment out, then rolled it"
+echo "to nginx:1.9.1 (two ReplicaSets, revisions 1 and 2); its ReplicaSet"
+echo "controller created the pods of both and of the frontend ReplicaSet."
 
 if [ -t 0 ]; then
   echo
