@@ -161,7 +161,8 @@ struct kcm_dp_plan {
 
 struct kcm_dp_input {
   const struct kcm_deployment *d;
-  struct kcm_replicaset *const *candidates; /* the ReplicaSets of its namespace */
+  /* the ReplicaSets it controls and the orphans of its namespace (others are ignored) */
+  struct kcm_replicaset *const *candidates;
   size_t ncandidates;
   /* Recreate: whether the ReplicaSet (by uid) has a pod matching the
    * Deployment's selector that is neither Succeeded nor Failed. NULL: none. */

@@ -190,17 +190,17 @@ static void rs_updated(void *ctx, struct kcm_object *old, struct kcm_object *cur
     enqueue_matching(ctx, cur);
 }
 
-/* Pods of the Deployment's ReplicaSets that match its selector. */
-static size_t count_pods(struct kcm_deployment_controller *c, const struct kcm_deployment *d) {
+/* Whether any ReplicaSet of the Deployment still has a pod its selector matches. */
+static bool has_pods(struct kcm_deployment_controller *c, const struct kcm_deployment *d) {
   struct kcm_object *rs, *p;
-  size_t n = 0;
   for (rs = kcm_informer_first_owned(c->rs_informer, &d->o.uid); rs; rs = rs->own_next) {
     if (strcmp(rs->ns, d->o.ns) || !kcm_labels_matches(&d->selector, &rs->labels))
       continue;
     for (p = kcm_informer_first_owned(c->pod_informer, &rs->uid); p; p = p->own_next)
-      n += kcm_labels_matches(&d->selector, &p->labels) && !strcmp(p->ns, d->o.ns);
+      if (!strcmp(p->ns, d->o.ns) && kcm_labels_matches(&d->selector, &p->labels))
+        return true;
   }
-  return n;
+  return false;
 }
 
 /* A Recreate rollout waits for the old pods to be gone: the last one
@@ -214,7 +214,7 @@ static void pod_deleted(void *ctx, struct kcm_object *pod, bool unknown) {
   rs = kcm_informer_get(c->rs_informer, pod->ns, pod->controller.name);
   if (!rs || !kcm_api_uid_equal(&rs->uid, &pod->controller.uid) || !(d = resolve(c, rs)))
     return;
-  if (d->recreate && count_pods(c, d) == 0)
+  if (d->recreate && !has_pods(c, d))
     enqueue(c, &d->o);
 }
 
@@ -765,15 +765,21 @@ static void start_job(struct kcm_deployment_controller *c, const char *key) {
   hold(j, o);
   j->d = (struct kcm_deployment *)o;
   j->d_rv = o->rv;
-  for (o = kcm_informer_first_in(c->rs_informer, ns); o; o = o->ns_next) {
-    struct kcm_replicaset **grown = realloc(cands, (n + 1) * sizeof(*grown));
-    if (!grown) {
-      fail(j, KCM_ENOMEM, "%s", "out of memory");
-      break;
+  /* Candidates: the ReplicaSets it controls and the orphans of its namespace. */
+  for (i = 0; i < 2 && !j->err; i++) {
+    for (o = kcm_informer_first_owned(c->rs_informer, i ? NULL : &j->d->o.uid); o;
+         o = o->own_next) {
+      struct kcm_replicaset **grown;
+      if (strcmp(o->ns, ns) != 0)
+        continue;
+      if (!(grown = realloc(cands, (n + 1) * sizeof(*grown)))) {
+        fail(j, KCM_ENOMEM, "%s", "out of memory");
+        break;
+      }
+      cands = grown;
+      cands[n++] = (struct kcm_replicaset *)o;
+      hold(j, o);
     }
-    cands = grown;
-    cands[n++] = (struct kcm_replicaset *)o;
-    hold(j, o);
   }
   memset(&in, 0, sizeof(in));
   in.d = j->d;
