@@ -724,12 +724,20 @@ class _AppsWorkload(Resource):
     # Status fields Go leaves out when zero (omitempty, not pointers).
     status_omitempty = ()
 
+    # Spec fields Go leaves out when zero.
+    spec_omitempty = ("minReadySeconds",)
+
     def default(self, obj):
         status = obj.get("status")
         if isinstance(status, dict):
             for f in self.status_omitempty:
                 if status.get(f) in (0, None, [], {}) and f in status:
                     del status[f]
+        spec = obj.get("spec")
+        if isinstance(spec, dict):
+            for f in self.spec_omitempty:
+                if f in spec and spec[f] in (0, False, None):
+                    del spec[f]
 
     def prepare_create(self, obj):
         super().prepare_create(obj)
@@ -767,6 +775,7 @@ class Deployments(_AppsWorkload):
     status_omitempty = ("observedGeneration", "replicas", "updatedReplicas", "readyReplicas",
                         "availableReplicas", "unavailableReplicas", "terminatingReplicas",
                         "conditions")
+    spec_omitempty = ("minReadySeconds", "paused")
 
     def default(self, obj):
         super().default(obj)

@@ -141,6 +141,16 @@ class Basics(SimTestCase):
                               "spec": deployment("r")["spec"]})
         self.assertEqual(rs["spec"]["replicas"], 1)
         self.assertNotIn("strategy", rs["spec"])
+        # Zero values of omitempty fields are not stored.
+        body = deployment("z")
+        body["spec"].update(minReadySeconds=0, paused=False)
+        spec = self.create(APPS, body)["spec"]
+        self.assertNotIn("minReadySeconds", spec)
+        self.assertNotIn("paused", spec)
+        body["metadata"]["name"] = "z2"
+        body["spec"].update(minReadySeconds=5, paused=True)
+        spec = self.create(APPS, body)["spec"]
+        self.assertEqual((spec["minReadySeconds"], spec["paused"]), (5, True))
 
     def test_wire_format_details(self):
         self.create(APPS, deployment("web"))

@@ -1151,7 +1151,7 @@ static void request_bodies(void **state) {
                       "{\"metadata\":{\"resourceVersion\":\"8\",\"annotations\":"
                       "{\"deployment.kubernetes.io/desired-replicas\":\"4\","
                       "\"deployment.kubernetes.io/max-replicas\":\"5\"}},"
-                      "\"spec\":{\"replicas\":4,\"minReadySeconds\":0}}");
+                      "\"spec\":{\"replicas\":4}}");
   kcm_buf_release(&b);
   done(&r);
 }

@@ -74,7 +74,8 @@ int kcm_deployment_scale_body(const struct kcm_dp_plan *p, const struct kcm_dp_s
   json_object_object_add(meta, "annotations", ann);
   json_object_object_add(doc, "metadata", meta);
   json_object_object_add(spec, "replicas", json_object_new_int(s->replicas));
-  json_object_object_add(spec, "minReadySeconds", json_object_new_int(s->min_ready_seconds));
+  if (!r->rs || r->rs->min_ready_seconds != s->min_ready_seconds)
+    json_object_object_add(spec, "minReadySeconds", json_object_new_int(s->min_ready_seconds));
   json_object_object_add(doc, "spec", spec);
   return emit(doc, out);
 }

@@ -295,7 +295,8 @@ static int build_create_body(struct dp_sync *s, const struct kcm_dp_rs *r, const
   json_object_object_add(rs, "metadata", meta);
   meta = NULL;
   json_object_object_add(spec, "replicas", json_object_new_int(r->replicas));
-  json_object_object_add(spec, "minReadySeconds", json_object_new_int(r->min_ready_seconds));
+  if (r->min_ready_seconds)
+    json_object_object_add(spec, "minReadySeconds", json_object_new_int(r->min_ready_seconds));
   json_object_object_add(spec, "selector", sel);
   json_object_object_add(spec, "template", tmpl);
   sel = tmpl = NULL;
