@@ -222,13 +222,12 @@ static int64_t max_revision(struct dp_sync *s) {
 /* Upstream's NewRSNewReplicas: the new ReplicaSet's size within the surge. */
 int32_t dp_new_rs_replicas(struct dp_sync *s, const int *all, size_t n, int new_rs) {
   const struct kcm_deployment *d = s->d;
-  int32_t surge, cur_new = view(s, new_rs)->replicas;
+  int32_t cur_new = view(s, new_rs)->replicas;
   int64_t current, max_total, up;
   if (d->recreate)
     return d->replicas;
-  surge = kcm_deployment_scaled(&d->max_surge, d->replicas, true);
   current = dp_sum_spec(s, all, n);
-  max_total = (int64_t)d->replicas + surge;
+  max_total = (int64_t)d->replicas + kcm_deployment_max_surge(d);
   if (current >= max_total)
     return cur_new;
   up = max_total - current;
