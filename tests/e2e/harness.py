@@ -111,8 +111,16 @@ class Env:
             self.kubeconfig = self.sim.kubeconfig
             self.real = False
         self.kcm_binary = kcm_binary
+        self.kcm_args = tuple(kcm_args)
         if os.environ.get("KCM_E2E_START_KCM", "1") != "0":
             self.kcm = Kcm(kcm_binary, self.kubeconfig, self.workdir, extra=kcm_args)
+
+    def restart_kcm(self, log_name):
+        """Stop kcm with SIGTERM and start it again; returns the old exit status."""
+        code = self.kcm.stop()
+        self.kcm = Kcm(self.kcm_binary, self.kubeconfig, self.workdir, extra=self.kcm_args,
+                       log_name=log_name)
+        return code
 
     @property
     def api(self):
