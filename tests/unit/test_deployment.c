@@ -581,6 +581,31 @@ static void rolling_update(void **state) {
        {.name = "o", .age = 900, .replicas = 10, .available = 10, .image = "nginx:0",
         .revision = 1},
        {.name = "n", .age = 10, .replicas = 3, .available = 3, .revision = 2}, "o=5"},
+      /* more of upstream's rolling_test.go, through a whole sync */
+      {"no surge: nothing new until an old one goes", 10, "0", "0",
+       {.name = "o", .age = 900, .replicas = 10, .available = 10, .image = "nginx:0",
+        .revision = 1},
+       {.name = "n", .age = 10, .replicas = 0, .revision = 2}, "o=9"},
+      {"new fills up to replicas plus surge", 10, "2", "0",
+       {.name = "o", .age = 900, .replicas = 5, .available = 5, .image = "nginx:0",
+        .revision = 1},
+       {.name = "n", .age = 10, .replicas = 0, .revision = 2}, "n=7"},
+      {"no surge: old scale down by maxUnavailable", 10, "0", "2",
+       {.name = "o", .age = 900, .replicas = 10, .available = 10, .image = "nginx:0",
+        .revision = 1},
+       {.name = "n", .age = 10, .replicas = 0, .revision = 2}, "o=8"},
+      {"one unhealthy old replica cleaned up, one ready scaled down", 10, "0", "2",
+       {.name = "o", .age = 900, .replicas = 10, .available = 9, .image = "nginx:0",
+        .revision = 1},
+       {.name = "n", .age = 10, .replicas = 0, .revision = 2}, "o=9,o=8"},
+      {"new unavailable pods hold the old ones", 10, "0", "2",
+       {.name = "o", .age = 900, .replicas = 8, .available = 8, .image = "nginx:0",
+        .revision = 1},
+       {.name = "n", .age = 10, .replicas = 2, .available = 0, .revision = 2}, ""},
+      {"mostly unhealthy old: only the cleanup allowance goes", 10, "0", "2",
+       {.name = "o", .age = 900, .replicas = 10, .available = 1, .image = "nginx:0",
+        .revision = 1},
+       {.name = "n", .age = 10, .replicas = 0, .revision = 2}, "o=8"},
   };
   size_t i;
   for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -717,6 +742,115 @@ static void proportional_scaling(void **state) {
   }
 }
 
+/* Upstream's TestScale table (sync_test.go), run through a whole sync: the
+ * Deployment went from `from` to `to` replicas (and surge_from to surge_to;
+ * maxUnavailable 0) over ReplicaSets listed newest first. */
+struct table_rs {
+  const char *name;
+  int replicas;
+  bool is_new;   /* its template is the Deployment's */
+  int desired;   /* desired-replicas annotation; 0: from */
+  int available; /* -1: replicas */
+};
+
+struct table_case {
+  const char *what;
+  int from, to, surge_from, surge_to;
+  struct table_rs rs[3];
+  const char *want; /* every ReplicaSet's replicas afterwards, in listed order */
+};
+
+static void upstream_scale_table(void **state) {
+  static const struct table_case cases[] = {
+      {"normal scaling event: 10 -> 12", 10, 12, 0, 0, {{"v1", 10, true, 0, -1}}, "v1=12"},
+      {"normal scaling event: 10 -> 5", 10, 5, 0, 0, {{"v1", 10, true, 0, -1}}, "v1=5"},
+      {"proportional scaling: 5 -> 10", 5, 10, 0, 0,
+       {{"v2", 2, true, 0, -1}, {"v1", 3, false, 0, -1}}, "v2=4,v1=6"},
+      {"proportional scaling: 5 -> 3", 5, 3, 0, 0,
+       {{"v2", 2, true, 0, -1}, {"v1", 3, false, 0, -1}}, "v2=1,v1=2"},
+      {"proportional scaling: 9 -> 4", 9, 4, 0, 0,
+       {{"v2", 8, true, 0, -1}, {"v1", 1, false, 0, -1}}, "v2=4,v1=0"},
+      {"proportional scaling: 7 -> 10", 7, 10, 0, 0,
+       {{"v3", 2, true, 0, -1}, {"v2", 3, false, 0, -1}, {"v1", 2, false, 0, -1}},
+       "v3=3,v2=4,v1=3"},
+      {"proportional scaling: 13 -> 8", 13, 8, 0, 0,
+       {{"v3", 2, true, 0, -1}, {"v2", 8, false, 0, -1}, {"v1", 3, false, 0, -1}},
+       "v3=1,v2=5,v1=2"},
+      {"leftover distribution: 3 -> 4", 3, 4, 0, 0,
+       {{"v3", 1, true, 0, -1}, {"v2", 1, false, 0, -1}, {"v1", 1, false, 0, -1}},
+       "v3=2,v2=1,v1=1"},
+      {"leftover distribution: 3 -> 2", 3, 2, 0, 0,
+       {{"v3", 1, true, 0, -1}, {"v2", 1, false, 0, -1}, {"v1", 1, false, 0, -1}},
+       "v3=1,v2=1,v1=0"},
+      {"proportional scaling (no new rs): 4 -> 5", 4, 5, 0, 0,
+       {{"v2", 2, false, 0, -1}, {"v1", 2, false, 0, -1}}, "v2=3,v1=2"},
+      {"proportional scaling: 6 -> 0", 6, 0, 0, 0,
+       {{"v3", 3, true, 0, -1}, {"v2", 2, false, 0, -1}, {"v1", 1, false, 0, -1}},
+       "v3=0,v2=0,v1=0"},
+      {"proportional scaling: 0 -> 6", 6, 6, 0, 0,
+       {{"v3", 0, true, 0, -1}, {"v2", 0, false, 0, -1}, {"v1", 0, false, 0, -1}},
+       "v3=6,v2=0,v1=0"},
+      {"one ReplicaSet's desired annotation lags", 5, 5, 0, 0,
+       {{"v3", 2, true, 0, -1}, {"v2", 1, false, 3, -1}, {"v1", 1, false, 0, -1}},
+       "v3=2,v2=2,v1=1"},
+      {"deployment with surge pods", 10, 20, 2, 2,
+       {{"v2", 6, true, 0, -1}, {"v1", 6, false, 0, -1}}, "v2=11,v1=11"},
+      {"change both surge and size", 10, 50, 3, 6,
+       {{"v2", 5, true, 0, -1}, {"v1", 8, false, 0, -1}}, "v2=22,v1=34"},
+      {"change both size and template", 10, 14, 0, 0,
+       {{"v2", 7, false, 0, -1}, {"v1", 3, false, 0, -1}}, "v2=10,v1=4"},
+      {"saturated but broken new replica set does not affect old pods", 2, 2, 1, 1,
+       {{"v2", 2, true, 0, 0}, {"v1", 1, false, 0, -1}}, "v2=2,v1=1"},
+  };
+  static const char *images[] = {"nginx:0a", "nginx:0b", "nginx:0c"};
+  size_t i, k, j;
+  for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    const struct table_case *c = &cases[i];
+    struct dspec s = dspec(c->to);
+    struct run r = {0};
+    char surge[16], ann[3][160], got[128] = "";
+    int size[3] = {0, 0, 0};
+    size_t o = 0;
+    snprintf(surge, sizeof(surge), "%d", c->surge_to);
+    s.surge = surge;
+    s.unavailable = "0";
+    s.generation = 2;
+    s.annotations = "{\"deployment.kubernetes.io/revision\":\"3\"}";
+    r.d = make_d(&s);
+    for (k = 0; k < 3 && c->rs[k].name; k++) {
+      const struct table_rs *t = &c->rs[k];
+      int desired = t->desired ? t->desired : c->from;
+      snprintf(ann[k], sizeof(ann[k]),
+               ",\"deployment.kubernetes.io/desired-replicas\":\"%d\","
+               "\"deployment.kubernetes.io/max-replicas\":\"%d\"",
+               desired, desired + c->surge_from);
+      r.rs[r.n++] = make_rs(&(struct rsspec){
+          .name = t->name, .age = 100 * (int64_t)(k + 1), .replicas = t->replicas,
+          .image = t->is_new ? NULL : images[k], .revision = 3 - (int)k,
+          .annotations = ann[k], .ready = t->available < 0 ? t->replicas : t->available,
+          .available = t->available < 0 ? t->replicas : t->available});
+      size[k] = t->replicas;
+    }
+    plan(&r);
+    for (j = 0; j < r.plan.nsteps; j++) {
+      const struct kcm_dp_step *st = &r.plan.steps[j];
+      if (st->op == KCM_DP_CREATE || st->op == KCM_DP_DELETE)
+        fail_msg("%s: a ReplicaSet was created or deleted", c->what);
+      if (st->op != KCM_DP_SCALE)
+        continue;
+      for (k = 0; k < r.n; k++)
+        if (!strcmp(r.plan.rs[st->rs].name + 4, c->rs[k].name))
+          size[k] = st->replicas;
+    }
+    for (k = 0; k < r.n; k++)
+      o += (size_t)snprintf(got + o, sizeof(got) - o, "%s%s=%d", k ? "," : "", c->rs[k].name,
+                            size[k]);
+    if (strcmp(got, c->want))
+      fail_msg("%s: got \"%s\", want \"%s\"", c->what, got, c->want);
+    done(&r);
+  }
+}
+
 static void scaling_events_name_their_direction(void **state) {
   struct dspec s = dspec(5);
   struct run r = {0};
@@ -820,6 +954,63 @@ static void history_limit_deletes_oldest(void **state) {
    * revision 0); busy still has a pod and r4 is not observed. */
   assert_string_equal(w, "-r1,-r2,-r3");
   done(&r);
+}
+
+/* Upstream's cleanupDeployment table: old ReplicaSets (spec/status
+ * replicas, deleting) against revisionHistoryLimit. */
+static void cleanup_table(void **state) {
+  static const struct {
+    int limit;
+    struct {
+      const char *name;
+      int spec, status;
+      bool deleting;
+    } old[4];
+    const char *want;
+  } cases[] = {
+      {1, {{"r1", 0, 0, false}, {"r2", 0, 0, false}, {"r3", 0, 0, false}}, "-r1,-r2"},
+      {0,
+       {{"r1", 0, 0, false}, {"r2", 0, 1, false}, {"r3", 1, 0, false}, {"r4", 1, 1, false}},
+       "-r1"},
+      {0, {{"r1", 0, 0, false}, {"r2", 0, 0, false}}, "-r1,-r2"},
+      {0, {{"r1", 1, 1, false}, {"r2", 1, 1, false}}, ""},
+      {0, {{"r1", 0, 0, true}}, ""},
+      {-1, {{"r1", 0, 0, false}, {"r2", 0, 0, false}, {"r3", 0, 0, false}}, ""},
+  };
+  static const char *images[] = {"nginx:0a", "nginx:0b", "nginx:0c", "nginx:0d"};
+  size_t i, k;
+  for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    struct dspec s = dspec(1);
+    struct run r = {0};
+    char w[256], ann[160];
+    /* Paused, and sized to what exists, so the sync only cleans up. */
+    for (k = 0; k < 4 && cases[i].old[k].name; k++)
+      s.replicas += cases[i].old[k].spec;
+    s.paused = true;
+    s.history = cases[i].limit; /* -1: unset, unlimited in apps/v1 */
+    s.surge = "0";
+    s.unavailable = "1";
+    s.annotations = "{\"deployment.kubernetes.io/revision\":\"9\"}";
+    snprintf(ann, sizeof(ann),
+             ",\"deployment.kubernetes.io/desired-replicas\":\"%d\","
+             "\"deployment.kubernetes.io/max-replicas\":\"%d\"",
+             s.replicas, s.replicas);
+    r.d = make_d(&s);
+    for (k = 0; k < 4 && cases[i].old[k].name; k++)
+      r.rs[r.n++] = make_rs(&(struct rsspec){
+          .name = cases[i].old[k].name, .age = 900 - 10 * (int64_t)k, .image = images[k],
+          .revision = (int)k + 1, .replicas = cases[i].old[k].spec, .annotations = ann,
+          .status_replicas = cases[i].old[k].status, .available = cases[i].old[k].status,
+          .ready = cases[i].old[k].status, .deleting = cases[i].old[k].deleting});
+    r.rs[r.n++] = make_rs(&(struct rsspec){.name = "n", .age = 10, .replicas = 1,
+                                           .available = 1, .ready = 1, .revision = 9,
+                                           .annotations = ann});
+    plan(&r);
+    writes(&r, w, sizeof(w));
+    if (strcmp(w, cases[i].want))
+      fail_msg("case %zu: wrote \"%s\", want \"%s\"", i, w, cases[i].want);
+    done(&r);
+  }
 }
 
 static void undo_reuses_the_old_replica_set(void **state) {
@@ -1171,10 +1362,12 @@ int main(void) {
       cmocka_unit_test(rolling_update),
       cmocka_unit_test(cleanup_unhealthy_then_scale_down),
       cmocka_unit_test(proportional_scaling),
+      cmocka_unit_test(upstream_scale_table),
       cmocka_unit_test(scaling_events_name_their_direction),
       cmocka_unit_test(paused_only_scales),
       cmocka_unit_test(recreate_waits_for_old_pods),
       cmocka_unit_test(history_limit_deletes_oldest),
+      cmocka_unit_test(cleanup_table),
       cmocka_unit_test(undo_reuses_the_old_replica_set),
       cmocka_unit_test(revision_history_is_capped),
       cmocka_unit_test(legacy_rollback),
