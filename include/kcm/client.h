@@ -106,6 +106,11 @@ typedef void (*kcm_client_done_cb)(const struct kcm_client_response *resp, void 
  * transfer, which then completes with KCM_ECANCELED. */
 typedef int (*kcm_client_chunk_cb)(const char *p, size_t n, void *data);
 
+/* Rate limiters per client. kube-controller-manager gives every controller
+ * a client, and so a limiter, of its own, and its informers another; kcm
+ * gives each its own limiter on one client. */
+#define KCM_CLIENT_LIMITERS 4
+
 struct kcm_client_request_options {
   const char *method;       /* "GET", "POST", ... */
   const char *path;         /* absolute path with query, e.g. "/api/v1/pods?limit=500" */
@@ -118,6 +123,7 @@ struct kcm_client_request_options {
   kcm_client_chunk_cb on_chunk; /* if set the body is streamed, not buffered */
   kcm_client_done_cb done;  /* always called exactly once, on the loop */
   void *data;
+  unsigned limiter;         /* which rate limiter to draw from, < KCM_CLIENT_LIMITERS */
 };
 
 struct kcm_client_stats {
@@ -129,7 +135,7 @@ struct kcm_client_stats {
 };
 
 /* Create a client on `loop`. The config is borrowed and must outlive the
- * client. Requests are limited to 20 per second with bursts of 30 (the
+ * client. Each limiter allows 20 requests per second with bursts of 30 (the
  * kube-controller-manager defaults) until kcm_client_set_rate_limit().
  * Returns 0 or a KCM_E* code. */
 int kcm_client_new(struct kcm_client **out, uv_loop_t *loop,
@@ -151,8 +157,8 @@ void kcm_client_close(struct kcm_client *c);
 /* Requests in flight. */
 size_t kcm_client_pending(const struct kcm_client *c);
 
-/* Requests per second and burst (--kube-api-qps, --kube-api-burst);
- * qps <= 0 lifts the limit. */
+/* Requests per second and burst of every limiter (--kube-api-qps,
+ * --kube-api-burst); qps <= 0 lifts the limit. */
 void kcm_client_set_rate_limit(struct kcm_client *c, double qps, int burst);
 
 const struct kcm_client_stats *kcm_client_stats(const struct kcm_client *c);

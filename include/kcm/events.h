@@ -5,9 +5,11 @@
  * name "<object name>.<nanosecond clock in hex>", the object's kind,
  * namespace, name, uid, apiVersion and resourceVersion, source.component
  * set to the controller ("replicaset-controller"), count 1, first and last
- * timestamps equal. Posting never blocks the caller; at most `max_in_flight`
- * posts are outstanding and further events are dropped and counted, so a
- * storm of events cannot exhaust memory.
+ * timestamps equal. Recording never blocks the caller: events wait in a
+ * queue and are sent one at a time, as client-go's single event writer
+ * sends them, so a burst of events never holds up the controller's own
+ * requests. Beyond `max_queued` waiting events further ones are dropped and
+ * counted. Queued events are dropped when the client closes.
  */
 #ifndef KCM_EVENTS_H
 #define KCM_EVENTS_H
@@ -19,11 +21,16 @@
 #include "kcm/api.h"
 #include "kcm/client.h"
 
+struct kcm_event_post;
+
 struct kcm_events {
   struct kcm_client *client; /* borrowed */
+  unsigned limiter;          /* the client limiter events draw from (default 0) */
   char component[64];
-  size_t in_flight;
-  size_t max_in_flight;
+  struct kcm_event_post *head, *tail; /* owned: waiting to be sent, oldest first */
+  size_t queued;
+  size_t max_queued;         /* beyond it new events are dropped (default 1000) */
+  bool sending;              /* one post is in flight */
   uint64_t sent;
   uint64_t failed;
   uint64_t dropped;

@@ -540,7 +540,7 @@ static void admit_gated(struct kcm_client_request *r, bool check_creds) {
     return;
   }
   now = uv_now(c->loop);
-  wait = kcm_ratelimit_reserve(&c->limit, now);
+  wait = kcm_ratelimit_reserve(&c->limit[r->limiter], now);
   if (wait) {
     c->stats.throttled_ms += wait;
     r->start_at = now + wait;
@@ -644,13 +644,15 @@ int kcm_client_new(struct kcm_client **out, uv_loop_t *loop,
   uv_timer_init(loop, &c->gate);
   c->timer.data = c->defer.data = c->gate.data = c;
   c->open_handles = 3;
-  kcm_ratelimit_init(&c->limit, 20, 30, uv_now(loop));
+  kcm_client_set_rate_limit(c, 20, 30);
   *out = c;
   return 0;
 }
 
 void kcm_client_set_rate_limit(struct kcm_client *c, double qps, int burst) {
-  kcm_ratelimit_init(&c->limit, qps, burst, uv_now(c->loop));
+  size_t i;
+  for (i = 0; i < KCM_CLIENT_LIMITERS; i++)
+    kcm_ratelimit_init(&c->limit[i], qps, burst, uv_now(c->loop));
 }
 
 const struct kcm_client_stats *kcm_client_stats(const struct kcm_client *c) {
@@ -664,7 +666,8 @@ int kcm_client_request(struct kcm_client *c, const struct kcm_client_request_opt
   char *url = NULL, *hdr = NULL;
   CURL *e;
 
-  if (c->closing || !o->method || !o->path || o->path[0] != '/' || !o->done)
+  if (c->closing || !o->method || !o->path || o->path[0] != '/' || !o->done ||
+      o->limiter >= KCM_CLIENT_LIMITERS)
     return KCM_EINVAL;
   r = calloc(1, sizeof(*r));
   if (!r)
@@ -673,6 +676,7 @@ int kcm_client_request(struct kcm_client *c, const struct kcm_client_request_opt
   r->on_chunk = o->on_chunk;
   r->done = o->done;
   r->data = o->data;
+  r->limiter = o->limiter;
   r->created = uv_now(c->loop);
   snprintf(r->method, sizeof(r->method), "%s", o->method);
   kcm_buf_init(&r->resp, o->max_body ? o->max_body : DEFAULT_MAX_BODY);

@@ -33,6 +33,7 @@ struct kcm_client_request {
   int fail_err;          /* set when it failed before reaching the network */
   char *fail_msg;
   uint32_t retries;
+  unsigned limiter;      /* index into the client's limit[] */
   char method[8];
   bool has_retry_after;  /* the answer carried Retry-After */
   bool canceled;
@@ -81,7 +82,7 @@ struct kcm_client {
   struct curl_slist *connect_to;
   char *token; /* last token read from cfg->token_file */
   time_t token_read_at;
-  struct kcm_ratelimit limit;
+  struct kcm_ratelimit limit[KCM_CLIENT_LIMITERS];
   struct kcm_client_creds creds;
   struct kcm_client_stats stats;
 };

@@ -11,13 +11,21 @@
 #include "kcm/error.h"
 #include "kcm/log.h"
 
-#define DEFAULT_MAX_IN_FLIGHT 256
+#define DEFAULT_MAX_QUEUED 1000 /* client-go's maxQueuedEvents */
+
+struct kcm_event_post {
+  struct kcm_event_post *next;
+  struct kcm_events *ev;
+  char *body;
+  char path[512];
+  char what[160];
+};
 
 void kcm_events_init(struct kcm_events *ev, struct kcm_client *client, const char *component) {
   memset(ev, 0, sizeof(*ev));
   ev->client = client;
   snprintf(ev->component, sizeof(ev->component), "%s", component);
-  ev->max_in_flight = DEFAULT_MAX_IN_FLIGHT;
+  ev->max_queued = DEFAULT_MAX_QUEUED;
 }
 
 void kcm_events_object_of(const struct kcm_object *o, struct kcm_event_object *out) {
@@ -29,15 +37,44 @@ void kcm_events_object_of(const struct kcm_object *o, struct kcm_event_object *o
   out->rv = o->rv;
 }
 
-struct post {
-  struct kcm_events *ev;
-  char what[160];
-};
+static void free_post(struct kcm_event_post *p) {
+  free(p->body);
+  free(p);
+}
+
+static void on_posted(const struct kcm_client_response *resp, void *data);
+
+/* Send queued posts, one at a time, as client-go's single event writer
+ * does: a controller's own requests are never queued behind a burst of its
+ * events. A post the client refuses (it is closing) is dropped. */
+static void send_next(struct kcm_events *ev) {
+  while (!ev->sending && ev->head) {
+    struct kcm_event_post *p = ev->head;
+    struct kcm_client_request_options o = {0};
+    ev->head = p->next;
+    if (!ev->head)
+      ev->tail = NULL;
+    ev->queued--;
+    o.method = "POST";
+    o.path = p->path;
+    o.body = p->body;
+    o.body_len = strlen(p->body);
+    o.done = on_posted;
+    o.data = p;
+    o.limiter = ev->limiter;
+    if (kcm_client_request(ev->client, &o, NULL) == 0) {
+      ev->sending = true;
+    } else {
+      ev->dropped++;
+      free_post(p);
+    }
+  }
+}
 
 static void on_posted(const struct kcm_client_response *resp, void *data) {
-  struct post *p = data;
+  struct kcm_event_post *p = data;
   struct kcm_events *ev = p->ev;
-  ev->in_flight--;
+  ev->sending = false;
   if (resp->err) {
     ev->failed++;
     if (resp->err != KCM_ECANCELED)
@@ -46,7 +83,8 @@ static void on_posted(const struct kcm_client_response *resp, void *data) {
   } else {
     ev->sent++;
   }
-  free(p);
+  free_post(p);
+  send_next(ev);
 }
 
 static json_object *str(const char *s) { return json_object_new_string(s ? s : ""); }
@@ -54,10 +92,9 @@ static json_object *str(const char *s) { return json_object_new_string(s ? s : "
 void kcm_events_record(struct kcm_events *ev, const struct kcm_event_object *obj, bool warning,
                        const char *reason, const char *fmt, ...) {
   struct timespec ts;
-  char name[400], when[32], uid[37], rv[24], path[512], *message = NULL;
+  char name[400], when[32], uid[37], rv[24], *message = NULL;
   struct json_object *e, *meta, *inv, *src;
-  struct kcm_client_request_options o = {0};
-  struct post *p;
+  struct kcm_event_post *p;
   const char *body;
   va_list ap;
 
@@ -68,7 +105,7 @@ void kcm_events_record(struct kcm_events *ev, const struct kcm_event_object *obj
   kcm_v(4, "event object=\"%s/%s\" kind=\"%s\" type=\"%s\" reason=\"%s\" message=\"%s\"",
         obj->ns, obj->name, obj->kind, warning ? "Warning" : "Normal", reason,
         message ? message : "");
-  if (ev->in_flight >= ev->max_in_flight || !message) {
+  if (ev->queued >= ev->max_queued || !message) {
     ev->dropped++;
     free(message);
     return;
@@ -107,28 +144,24 @@ void kcm_events_record(struct kcm_events *ev, const struct kcm_event_object *obj
   json_object_object_add(e, "reportingInstance", str(""));
   body = json_object_to_json_string_ext(e, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
 
-  p = malloc(sizeof(*p));
-  if (!p) {
+  p = calloc(1, sizeof(*p));
+  if (!p || !(p->body = strdup(body))) {
     ev->dropped++;
+    free(p);
     json_object_put(e);
     free(message);
     return;
   }
   p->ev = ev;
   snprintf(p->what, sizeof(p->what), "%s %s/%s", reason, obj->ns, obj->name);
-  snprintf(path, sizeof(path), "/api/v1/namespaces/%s/events", obj->ns);
-  o.method = "POST";
-  o.path = path;
-  o.body = body;
-  o.body_len = strlen(body);
-  o.done = on_posted;
-  o.data = p;
-  if (kcm_client_request(ev->client, &o, NULL) == 0) {
-    ev->in_flight++;
-  } else {
-    ev->dropped++;
-    free(p);
-  }
+  snprintf(p->path, sizeof(p->path), "/api/v1/namespaces/%s/events", obj->ns);
+  if (ev->tail)
+    ev->tail->next = p;
+  else
+    ev->head = p;
+  ev->tail = p;
+  ev->queued++;
+  send_next(ev);
   json_object_put(e);
   free(message);
 }

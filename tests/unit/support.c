@@ -128,6 +128,26 @@ bool support_run_until(uv_loop_t *loop, bool (*cond)(void *arg), void *arg,
   return ok;
 }
 
+void support_connect(uv_loop_t *loop, struct kcm_client_config *cfg, struct kcm_client **c,
+                     const char *prefix, char *ns, size_t ns_len) {
+  static int counter;
+  struct kcm_client_config_options co = {support_sim_file("kubeconfig"), NULL, NULL};
+  struct support_result r = {0};
+  char *err = NULL, body[192];
+
+  if (kcm_client_config_load(cfg, &co, &err) != 0)
+    fail_msg("kubeconfig: %s", err ? err : "?");
+  uv_loop_init(loop);
+  if (kcm_client_new(c, loop, cfg) != 0)
+    fail_msg("cannot create a client");
+  snprintf(ns, ns_len, "%s-%d-%d", prefix, (int)getpid(), ++counter);
+  snprintf(body, sizeof(body), "{\"metadata\":{\"name\":\"%s\"}}", ns);
+  support_request(loop, *c, "POST", "/api/v1/namespaces", body, &r);
+  if (r.err)
+    fail_msg("cannot create namespace %s: %s", ns, r.body ? r.body : r.message);
+  support_result_free(&r);
+}
+
 void support_faults(uv_loop_t *loop, struct kcm_client *c, const char *json) {
   struct support_result r = {0};
   support_request(loop, c, "POST", "/_sim/faults", json, &r);

@@ -40,6 +40,12 @@ void support_request(uv_loop_t *loop, struct kcm_client *c, const char *method,
  * last value. */
 bool support_run_until(uv_loop_t *loop, bool (*cond)(void *arg), void *arg, uint64_t timeout_ms);
 
+/* Load the server's kubeconfig into *cfg, start *loop and a client on it,
+ * and create a fresh namespace "<prefix>-<pid>-<n>" in ns. Aborts the test
+ * on failure. */
+void support_connect(uv_loop_t *loop, struct kcm_client_config *cfg, struct kcm_client **c,
+                     const char *prefix, char *ns, size_t ns_len);
+
 /* POST /_sim/faults with a JSON body; aborts the test on refusal. */
 void support_faults(uv_loop_t *loop, struct kcm_client *c, const char *json);
 

@@ -550,6 +550,52 @@ static void rate_limit_spaces_requests(void **state) {
   kcm_client_config_release(&cfg);
 }
 
+/* Every limiter has its own tokens: one that is spent does not hold back
+ * requests drawing from another. */
+static void limiters_are_independent(void **state) {
+  struct kcm_client_config cfg;
+  struct kcm_client *c;
+  char *err = NULL;
+  uv_loop_t loop;
+  struct result first, held, other;
+  struct kcm_client_request_options o = {0};
+  uint64_t started, other_at = 0;
+
+  assert_int_equal(load(&cfg, sim_file("kubeconfig"), NULL, NULL, &err), 0);
+  uv_loop_init(&loop);
+  assert_int_equal(kcm_client_new(&c, &loop, &cfg), 0);
+  kcm_client_set_rate_limit(c, 1, 1); /* one token, then one a second */
+  o.method = "GET";
+  o.path = "/version";
+  o.done = on_done;
+  memset(&first, 0, sizeof(first));
+  memset(&held, 0, sizeof(held));
+  memset(&other, 0, sizeof(other));
+  uv_update_time(&loop);
+  started = uv_now(&loop);
+  o.data = &first;
+  assert_int_equal(kcm_client_request(c, &o, NULL), 0);
+  o.data = &held;
+  assert_int_equal(kcm_client_request(c, &o, NULL), 0);
+  o.data = &other;
+  o.limiter = KCM_CLIENT_LIMITERS - 1;
+  assert_int_equal(kcm_client_request(c, &o, NULL), 0);
+  o.limiter = KCM_CLIENT_LIMITERS;
+  assert_int_equal(kcm_client_request(c, &o, NULL), KCM_EINVAL);
+  while (!first.done || !held.done || !other.done) {
+    uv_run(&loop, UV_RUN_ONCE);
+    if (other.done && !other_at)
+      other_at = uv_now(&loop);
+  }
+  assert_int_equal(first.err + held.err + other.err, 0);
+  assert_true(held.done && uv_now(&loop) - started >= 900);
+  assert_true(other_at - started < 900);
+  assert_true(kcm_client_stats(c)->throttled_ms >= 900);
+  assert_true(kcm_client_stats(c)->throttled_ms < 1900);
+  close_client(&loop, c);
+  kcm_client_config_release(&cfg);
+}
+
 /* --- exec plugins and token files ------------------------------------------------ */
 
 /* The server and CA lines of the local API server's kubeconfig. */
@@ -938,6 +984,7 @@ int main(void) {
       cmocka_unit_test(body_over_limit_is_refused),
       cmocka_unit_test(throttling_is_retried_as_the_server_asks),
       cmocka_unit_test(rate_limit_spaces_requests),
+      cmocka_unit_test(limiters_are_independent),
       cmocka_unit_test(exec_plugin_token_is_cached),
       cmocka_unit_test(exec_plugin_rerun_when_expiring_or_refused),
       cmocka_unit_test(exec_plugin_client_certificate),

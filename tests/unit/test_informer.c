@@ -152,29 +152,17 @@ static void h_deleted(void *ctx, struct kcm_object *o, bool unknown) {
     f->deleted_unknown++;
 }
 
-static int ns_counter;
-
 static void fixture_init_resync(struct fixture *f, uint64_t resync_ms);
 
 static void fixture_init(struct fixture *f) { fixture_init_resync(f, 0); }
 
 static void fixture_init_resync(struct fixture *f, uint64_t resync_ms) {
-  struct kcm_client_config_options co = {support_sim_file("kubeconfig"), NULL, NULL};
   struct kcm_informer_options io = {0};
   struct kcm_informer_handler h = {h_added, h_updated, h_deleted, NULL};
-  struct support_result r = {0};
-  char *err = NULL, body[128];
 
   memset(f, 0, sizeof(*f));
-  assert_int_equal(kcm_client_config_load(&f->cfg, &co, &err), 0);
-  uv_loop_init(&f->loop);
-  assert_int_equal(kcm_client_new(&f->client, &f->loop, &f->cfg), 0);
+  support_connect(&f->loop, &f->cfg, &f->client, "inf", f->ns, sizeof(f->ns));
   kcm_intern_init(&f->pool);
-  snprintf(f->ns, sizeof(f->ns), "inf-%d-%d", (int)getpid(), ++ns_counter);
-  snprintf(body, sizeof(body), "{\"metadata\":{\"name\":\"%s\"}}", f->ns);
-  support_request(&f->loop, f->client, "POST", "/api/v1/namespaces", body, &r);
-  assert_int_equal(r.err, 0);
-  support_result_free(&r);
   support_faults(&f->loop, f->client, "{\"clear\":true}");
   io.kind = KCM_KIND_POD;
   io.namespace = f->ns;

@@ -312,6 +312,7 @@ static int request(struct kcm_dp_job *j, const char *method, const char *path, c
   o.content_type = content_type;
   o.done = done;
   o.data = j;
+  o.limiter = KCM_DEPLOYMENT_LIMITER;
   if ((err = kcm_client_request(j->c->client, &o, NULL)))
     return err;
   j->outstanding++;
@@ -852,6 +853,7 @@ int kcm_deployment_init(struct kcm_deployment_controller *c, uv_loop_t *loop,
   c->workers = workers ? workers : 5;
   kcm_workqueue_init(&c->queue, loop, "deployment");
   kcm_events_init(&c->events, client, "deployment-controller");
+  c->events.limiter = KCM_DEPLOYMENT_LIMITER;
   kcm_map_init(&c->aliases, &alias_type);
   d_h.ctx = rs_h.ctx = pod_h.ctx = c;
   if ((err = kcm_informer_add_handler(d_informer, &d_h)) ||

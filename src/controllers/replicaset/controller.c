@@ -276,6 +276,7 @@ static int send_call(struct kcm_rs_job *j, const char *method, const char *path,
   o.content_type = content_type;
   o.done = done;
   o.data = call;
+  o.limiter = KCM_REPLICASET_LIMITER;
   err = kcm_client_request(j->c->client, &o, NULL);
   if (err) {
     free(call);
@@ -715,6 +716,7 @@ int kcm_replicaset_init(struct kcm_replicaset_controller *c, uv_loop_t *loop,
   kcm_workqueue_init(&c->queue, loop, "replicaset");
   kcm_expectations_init(&c->expectations, EXPECTATIONS_TTL_MS);
   kcm_events_init(&c->events, client, "replicaset-controller");
+  c->events.limiter = KCM_REPLICASET_LIMITER;
   rs_h.ctx = pod_h.ctx = c;
   if ((err = kcm_informer_add_handler(rs_informer, &rs_h)) ||
       (err = kcm_informer_add_handler(pod_informer, &pod_h)))

@@ -1,0 +1,163 @@
+/*
+ * Tests for the event recorder against the local API server: the Event it
+ * posts, one post in flight at a time, the bound on waiting events, and
+ * dropping what waits when the client closes.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kcm/error.h"
+#include "kcm/events.h"
+#include "support.h"
+
+struct fixture {
+  struct kcm_client_config cfg;
+  uv_loop_t loop;
+  struct kcm_client *client;
+  struct kcm_events ev;
+  char ns[64];
+};
+
+static void fixture_init(struct fixture *f) {
+  memset(f, 0, sizeof(*f));
+  support_connect(&f->loop, &f->cfg, &f->client, "ev", f->ns, sizeof(f->ns));
+  kcm_events_init(&f->ev, f->client, "replicaset-controller");
+}
+
+static void fixture_close(struct fixture *f) {
+  kcm_client_close(f->client);
+  uv_run(&f->loop, UV_RUN_DEFAULT);
+  uv_loop_close(&f->loop);
+  kcm_client_config_release(&f->cfg);
+}
+
+static struct kcm_event_object object(const struct fixture *f, const char *name) {
+  struct kcm_event_object o = {"ReplicaSet", "apps/v1", f->ns, name, {{0}}, 42};
+  memset(o.uid.b, 0xab, sizeof(o.uid.b));
+  return o;
+}
+
+static bool all_settled(void *arg) {
+  const struct kcm_events *ev = arg;
+  return !ev->sending && ev->queued == 0;
+}
+
+/* The events of the fixture's namespace, as the server holds them. */
+static struct json_object *list_events(struct fixture *f) {
+  struct support_result r = {0};
+  char path[160];
+  struct json_object *o;
+  snprintf(path, sizeof(path), "/api/v1/namespaces/%s/events", f->ns);
+  support_request(&f->loop, f->client, "GET", path, NULL, &r);
+  assert_int_equal(r.err, 0);
+  o = json_tokener_parse(r.body);
+  support_result_free(&r);
+  assert_non_null(o);
+  return o;
+}
+
+static const char *field(struct json_object *o, const char *a, const char *b) {
+  struct json_object *v;
+  if (!json_object_object_get_ex(o, a, &v))
+    return "";
+  if (b && !json_object_object_get_ex(v, b, &v))
+    return "";
+  return json_object_get_string(v);
+}
+
+static void posts_the_event_upstream_posts(void **state) {
+  struct fixture f;
+  struct kcm_event_object o;
+  struct json_object *list, *items, *e;
+  fixture_init(&f);
+  o = object(&f, "web-1");
+  kcm_events_record(&f.ev, &o, false, "SuccessfulCreate", "Created pod: %s", "web-1-abcde");
+  assert_true(support_run_until(&f.loop, all_settled, &f.ev, 10000));
+  assert_int_equal(f.ev.sent, 1);
+  list = list_events(&f);
+  assert_true(json_object_object_get_ex(list, "items", &items));
+  assert_int_equal(json_object_array_length(items), 1);
+  e = json_object_array_get_idx(items, 0);
+  assert_string_equal(field(e, "reason", NULL), "SuccessfulCreate");
+  assert_string_equal(field(e, "message", NULL), "Created pod: web-1-abcde");
+  assert_string_equal(field(e, "type", NULL), "Normal");
+  assert_string_equal(field(e, "source", "component"), "replicaset-controller");
+  assert_string_equal(field(e, "involvedObject", "kind"), "ReplicaSet");
+  assert_string_equal(field(e, "involvedObject", "name"), "web-1");
+  assert_string_equal(field(e, "involvedObject", "resourceVersion"), "42");
+  assert_string_equal(field(e, "count", NULL), "1");
+  assert_string_equal(field(e, "firstTimestamp", NULL), field(e, "lastTimestamp", NULL));
+  assert_int_equal(strncmp(field(e, "metadata", "name"), "web-1.", 6), 0);
+  json_object_put(list);
+  fixture_close(&f);
+}
+
+static void sends_one_at_a_time_and_bounds_the_queue(void **state) {
+  struct fixture f;
+  struct kcm_event_object o;
+  struct json_object *list, *items;
+  int i;
+  fixture_init(&f);
+  f.ev.max_queued = 3;
+  o = object(&f, "web-2");
+  for (i = 0; i < 6; i++)
+    kcm_events_record(&f.ev, &o, true, "FailedCreate", "Error creating: %d", i);
+  /* One is on its way, three wait, two did not fit. */
+  assert_true(f.ev.sending);
+  assert_int_equal(f.ev.queued, 3);
+  assert_int_equal(f.ev.dropped, 2);
+  assert_true(support_run_until(&f.loop, all_settled, &f.ev, 10000));
+  assert_int_equal(f.ev.sent, 4);
+  assert_int_equal(f.ev.failed, 0);
+  list = list_events(&f);
+  assert_true(json_object_object_get_ex(list, "items", &items));
+  assert_int_equal(json_object_array_length(items), 4);
+  assert_string_equal(field(json_object_array_get_idx(items, 0), "type", NULL), "Warning");
+  json_object_put(list);
+  fixture_close(&f);
+}
+
+static void closing_drops_what_waits(void **state) {
+  struct fixture f;
+  struct kcm_event_object o;
+  int i;
+  fixture_init(&f);
+  o = object(&f, "web-3");
+  for (i = 0; i < 5; i++)
+    kcm_events_record(&f.ev, &o, false, "SuccessfulDelete", "Deleted pod: %d", i);
+  assert_int_equal(f.ev.queued, 4);
+  kcm_client_close(f.client);
+  uv_run(&f.loop, UV_RUN_DEFAULT);
+  /* The one in flight was canceled, the waiting ones never sent; nothing
+   * is left allocated (the sanitizer build checks). */
+  assert_false(f.ev.sending);
+  assert_int_equal(f.ev.queued, 0);
+  assert_null(f.ev.head);
+  assert_int_equal(f.ev.sent + f.ev.failed, 1);
+  assert_int_equal(f.ev.dropped, 4);
+  uv_loop_close(&f.loop);
+  kcm_client_config_release(&f.cfg);
+}
+
+static int start_sim(void **state) { return support_start_sim(NULL); }
+static int stop_sim(void **state) {
+  support_stop_sim();
+  return 0;
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(posts_the_event_upstream_posts),
+      cmocka_unit_test(sends_one_at_a_time_and_bounds_the_queue),
+      cmocka_unit_test(closing_drops_what_waits),
+  };
+  return cmocka_run_group_tests(tests, start_sim, stop_sim);
+}
