@@ -18,6 +18,7 @@
 #include "kcm/deployment.h"
 #include "kcm/error.h"
 #include "kcm/informer.h"
+#include "kcm/leader.h"
 #include "kcm/log.h"
 #include "kcm/replicaset.h"
 
@@ -30,6 +31,9 @@ struct flags {
   int burst;
   int rs_workers;
   int d_workers;
+  bool leader_elect;
+  uint64_t lease_ms, renew_ms, retry_ms, grace_ms;
+  const char *lease_ns, *lease_name;
 };
 
 struct app {
@@ -41,7 +45,14 @@ struct app {
   int informers_open;
   struct kcm_replicaset_controller rs;
   struct kcm_deployment_controller dc;
+  struct kcm_leader leader;
+  bool elect;
+  bool leading;
+  bool running;       /* the controllers were started */
+  bool stopping;
   int controllers_running;
+  uv_timer_t grace;
+  uint64_t grace_ms;
   uv_signal_t sigterm, sigint;
   uv_timer_t retry;
   uv_timer_t sync_check;
@@ -70,6 +81,23 @@ static void usage(FILE *out) {
           "                      Deployments synced at once (default 5)\n"
           "  --concurrent-replicaset-syncs N\n"
           "                      ReplicaSets synced at once (default 5)\n"
+          "  --leader-elect[=BOOL]\n"
+          "                      run the controllers only while holding the lease (default\n"
+          "                      true)\n"
+          "  --leader-elect-lease-duration D\n"
+          "                      how long a lease not renewed stays held (default 15s)\n"
+          "  --leader-elect-renew-deadline D\n"
+          "                      how long the leader tries to renew before giving up\n"
+          "                      (default 10s)\n"
+          "  --leader-elect-retry-period D\n"
+          "                      time between tries to acquire or renew (default 2s)\n"
+          "  --leader-elect-resource-namespace NS\n"
+          "                      namespace of the Lease (default kube-system)\n"
+          "  --leader-elect-resource-name NAME\n"
+          "                      name of the Lease (default kcm)\n"
+          "  --shutdown-grace-period D\n"
+          "                      how long syncs in progress may run on after SIGTERM\n"
+          "                      (default 30s)\n"
           "  -v, --v N           log verbosity (default 0)\n"
           "  --version           print the version and exit\n"
           "  -h, --help          print this help and exit\n");
@@ -100,6 +128,71 @@ static int parse_int(const char *s, int *out) {
   return 0;
 }
 
+/* A Go duration ("15s", "1m30s", "1.5s", "500ms", "0") in milliseconds. */
+static int parse_duration(const char *s, uint64_t *out) {
+  static const struct {
+    const char *unit;
+    double ms;
+  } units[] = {{"ns", 1e-6}, {"us", 1e-3}, {"\xc2\xb5s", 1e-3}, {"ms", 1}, {"s", 1000},
+               {"m", 60000}, {"h", 3600000}};
+  double total = 0;
+  const char *p = s;
+  if (!strcmp(s, "0")) {
+    *out = 0;
+    return 0;
+  }
+  if (!*p)
+    return -1;
+  while (*p) {
+    char *end;
+    double v;
+    size_t i, best = 0, best_len = 0;
+    if (*p == '-' || *p == '+')
+      return -1;
+    errno = 0;
+    v = strtod(p, &end);
+    if (end == p || errno)
+      return -1;
+    p = end;
+    for (i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+      size_t n = strlen(units[i].unit);
+      if (!strncmp(p, units[i].unit, n) && n > best_len) {
+        best = i;
+        best_len = n;
+      }
+    }
+    if (!best_len)
+      return -1;
+    total += v * units[best].ms;
+    p += best_len;
+  }
+  if (total > 1e15)
+    return -1;
+  *out = (uint64_t)(total + 0.5);
+  return 0;
+}
+
+static bool is_bool_flag(const char *key) { return !strcmp(key, "leader-elect"); }
+
+static bool known_flag(const char *key) {
+  static const char *const names[] = {
+      "kubeconfig", "context", "master", "v", "kube-api-qps", "kube-api-burst",
+      "concurrent-replicaset-syncs", "concurrent-deployment-syncs", "leader-elect",
+      "leader-elect-lease-duration", "leader-elect-renew-deadline", "leader-elect-retry-period",
+      "leader-elect-resource-namespace", "leader-elect-resource-name", "shutdown-grace-period"};
+  size_t i;
+  for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+    if (!strcmp(key, names[i]))
+      return true;
+  return false;
+}
+
+static void duration_flag(const char *key, const char *value, uint64_t *out) {
+  if (parse_duration(value, out) != 0)
+    flag_error("invalid value \"%s\" for flag --%s: must be a duration such as 15s, 500ms "
+               "or 1m30s", value, key);
+}
+
 static void parse_flags(int argc, char **argv, struct flags *f) {
   int i;
   for (i = 1; i < argc; i++) {
@@ -128,10 +221,17 @@ static void parse_flags(int argc, char **argv, struct flags *f) {
       printf("kcm %s\n", KCM_VERSION);
       exit(0);
     }
-    if (strcmp(key, "kubeconfig") && strcmp(key, "context") && strcmp(key, "master") &&
-        strcmp(key, "v") && strcmp(key, "kube-api-qps") && strcmp(key, "kube-api-burst") &&
-        strcmp(key, "concurrent-replicaset-syncs") && strcmp(key, "concurrent-deployment-syncs"))
+    if (!known_flag(key))
       flag_error("unknown flag: %s", arg);
+    if (is_bool_flag(key)) {
+      if (!value || !strcmp(value, "true") || !strcmp(value, "1"))
+        f->leader_elect = true;
+      else if (!strcmp(value, "false") || !strcmp(value, "0"))
+        f->leader_elect = false;
+      else
+        flag_error("invalid value \"%s\" for flag --%s: must be true or false", value, key);
+      continue;
+    }
     if (!value) {
       if (i + 1 >= argc)
         flag_error("flag needs an argument: %s", arg);
@@ -157,6 +257,18 @@ static void parse_flags(int argc, char **argv, struct flags *f) {
       if (parse_int(value, &f->d_workers) != 0 || f->d_workers < 1)
         flag_error("invalid value \"%s\" for flag --concurrent-deployment-syncs: must be a "
                    "positive integer", value);
+    } else if (!strcmp(key, "leader-elect-lease-duration")) {
+      duration_flag(key, value, &f->lease_ms);
+    } else if (!strcmp(key, "leader-elect-renew-deadline")) {
+      duration_flag(key, value, &f->renew_ms);
+    } else if (!strcmp(key, "leader-elect-retry-period")) {
+      duration_flag(key, value, &f->retry_ms);
+    } else if (!strcmp(key, "shutdown-grace-period")) {
+      duration_flag(key, value, &f->grace_ms);
+    } else if (!strcmp(key, "leader-elect-resource-namespace")) {
+      f->lease_ns = value;
+    } else if (!strcmp(key, "leader-elect-resource-name")) {
+      f->lease_name = value;
     } else if (!strcmp(key, "kube-api-burst")) {
       if (parse_int(value, &f->burst) != 0 || f->burst < 1)
         flag_error("invalid value \"%s\" for flag --kube-api-burst: must be a positive "
@@ -202,6 +314,30 @@ static void check_server(struct app *a) {
     kcm_error("cannot send a request err=\"%s\"", kcm_strerror(err));
 }
 
+/* The controllers run once every cache is synced and, with leader election,
+ * while this process holds the lease: a standby sends no write. */
+static void maybe_start(struct app *a) {
+  if (a->running || a->stopping || !a->synced || (a->elect && !a->leading))
+    return;
+  a->running = true;
+  kcm_info("starting controller name=\"deployment\" workers=%u", a->dc.workers);
+  kcm_deployment_run(&a->dc);
+  kcm_info("starting controller name=\"replicaset\" workers=%u", a->rs.workers);
+  kcm_replicaset_run(&a->rs);
+}
+
+static void on_started_leading(struct kcm_leader *l) {
+  struct app *a = l->data;
+  a->leading = true;
+  maybe_start(a);
+}
+
+/* Another process may hold the lease by now: stop every write at once. */
+static void on_lost_lease(struct kcm_leader *l) {
+  kcm_error("leaderelection lost lease=\"%s/%s\"", l->ns, l->name);
+  exit(1);
+}
+
 static void on_sync_check(uv_timer_t *t) {
   struct app *a = t->data;
   int k;
@@ -216,10 +352,7 @@ static void on_sync_check(uv_timer_t *t) {
            kcm_informer_len(&a->informers[KCM_KIND_REPLICASET]),
            kcm_informer_len(&a->informers[KCM_KIND_DEPLOYMENT]),
            (unsigned long long)(uv_now(a->loop) - a->started));
-  kcm_info("starting controller name=\"deployment\" workers=%u", a->dc.workers);
-  kcm_deployment_run(&a->dc);
-  kcm_info("starting controller name=\"replicaset\" workers=%u", a->rs.workers);
-  kcm_replicaset_run(&a->rs);
+  maybe_start(a);
 }
 
 static void informer_closed(struct kcm_informer *inf) {
@@ -230,14 +363,43 @@ static void informer_closed(struct kcm_informer *inf) {
   }
 }
 
-/* Once both controllers have stopped, stop the informers. */
-static void controller_stopped(struct app *a) {
+static void stop_informers(struct app *a) {
   int k;
-  if (--a->controllers_running > 0)
-    return;
   a->informers_open = KCM_KIND_COUNT;
   for (k = 0; k < KCM_KIND_COUNT; k++)
     kcm_informer_stop(&a->informers[k], informer_closed);
+}
+
+static void on_lease_released(struct kcm_leader *l) {
+  struct app *a = l->data;
+  kcm_leader_close(l);
+  stop_informers(a);
+}
+
+/* The controllers have stopped, or the grace period is over: release the
+ * lease, then stop the informers (and with them the client). */
+static void after_controllers(struct app *a) {
+  if (a->controllers_running < 0)
+    return;
+  a->controllers_running = -1;
+  uv_timer_stop(&a->grace);
+  uv_close((uv_handle_t *)&a->grace, NULL);
+  if (a->elect)
+    kcm_leader_release(&a->leader);
+  else
+    stop_informers(a);
+}
+
+static void controller_stopped(struct app *a) {
+  if (a->controllers_running > 0 && --a->controllers_running == 0)
+    after_controllers(a);
+}
+
+static void on_grace_over(uv_timer_t *t) {
+  struct app *a = t->data;
+  kcm_error("syncs in progress did not finish within the shutdown grace period "
+            "gracePeriod=\"%llums\"", (unsigned long long)a->grace_ms);
+  after_controllers(a);
 }
 
 static void rs_stopped(struct kcm_replicaset_controller *rs) {
@@ -259,13 +421,18 @@ static void on_signal(uv_signal_t *s, int signum) {
   uv_close((uv_handle_t *)&a->retry, NULL);
   uv_timer_stop(&a->sync_check);
   uv_close((uv_handle_t *)&a->sync_check, NULL);
+  a->stopping = true;
   a->controllers_running = 2;
+  uv_timer_start(&a->grace, on_grace_over, a->grace_ms, 0);
   kcm_deployment_stop(&a->dc, dc_stopped);
   kcm_replicaset_stop(&a->rs, rs_stopped);
 }
 
 int main(int argc, char **argv) {
-  struct flags f = {NULL, NULL, NULL, 0, 20, 30, 5, 5};
+  struct flags f = {NULL, NULL, NULL, 0, 20, 30, 5, 5, true, 15000, 10000, 2000, 30000,
+                    "kube-system", "kcm"};
+  struct kcm_leader_options lo = {0};
+  const char *why;
   struct kcm_client_config_options copts;
   struct app a = {0};
   char *errmsg = NULL;
@@ -273,6 +440,14 @@ int main(int argc, char **argv) {
 
   parse_flags(argc, argv, &f);
   kcm_log_set_verbosity(f.verbosity);
+  lo.ns = f.lease_ns;
+  lo.name = f.lease_name;
+  lo.lease_ms = f.lease_ms;
+  lo.renew_ms = f.renew_ms;
+  lo.retry_ms = f.retry_ms;
+  lo.limiter = KCM_LEADER_LIMITER;
+  if (f.leader_elect && kcm_leader_check(&lo, &why))
+    flag_error("invalid leader election settings: %s", why);
   copts.kubeconfig = f.kubeconfig;
   copts.context = f.context;
   copts.master = f.master;
@@ -301,7 +476,9 @@ int main(int argc, char **argv) {
   uv_signal_start(&a.sigint, on_signal, SIGINT);
   uv_timer_init(a.loop, &a.retry);
   uv_timer_init(a.loop, &a.sync_check);
-  a.retry.data = a.sync_check.data = &a;
+  uv_timer_init(a.loop, &a.grace);
+  a.retry.data = a.sync_check.data = a.grace.data = &a;
+  a.grace_ms = f.grace_ms;
   a.backoff_ms = 800;
   kcm_client_set_rate_limit(a.client, f.qps, f.burst);
   kcm_intern_init(&a.pool);
@@ -329,7 +506,20 @@ int main(int argc, char **argv) {
     fprintf(stderr, "kcm: cannot set up the Deployment controller: %s\n", kcm_strerror(err));
     return 1;
   }
+  a.elect = f.leader_elect;
+  if (a.elect) {
+    if ((err = kcm_leader_init(&a.leader, a.loop, a.client, &lo))) {
+      fprintf(stderr, "kcm: cannot set up leader election: %s\n", kcm_strerror(err));
+      return 1;
+    }
+    a.leader.data = &a;
+    a.leader.on_started = on_started_leading;
+    a.leader.on_lost = on_lost_lease;
+    a.leader.on_released = on_lease_released;
+  }
   check_server(&a);
+  if (a.elect)
+    kcm_leader_start(&a.leader);
   uv_update_time(a.loop);
   a.started = uv_now(a.loop);
   for (k = 0; k < KCM_KIND_COUNT; k++)

@@ -118,9 +118,12 @@ class Env:
     def restart_kcm(self, log_name):
         """Stop kcm with SIGTERM and start it again; returns the old exit status."""
         code = self.kcm.stop()
+        self.start_kcm(log_name)
+        return code
+
+    def start_kcm(self, log_name):
         self.kcm = Kcm(self.kcm_binary, self.kubeconfig, self.workdir, extra=self.kcm_args,
                        log_name=log_name)
-        return code
 
     @property
     def api(self):

@@ -1,6 +1,10 @@
 """Scenarios about the kcm process itself."""
 
 import os
+import re
+import signal
+import subprocess
+import time
 
 from harness import Kcm, scenario, wait_for
 
@@ -86,3 +90,158 @@ def every_credential(ctx):
                      "KCM_SERVICEACCOUNT_DIR": sa, "HOME": d, "KUBECONFIG": ""}
     _expect_sync(Kcm(ctx.env.kcm_binary, None, d, log_name="kcm-incluster.log",
                      env=incluster_env), "in-cluster settings")
+
+
+WRITE = re.compile(r"\] (POST|PUT|PATCH|DELETE) (\S+) ")
+
+
+def _writes(kcm):
+    """The writes kcm logged at -v 6, leases excepted."""
+    return [m.group(1) + " " + m.group(2) for m in WRITE.finditer(kcm.text())
+            if "/leases" not in m.group(2)]
+
+
+def _leads(kcm):
+    return "successfully acquired lease" in kcm.text()
+
+
+@scenario("only the leader writes; a standby takes over after SIGTERM and after kill -9",
+          needs_sim=True)
+def leader_election(ctx):
+    env = ctx.env
+    if env.kcm is None or not env.kcm_binary.endswith("/kcm"):
+        return
+    from scenarios_replicaset import rs_manifest, wait_replicas
+    lease_s, retry_s = 4, 0.5
+    args = ["-v", "6", "--leader-elect-resource-name=" + ctx.ns,
+            "--leader-elect-lease-duration=%ds" % lease_s,
+            "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=%gs" % retry_s]
+    d = os.path.join(env.workdir, ctx.ns)
+    os.makedirs(d, exist_ok=True)
+
+    def start(name):
+        kcm = Kcm(env.kcm_binary, env.kubeconfig, d, extra=args, log_name=name + ".log")
+        wait_for(lambda: "caches synced" in kcm.text() or not kcm.alive(), timeout=30,
+                 what="%s to sync its caches" % name)
+        assert kcm.alive(), kcm.text()[-2000:]
+        return kcm
+
+    def lease():
+        return ctx.k.json("get", "lease", ctx.ns, "-n", "kube-system")["spec"]
+
+    assert env.kcm.stop() == 0  # the suite's kcm would act too
+    started = []
+    try:
+        a = start("a")
+        started.append(a)
+        wait_for(lambda: _leads(a), timeout=10, what="the first kcm to lead")
+        b = start("b")
+        started.append(b)
+        spec = lease()
+        assert spec["holderIdentity"].startswith(os.uname().nodename + "_"), spec
+        assert (spec["leaseDurationSeconds"], spec.get("leaseTransitions", 0)) == (lease_s, 0)
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", spec["renewTime"]), spec
+        first_holder = spec["holderIdentity"]
+        last = ctx.api.get("/_sim/requests").json()["last"]
+
+        ctx.apply(rs_manifest("web", 4))
+        wait_replicas(ctx, "web", 4)
+        assert not _leads(b) and not _writes(b), "the standby wrote: %s" % _writes(b)
+        assert any("/pods" in w for w in _writes(a)), _writes(a)
+
+        # SIGTERM: the leader releases the lease and the standby leads at its next try.
+        assert a.stop() == 0, a.text()[-2000:]
+        stopped = time.monotonic()
+        wait_for(lambda: _leads(b), timeout=3, interval=0.05,
+                 what="the standby to lead within 3 s of SIGTERM")
+        took = time.monotonic() - stopped
+        spec = lease()
+        assert spec["holderIdentity"] not in ("", first_holder), spec
+        assert spec["leaseTransitions"] == 1, spec
+        ctx.k("scale", "rs", "web", "--replicas=6")
+        wait_replicas(ctx, "web", 6)
+
+        # kill -9: the lease is not released; the new standby waits it out.
+        c = start("c")
+        started.append(c)
+        b.stop(signal.SIGKILL)
+        killed = time.monotonic()
+        limit = lease_s + retry_s * 2.2 + 1
+        wait_for(lambda: _leads(c), timeout=limit, interval=0.05,
+                 what="the standby to lead within the lease duration and a retry")
+        took_kill = time.monotonic() - killed
+        assert took_kill >= lease_s - 1, "took over a live lease after %.1f s" % took_kill
+        assert lease()["leaseTransitions"] == 2, lease()
+        ctx.k("scale", "rs", "web", "--replicas=8")
+        wait_replicas(ctx, "web", 8)
+        creates = [r for r in ctx.api.get("/_sim/requests?since=%d" % last).json()["items"]
+                   if r["verb"] == "create" and r["resource"] == "pods"
+                   and r["namespace"] == ctx.ns and r["code"] == 201]
+        assert len(creates) == 8, "%d pods created for 8 replicas" % len(creates)
+        print("    SIGTERM handover %.2f s, kill -9 handover %.2f s" % (took, took_kill))
+    finally:
+        for kcm in started:
+            kcm.stop()
+        ctx.k.run("delete", "lease", ctx.ns, "-n", "kube-system", check=False)
+        env.start_kcm("kcm-after-leader-election.log")
+        wait_for(lambda: "caches synced" in env.kcm.text() or not env.kcm.alive(), timeout=30,
+                 what="the suite's kcm to start again")
+
+
+@scenario("bad flags are refused with exit status 2, the reason and the usage")
+def bad_flags(ctx):
+    binary = ctx.env.kcm_binary
+    if not binary.endswith("/kcm"):
+        return
+    missing = os.path.join(ctx.env.workdir, "no-such-kubeconfig")
+
+    def run(*args):
+        return subprocess.run([binary, *args], capture_output=True, text=True, timeout=30)
+
+    refused = {
+        ("--bogus",): "unknown flag: --bogus",
+        ("extra",): 'unexpected argument "extra"',
+        ("--kubeconfig",): "flag needs an argument: --kubeconfig",
+        ("--kube-api-qps=fast",): 'invalid value "fast" for flag --kube-api-qps',
+        ("--kube-api-burst=0",): 'invalid value "0" for flag --kube-api-burst',
+        ("--concurrent-deployment-syncs=0",):
+            'invalid value "0" for flag --concurrent-deployment-syncs',
+        ("--concurrent-replicaset-syncs", "x"):
+            'invalid value "x" for flag --concurrent-replicaset-syncs',
+        ("-v", "-1"): 'invalid value "-1" for flag -v',
+        ("--leader-elect=maybe",): 'invalid value "maybe" for flag --leader-elect',
+        ("--leader-elect-lease-duration=15",):
+            'invalid value "15" for flag --leader-elect-lease-duration: must be a duration',
+        ("--leader-elect-renew-deadline=10x",):
+            'invalid value "10x" for flag --leader-elect-renew-deadline',
+        ("--shutdown-grace-period=-1s",): 'invalid value "-1s" for flag --shutdown-grace-period',
+        ("--leader-elect-lease-duration=5s",):
+            "the lease duration must be greater than the renew deadline",
+        ("--leader-elect-retry-period=8500ms",):
+            "the renew deadline must be greater than 1.2 times the retry period",
+        ("--leader-elect-lease-duration=1m30s", "--leader-elect-renew-deadline=1m30s"):
+            "the lease duration must be greater than the renew deadline",
+        ("--leader-elect-resource-name=",): "the lease namespace and name must not be empty",
+    }
+    for args, message in refused.items():
+        p = run(*args)
+        assert p.returncode == 2, (args, p.returncode, p.stderr)
+        assert message in p.stderr, (args, p.stderr)
+        assert "Usage: kcm [flags]" in p.stderr, (args, p.stderr)
+    # Accepted flags get past parsing and fail later, on the missing kubeconfig.
+    for args in (("--leader-elect=false", "--leader-elect-lease-duration=5s"),
+                 ("--leader-elect", "--leader-elect-retry-period=8s"),
+                 ("--leader-elect-lease-duration=1m30s", "--leader-elect-renew-deadline=1m",
+                  "--leader-elect-retry-period=1.5s", "--shutdown-grace-period=0"),
+                 ("--leader-elect-resource-namespace=ops", "--leader-elect-resource-name=x")):
+        p = run("--kubeconfig", missing, *args)
+        assert p.returncode == 1 and missing in p.stderr, (args, p.returncode, p.stderr)
+    p = run("--help")
+    assert p.returncode == 0, p.stderr
+    for flag in ("--kubeconfig", "--leader-elect-lease-duration", "--leader-elect-renew-deadline",
+                 "--leader-elect-retry-period", "--leader-elect-resource-namespace",
+                 "--leader-elect-resource-name", "--shutdown-grace-period",
+                 "--concurrent-deployment-syncs", "--kube-api-qps"):
+        assert flag in p.stdout, (flag, p.stdout)
+    p = run("--version")
+    assert p.returncode == 0 and p.stdout.startswith("kcm "), (p.returncode, p.stdout)
