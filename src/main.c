@@ -21,6 +21,7 @@
 #include "kcm/leader.h"
 #include "kcm/log.h"
 #include "kcm/replicaset.h"
+#include "kcm/server.h"
 
 struct flags {
   const char *kubeconfig;
@@ -34,6 +35,7 @@ struct flags {
   bool leader_elect;
   uint64_t lease_ms, renew_ms, retry_ms, grace_ms;
   const char *lease_ns, *lease_name;
+  const char *health_addr, *metrics_addr;
 };
 
 struct app {
@@ -53,6 +55,8 @@ struct app {
   int controllers_running;
   uv_timer_t grace;
   uint64_t grace_ms;
+  struct kcm_server health, metrics;
+  bool serving_health, serving_metrics;
   uv_signal_t sigterm, sigint;
   uv_timer_t retry;
   uv_timer_t sync_check;
@@ -95,6 +99,11 @@ static void usage(FILE *out) {
           "                      namespace of the Lease (default kube-system)\n"
           "  --leader-elect-resource-name NAME\n"
           "                      name of the Lease (default kcm)\n"
+          "  --health-probe-bind-address ADDR\n"
+          "                      where /healthz, /livez and /readyz are served; 0 turns\n"
+          "                      them off (default :8081)\n"
+          "  --metrics-bind-address ADDR\n"
+          "                      where /metrics is served; 0 turns it off (default :8080)\n"
           "  --shutdown-grace-period D\n"
           "                      how long syncs in progress may run on after SIGTERM\n"
           "                      (default 30s)\n"
@@ -179,7 +188,8 @@ static bool known_flag(const char *key) {
       "kubeconfig", "context", "master", "v", "kube-api-qps", "kube-api-burst",
       "concurrent-replicaset-syncs", "concurrent-deployment-syncs", "leader-elect",
       "leader-elect-lease-duration", "leader-elect-renew-deadline", "leader-elect-retry-period",
-      "leader-elect-resource-namespace", "leader-elect-resource-name", "shutdown-grace-period"};
+      "leader-elect-resource-namespace", "leader-elect-resource-name", "shutdown-grace-period",
+      "health-probe-bind-address", "metrics-bind-address"};
   size_t i;
   for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
     if (!strcmp(key, names[i]))
@@ -265,6 +275,17 @@ static void parse_flags(int argc, char **argv, struct flags *f) {
       duration_flag(key, value, &f->retry_ms);
     } else if (!strcmp(key, "shutdown-grace-period")) {
       duration_flag(key, value, &f->grace_ms);
+    } else if (!strcmp(key, "health-probe-bind-address") ||
+               !strcmp(key, "metrics-bind-address")) {
+      char host[64];
+      int port;
+      if (strcmp(value, "0") &&
+          kcm_server_parse_address(value, host, sizeof(host), &port) != 0)
+        flag_error("invalid value \"%s\" for flag --%s: must be [host]:port or 0", value, key);
+      if (key[0] == 'h')
+        f->health_addr = value;
+      else
+        f->metrics_addr = value;
     } else if (!strcmp(key, "leader-elect-resource-namespace")) {
       f->lease_ns = value;
     } else if (!strcmp(key, "leader-elect-resource-name")) {
@@ -312,6 +333,135 @@ static void check_server(struct app *a) {
   int err = kcm_client_request(a->client, &o, NULL);
   if (err)
     kcm_error("cannot send a request err=\"%s\"", kcm_strerror(err));
+}
+
+/* --- health probes and metrics --------------------------------------------------------------- */
+
+#define LEADER_HEALTH_TOLERANCE_MS 20000 /* kube-controller-manager's */
+
+struct check {
+  const char *name;
+  bool ok;
+};
+
+static bool excluded(const char *query, const char *name) {
+  const char *p = query;
+  size_t n = strlen(name);
+  while ((p = strstr(p, "exclude="))) {
+    p += 8;
+    if (!strncmp(p, name, n) && (p[n] == '\0' || p[n] == '&'))
+      return true;
+  }
+  return false;
+}
+
+static bool has_param(const char *query, const char *param) {
+  size_t n = strlen(param);
+  const char *p = query;
+  for (; p && *p; p = strchr(p, '&'), p = p ? p + 1 : NULL)
+    if (!strncmp(p, param, n) && (p[n] == '\0' || p[n] == '&' || p[n] == '='))
+      return true;
+  return false;
+}
+
+/* Answer as kube-apiserver's healthz handlers do: "ok", or with ?verbose
+ * (and always on failure) one "[+]name ok" / "[-]name failed" line per
+ * check, then "<endpoint> check passed|failed". /<endpoint>/<check> runs one. */
+static void serve_checks(const char *endpoint, const struct check *checks, size_t n,
+                         const struct kcm_server_request *req,
+                         struct kcm_server_response *resp) {
+  const char *sub = req->path + 1 + strlen(endpoint);
+  bool failed = false;
+  size_t i;
+  if (*sub == '/') {
+    for (i = 0; i < n; i++)
+      if (!strcmp(sub + 1, checks[i].name)) {
+        resp->status = checks[i].ok ? 200 : 500;
+        kcm_buf_appendf(&resp->body, checks[i].ok ? "ok" : "internal server error: %s check "
+                                                           "failed\n", checks[i].name);
+        return;
+      }
+    resp->status = 404;
+    kcm_buf_append_str(&resp->body, "404 page not found\n");
+    return;
+  }
+  for (i = 0; i < n; i++)
+    if (!checks[i].ok && !excluded(req->query, checks[i].name))
+      failed = true;
+  resp->status = failed ? 500 : 200;
+  if (!failed && !has_param(req->query, "verbose")) {
+    kcm_buf_append_str(&resp->body, "ok");
+    return;
+  }
+  for (i = 0; i < n; i++) {
+    if (excluded(req->query, checks[i].name))
+      kcm_buf_appendf(&resp->body, "[+]%s excluded: ok\n", checks[i].name);
+    else if (checks[i].ok)
+      kcm_buf_appendf(&resp->body, "[+]%s ok\n", checks[i].name);
+    else
+      kcm_buf_appendf(&resp->body, "[-]%s failed: reason withheld\n", checks[i].name);
+  }
+  kcm_buf_appendf(&resp->body, "%s check %s\n", endpoint, failed ? "failed" : "passed");
+}
+
+static bool under(const char *path, const char *prefix) {
+  size_t n = strlen(prefix);
+  return !strncmp(path, prefix, n) && (path[n] == '\0' || path[n] == '/');
+}
+
+static void on_health(void *data, const struct kcm_server_request *req,
+                      struct kcm_server_response *resp) {
+  struct app *a = data;
+  bool leader_ok = !a->elect || kcm_leader_healthy(&a->leader, uv_now(a->loop),
+                                                    LEADER_HEALTH_TOLERANCE_MS);
+  struct check live[] = {{"ping", true}, {"leaderElection", leader_ok}};
+  struct check ready[] = {{"ping", true}, {"informer-sync", a->synced},
+                          {"shutdown", !a->stopping}};
+  if (under(req->path, "/healthz"))
+    serve_checks("healthz", live, 2, req, resp);
+  else if (under(req->path, "/livez"))
+    serve_checks("livez", live, 2, req, resp);
+  else if (under(req->path, "/readyz"))
+    serve_checks("readyz", ready, 3, req, resp);
+  else {
+    resp->status = 404;
+    kcm_buf_append_str(&resp->body, "404 page not found\n");
+  }
+}
+
+static void on_metrics(void *data, const struct kcm_server_request *req,
+                       struct kcm_server_response *resp) {
+  struct app *a = data;
+  if (strcmp(req->path, "/metrics")) {
+    resp->status = 404;
+    kcm_buf_append_str(&resp->body, "404 page not found\n");
+    return;
+  }
+  resp->content_type = "text/plain; version=0.0.4; charset=utf-8";
+  kcm_buf_appendf(&resp->body,
+                  "# HELP leader_election_master_status Gauge of if the reporting system is "
+                  "master of the relevant lease, 0 indicates backup, 1 indicates master. 'name' "
+                  "is the string used to identify the lease. Please make sure to group by "
+                  "name.\n# TYPE leader_election_master_status gauge\n"
+                  "leader_election_master_status{name=\"%s\"} %d\n",
+                  a->elect ? a->leader.name : "kcm", a->elect ? a->leading : 1);
+}
+
+static void serve(struct app *a, const char *addr, bool health) {
+  const char *why = NULL;
+  struct kcm_server *s = health ? &a->health : &a->metrics;
+  if (!strcmp(addr, "0"))
+    return;
+  if (kcm_server_listen(s, a->loop, addr, health ? on_health : on_metrics, a, &why)) {
+    fprintf(stderr, "kcm: cannot serve %s on %s: %s\n", health ? "health probes" : "metrics",
+            addr, why);
+    exit(1);
+  }
+  if (health)
+    a->serving_health = true;
+  else
+    a->serving_metrics = true;
+  kcm_info("serving %s address=\"%s\"", health ? "health probes" : "metrics", s->address);
 }
 
 /* The controllers run once every cache is synced and, with leader election,
@@ -365,6 +515,10 @@ static void informer_closed(struct kcm_informer *inf) {
 
 static void stop_informers(struct app *a) {
   int k;
+  if (a->serving_health)
+    kcm_server_close(&a->health, NULL);
+  if (a->serving_metrics)
+    kcm_server_close(&a->metrics, NULL);
   a->informers_open = KCM_KIND_COUNT;
   for (k = 0; k < KCM_KIND_COUNT; k++)
     kcm_informer_stop(&a->informers[k], informer_closed);
@@ -430,7 +584,7 @@ static void on_signal(uv_signal_t *s, int signum) {
 
 int main(int argc, char **argv) {
   struct flags f = {NULL, NULL, NULL, 0, 20, 30, 5, 5, true, 15000, 10000, 2000, 30000,
-                    "kube-system", "kcm"};
+                    "kube-system", "kcm", ":8081", ":8080"};
   struct kcm_leader_options lo = {0};
   const char *why;
   struct kcm_client_config_options copts;
@@ -517,6 +671,8 @@ int main(int argc, char **argv) {
     a.leader.on_lost = on_lost_lease;
     a.leader.on_released = on_lease_released;
   }
+  serve(&a, f.health_addr, true);
+  serve(&a, f.metrics_addr, false);
   check_server(&a);
   if (a.elect)
     kcm_leader_start(&a.leader);

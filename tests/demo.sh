@@ -41,7 +41,8 @@ kubectl() { command kubectl --cache-dir "$demo/kubectl-cache" "$@"; }
 echo "   $(cat "$demo/apiserver.log")"
 
 echo "== starting kcm --kubeconfig $KUBECONFIG"
-"$build/kcm" --kubeconfig "$KUBECONFIG" >"$demo/kcm.log" 2>&1 &
+"$build/kcm" --kubeconfig "$KUBECONFIG" --health-probe-bind-address=127.0.0.1:0 \
+  --metrics-bind-address=127.0.0.1:0 >"$demo/kcm.log" 2>&1 &
 pids+=($!)
 wait_for_line "$demo/kcm.log" 'connected to the API server' 20
 sed 's/^/   /' "$demo/kcm.log"

@@ -70,6 +70,9 @@ class Kcm:
         self.log_path = os.path.join(workdir, log_name)
         self.log = open(self.log_path, "w")
         args = [binary, "-v", "2", *extra]
+        if os.path.basename(binary) == "kcm":  # probes and metrics on loopback, free ports
+            args[1:1] = ["--health-probe-bind-address=127.0.0.1:0",
+                         "--metrics-bind-address=127.0.0.1:0"]
         if kubeconfig:
             args[1:1] = ["--kubeconfig", kubeconfig]
         full_env = dict(os.environ)

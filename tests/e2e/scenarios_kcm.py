@@ -4,6 +4,8 @@ import os
 import re
 import signal
 import subprocess
+import urllib.error
+import urllib.request
 import time
 
 from harness import Kcm, scenario, wait_for
@@ -222,6 +224,10 @@ def bad_flags(ctx):
         ("--leader-elect-lease-duration=1m30s", "--leader-elect-renew-deadline=1m30s"):
             "the lease duration must be greater than the renew deadline",
         ("--leader-elect-resource-name=",): "the lease namespace and name must not be empty",
+        ("--metrics-bind-address=8080",):
+            'invalid value "8080" for flag --metrics-bind-address: must be [host]:port or 0',
+        ("--health-probe-bind-address", ":99999"):
+            'invalid value ":99999" for flag --health-probe-bind-address',
     }
     for args, message in refused.items():
         p = run(*args)
@@ -233,7 +239,8 @@ def bad_flags(ctx):
                  ("--leader-elect", "--leader-elect-retry-period=8s"),
                  ("--leader-elect-lease-duration=1m30s", "--leader-elect-renew-deadline=1m",
                   "--leader-elect-retry-period=1.5s", "--shutdown-grace-period=0"),
-                 ("--leader-elect-resource-namespace=ops", "--leader-elect-resource-name=x")):
+                 ("--leader-elect-resource-namespace=ops", "--leader-elect-resource-name=x"),
+                 ("--health-probe-bind-address=0", "--metrics-bind-address=[::1]:0")):
         p = run("--kubeconfig", missing, *args)
         assert p.returncode == 1 and missing in p.stderr, (args, p.returncode, p.stderr)
     p = run("--help")
@@ -241,7 +248,48 @@ def bad_flags(ctx):
     for flag in ("--kubeconfig", "--leader-elect-lease-duration", "--leader-elect-renew-deadline",
                  "--leader-elect-retry-period", "--leader-elect-resource-namespace",
                  "--leader-elect-resource-name", "--shutdown-grace-period",
+                 "--health-probe-bind-address", "--metrics-bind-address",
                  "--concurrent-deployment-syncs", "--kube-api-qps"):
         assert flag in p.stdout, (flag, p.stdout)
     p = run("--version")
     assert p.returncode == 0 and p.stdout.startswith("kcm "), (p.returncode, p.stdout)
+
+
+def _served(kcm, what):
+    """The address kcm logged for its health probes or metrics."""
+    m = wait_for(lambda: re.search(r'serving %s address="([^"]+)"' % what, kcm.text()),
+                 timeout=10, what="kcm to serve %s" % what)
+    return "http://" + m.group(1)
+
+
+def _get(url):
+    try:
+        with urllib.request.urlopen(url, timeout=10) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+@scenario("health probes and metrics are served")
+def probes_and_metrics(ctx):
+    kcm = ctx.env.kcm
+    if kcm is None or not ctx.env.kcm_binary.endswith("/kcm"):
+        return
+    health, metrics = _served(kcm, "health probes"), _served(kcm, "metrics")
+    wait_for(lambda: _get(health + "/readyz")[0] == 200, timeout=30, what="kcm to be ready")
+    for path in ("/healthz", "/livez", "/readyz", "/healthz/ping", "/readyz/informer-sync"):
+        assert _get(health + path) == (200, "ok"), (path, _get(health + path))
+    code, body = _get(health + "/readyz?verbose")
+    assert code == 200 and body == ("[+]ping ok\n[+]informer-sync ok\n[+]shutdown ok\n"
+                                    "readyz check passed\n"), body
+    code, body = _get(health + "/healthz?verbose&exclude=leaderElection")
+    assert code == 200 and "[+]leaderElection excluded: ok\n" in body, body
+    assert _get(health + "/nope")[0] == 404
+    assert _get(health + "/healthz/nope")[0] == 404
+    code, body = _get(metrics + "/metrics")
+    assert code == 200, (code, body)
+    assert re.search(r'^leader_election_master_status\{name="kcm"\} 1$', body, re.M), body
+    families = re.findall(r"^# TYPE (\S+) ", body, re.M)
+    assert len(families) == len(set(families)), families
+    for line in body.splitlines():
+        assert line.startswith("#") or re.fullmatch(r'[a-zA-Z_:][\w:]*(\{.*\})? \S+', line), line
