@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "kcm/client.h"
@@ -36,6 +38,8 @@ struct flags {
   uint64_t lease_ms, renew_ms, retry_ms, grace_ms;
   const char *lease_ns, *lease_name;
   const char *health_addr, *metrics_addr;
+  const char *controllers;
+  uint64_t min_resync_ms;
 };
 
 struct app {
@@ -44,7 +48,9 @@ struct app {
   struct kcm_client *client;
   struct kcm_intern pool;
   struct kcm_informer informers[KCM_KIND_COUNT];
+  bool used[KCM_KIND_COUNT]; /* informers the enabled controllers need */
   int informers_open;
+  bool dc_on, rs_on;         /* enabled by --controllers */
   struct kcm_replicaset_controller rs;
   struct kcm_deployment_controller dc;
   struct kcm_leader leader;
@@ -81,6 +87,10 @@ static void usage(FILE *out) {
           "  --kube-api-qps N    requests per second to the API server, per controller\n"
           "                      (default 20)\n"
           "  --kube-api-burst N  requests allowed in a burst, per controller (default 30)\n"
+          "  --controllers LIST  controllers to run: names, * for all, -name to leave one\n"
+          "                      out; known: deployment, replicaset (default *)\n"
+          "  --min-resync-period D\n"
+          "                      caches resync at a random period in [D, 2D) (default 12h)\n"
           "  --concurrent-deployment-syncs N\n"
           "                      Deployments synced at once (default 5)\n"
           "  --concurrent-replicaset-syncs N\n"
@@ -189,7 +199,7 @@ static bool known_flag(const char *key) {
       "concurrent-replicaset-syncs", "concurrent-deployment-syncs", "leader-elect",
       "leader-elect-lease-duration", "leader-elect-renew-deadline", "leader-elect-retry-period",
       "leader-elect-resource-namespace", "leader-elect-resource-name", "shutdown-grace-period",
-      "health-probe-bind-address", "metrics-bind-address"};
+      "health-probe-bind-address", "metrics-bind-address", "controllers", "min-resync-period"};
   size_t i;
   for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
     if (!strcmp(key, names[i]))
@@ -201,6 +211,40 @@ static void duration_flag(const char *key, const char *value, uint64_t *out) {
   if (parse_duration(value, out) != 0)
     flag_error("invalid value \"%s\" for flag --%s: must be a duration such as 15s, 500ms "
                "or 1m30s", value, key);
+}
+
+/* --controllers as kube-controller-manager reads it: a name turns a
+ * controller on, "-name" off, and "*" every controller not turned off. */
+static void parse_controllers(const char *list, bool *dc_on, bool *rs_on) {
+  static const char *const known[] = {"deployment", "replicaset"};
+  bool named[2] = {false, false}, off[2] = {false, false}, star = false;
+  const char *p = list;
+  size_t i;
+  while (*p) {
+    size_t n = strcspn(p, ",");
+    bool minus = *p == '-';
+    const char *name = p + minus;
+    size_t len = n - minus;
+    if (len == 1 && *name == '*' && !minus) {
+      star = true;
+    } else {
+      for (i = 0; i < 2; i++)
+        if (strlen(known[i]) == len && !strncmp(name, known[i], len))
+          break;
+      if (i == 2)
+        flag_error("invalid value \"%s\" for flag --controllers: \"%.*s\" is not in the list "
+                   "of known controllers (deployment, replicaset)", list, (int)len, name);
+      if (minus)
+        off[i] = true;
+      else
+        named[i] = true;
+    }
+    p += n;
+    if (*p == ',')
+      p++;
+  }
+  *dc_on = !off[0] && (named[0] || star);
+  *rs_on = !off[1] && (named[1] || star);
 }
 
 static void parse_flags(int argc, char **argv, struct flags *f) {
@@ -273,6 +317,10 @@ static void parse_flags(int argc, char **argv, struct flags *f) {
       duration_flag(key, value, &f->renew_ms);
     } else if (!strcmp(key, "leader-elect-retry-period")) {
       duration_flag(key, value, &f->retry_ms);
+    } else if (!strcmp(key, "min-resync-period")) {
+      duration_flag(key, value, &f->min_resync_ms);
+    } else if (!strcmp(key, "controllers")) {
+      f->controllers = value;
     } else if (!strcmp(key, "shutdown-grace-period")) {
       duration_flag(key, value, &f->grace_ms);
     } else if (!strcmp(key, "health-probe-bind-address") ||
@@ -470,10 +518,16 @@ static void maybe_start(struct app *a) {
   if (a->running || a->stopping || !a->synced || (a->elect && !a->leading))
     return;
   a->running = true;
-  kcm_info("starting controller name=\"deployment\" workers=%u", a->dc.workers);
-  kcm_deployment_run(&a->dc);
-  kcm_info("starting controller name=\"replicaset\" workers=%u", a->rs.workers);
-  kcm_replicaset_run(&a->rs);
+  if (a->dc_on) {
+    kcm_info("starting controller name=\"deployment\" workers=%u", a->dc.workers);
+    kcm_deployment_run(&a->dc);
+  }
+  if (a->rs_on) {
+    kcm_info("starting controller name=\"replicaset\" workers=%u", a->rs.workers);
+    kcm_replicaset_run(&a->rs);
+  }
+  if (!a->dc_on && !a->rs_on)
+    kcm_info("no controller is enabled");
 }
 
 static void on_started_leading(struct kcm_leader *l) {
@@ -488,19 +542,22 @@ static void on_lost_lease(struct kcm_leader *l) {
   exit(1);
 }
 
+static size_t cached(const struct app *a, enum kcm_kind k) {
+  return a->used[k] ? kcm_informer_len(&a->informers[k]) : 0;
+}
+
 static void on_sync_check(uv_timer_t *t) {
   struct app *a = t->data;
   int k;
   for (k = 0; k < KCM_KIND_COUNT; k++) {
-    if (!kcm_informer_synced(&a->informers[k]))
+    if (a->used[k] && !kcm_informer_synced(&a->informers[k]))
       return;
   }
   uv_timer_stop(t);
   a->synced = true;
   kcm_info("caches synced pods=%zu replicasets=%zu deployments=%zu elapsed=\"%llums\"",
-           kcm_informer_len(&a->informers[KCM_KIND_POD]),
-           kcm_informer_len(&a->informers[KCM_KIND_REPLICASET]),
-           kcm_informer_len(&a->informers[KCM_KIND_DEPLOYMENT]),
+           cached(a, KCM_KIND_POD), cached(a, KCM_KIND_REPLICASET),
+           cached(a, KCM_KIND_DEPLOYMENT),
            (unsigned long long)(uv_now(a->loop) - a->started));
   maybe_start(a);
 }
@@ -519,9 +576,16 @@ static void stop_informers(struct app *a) {
     kcm_server_close(&a->health, NULL);
   if (a->serving_metrics)
     kcm_server_close(&a->metrics, NULL);
-  a->informers_open = KCM_KIND_COUNT;
+  a->informers_open = 0;
   for (k = 0; k < KCM_KIND_COUNT; k++)
-    kcm_informer_stop(&a->informers[k], informer_closed);
+    a->informers_open += a->used[k];
+  for (k = 0; k < KCM_KIND_COUNT; k++)
+    if (a->used[k])
+      kcm_informer_stop(&a->informers[k], informer_closed);
+  if (!a->informers_open) {
+    kcm_client_close(a->client);
+    a->client = NULL;
+  }
 }
 
 static void on_lease_released(struct kcm_leader *l) {
@@ -576,15 +640,19 @@ static void on_signal(uv_signal_t *s, int signum) {
   uv_timer_stop(&a->sync_check);
   uv_close((uv_handle_t *)&a->sync_check, NULL);
   a->stopping = true;
-  a->controllers_running = 2;
+  a->controllers_running = a->dc_on + a->rs_on;
   uv_timer_start(&a->grace, on_grace_over, a->grace_ms, 0);
-  kcm_deployment_stop(&a->dc, dc_stopped);
-  kcm_replicaset_stop(&a->rs, rs_stopped);
+  if (a->dc_on)
+    kcm_deployment_stop(&a->dc, dc_stopped);
+  if (a->rs_on)
+    kcm_replicaset_stop(&a->rs, rs_stopped);
+  if (!a->controllers_running)
+    after_controllers(a);
 }
 
 int main(int argc, char **argv) {
   struct flags f = {NULL, NULL, NULL, 0, 20, 30, 5, 5, true, 15000, 10000, 2000, 30000,
-                    "kube-system", "kcm", ":8081", ":8080"};
+                    "kube-system", "kcm", ":8081", ":8080", "*", 12 * 3600 * 1000ULL};
   struct kcm_leader_options lo = {0};
   const char *why;
   struct kcm_client_config_options copts;
@@ -593,6 +661,7 @@ int main(int argc, char **argv) {
   int err, k;
 
   parse_flags(argc, argv, &f);
+  parse_controllers(f.controllers, &a.dc_on, &a.rs_on);
   kcm_log_set_verbosity(f.verbosity);
   lo.ns = f.lease_ns;
   lo.name = f.lease_name;
@@ -636,9 +705,19 @@ int main(int argc, char **argv) {
   a.backoff_ms = 800;
   kcm_client_set_rate_limit(a.client, f.qps, f.burst);
   kcm_intern_init(&a.pool);
+  srand((unsigned)time(NULL) ^ (unsigned)getpid());
+  a.used[KCM_KIND_POD] = a.used[KCM_KIND_REPLICASET] = a.dc_on || a.rs_on;
+  a.used[KCM_KIND_DEPLOYMENT] = a.dc_on;
   for (k = 0; k < KCM_KIND_COUNT; k++) {
     struct kcm_informer_options io = {0};
+    uint32_t r;
+    if (!a.used[k])
+      continue;
     io.kind = (enum kcm_kind)k;
+    /* A period in [min, 2 min), as kube-controller-manager picks it. */
+    r = (uint32_t)rand();
+    io.resync_ms = f.min_resync_ms + (uint64_t)((double)f.min_resync_ms *
+                                                 ((double)r / ((double)RAND_MAX + 1.0)));
     err = kcm_informer_init(&a.informers[k], a.loop, a.client, &a.pool, &io);
     if (err) {
       fprintf(stderr, "kcm: cannot set up the %s cache: %s\n",
@@ -647,15 +726,21 @@ int main(int argc, char **argv) {
     }
     a.informers[k].data = &a;
   }
-  err = kcm_replicaset_init(&a.rs, a.loop, a.client, &a.informers[KCM_KIND_REPLICASET],
-                            &a.informers[KCM_KIND_POD], &a.pool, (uint32_t)f.rs_workers);
+  err = !a.rs_on ? 0
+                 : kcm_replicaset_init(&a.rs, a.loop, a.client,
+                                       &a.informers[KCM_KIND_REPLICASET],
+                                       &a.informers[KCM_KIND_POD], &a.pool,
+                                       (uint32_t)f.rs_workers);
   if (err) {
     fprintf(stderr, "kcm: cannot set up the ReplicaSet controller: %s\n", kcm_strerror(err));
     return 1;
   }
-  err = kcm_deployment_init(&a.dc, a.loop, a.client, &a.informers[KCM_KIND_DEPLOYMENT],
-                            &a.informers[KCM_KIND_REPLICASET], &a.informers[KCM_KIND_POD],
-                            &a.pool, (uint32_t)f.d_workers);
+  err = !a.dc_on ? 0
+                 : kcm_deployment_init(&a.dc, a.loop, a.client,
+                                       &a.informers[KCM_KIND_DEPLOYMENT],
+                                       &a.informers[KCM_KIND_REPLICASET],
+                                       &a.informers[KCM_KIND_POD], &a.pool,
+                                       (uint32_t)f.d_workers);
   if (err) {
     fprintf(stderr, "kcm: cannot set up the Deployment controller: %s\n", kcm_strerror(err));
     return 1;
@@ -679,14 +764,18 @@ int main(int argc, char **argv) {
   uv_update_time(a.loop);
   a.started = uv_now(a.loop);
   for (k = 0; k < KCM_KIND_COUNT; k++)
-    kcm_informer_start(&a.informers[k]);
+    if (a.used[k])
+      kcm_informer_start(&a.informers[k]);
   uv_timer_start(&a.sync_check, on_sync_check, 50, 50);
 
   uv_run(a.loop, UV_RUN_DEFAULT);
-  kcm_replicaset_release(&a.rs);
-  kcm_deployment_release(&a.dc);
+  if (a.rs_on)
+    kcm_replicaset_release(&a.rs);
+  if (a.dc_on)
+    kcm_deployment_release(&a.dc);
   for (k = 0; k < KCM_KIND_COUNT; k++)
-    kcm_informer_release(&a.informers[k]);
+    if (a.used[k])
+      kcm_informer_release(&a.informers[k]);
   kcm_intern_release(&a.pool);
   uv_loop_close(a.loop);
   kcm_client_config_release(&a.cfg);

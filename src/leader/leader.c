@@ -73,7 +73,8 @@ int kcm_leader_parse(struct json_object *lease, struct kcm_lease_record *out) {
   struct json_object *spec = NULL;
   if (!json_object_is_type(lease, json_type_object))
     return KCM_EINVAL;
-  if (!json_object_object_get_ex(lease, "spec", &spec) || !json_object_is_type(spec, json_type_object))
+  if (!json_object_object_get_ex(lease, "spec", &spec) ||
+      !json_object_is_type(spec, json_type_object))
     spec = NULL;
   memset(out, 0, sizeof(*out));
   out->exists = true;
@@ -186,7 +187,8 @@ static void schedule(struct kcm_leader *l) {
   uv_timer_start(&l->timer, on_timer, wait, 0);
 }
 
-static int send_lease(struct kcm_leader *l, const char *method, bool named, kcm_client_done_cb done) {
+static int send_lease(struct kcm_leader *l, const char *method, bool named,
+                      kcm_client_done_cb done) {
   struct kcm_client_request_options o = {0};
   char path[512];
   const char *body = NULL;
@@ -286,7 +288,8 @@ static void write_record(struct kcm_leader *l, const struct kcm_lease_record *ne
     struct json_object *meta = json_object_new_object();
     json_object_put(l->lease);
     l->lease = json_object_new_object();
-    json_object_object_add(l->lease, "apiVersion", json_object_new_string("coordination.k8s.io/v1"));
+    json_object_object_add(l->lease, "apiVersion",
+                           json_object_new_string("coordination.k8s.io/v1"));
     json_object_object_add(l->lease, "kind", json_object_new_string("Lease"));
     json_object_object_add(meta, "name", json_object_new_string(l->name));
     json_object_object_add(meta, "namespace", json_object_new_string(l->ns));

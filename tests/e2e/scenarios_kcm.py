@@ -224,6 +224,9 @@ def bad_flags(ctx):
         ("--leader-elect-lease-duration=1m30s", "--leader-elect-renew-deadline=1m30s"):
             "the lease duration must be greater than the renew deadline",
         ("--leader-elect-resource-name=",): "the lease namespace and name must not be empty",
+        ("--controllers=deployment,endpoint",):
+            '"endpoint" is not in the list of known controllers',
+        ("--min-resync-period=soon",): 'invalid value "soon" for flag --min-resync-period',
         ("--metrics-bind-address=8080",):
             'invalid value "8080" for flag --metrics-bind-address: must be [host]:port or 0',
         ("--health-probe-bind-address", ":99999"):
@@ -240,7 +243,8 @@ def bad_flags(ctx):
                  ("--leader-elect-lease-duration=1m30s", "--leader-elect-renew-deadline=1m",
                   "--leader-elect-retry-period=1.5s", "--shutdown-grace-period=0"),
                  ("--leader-elect-resource-namespace=ops", "--leader-elect-resource-name=x"),
-                 ("--health-probe-bind-address=0", "--metrics-bind-address=[::1]:0")):
+                 ("--health-probe-bind-address=0", "--metrics-bind-address=[::1]:0"),
+                 ("--controllers=*,-deployment", "--min-resync-period=1h30m")):
         p = run("--kubeconfig", missing, *args)
         assert p.returncode == 1 and missing in p.stderr, (args, p.returncode, p.stderr)
     p = run("--help")
@@ -293,3 +297,45 @@ def probes_and_metrics(ctx):
     assert len(families) == len(set(families)), families
     for line in body.splitlines():
         assert line.startswith("#") or re.fullmatch(r'[a-zA-Z_:][\w:]*(\{.*\})? \S+', line), line
+
+
+@scenario("--controllers runs only the controllers it names", needs_sim=True)
+def chosen_controllers(ctx):
+    env = ctx.env
+    if env.kcm is None or not env.kcm_binary.endswith("/kcm"):
+        return
+    from scenarios_deployment import deployment, wait_complete
+    from scenarios_replicaset import rs_manifest, wait_replicas
+    d = os.path.join(env.workdir, ctx.ns)
+    os.makedirs(d, exist_ok=True)
+    assert env.kcm.stop() == 0
+    kcm = None
+    try:
+        # Only the ReplicaSet controller: a ReplicaSet gets pods, a Deployment nothing.
+        kcm = Kcm(env.kcm_binary, env.kubeconfig, d, log_name="rs-only.log",
+                  extra=["--controllers=replicaset", "--leader-elect=false"])
+        wait_for(lambda: "caches synced" in kcm.text(), timeout=30, what="kcm to sync")
+        assert "deployments=0" in kcm.text() and 'name="deployment"' not in kcm.text()
+        ctx.apply(rs_manifest("plain", 2))
+        ctx.apply(deployment("web", 2))
+        wait_replicas(ctx, "plain", 2)
+        assert ctx.k.json("get", "deployment", "web").get("status", {}) == {}
+        assert ctx.k.json("get", "replicasets", "-l", "app=web")["items"] == []
+        assert kcm.stop() == 0
+        # Everything but the ReplicaSet controller: the ReplicaSet appears, no pods.
+        kcm = Kcm(env.kcm_binary, env.kubeconfig, d, log_name="no-rs.log",
+                  extra=["--controllers=*,-replicaset", "--leader-elect=false"])
+        rses = wait_for(lambda: ctx.k.json("get", "replicasets", "-l", "app=web")["items"],
+                        timeout=30, what="the Deployment's ReplicaSet")
+        assert rses[0]["spec"]["replicas"] == 2, rses[0]["spec"]
+        assert 'name="replicaset"' not in kcm.text()
+        assert ctx.k.json("get", "pods", "-l", "app=web")["items"] == []
+        assert kcm.stop() == 0
+        kcm = None
+    finally:
+        if kcm:
+            kcm.stop()
+        env.start_kcm("kcm-after-controllers.log")
+        wait_for(lambda: "caches synced" in env.kcm.text() or not env.kcm.alive(), timeout=30,
+                 what="the suite's kcm to start again")
+    wait_complete(ctx, "web")
