@@ -5,7 +5,11 @@
  * name "<object name>.<nanosecond clock in hex>", the object's kind,
  * namespace, name, uid, apiVersion and resourceVersion, source.component
  * set to the controller ("replicaset-controller"), count 1, first and last
- * timestamps equal. Recording never blocks the caller: events wait in a
+ * timestamps equal. Events pass client-go's correlator first: more than 10
+ * similar events (differing only in message) within 10 minutes become one
+ * "(combined from similar events): ..." event, a repeat of an event patches
+ * its count, lastTimestamp and message, and each source and object may
+ * send 25 events, then one per 5 minutes. Recording never blocks the caller: events wait in a
  * queue and are sent one at a time, as client-go's single event writer
  * sends them, so a burst of events never holds up the controller's own
  * requests. Beyond `max_queued` waiting events further ones are dropped and
@@ -20,6 +24,49 @@
 
 #include "kcm/api.h"
 #include "kcm/client.h"
+#include "kcm/map.h"
+
+/* --- the correlator (pure) ------------------------------------------------------------------ */
+
+/* A least-recently-used cache of at most `limit` keyed entries. */
+struct kcm_event_entry;
+struct kcm_event_cache {
+  struct kcm_map map;                   /* key -> entry (entries owned) */
+  struct kcm_event_entry *head, *tail; /* most recently used first */
+  size_t limit;
+};
+
+/* client-go's EventCorrelator state: spam buckets per source and object,
+ * aggregation records per source, object, type and reason, and the last
+ * occurrence of every event, each cache holding 4096 entries. */
+struct kcm_event_correlator {
+  struct kcm_event_cache spam, aggregate, log;
+};
+
+/* An event as the correlator sees it; strings borrowed for the call. */
+struct kcm_event_fields {
+  const char *component, *kind, *ns, *name, *uid, *api_version, *type, *reason, *message;
+  uint64_t nanos; /* wall clock, for a new event's name "<object>.<hex nanos>" */
+};
+
+struct kcm_event_outcome {
+  bool skip;       /* the spam filter drops it */
+  bool aggregated; /* post it as "(combined from similar events): <message>" */
+  bool repeat;     /* an earlier event with this name exists: patch its count */
+  uint32_t count;
+  char first[32];  /* firstTimestamp */
+  char name[400];
+};
+
+void kcm_event_correlator_init(struct kcm_event_correlator *k);
+void kcm_event_correlator_release(struct kcm_event_correlator *k);
+/* Correlate one event at monotonic time now_ms (`now` is the wall clock as
+ * RFC 3339): aggregation first, then counting, then the spam filter, as
+ * client-go orders them. Returns 0 or KCM_ENOMEM. */
+int kcm_event_correlate(struct kcm_event_correlator *k, const struct kcm_event_fields *f,
+                        uint64_t now_ms, const char *now, struct kcm_event_outcome *out);
+
+/* --- the recorder -------------------------------------------------------------------------- */
 
 struct kcm_event_post;
 
@@ -31,9 +78,11 @@ struct kcm_events {
   size_t queued;
   size_t max_queued;         /* beyond it new events are dropped (default 1000) */
   bool sending;              /* one post is in flight */
+  struct kcm_event_correlator correlator;
   uint64_t sent;
   uint64_t failed;
   uint64_t dropped;
+  uint64_t skipped;          /* held back by the spam filter */
 };
 
 /* The object an event is about; strings borrowed for the call. */
@@ -47,6 +96,8 @@ struct kcm_event_object {
 };
 
 void kcm_events_init(struct kcm_events *ev, struct kcm_client *client, const char *component);
+/* Free the correlator's caches (after the client has closed). */
+void kcm_events_release(struct kcm_events *ev);
 /* The reference to a cached object (kind and apiVersion from its kind). */
 void kcm_events_object_of(const struct kcm_object *o, struct kcm_event_object *out);
 void kcm_events_record(struct kcm_events *ev, const struct kcm_event_object *obj, bool warning,

@@ -16,8 +16,10 @@
 struct kcm_event_post {
   struct kcm_event_post *next;
   struct kcm_events *ev;
-  char *body;
+  char *body;  /* the whole Event, to create it */
+  char *patch; /* or, for a repeat, its count, lastTimestamp and message */
   char path[512];
+  char name[400];
   char what[160];
 };
 
@@ -26,7 +28,10 @@ void kcm_events_init(struct kcm_events *ev, struct kcm_client *client, const cha
   ev->client = client;
   snprintf(ev->component, sizeof(ev->component), "%s", component);
   ev->max_queued = DEFAULT_MAX_QUEUED;
+  kcm_event_correlator_init(&ev->correlator);
 }
+
+void kcm_events_release(struct kcm_events *ev) { kcm_event_correlator_release(&ev->correlator); }
 
 void kcm_events_object_of(const struct kcm_object *o, struct kcm_event_object *out) {
   out->kind = kcm_api_kind_name((enum kcm_kind)o->kind);
@@ -39,6 +44,7 @@ void kcm_events_object_of(const struct kcm_object *o, struct kcm_event_object *o
 
 static void free_post(struct kcm_event_post *p) {
   free(p->body);
+  free(p->patch);
   free(p);
 }
 
@@ -51,14 +57,17 @@ static void send_next(struct kcm_events *ev) {
   while (!ev->sending && ev->head) {
     struct kcm_event_post *p = ev->head;
     struct kcm_client_request_options o = {0};
+    char path[1024];
     ev->head = p->next;
     if (!ev->head)
       ev->tail = NULL;
     ev->queued--;
-    o.method = "POST";
-    o.path = p->path;
-    o.body = p->body;
-    o.body_len = strlen(p->body);
+    o.method = p->patch ? "PATCH" : "POST";
+    snprintf(path, sizeof(path), "%s%s%s", p->path, p->patch ? "/" : "", p->patch ? p->name : "");
+    o.path = path;
+    o.body = p->patch ? p->patch : p->body;
+    o.body_len = strlen(o.body);
+    o.content_type = p->patch ? "application/strategic-merge-patch+json" : NULL;
     o.done = on_posted;
     o.data = p;
     o.limiter = ev->limiter;
@@ -75,6 +84,18 @@ static void on_posted(const struct kcm_client_response *resp, void *data) {
   struct kcm_event_post *p = data;
   struct kcm_events *ev = p->ev;
   ev->sending = false;
+  if (resp->err == KCM_ENOTFOUND && p->patch) {
+    /* The earlier event is gone (events expire): create it anew. */
+    free(p->patch);
+    p->patch = NULL;
+    p->next = ev->head;
+    ev->head = p;
+    if (!ev->tail)
+      ev->tail = p;
+    ev->queued++;
+    send_next(ev);
+    return;
+  }
   if (resp->err) {
     ev->failed++;
     if (resp->err != KCM_ECANCELED)
@@ -91,8 +112,11 @@ static json_object *str(const char *s) { return json_object_new_string(s ? s : "
 
 void kcm_events_record(struct kcm_events *ev, const struct kcm_event_object *obj, bool warning,
                        const char *reason, const char *fmt, ...) {
-  struct timespec ts;
-  char name[400], when[32], uid[37], rv[24], *message = NULL;
+  static const char combined[] = "(combined from similar events): ";
+  struct timespec ts, mono;
+  char when[32], uid[37], rv[24], *message = NULL, *text = NULL;
+  struct kcm_event_fields fields;
+  struct kcm_event_outcome out;
   struct json_object *e, *meta, *inv, *src;
   struct kcm_event_post *p;
   const char *body;
@@ -111,15 +135,33 @@ void kcm_events_record(struct kcm_events *ev, const struct kcm_event_object *obj
     return;
   }
   clock_gettime(CLOCK_REALTIME, &ts);
-  snprintf(name, sizeof(name), "%s.%llx", obj->name,
-           (unsigned long long)ts.tv_sec * 1000000000ULL + (unsigned long long)ts.tv_nsec);
   kcm_api_format_time(ts.tv_sec, when, sizeof(when));
   kcm_api_format_uid(&obj->uid, uid, sizeof(uid));
   snprintf(rv, sizeof(rv), "%llu", (unsigned long long)obj->rv);
+  fields = (struct kcm_event_fields){
+      ev->component, obj->kind, obj->ns, obj->name, uid, obj->api_version,
+      warning ? "Warning" : "Normal", reason, message,
+      (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec};
+  clock_gettime(CLOCK_MONOTONIC, &mono);
+  if (kcm_event_correlate(&ev->correlator, &fields,
+                          (uint64_t)mono.tv_sec * 1000 + (uint64_t)mono.tv_nsec / 1000000, when,
+                          &out) ||
+      out.skip || (out.aggregated && asprintf(&text, "%s%s", combined, message) < 0)) {
+    if (out.skip)
+      ev->skipped++;
+    else
+      ev->dropped++;
+    free(message);
+    return;
+  }
+  if (text) {
+    free(message);
+    message = text;
+  }
 
   e = json_object_new_object();
   meta = json_object_new_object();
-  json_object_object_add(meta, "name", str(name));
+  json_object_object_add(meta, "name", str(out.name));
   json_object_object_add(meta, "namespace", str(obj->ns));
   json_object_object_add(e, "metadata", meta);
   inv = json_object_new_object();
@@ -135,9 +177,9 @@ void kcm_events_record(struct kcm_events *ev, const struct kcm_event_object *obj
   src = json_object_new_object();
   json_object_object_add(src, "component", str(ev->component));
   json_object_object_add(e, "source", src);
-  json_object_object_add(e, "firstTimestamp", str(when));
+  json_object_object_add(e, "firstTimestamp", str(out.first));
   json_object_object_add(e, "lastTimestamp", str(when));
-  json_object_object_add(e, "count", json_object_new_int(1));
+  json_object_object_add(e, "count", json_object_new_int((int32_t)out.count));
   json_object_object_add(e, "type", str(warning ? "Warning" : "Normal"));
   json_object_object_add(e, "eventTime", NULL);
   json_object_object_add(e, "reportingComponent", str(""));
@@ -153,6 +195,23 @@ void kcm_events_record(struct kcm_events *ev, const struct kcm_event_object *obj
     return;
   }
   p->ev = ev;
+  snprintf(p->name, sizeof(p->name), "%s", out.name);
+  if (out.repeat) {
+    struct json_object *patch = json_object_new_object();
+    json_object_object_add(patch, "count", json_object_new_int((int32_t)out.count));
+    json_object_object_add(patch, "lastTimestamp", str(when));
+    json_object_object_add(patch, "message", str(message));
+    p->patch = strdup(json_object_to_json_string_ext(
+        patch, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+    json_object_put(patch);
+    if (!p->patch) {
+      ev->dropped++;
+      free_post(p);
+      json_object_put(e);
+      free(message);
+      return;
+    }
+  }
   snprintf(p->what, sizeof(p->what), "%s %s/%s", reason, obj->ns, obj->name);
   snprintf(p->path, sizeof(p->path), "/api/v1/namespaces/%s/events", obj->ns);
   if (ev->tail)

@@ -221,3 +221,27 @@ def delayed_watch(ctx):
         assert len(active(items)) == 50, len(active(items))
     finally:
         ctx.api.faults(clear=True)
+
+
+@scenario("similar events are combined after nine, as client-go combines them")
+def events_combined(ctx):
+    ctx.apply(rs_manifest("web", 12))
+    wait_replicas(ctx, "web", 12, ready=False)
+
+    def created():
+        return [e for e in ctx.k.json("get", "events", "--field-selector",
+                                      "involvedObject.name=web,reason=SuccessfulCreate")["items"]]
+    combined = "(combined from similar events): Created pod: "
+
+    def settled():
+        items = created()
+        return sum(e.get("count", 1) for e in items) == 12 and items
+    items = wait_for(settled, timeout=30, what="12 SuccessfulCreate occurrences")
+    plain = [e for e in items if not e["message"].startswith(combined)]
+    merged = [e for e in items if e["message"].startswith(combined)]
+    assert len(plain) == 9 and all(e.get("count", 1) == 1 for e in plain), \
+        [(e["message"], e.get("count")) for e in items]
+    assert len(merged) == 1 and merged[0]["count"] == 3, merged
+    assert merged[0]["source"]["component"] == "replicaset-controller", merged[0]
+    described = ctx.k("describe", "rs", "web")
+    assert "(combined from similar events): Created pod: web-" in described, described

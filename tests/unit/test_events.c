@@ -35,6 +35,7 @@ static void fixture_init(struct fixture *f) {
 static void fixture_close(struct fixture *f) {
   kcm_client_close(f->client);
   uv_run(&f->loop, UV_RUN_DEFAULT);
+  kcm_events_release(&f->ev);
   uv_loop_close(&f->loop);
   kcm_client_config_release(&f->cfg);
 }
@@ -143,8 +144,138 @@ static void closing_drops_what_waits(void **state) {
   assert_null(f.ev.head);
   assert_int_equal(f.ev.sent + f.ev.failed, 1);
   assert_int_equal(f.ev.dropped, 4);
+  kcm_events_release(&f.ev);
   uv_loop_close(&f.loop);
   kcm_client_config_release(&f.cfg);
+}
+
+/* --- the correlator ----------------------------------------------------------------------- */
+
+#define MIN_MS 60000ULL
+
+static struct kcm_event_fields fields(const char *object, const char *reason,
+                                      const char *message) {
+  struct kcm_event_fields f = {"replicaset-controller", "ReplicaSet", "ns", object, "u-1",
+                               "apps/v1", "Normal", reason, message, 0xabc};
+  return f;
+}
+
+static struct kcm_event_outcome correlate(struct kcm_event_correlator *k, const char *object,
+                                          const char *reason, const char *message,
+                                          uint64_t now_ms) {
+  struct kcm_event_fields f = fields(object, reason, message);
+  struct kcm_event_outcome out;
+  assert_int_equal(kcm_event_correlate(k, &f, now_ms, "2026-11-22T10:00:00Z", &out), 0);
+  return out;
+}
+
+static void repeats_are_counted(void **state) {
+  struct kcm_event_correlator k;
+  struct kcm_event_outcome a, b, c;
+  kcm_event_correlator_init(&k);
+  a = correlate(&k, "web", "SuccessfulCreate", "Created pod: p1", 1000);
+  assert_false(a.repeat || a.aggregated || a.skip);
+  assert_int_equal(a.count, 1);
+  assert_string_equal(a.name, "web.abc");
+  b = correlate(&k, "web", "SuccessfulCreate", "Created pod: p1", 2000);
+  c = correlate(&k, "web", "SuccessfulCreate", "Created pod: p1", 3000);
+  assert_true(b.repeat && c.repeat);
+  assert_int_equal(c.count, 3);
+  assert_string_equal(c.name, "web.abc");
+  assert_string_equal(c.first, a.first);
+  /* Another object, reason or type is another event. */
+  assert_false(correlate(&k, "api", "SuccessfulCreate", "Created pod: p1", 3000).repeat);
+  assert_false(correlate(&k, "web", "SuccessfulDelete", "Created pod: p1", 3000).repeat);
+  kcm_event_correlator_release(&k);
+}
+
+static void similar_events_are_combined(void **state) {
+  struct kcm_event_correlator k;
+  struct kcm_event_outcome o;
+  char msg[64];
+  int i;
+  kcm_event_correlator_init(&k);
+  /* Nine messages go out as they are; the tenth starts the aggregate. */
+  for (i = 1; i <= 9; i++) {
+    snprintf(msg, sizeof(msg), "Created pod: p%d", i);
+    o = correlate(&k, "web", "SuccessfulCreate", msg, 1000 + (uint64_t)i);
+    assert_false(o.aggregated);
+  }
+  o = correlate(&k, "web", "SuccessfulCreate", "Created pod: p10", 2000);
+  assert_true(o.aggregated);
+  assert_false(o.repeat);
+  assert_int_equal(o.count, 1);
+  /* Further new messages patch that aggregate. */
+  o = correlate(&k, "web", "SuccessfulCreate", "Created pod: p11", 3000);
+  assert_true(o.aggregated && o.repeat);
+  assert_int_equal(o.count, 2);
+  /* Ten minutes of quiet start afresh. */
+  o = correlate(&k, "web", "SuccessfulCreate", "Created pod: p12", 3000 + 10 * MIN_MS + 1);
+  assert_false(o.aggregated);
+  kcm_event_correlator_release(&k);
+}
+
+static void spam_is_limited_per_object(void **state) {
+  struct kcm_event_correlator k;
+  int i, sent = 0;
+  kcm_event_correlator_init(&k);
+  for (i = 0; i < 40; i++)
+    sent += !correlate(&k, "web", "FailedCreate", "Error creating: quota", 1000).skip;
+  assert_int_equal(sent, 25);
+  /* Another object has its own budget. */
+  assert_false(correlate(&k, "api", "FailedCreate", "Error creating: quota", 1000).skip);
+  /* One more every five minutes. */
+  assert_true(correlate(&k, "web", "FailedCreate", "Error creating: quota", 1000 + 4 * MIN_MS)
+                  .skip);
+  assert_false(correlate(&k, "web", "FailedCreate", "Error creating: quota", 1000 + 5 * MIN_MS)
+                   .skip);
+  assert_true(correlate(&k, "web", "FailedCreate", "Error creating: quota", 1000 + 5 * MIN_MS)
+                  .skip);
+  kcm_event_correlator_release(&k);
+}
+
+static void caches_are_bounded(void **state) {
+  struct kcm_event_correlator k;
+  char object[32];
+  int i;
+  kcm_event_correlator_init(&k);
+  for (i = 0; i < 5000; i++) {
+    snprintf(object, sizeof(object), "rs-%d", i);
+    correlate(&k, object, "SuccessfulCreate", "Created pod: p", 1000);
+  }
+  assert_int_equal(k.log.map.len, 4096);
+  assert_int_equal(k.spam.map.len, 4096);
+  /* The oldest were forgotten: their repeat is a new event again. */
+  assert_false(correlate(&k, "rs-0", "SuccessfulCreate", "Created pod: p", 2000).repeat);
+  assert_true(correlate(&k, "rs-4999", "SuccessfulCreate", "Created pod: p", 2000).repeat);
+  kcm_event_correlator_release(&k);
+}
+
+static bool sent_n(void *arg) {
+  const struct kcm_events *ev = arg;
+  return !ev->sending && ev->queued == 0;
+}
+
+static void repeats_patch_the_server_event(void **state) {
+  struct fixture f;
+  struct kcm_event_object o;
+  struct json_object *list, *items, *e;
+  int i;
+  fixture_init(&f);
+  o = object(&f, "web-4");
+  for (i = 0; i < 3; i++) {
+    kcm_events_record(&f.ev, &o, true, "FailedCreate", "Error creating: quota");
+    assert_true(support_run_until(&f.loop, sent_n, &f.ev, 10000));
+  }
+  assert_int_equal(f.ev.sent, 3);
+  list = list_events(&f);
+  assert_true(json_object_object_get_ex(list, "items", &items));
+  assert_int_equal(json_object_array_length(items), 1);
+  e = json_object_array_get_idx(items, 0);
+  assert_string_equal(field(e, "count", NULL), "3");
+  assert_string_equal(field(e, "message", NULL), "Error creating: quota");
+  json_object_put(list);
+  fixture_close(&f);
 }
 
 static int start_sim(void **state) { return support_start_sim(NULL); }
@@ -158,6 +289,14 @@ int main(void) {
       cmocka_unit_test(posts_the_event_upstream_posts),
       cmocka_unit_test(sends_one_at_a_time_and_bounds_the_queue),
       cmocka_unit_test(closing_drops_what_waits),
+      cmocka_unit_test(repeats_patch_the_server_event),
   };
-  return cmocka_run_group_tests(tests, start_sim, stop_sim);
+  const struct CMUnitTest pure[] = {
+      cmocka_unit_test(repeats_are_counted),
+      cmocka_unit_test(similar_events_are_combined),
+      cmocka_unit_test(spam_is_limited_per_object),
+      cmocka_unit_test(caches_are_bounded),
+  };
+  int failed = cmocka_run_group_tests(pure, NULL, NULL);
+  return failed + cmocka_run_group_tests(tests, start_sim, stop_sim);
 }

@@ -888,6 +888,7 @@ void kcm_deployment_stop(struct kcm_deployment_controller *c,
 void kcm_deployment_release(struct kcm_deployment_controller *c) {
   struct kcm_map_iter it;
   struct alias_entry *e;
+  kcm_events_release(&c->events);
   kcm_map_iter_init(&it, &c->aliases);
   while ((e = kcm_map_next(&it))) {
     free(e->key);

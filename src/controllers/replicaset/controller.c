@@ -748,4 +748,5 @@ void kcm_replicaset_stop(struct kcm_replicaset_controller *c,
 
 void kcm_replicaset_release(struct kcm_replicaset_controller *c) {
   kcm_expectations_release(&c->expectations);
+  kcm_events_release(&c->events);
 }
