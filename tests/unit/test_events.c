@@ -65,6 +65,14 @@ static struct json_object *list_events(struct fixture *f) {
   return o;
 }
 
+/* The one item of a list; the test fails unless there is exactly one. */
+static struct json_object *only_item(struct json_object *list) {
+  struct json_object *items;
+  assert_true(json_object_object_get_ex(list, "items", &items));
+  assert_int_equal(json_object_array_length(items), 1);
+  return json_object_array_get_idx(items, 0);
+}
+
 static const char *field(struct json_object *o, const char *a, const char *b) {
   struct json_object *v;
   if (!json_object_object_get_ex(o, a, &v))
@@ -77,16 +85,14 @@ static const char *field(struct json_object *o, const char *a, const char *b) {
 static void posts_the_event_upstream_posts(void **state) {
   struct fixture f;
   struct kcm_event_object o;
-  struct json_object *list, *items, *e;
+  struct json_object *list, *e;
   fixture_init(&f);
   o = object(&f, "web-1");
   kcm_events_record(&f.ev, &o, false, "SuccessfulCreate", "Created pod: %s", "web-1-abcde");
   assert_true(support_run_until(&f.loop, all_settled, &f.ev, 10000));
   assert_int_equal(f.ev.sent, 1);
   list = list_events(&f);
-  assert_true(json_object_object_get_ex(list, "items", &items));
-  assert_int_equal(json_object_array_length(items), 1);
-  e = json_object_array_get_idx(items, 0);
+  e = only_item(list);
   assert_string_equal(field(e, "reason", NULL), "SuccessfulCreate");
   assert_string_equal(field(e, "message", NULL), "Created pod: web-1-abcde");
   assert_string_equal(field(e, "type", NULL), "Normal");
@@ -251,27 +257,20 @@ static void caches_are_bounded(void **state) {
   kcm_event_correlator_release(&k);
 }
 
-static bool sent_n(void *arg) {
-  const struct kcm_events *ev = arg;
-  return !ev->sending && ev->queued == 0;
-}
-
 static void repeats_patch_the_server_event(void **state) {
   struct fixture f;
   struct kcm_event_object o;
-  struct json_object *list, *items, *e;
+  struct json_object *list, *e;
   int i;
   fixture_init(&f);
   o = object(&f, "web-4");
   for (i = 0; i < 3; i++) {
     kcm_events_record(&f.ev, &o, true, "FailedCreate", "Error creating: quota");
-    assert_true(support_run_until(&f.loop, sent_n, &f.ev, 10000));
+    assert_true(support_run_until(&f.loop, all_settled, &f.ev, 10000));
   }
   assert_int_equal(f.ev.sent, 3);
   list = list_events(&f);
-  assert_true(json_object_object_get_ex(list, "items", &items));
-  assert_int_equal(json_object_array_length(items), 1);
-  e = json_object_array_get_idx(items, 0);
+  e = only_item(list);
   assert_string_equal(field(e, "count", NULL), "3");
   assert_string_equal(field(e, "message", NULL), "Error creating: quota");
   json_object_put(list);
