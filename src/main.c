@@ -118,6 +118,7 @@ static void usage(FILE *out) {
           "                      how long syncs in progress may run on after SIGTERM\n"
           "                      (default 30s)\n"
           "  -v, --v N           log verbosity (default 0)\n"
+          "  --logging-format F  text (klog lines, the default) or json\n"
           "  --version           print the version and exit\n"
           "  -h, --help          print this help and exit\n");
 }
@@ -199,7 +200,8 @@ static bool known_flag(const char *key) {
       "concurrent-replicaset-syncs", "concurrent-deployment-syncs", "leader-elect",
       "leader-elect-lease-duration", "leader-elect-renew-deadline", "leader-elect-retry-period",
       "leader-elect-resource-namespace", "leader-elect-resource-name", "shutdown-grace-period",
-      "health-probe-bind-address", "metrics-bind-address", "controllers", "min-resync-period"};
+      "health-probe-bind-address", "metrics-bind-address", "controllers", "min-resync-period",
+      "logging-format"};
   size_t i;
   for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
     if (!strcmp(key, names[i]))
@@ -319,6 +321,12 @@ static void parse_flags(int argc, char **argv, struct flags *f) {
       duration_flag(key, value, &f->retry_ms);
     } else if (!strcmp(key, "min-resync-period")) {
       duration_flag(key, value, &f->min_resync_ms);
+    } else if (!strcmp(key, "logging-format")) {
+      if (!strcmp(value, "json"))
+        kcm_log_set_format(KCM_LOG_JSON);
+      else if (strcmp(value, "text"))
+        flag_error("invalid value \"%s\" for flag --logging-format: must be text or json",
+                   value);
     } else if (!strcmp(key, "controllers")) {
       f->controllers = value;
     } else if (!strcmp(key, "shutdown-grace-period")) {

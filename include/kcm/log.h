@@ -10,6 +10,11 @@
  * set with kcm_log_set_verbosity() (the -v flag) are dropped. Each line is
  * written with one write call, so lines from one process never interleave.
  * The logger holds no resources; nothing needs freeing.
+ *
+ * With KCM_LOG_JSON (--logging-format=json) each line is a JSON object as
+ * Kubernetes components write them: {"ts":<Unix seconds>,"caller":"file:line",
+ * "msg":"...","v":<level>} for info ("err" for errors), then the message's
+ * key="value" pairs as fields (numbers stay numbers).
  */
 #ifndef KCM_LOG_H
 #define KCM_LOG_H
@@ -22,6 +27,13 @@ enum kcm_log_severity {
   KCM_LOG_ERROR,
   KCM_LOG_FATAL,
 };
+
+enum kcm_log_format {
+  KCM_LOG_TEXT,
+  KCM_LOG_JSON,
+};
+
+void kcm_log_set_format(enum kcm_log_format f);
 
 /* Info lines at level <= v are written; default 0. */
 void kcm_log_set_verbosity(int v);

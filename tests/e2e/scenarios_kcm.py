@@ -1,5 +1,6 @@
 """Scenarios about the kcm process itself."""
 
+import json
 import os
 import re
 import signal
@@ -39,11 +40,13 @@ def _kubeconfig(path, server, ca, user_yaml):
     os.chmod(path, 0o600)
 
 
-def _expect_sync(kcm, what):
+def _expect_sync(kcm, what, secrets=()):
     try:
         wait_for(lambda: "caches synced" in kcm.text() or not kcm.alive(), timeout=30,
                  what="kcm to sync its caches with %s" % what)
         assert "caches synced" in kcm.text(), "kcm with %s: %s" % (what, kcm.text()[-2000:])
+        for secret in secrets:  # logged at the highest verbosity, still never a credential
+            assert secret not in kcm.text(), "kcm with %s logged a credential" % what
     finally:
         code = kcm.stop()
     assert code == 0, "kcm with %s exited %s" % (what, code)
@@ -73,10 +76,17 @@ def every_credential(ctx):
         "an exec plugin": "    exec: {apiVersion: client.authentication.k8s.io/v1, "
                           "command: ./plugin.sh, interactiveMode: Never}\n",
     }
+    with open(os.path.join(sim.dir, "client.key")) as f:
+        key = f.read().split("\n")[1]  # a line of the private key
     for i, (what, user) in enumerate(users.items()):
         path = os.path.join(d, "kubeconfig-%d" % i)
         _kubeconfig(path, server, ca, user)
-        _expect_sync(Kcm(ctx.env.kcm_binary, path, d, log_name="kcm-%d.log" % i), what)
+        extra = ["-v", "10"] + (["--logging-format=json"] if i % 2 else [])
+        kcm = Kcm(ctx.env.kcm_binary, path, d, log_name="kcm-%d.log" % i, extra=extra)
+        _expect_sync(kcm, what, secrets=(token, key))
+        if i % 2:
+            for line in kcm.text().splitlines():
+                assert isinstance(json.loads(line)["msg"], str), line
     # In a pod: the service host and port in the environment, and the
     # service account's token, CA and namespace in files.
     sa = os.path.join(d, "serviceaccount")
@@ -227,6 +237,7 @@ def bad_flags(ctx):
         ("--controllers=deployment,endpoint",):
             '"endpoint" is not in the list of known controllers',
         ("--min-resync-period=soon",): 'invalid value "soon" for flag --min-resync-period',
+        ("--logging-format=xml",): 'invalid value "xml" for flag --logging-format',
         ("--metrics-bind-address=8080",):
             'invalid value "8080" for flag --metrics-bind-address: must be [host]:port or 0',
         ("--health-probe-bind-address", ":99999"):
@@ -244,7 +255,8 @@ def bad_flags(ctx):
                   "--leader-elect-retry-period=1.5s", "--shutdown-grace-period=0"),
                  ("--leader-elect-resource-namespace=ops", "--leader-elect-resource-name=x"),
                  ("--health-probe-bind-address=0", "--metrics-bind-address=[::1]:0"),
-                 ("--controllers=*,-deployment", "--min-resync-period=1h30m")):
+                 ("--controllers=*,-deployment", "--min-resync-period=1h30m"),
+                 ("--logging-format=json",)):
         p = run("--kubeconfig", missing, *args)
         assert p.returncode == 1 and missing in p.stderr, (args, p.returncode, p.stderr)
     p = run("--help")

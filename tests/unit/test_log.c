@@ -48,6 +48,40 @@ static void write_levels(void) {
   kcm_log_set_verbosity(0);
 }
 
+static void write_json_lines(void) {
+  kcm_log_set_format(KCM_LOG_JSON);
+  kcm_info("caches synced pods=%d elapsed=\"%s\" ratio=0.5", 12, "101ms");
+  kcm_error("could not post an event event=\"%s\" err=\"%s\"", "FailedCreate ns/web",
+            "said \\\"no\\\"\n");
+  kcm_info("plain message, no pairs; a = sign alone");
+  kcm_info("odd value key=v-1 last=\"unterminated");
+  kcm_log_set_format(KCM_LOG_TEXT);
+}
+
+static void json_lines(void **state) {
+  char *text = capture(write_json_lines), *lines[4], *save = NULL, *p;
+  regex_t re;
+  int i = 0;
+  for (p = strtok_r(text, "\n", &save); p && i < 4; p = strtok_r(NULL, "\n", &save))
+    lines[i++] = p;
+  assert_int_equal(i, 4);
+  assert_int_equal(regcomp(&re, "^\\{\"ts\":[0-9]+\\.[0-9]{6},\"caller\":\"test_log\\.c:[0-9]+\",",
+                           REG_EXTENDED),
+                   0);
+  for (i = 0; i < 4; i++)
+    assert_int_equal(regexec(&re, lines[i], 0, NULL, 0), 0);
+  regfree(&re);
+  assert_non_null(strstr(lines[0], "\"msg\":\"caches synced\",\"v\":0,\"pods\":12,"
+                                    "\"elapsed\":\"101ms\",\"ratio\":0.5}"));
+  assert_non_null(strstr(lines[1], "\"msg\":\"could not post an event\",\"event\":"
+                                    "\"FailedCreate ns/web\",\"err\":\"said \\\"no\\\"\\n\"}"));
+  assert_null(strstr(lines[1], "\"v\":"));
+  assert_non_null(strstr(lines[2], "\"msg\":\"plain message, no pairs; a = sign alone\",\"v\":0}"));
+  assert_non_null(strstr(lines[3], "\"msg\":\"odd value\",\"v\":0,\"key\":\"v-1\","
+                                    "\"last\":\"unterminated\"}"));
+  free(text);
+}
+
 static void severities_and_verbosity(void **state) {
   char *text = capture(write_levels);
   assert_non_null(strstr(text, "\nE"));
@@ -74,6 +108,7 @@ static void long_messages_are_kept_whole(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(line_has_klog_header),
+      cmocka_unit_test(json_lines),
       cmocka_unit_test(severities_and_verbosity),
       cmocka_unit_test(long_messages_are_kept_whole),
   };
