@@ -61,6 +61,8 @@ struct app {
   int controllers_running;
   uv_timer_t grace;
   uint64_t grace_ms;
+  uint64_t grace_deadline; /* loop ms; 0 once the grace period is over */
+  bool flushed;
   struct kcm_server health, metrics;
   bool serving_health, serving_metrics;
   uv_signal_t sigterm, sigint;
@@ -602,18 +604,43 @@ static void on_lease_released(struct kcm_leader *l) {
   stop_informers(a);
 }
 
-/* The controllers have stopped, or the grace period is over: release the
- * lease, then stop the informers (and with them the client). */
-static void after_controllers(struct app *a) {
-  if (a->controllers_running < 0)
+static bool events_pending(const struct app *a) {
+  return (a->dc_on && (a->dc.events.sending || a->dc.events.queued)) ||
+         (a->rs_on && (a->rs.events.sending || a->rs.events.queued));
+}
+
+/* Events are flushed, or the grace period is over: release the lease, then
+ * stop the informers (and with them the client). */
+static void after_flush(struct app *a) {
+  if (a->flushed)
     return;
-  a->controllers_running = -1;
+  a->flushed = true;
   uv_timer_stop(&a->grace);
   uv_close((uv_handle_t *)&a->grace, NULL);
   if (a->elect)
     kcm_leader_release(&a->leader);
   else
     stop_informers(a);
+}
+
+static void on_flush_check(uv_timer_t *t) {
+  struct app *a = t->data;
+  if (!events_pending(a) || uv_now(a->loop) >= a->grace_deadline)
+    after_flush(a);
+}
+
+/* The controllers have stopped, or the grace period is over: post the
+ * events still queued (within the grace period), then release. */
+static void after_controllers(struct app *a) {
+  if (a->controllers_running < 0)
+    return;
+  a->controllers_running = -1;
+  if (!events_pending(a) || uv_now(a->loop) >= a->grace_deadline) {
+    after_flush(a);
+    return;
+  }
+  uv_timer_stop(&a->grace);
+  uv_timer_start(&a->grace, on_flush_check, 20, 20);
 }
 
 static void controller_stopped(struct app *a) {
@@ -623,6 +650,7 @@ static void controller_stopped(struct app *a) {
 
 static void on_grace_over(uv_timer_t *t) {
   struct app *a = t->data;
+  a->grace_deadline = 0;
   kcm_error("syncs in progress did not finish within the shutdown grace period "
             "gracePeriod=\"%llums\"", (unsigned long long)a->grace_ms);
   after_controllers(a);
@@ -649,6 +677,7 @@ static void on_signal(uv_signal_t *s, int signum) {
   uv_close((uv_handle_t *)&a->sync_check, NULL);
   a->stopping = true;
   a->controllers_running = a->dc_on + a->rs_on;
+  a->grace_deadline = uv_now(a->loop) + a->grace_ms;
   uv_timer_start(&a->grace, on_grace_over, a->grace_ms, 0);
   if (a->dc_on)
     kcm_deployment_stop(&a->dc, dc_stopped);
