@@ -635,6 +635,7 @@ static void after_controllers(struct app *a) {
   if (a->controllers_running < 0)
     return;
   a->controllers_running = -1;
+  kcm_info("controllers stopped; posting queued events");
   if (!events_pending(a) || uv_now(a->loop) >= a->grace_deadline) {
     after_flush(a);
     return;

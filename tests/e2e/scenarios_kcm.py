@@ -351,3 +351,28 @@ def chosen_controllers(ctx):
         wait_for(lambda: "caches synced" in env.kcm.text() or not env.kcm.alive(), timeout=30,
                  what="the suite's kcm to start again")
     wait_complete(ctx, "web")
+
+
+@scenario("SIGTERM posts the events still queued before exiting", needs_sim=True)
+def events_flushed(ctx):
+    env = ctx.env
+    if env.kcm is None or not env.kcm_binary.endswith("/kcm"):
+        return
+    from scenarios_replicaset import rs_manifest
+    # Every event POST in this namespace takes 400 ms, so they queue up.
+    ctx.api.faults(rules=[{"verb": "create", "resource": "events", "namespace": ctx.ns,
+                           "latencyMs": 400}])
+    try:
+        ctx.apply(rs_manifest("web", 6))
+        wait_for(lambda: len(ctx.k.json("get", "pods", "-l", "app=web")["items"]) == 6,
+                 timeout=30, what="6 pods")
+        posted = len(ctx.k.json("get", "events")["items"])
+        assert posted < 6, "the events were not held back (%d posted)" % posted
+        code = env.restart_kcm("kcm-after-flush.log")
+        assert code == 0, code
+    finally:
+        ctx.api.faults(clear=True)
+    created = ctx.k.json("get", "events", "--field-selector", "reason=SuccessfulCreate")["items"]
+    assert len(created) == 6, [e["message"] for e in created]
+    wait_for(lambda: "caches synced" in env.kcm.text() or not env.kcm.alive(), timeout=30,
+             what="the suite's kcm to start again")
