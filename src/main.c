@@ -635,7 +635,9 @@ static void after_controllers(struct app *a) {
   if (a->controllers_running < 0)
     return;
   a->controllers_running = -1;
-  kcm_info("controllers stopped; posting queued events");
+  kcm_info("controllers stopped queuedEvents=%zu",
+           (a->dc_on ? a->dc.events.queued + a->dc.events.sending : 0) +
+               (a->rs_on ? a->rs.events.queued + a->rs.events.sending : 0));
   if (!events_pending(a) || uv_now(a->loop) >= a->grace_deadline) {
     after_flush(a);
     return;
