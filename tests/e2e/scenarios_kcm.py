@@ -9,7 +9,7 @@ import urllib.error
 import urllib.request
 import time
 
-from harness import Kcm, scenario, wait_for
+from harness import ROOT, Kcm, scenario, wait_for
 
 
 @scenario("kcm connects to the API server and keeps running")
@@ -376,3 +376,78 @@ def events_flushed(ctx):
     assert len(created) == 6, [e["message"] for e in created]
     wait_for(lambda: "caches synced" in env.kcm.text() or not env.kcm.alive(), timeout=30,
              what="the suite's kcm to start again")
+
+
+def _manifests():
+    """The objects in manifests/ (not examples/), parsed by kubectl without a server."""
+    p = subprocess.run(["kubectl", "label", "--local", "-f", os.path.join(ROOT, "manifests"),
+                        "checked=yes", "-o", "json"], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, KUBECONFIG=os.devnull))
+    assert p.returncode == 0, p.stderr
+    objects, text, i = [], p.stdout, 0
+    decoder = json.JSONDecoder()
+    while i < len(text):
+        if text[i].isspace():
+            i += 1
+            continue
+        obj, i = decoder.raw_decode(text, i)
+        objects.extend(obj["items"] if obj.get("kind") == "List" else [obj])
+    return {(o["kind"], o["metadata"]["name"]): o for o in objects}
+
+
+@scenario("the manifests install kcm with least privilege, probes and a hardened pod")
+def manifests(ctx):
+    objs = _manifests()
+    assert set(objs) == {("ServiceAccount", "kcm"), ("ClusterRole", "kcm"),
+                         ("ClusterRoleBinding", "kcm"), ("Role", "kcm-leader-election"),
+                         ("RoleBinding", "kcm-leader-election"), ("Deployment", "kcm")}, set(objs)
+    for (kind, _), o in objs.items():
+        if kind not in ("ClusterRole", "ClusterRoleBinding"):
+            assert o["metadata"]["namespace"] == "kube-system", o["metadata"]
+    # Exactly the verbs kcm sends, per resource.
+    granted = {}
+    for rule in objs[("ClusterRole", "kcm")]["rules"]:
+        for group in rule["apiGroups"]:
+            for res in rule["resources"]:
+                granted.setdefault((group, res), set()).update(rule["verbs"])
+    assert granted == {
+        ("apps", "deployments"): {"get", "list", "watch", "patch"},
+        ("apps", "deployments/status"): {"patch"},
+        ("apps", "deployments/finalizers"): {"update"},
+        ("apps", "replicasets/finalizers"): {"update"},
+        ("apps", "replicasets"): {"get", "list", "watch", "create", "patch", "delete"},
+        ("apps", "replicasets/status"): {"patch"},
+        ("", "pods"): {"list", "watch", "create", "patch", "delete"},
+        ("", "events"): {"create", "update", "patch"},
+        ("events.k8s.io", "events"): {"create", "update", "patch"},
+    }, granted
+    lease_rules = objs[("Role", "kcm-leader-election")]["rules"]
+    assert all(r["apiGroups"] == ["coordination.k8s.io"] and r["resources"] == ["leases"]
+               for r in lease_rules), lease_rules
+    assert {v for r in lease_rules for v in r["verbs"]} == {"create", "get", "update"}
+    assert all(r.get("resourceNames") == ["kcm"] for r in lease_rules if "update" in r["verbs"])
+    for key in (("ClusterRoleBinding", "kcm"), ("RoleBinding", "kcm-leader-election")):
+        b = objs[key]
+        assert b["subjects"] == [{"kind": "ServiceAccount", "name": "kcm",
+                                  "namespace": "kube-system"}], b
+    d = objs[("Deployment", "kcm")]
+    pod = d["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    assert d["spec"]["replicas"] == 2 and pod["serviceAccountName"] == "kcm"
+    assert pod["securityContext"]["runAsNonRoot"] is True, pod["securityContext"]
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    sc = c["securityContext"]
+    assert (sc["readOnlyRootFilesystem"], sc["allowPrivilegeEscalation"],
+            sc["capabilities"]) == (True, False, {"drop": ["ALL"]}), sc
+    assert c["resources"]["requests"] == {"cpu": "10m", "memory": "16Mi"}, c["resources"]
+    ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+    assert ports == {"health": 8081, "metrics": 8080}, ports
+    assert (c["livenessProbe"]["httpGet"]["path"], c["readinessProbe"]["httpGet"]["path"]) == (
+        "/healthz", "/readyz")
+    assert pod["terminationGracePeriodSeconds"] > 30
+    # kcm accepts the arguments: it gets past its flags to the missing kubeconfig.
+    if ctx.env.kcm_binary.endswith("/kcm"):
+        missing = os.path.join(ctx.env.workdir, "none")
+        p = subprocess.run([ctx.env.kcm_binary, *c["args"], "--kubeconfig", missing],
+                           capture_output=True, text=True, timeout=30)
+        assert p.returncode == 1 and missing in p.stderr, (p.returncode, p.stderr)
