@@ -22,6 +22,7 @@
 #include "kcm/informer.h"
 #include "kcm/leader.h"
 #include "kcm/log.h"
+#include "kcm/metrics.h"
 #include "kcm/replicaset.h"
 #include "kcm/server.h"
 
@@ -495,14 +496,20 @@ static void on_metrics(void *data, const struct kcm_server_request *req,
     kcm_buf_append_str(&resp->body, "404 page not found\n");
     return;
   }
+  char labels[320];
   resp->content_type = "text/plain; version=0.0.4; charset=utf-8";
-  kcm_buf_appendf(&resp->body,
-                  "# HELP leader_election_master_status Gauge of if the reporting system is "
-                  "master of the relevant lease, 0 indicates backup, 1 indicates master. 'name' "
-                  "is the string used to identify the lease. Please make sure to group by "
-                  "name.\n# TYPE leader_election_master_status gauge\n"
-                  "leader_election_master_status{name=\"%s\"} %d\n",
-                  a->elect ? a->leader.name : "kcm", a->elect ? a->leading : 1);
+  snprintf(labels, sizeof(labels), "name=\"%s\"", a->elect ? a->leader.name : "kcm");
+  if (kcm_metrics_family(&resp->body, "leader_election_master_status", "gauge",
+                         "Gauge of if the reporting system is master of the relevant lease, 0 "
+                         "indicates backup, 1 indicates master. 'name' is the string used to "
+                         "identify the lease. Please make sure to group by name.") ||
+      kcm_metrics_sample(&resp->body, "leader_election_master_status", labels,
+                         a->elect ? a->leading : 1) ||
+      kcm_metrics_process(&resp->body)) {
+    resp->status = 500;
+    kcm_buf_reset(&resp->body);
+    kcm_buf_append_str(&resp->body, "could not render the metrics\n");
+  }
 }
 
 static void serve(struct app *a, const char *addr, bool health) {

@@ -305,6 +305,9 @@ def probes_and_metrics(ctx):
     code, body = _get(metrics + "/metrics")
     assert code == 200, (code, body)
     assert re.search(r'^leader_election_master_status\{name="kcm"\} 1$', body, re.M), body
+    rss = re.search(r"^process_resident_memory_bytes (\d+)$", body, re.M)
+    assert rss and int(rss.group(1)) > 1 << 20, body
+    assert re.search(r"^process_start_time_seconds \d+(\.\d+)?$", body, re.M), body
     families = re.findall(r"^# TYPE (\S+) ", body, re.M)
     assert len(families) == len(set(families)), families
     for line in body.splitlines():
