@@ -491,15 +491,27 @@ static void on_health(void *data, const struct kcm_server_request *req,
 static void on_metrics(void *data, const struct kcm_server_request *req,
                        struct kcm_server_response *resp) {
   struct app *a = data;
+  const struct kcm_workqueue *queues[2];
+  const char *names[2];
+  const char *lease[] = {"name", a->elect ? a->leader.name : "kcm", NULL};
+  char labels[600];
+  size_t n = 0;
   if (strcmp(req->path, "/metrics")) {
     resp->status = 404;
     kcm_buf_append_str(&resp->body, "404 page not found\n");
     return;
   }
-  char labels[320];
+  if (a->dc_on) {
+    queues[n] = &a->dc.queue;
+    names[n++] = "deployment";
+  }
+  if (a->rs_on) {
+    queues[n] = &a->rs.queue;
+    names[n++] = "replicaset";
+  }
   resp->content_type = "text/plain; version=0.0.4; charset=utf-8";
-  snprintf(labels, sizeof(labels), "name=\"%s\"", a->elect ? a->leader.name : "kcm");
-  if (kcm_metrics_family(&resp->body, "leader_election_master_status", "gauge",
+  if (kcm_metrics_labels(labels, sizeof(labels), lease) ||
+      kcm_metrics_family(&resp->body, "leader_election_master_status", "gauge",
                          "Gauge of if the reporting system is master of the relevant lease, 0 "
                          "indicates backup, 1 indicates master. 'name' is the string used to "
                          "identify the lease. Please make sure to group by name.") ||
@@ -509,7 +521,11 @@ static void on_metrics(void *data, const struct kcm_server_request *req,
     resp->status = 500;
     kcm_buf_reset(&resp->body);
     kcm_buf_append_str(&resp->body, "could not render the metrics\n");
+    return;
   }
+  if (a->client)
+    kcm_client_metrics(a->client, &resp->body);
+  kcm_workqueue_metrics_many(queues, names, n, uv_now(a->loop), &resp->body);
 }
 
 static void serve(struct app *a, const char *addr, bool health) {

@@ -19,6 +19,14 @@
  * Only this module knows HTTP: callers get a KCM_E* code mapped from the
  * status (404 KCM_ENOTFOUND, 409 KCM_ECONFLICT, 429 KCM_ETHROTTLED, ...)
  * and the body.
+ *
+ * kcm_client_metrics() renders client-go's rest_client_* families, labelled
+ * with the server's host[:port]: every attempt that reached the network by
+ * status ("<error>" when no answer came) and method, the attempts after
+ * the first by status and method, the time each request took from
+ * kcm_client_request() to its callback (retries included; streamed
+ * requests, i.e. watches, are left out as client-go leaves out watches),
+ * and the time each waited for its rate limiter.
  */
 #ifndef KCM_CLIENT_H
 #define KCM_CLIENT_H
@@ -162,5 +170,13 @@ size_t kcm_client_pending(const struct kcm_client *c);
 void kcm_client_set_rate_limit(struct kcm_client *c, double qps, int burst);
 
 const struct kcm_client_stats *kcm_client_stats(const struct kcm_client *c);
+
+/* Append rest_client_rate_limiter_duration_seconds,
+ * rest_client_request_duration_seconds, rest_client_request_retries_total
+ * and rest_client_requests_total in the Prometheus text format, headers
+ * included; a family with no sample yet is left out, as client-go leaves it
+ * out. Output that does not fit the buffer's limit is left out in whole
+ * lines. */
+void kcm_client_metrics(const struct kcm_client *c, struct kcm_buf *out);
 
 #endif

@@ -22,6 +22,17 @@
  * (never inside an add), that keys may be available; it then takes keys
  * with get() while it has capacity. Keys returned by get() are owned by
  * the queue and valid until done().
+ *
+ * kcm_workqueue_metrics() renders client-go's workqueue_* families with
+ * their meanings: depth counts the keys waiting to run (queued, or added
+ * again while processing); adds_total the adds that queued or marked a
+ * key; retries_total every add_after() (rate-limited adds included), as
+ * client-go counts AddAfter; queue_duration_seconds observes, at get(),
+ * the time since the add that made the key wait; work_duration_seconds,
+ * at done(), the time since get(); unfinished_work_seconds and
+ * longest_running_processor_seconds are computed from the keys being
+ * processed when rendered. The add time and start time live in each key's
+ * item, so metrics cost no allocation.
  */
 #ifndef KCM_WORKQUEUE_H
 #define KCM_WORKQUEUE_H
@@ -31,7 +42,9 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "kcm/buf.h"
 #include "kcm/map.h"
+#include "kcm/metrics.h"
 #include "kcm/ratelimit.h"
 
 struct kcm_workqueue;
@@ -41,7 +54,7 @@ typedef void (*kcm_workqueue_cb)(struct kcm_workqueue *q, void *data);
 
 struct kcm_workqueue_stats {
   uint64_t adds;     /* adds that queued or marked a key */
-  uint64_t retries;  /* rate-limited adds */
+  uint64_t retries;  /* add_after() calls, rate-limited adds included */
   uint64_t gets;
   double queue_seconds; /* total time keys waited before get() */
   double work_seconds;  /* total time between get() and done() */
@@ -55,10 +68,13 @@ struct kcm_workqueue {
   struct kcm_workqueue_item **heap;
   size_t nheap, capheap;
   size_t depth;      /* keys waiting in the FIFO */
+  size_t dirty;      /* keys waiting to run: in the FIFO or added while processing */
   size_t processing; /* keys handed out and not done */
   uint64_t base_ms, max_ms;
   struct kcm_ratelimit bucket;
   struct kcm_workqueue_stats stats;
+  struct kcm_metrics_histogram queue_latency; /* seconds from add to get() */
+  struct kcm_metrics_histogram work_duration; /* seconds from get() to done() */
   bool shutting_down;
   bool kicked;
   kcm_workqueue_cb ready;
@@ -96,6 +112,17 @@ size_t kcm_workqueue_len(const struct kcm_workqueue *q);
 double kcm_workqueue_longest_running(struct kcm_workqueue *q);
 /* Seconds of work in progress summed over the keys being processed. */
 double kcm_workqueue_unfinished(struct kcm_workqueue *q);
+
+/* Render the workqueue_* families of one queue, headers included, its
+ * samples labelled name="<name>" (NULL: the queue's own name). now_ms is
+ * the queue's clock (uv_now of its loop). Output that does not fit the
+ * buffer's limit is left out in whole lines. */
+void kcm_workqueue_metrics(const struct kcm_workqueue *q, const char *name, uint64_t now_ms,
+                           struct kcm_buf *out);
+/* The same for n queues: each family's HELP and TYPE once, then the
+ * samples of every queue; names may be NULL (each queue's own name). */
+void kcm_workqueue_metrics_many(const struct kcm_workqueue *const *qs, const char *const *names,
+                                size_t n, uint64_t now_ms, struct kcm_buf *out);
 
 /* Stop accepting keys; `drained` (may be NULL) runs from the loop once no
  * key is being processed. */

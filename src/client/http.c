@@ -31,6 +31,16 @@
 #define STREAM_TIMEOUT_MS (30L * 60 * 1000)
 #define USER_AGENT "kcm/" KCM_VERSION
 
+/* The methods the metrics tell apart; the last stands for any other. */
+static const char *const verbs[KCM_CLIENT_VERBS] = {
+    "GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS", "OTHER",
+};
+
+/* client-go's buckets for request and rate limiter latency. */
+static const double latency_buckets[] = {
+    0.005, 0.025, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60,
+};
+
 struct sock_ctx {
   uv_poll_t poll;
   curl_socket_t fd;
@@ -71,6 +81,7 @@ static void maybe_free(struct kcm_client *c) {
     return;
   curl_slist_free_all(c->connect_to);
   free(c->url_host);
+  free(c->host);
   if (c->token)
     explicit_bzero(c->token, strlen(c->token));
   free(c->token);
@@ -214,6 +225,99 @@ static size_t on_header(char *p, size_t size, size_t n, void *userp) {
   return len;
 }
 
+/* --- metrics ---------------------------------------------------------------------------------- */
+
+static uint8_t verb_of(const char *method) {
+  uint8_t i;
+  for (i = 0; i < KCM_CLIENT_VERBS - 1; i++)
+    if (!strcasecmp(method, verbs[i]))
+      return i;
+  return KCM_CLIENT_VERBS - 1;
+}
+
+/* Count an attempt that reached the network as it ended: its status (0
+ * when no answer came) and whether it was a retry. */
+static void count_attempt(struct kcm_client_request *r) {
+  struct kcm_client *c = r->client;
+  struct kcm_client_result *e = NULL;
+  long status = 0;
+  size_t i;
+
+  curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &status);
+  if (status < 0 || status > UINT16_MAX)
+    status = 0;
+  for (i = 0; i < c->nresults && !e; i++)
+    if (c->results[i].code == status && c->results[i].verb == r->verb)
+      e = &c->results[i];
+  if (!e && c->nresults < KCM_CLIENT_RESULTS) {
+    e = &c->results[c->nresults++];
+    e->code = (uint16_t)status;
+    e->verb = r->verb;
+  }
+  if (!e)
+    return;
+  e->requests++;
+  if (r->retries)
+    e->retries++;
+}
+
+/* One histogram family, a histogram per method that has observations. */
+static void render_latency(const struct kcm_client *c, struct kcm_buf *out, const char *name,
+                           const char *help, const struct kcm_metrics_histogram *h) {
+  bool header = false;
+  size_t i;
+  for (i = 0; i < KCM_CLIENT_VERBS; i++) {
+    const char *pairs[] = {"host", c->host, "verb", verbs[i], NULL};
+    char labels[512];
+    if (!h[i].count || kcm_metrics_labels(labels, sizeof(labels), pairs))
+      continue;
+    if (!header && kcm_metrics_family(out, name, "histogram", help))
+      return;
+    header = true;
+    kcm_metrics_histogram_render(out, name, labels, &h[i]);
+  }
+}
+
+/* One counter family over the results: every attempt, or the retries. */
+static void render_results(const struct kcm_client *c, struct kcm_buf *out, const char *name,
+                           const char *help, const char *method_label, bool retries) {
+  bool header = false;
+  size_t i;
+  for (i = 0; i < c->nresults; i++) {
+    const struct kcm_client_result *e = &c->results[i];
+    uint64_t n = retries ? e->retries : e->requests;
+    char code[16], labels[512];
+    const char *pairs[] = {"code", code, "host", c->host, method_label, verbs[e->verb], NULL};
+    if (e->code)
+      snprintf(code, sizeof(code), "%u", (unsigned)e->code);
+    else
+      snprintf(code, sizeof(code), "<error>");
+    if (!n || kcm_metrics_labels(labels, sizeof(labels), pairs))
+      continue;
+    if (!header && kcm_metrics_family(out, name, "counter", help))
+      return;
+    header = true;
+    kcm_metrics_sample(out, name, labels, (double)n);
+  }
+}
+
+void kcm_client_metrics(const struct kcm_client *c, struct kcm_buf *out) {
+  /* component-base's help texts (ALPHA as upstream marks them), in the
+   * name order Prometheus clients write families. */
+  render_latency(c, out, "rest_client_rate_limiter_duration_seconds",
+                 "[ALPHA] Client side rate limiter latency in seconds. Broken down by verb, and "
+                 "host.",
+                 c->throttled);
+  render_latency(c, out, "rest_client_request_duration_seconds",
+                 "[ALPHA] Request latency in seconds. Broken down by verb, and host.", c->duration);
+  render_results(c, out, "rest_client_request_retries_total",
+                 "[ALPHA] Number of request retries, partitioned by status code, verb, and host.",
+                 "verb", true);
+  render_results(c, out, "rest_client_requests_total",
+                 "[ALPHA] Number of HTTP requests, partitioned by status code, method, and host.",
+                 "method", false);
+}
+
 /* --- responses ------------------------------------------------------------------------------ */
 
 static int status_error(long status) {
@@ -308,6 +412,9 @@ static void report(struct kcm_client_request *r, CURLcode code) {
           resp.status, (unsigned long long)(uv_now(r->client->loop) - r->created),
           version == CURL_HTTP_VERSION_2_0 ? "2" : "1.1");
   }
+  if (!r->on_chunk)
+    kcm_metrics_histogram_observe(&r->client->duration[r->verb],
+                                  (double)(uv_now(r->client->loop) - r->created) / 1000.0);
   if (r->done)
     r->done(&resp, r->data);
   free(msg);
@@ -387,6 +494,7 @@ static void check_multi_info(struct kcm_client *c) {
     curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&r);
     curl_multi_remove_handle(c->multi, m->easy_handle);
     list_unlink(&c->active, r);
+    count_attempt(r);
     note_unauthorized(r);
     if (wants_retry(r, code)) {
       double wait = r->has_retry_after ? r->retry_after : 1;
@@ -541,6 +649,8 @@ static void admit_gated(struct kcm_client_request *r, bool check_creds) {
   }
   now = uv_now(c->loop);
   wait = kcm_ratelimit_reserve(&c->limit[r->limiter], now);
+  if (c->limit[r->limiter].qps > 0) /* no limiter, no wait to count */
+    kcm_metrics_histogram_observe(&c->throttled[r->verb], (double)wait / 1000.0);
   if (wait) {
     c->stats.throttled_ms += wait;
     r->start_at = now + wait;
@@ -574,7 +684,7 @@ void kcm_client_creds_ready(struct kcm_client *c) {
 
 static int setup_target(struct kcm_client *c) {
   CURLU *u = curl_url();
-  char *host = NULL, *port = NULL, *scheme = NULL;
+  char *host = NULL, *port = NULL, *scheme = NULL, *given_port = NULL;
   int err = 0;
 
   if (!u)
@@ -584,6 +694,15 @@ static int setup_target(struct kcm_client *c) {
       curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) != CURLUE_OK ||
       curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) != CURLUE_OK) {
     err = KCM_EINVAL;
+    goto out;
+  }
+  /* The metrics' host: the server URL's host, and its port if it names one. */
+  if (curl_url_get(u, CURLUPART_PORT, &given_port, 0) != CURLUE_OK)
+    c->host = strdup(host);
+  else if (asprintf(&c->host, "%s:%s", host, given_port) < 0)
+    c->host = NULL;
+  if (!c->host) {
+    err = KCM_ENOMEM;
     goto out;
   }
   if (c->cfg->tls_server_name && *c->cfg->tls_server_name) {
@@ -606,6 +725,7 @@ static int setup_target(struct kcm_client *c) {
 out:
   curl_free(host);
   curl_free(port);
+  curl_free(given_port);
   curl_free(scheme);
   curl_url_cleanup(u);
   return err;
@@ -617,6 +737,7 @@ int kcm_client_new(struct kcm_client **out, uv_loop_t *loop,
                    const struct kcm_client_config *cfg) {
   static uv_once_t once = UV_ONCE_INIT;
   struct kcm_client *c;
+  size_t i;
   int err;
 
   uv_once(&once, global_init);
@@ -631,6 +752,7 @@ int kcm_client_new(struct kcm_client **out, uv_loop_t *loop,
   if (err) {
     curl_slist_free_all(c->connect_to);
     free(c->url_host);
+    free(c->host);
     free(c);
     return err;
   }
@@ -644,6 +766,12 @@ int kcm_client_new(struct kcm_client **out, uv_loop_t *loop,
   uv_timer_init(loop, &c->gate);
   c->timer.data = c->defer.data = c->gate.data = c;
   c->open_handles = 3;
+  for (i = 0; i < KCM_CLIENT_VERBS; i++) {
+    kcm_metrics_histogram_init(&c->duration[i], latency_buckets,
+                               sizeof(latency_buckets) / sizeof(latency_buckets[0]));
+    kcm_metrics_histogram_init(&c->throttled[i], latency_buckets,
+                               sizeof(latency_buckets) / sizeof(latency_buckets[0]));
+  }
   kcm_client_set_rate_limit(c, 20, 30);
   *out = c;
   return 0;
@@ -677,6 +805,7 @@ int kcm_client_request(struct kcm_client *c, const struct kcm_client_request_opt
   r->done = o->done;
   r->data = o->data;
   r->limiter = o->limiter;
+  r->verb = verb_of(o->method);
   r->created = uv_now(c->loop);
   snprintf(r->method, sizeof(r->method), "%s", o->method);
   kcm_buf_init(&r->resp, o->max_body ? o->max_body : DEFAULT_MAX_BODY);
@@ -778,8 +907,10 @@ void kcm_client_cancel(struct kcm_client_request *r) {
   list = list_of(c, r);
   if (list == &c->finished)
     return; /* already reporting */
-  if (list == &c->active)
+  if (list == &c->active) {
+    count_attempt(r);
     curl_multi_remove_handle(c->multi, r->easy);
+  }
   if (list)
     list_unlink(list, r);
   finish_later(r);

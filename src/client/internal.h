@@ -11,9 +11,25 @@
 
 #include "kcm/buf.h"
 #include "kcm/client.h"
+#include "kcm/metrics.h"
 #include "kcm/ratelimit.h"
 
 struct sock_ctx;
+
+/* Methods the metrics tell apart (GET, POST, PUT, PATCH, DELETE, HEAD,
+ * OPTIONS); any other counts as the last, "OTHER". */
+#define KCM_CLIENT_VERBS 8
+/* Distinct (status, method) pairs the request counters keep; an attempt
+ * ending in a pair past them is not counted. */
+#define KCM_CLIENT_RESULTS 128
+
+/* How the attempts of one method ended with one status. */
+struct kcm_client_result {
+  uint16_t code;     /* HTTP status; 0: no response ("<error>") */
+  uint8_t verb;      /* index of the method */
+  uint64_t requests; /* attempts (rest_client_requests_total) */
+  uint64_t retries;  /* of them, resent after Retry-After (rest_client_request_retries_total) */
+};
 
 struct kcm_client_request {
   struct kcm_client *client;
@@ -34,6 +50,7 @@ struct kcm_client_request {
   char *fail_msg;
   uint32_t retries;
   unsigned limiter;      /* index into the client's limit[] */
+  uint8_t verb;          /* index of the method, for the metrics */
   char method[8];
   bool has_retry_after;  /* the answer carried Retry-After */
   bool canceled;
@@ -85,6 +102,12 @@ struct kcm_client {
   struct kcm_ratelimit limit[KCM_CLIENT_LIMITERS];
   struct kcm_client_creds creds;
   struct kcm_client_stats stats;
+  /* Metrics, with client-go's names. */
+  char *host; /* the server's host[:port], their host label */
+  struct kcm_metrics_histogram duration[KCM_CLIENT_VERBS];  /* whole requests, retries included */
+  struct kcm_metrics_histogram throttled[KCM_CLIENT_VERBS]; /* waits for the rate limiter */
+  struct kcm_client_result results[KCM_CLIENT_RESULTS];
+  size_t nresults;
 };
 
 /* exec.c */

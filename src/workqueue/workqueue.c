@@ -13,6 +13,12 @@
 #define BUCKET_QPS 10
 #define BUCKET_BURST 100
 
+/* client-go's ExponentialBuckets(10e-7, 10, 10), computed as Go computes
+ * them, so the le labels match upstream's. */
+static const double duration_buckets[] = {
+    1e-06, 9.999999999999999e-06, 9.999999999999999e-05, 0.001, 0.01, 0.1, 1, 10, 100, 1000,
+};
+
 struct kcm_workqueue_item {
   char *key;
   struct kcm_workqueue_item *next; /* FIFO link */
@@ -170,6 +176,10 @@ int kcm_workqueue_init(struct kcm_workqueue *q, uv_loop_t *loop, const char *nam
   q->base_ms = BASE_MS;
   q->max_ms = MAX_MS;
   q->now = loop_now;
+  kcm_metrics_histogram_init(&q->queue_latency, duration_buckets,
+                             sizeof(duration_buckets) / sizeof(duration_buckets[0]));
+  kcm_metrics_histogram_init(&q->work_duration, duration_buckets,
+                             sizeof(duration_buckets) / sizeof(duration_buckets[0]));
   kcm_ratelimit_init(&q->bucket, BUCKET_QPS, BUCKET_BURST, uv_now(loop));
   uv_timer_init(loop, &q->delay_timer);
   uv_timer_init(loop, &q->kick);
@@ -190,6 +200,7 @@ void kcm_workqueue_add(struct kcm_workqueue *q, const char *key) {
   if (!it || it->dirty)
     return;
   q->stats.adds++;
+  q->dirty++;
   it->dirty = true;
   it->added_at = q->now(q);
   if (!it->processing)
@@ -201,6 +212,7 @@ void kcm_workqueue_add_after(struct kcm_workqueue *q, const char *key, uint64_t 
   uint64_t at;
   if (q->shutting_down)
     return;
+  q->stats.retries++;
   if (!delay_ms) {
     kcm_workqueue_add(q, key);
     return;
@@ -247,7 +259,6 @@ void kcm_workqueue_add_rate_limited(struct kcm_workqueue *q, const char *key) {
   per_item = kcm_ratelimit_backoff(q->base_ms, q->max_ms, it->failures);
   it->failures++;
   overall = kcm_ratelimit_reserve(&q->bucket, q->now(q));
-  q->stats.retries++;
   kcm_workqueue_add_after(q, key, per_item > overall ? per_item : overall);
 }
 
@@ -267,6 +278,7 @@ uint32_t kcm_workqueue_requeues(struct kcm_workqueue *q, const char *key) {
 const char *kcm_workqueue_get(struct kcm_workqueue *q) {
   struct kcm_workqueue_item *it = q->head;
   uint64_t now;
+  double waited;
   if (!it)
     return NULL;
   q->head = it->next;
@@ -278,23 +290,31 @@ const char *kcm_workqueue_get(struct kcm_workqueue *q) {
   it->dirty = false;
   it->processing = true;
   it->started_at = now;
+  q->dirty--;
   q->processing++;
   q->stats.gets++;
-  q->stats.queue_seconds += (double)(now - it->added_at) / 1000.0;
+  waited = (double)(now - it->added_at) / 1000.0;
+  q->stats.queue_seconds += waited;
+  kcm_metrics_histogram_observe(&q->queue_latency, waited);
   return it->key;
 }
 
 void kcm_workqueue_done(struct kcm_workqueue *q, const char *key) {
   struct kcm_workqueue_item *it = kcm_map_get(&q->items, key);
+  double worked;
   if (!it || !it->processing)
     return;
   it->processing = false;
   q->processing--;
-  q->stats.work_seconds += (double)(q->now(q) - it->started_at) / 1000.0;
-  if (it->dirty && !q->shutting_down)
+  worked = (double)(q->now(q) - it->started_at) / 1000.0;
+  q->stats.work_seconds += worked;
+  kcm_metrics_histogram_observe(&q->work_duration, worked);
+  if (it->dirty && !q->shutting_down) {
     push(q, it);
-  else if (it->dirty) /* shutting down: the pending run is dropped */
+  } else if (it->dirty) { /* shutting down: the pending run is dropped */
     it->dirty = false;
+    q->dirty--;
+  }
   if (q->shutting_down && !q->processing)
     kick(q);
   maybe_drop(q, it);
@@ -312,28 +332,107 @@ void kcm_workqueue_promote(struct kcm_workqueue *q) {
 
 size_t kcm_workqueue_len(const struct kcm_workqueue *q) { return q->depth; }
 
-double kcm_workqueue_longest_running(struct kcm_workqueue *q) {
+/* Seconds the keys being processed have run at now_ms: their sum and the
+ * longest. */
+static void processing_ages(const struct kcm_workqueue *q, uint64_t now_ms, double *sum,
+                            double *longest) {
   struct kcm_map_iter iter;
-  struct kcm_workqueue_item *it;
-  uint64_t now = q->now(q), longest = 0;
+  const struct kcm_workqueue_item *it;
+  uint64_t total = 0, most = 0;
   kcm_map_iter_init(&iter, &q->items);
   while ((it = kcm_map_next(&iter))) {
-    if (it->processing && now - it->started_at > longest)
-      longest = now - it->started_at;
+    uint64_t age = it->processing && now_ms > it->started_at ? now_ms - it->started_at : 0;
+    total += age;
+    if (age > most)
+      most = age;
   }
-  return (double)longest / 1000.0;
+  *sum = (double)total / 1000.0;
+  *longest = (double)most / 1000.0;
+}
+
+double kcm_workqueue_longest_running(struct kcm_workqueue *q) {
+  double sum, longest;
+  processing_ages(q, q->now(q), &sum, &longest);
+  return longest;
 }
 
 double kcm_workqueue_unfinished(struct kcm_workqueue *q) {
-  struct kcm_map_iter iter;
-  struct kcm_workqueue_item *it;
-  uint64_t now = q->now(q), sum = 0;
-  kcm_map_iter_init(&iter, &q->items);
-  while ((it = kcm_map_next(&iter))) {
-    if (it->processing)
-      sum += now - it->started_at;
+  double sum, longest;
+  processing_ages(q, q->now(q), &sum, &longest);
+  return sum;
+}
+
+/* --- metrics ------------------------------------------------------------------------------ */
+
+enum metric { DEPTH, ADDS, RETRIES, UNFINISHED, LONGEST, QUEUE_LATENCY, WORK_DURATION };
+
+/* client-go's families (component-base's help texts, BETA as upstream
+ * marks them), in the name order Prometheus clients write them. */
+static const struct {
+  const char *name, *type, *help;
+  enum metric what;
+} families[] = {
+    {"workqueue_adds_total", "counter", "[BETA] Total number of adds handled by workqueue", ADDS},
+    {"workqueue_depth", "gauge", "[BETA] Current depth of workqueue", DEPTH},
+    {"workqueue_longest_running_processor_seconds", "gauge",
+     "[BETA] How many seconds has the longest running processor for workqueue been running.",
+     LONGEST},
+    {"workqueue_queue_duration_seconds", "histogram",
+     "[BETA] How long in seconds an item stays in workqueue before being requested.",
+     QUEUE_LATENCY},
+    {"workqueue_retries_total", "counter", "[BETA] Total number of retries handled by workqueue",
+     RETRIES},
+    {"workqueue_unfinished_work_seconds", "gauge",
+     "[BETA] How many seconds of work has done that is in progress and hasn't been observed by "
+     "work_duration. Large values indicate stuck threads. One can deduce the number of stuck "
+     "threads by observing the rate at which this increases.",
+     UNFINISHED},
+    {"workqueue_work_duration_seconds", "histogram",
+     "[BETA] How long in seconds processing an item from workqueue takes.", WORK_DURATION},
+};
+
+static int render_one(const struct kcm_workqueue *q, const char *name, enum metric what,
+                      const char *labels, uint64_t now_ms, struct kcm_buf *out) {
+  double unfinished, longest;
+  switch (what) {
+  case DEPTH:
+    return kcm_metrics_sample(out, name, labels, (double)q->dirty);
+  case ADDS:
+    return kcm_metrics_sample(out, name, labels, (double)q->stats.adds);
+  case RETRIES:
+    return kcm_metrics_sample(out, name, labels, (double)q->stats.retries);
+  case UNFINISHED:
+  case LONGEST:
+    processing_ages(q, now_ms, &unfinished, &longest);
+    return kcm_metrics_sample(out, name, labels, what == LONGEST ? longest : unfinished);
+  case QUEUE_LATENCY:
+    return kcm_metrics_histogram_render(out, name, labels, &q->queue_latency);
+  case WORK_DURATION:
+    return kcm_metrics_histogram_render(out, name, labels, &q->work_duration);
   }
-  return (double)sum / 1000.0;
+  return 0;
+}
+
+void kcm_workqueue_metrics_many(const struct kcm_workqueue *const *qs, const char *const *names,
+                                size_t n, uint64_t now_ms, struct kcm_buf *out) {
+  size_t f, i;
+  for (f = 0; f < sizeof(families) / sizeof(families[0]); f++) {
+    /* Samples without their header would make the page invalid. */
+    if (kcm_metrics_family(out, families[f].name, families[f].type, families[f].help))
+      continue;
+    for (i = 0; i < n; i++) {
+      const char *pairs[] = {"name", names && names[i] ? names[i] : qs[i]->name, NULL};
+      char labels[160];
+      if (kcm_metrics_labels(labels, sizeof(labels), pairs) == 0)
+        render_one(qs[i], families[f].name, families[f].what, labels, now_ms, out);
+    }
+  }
+}
+
+void kcm_workqueue_metrics(const struct kcm_workqueue *q, const char *name, uint64_t now_ms,
+                           struct kcm_buf *out) {
+  const char *names[] = {name};
+  kcm_workqueue_metrics_many(&q, names, 1, now_ms, out);
 }
 
 void kcm_workqueue_shutdown(struct kcm_workqueue *q, kcm_workqueue_cb drained, void *data) {

@@ -308,6 +308,25 @@ def probes_and_metrics(ctx):
     rss = re.search(r"^process_resident_memory_bytes (\d+)$", body, re.M)
     assert rss and int(rss.group(1)) > 1 << 20, body
     assert re.search(r"^process_start_time_seconds \d+(\.\d+)?$", body, re.M), body
+    # The counters move as work is done: a ReplicaSet of 2 makes the queue and the client work.
+
+    def value(text, pattern):
+        m = re.search(r"^%s (\S+)$" % pattern, text, re.M)
+        return float(m.group(1)) if m else 0.0
+    adds = r'workqueue_adds_total\{name="replicaset"\}'
+    posts = r'rest_client_requests_total\{code="201",host="[^"]+",method="POST"\}'
+    before = body
+    from scenarios_replicaset import rs_manifest, wait_replicas
+    ctx.apply(rs_manifest("web", 2))
+    wait_replicas(ctx, "web", 2)
+    after = _get(metrics + "/metrics")[1]
+    assert value(after, adds) > value(before, adds), after
+    assert value(after, posts) >= value(before, posts) + 2, after
+    for family in ("workqueue_depth", "workqueue_queue_duration_seconds",
+                   "workqueue_work_duration_seconds", "workqueue_retries_total",
+                   "workqueue_unfinished_work_seconds", "workqueue_longest_running_processor_seconds",
+                   "rest_client_request_duration_seconds", "rest_client_rate_limiter_duration_seconds"):
+        assert "# TYPE %s " % family in after, family
     families = re.findall(r"^# TYPE (\S+) ", body, re.M)
     assert len(families) == len(set(families)), families
     for line in body.splitlines():

@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include <cmocka.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "exposition.h"
 #include "kcm/client.h"
 #include "kcm/error.h"
 
@@ -354,18 +356,11 @@ static void close_client(uv_loop_t *loop, struct kcm_client *c) {
   assert_int_equal(uv_loop_close(loop), 0);
 }
 
-static void request(const char *kubeconfig, const char *method, const char *path,
+/* Send a request on c and run the loop until it completes. */
+static void send_on(uv_loop_t *loop, struct kcm_client *c, const char *method, const char *path,
                     const char *body, size_t max_body, struct result *r) {
-  struct kcm_client_config cfg;
-  struct kcm_client *c;
-  char *err = NULL;
-  uv_loop_t loop;
   struct kcm_client_request_options o = {0};
-
   memset(r, 0, sizeof(*r));
-  assert_int_equal(load(&cfg, kubeconfig, NULL, NULL, &err), 0);
-  uv_loop_init(&loop);
-  assert_int_equal(kcm_client_new(&c, &loop, &cfg), 0);
   o.method = method;
   o.path = path;
   o.body = body;
@@ -374,11 +369,25 @@ static void request(const char *kubeconfig, const char *method, const char *path
   o.max_body = max_body;
   o.done = on_done;
   o.data = r;
-  uv_update_time(&loop);
-  r->elapsed_ms = uv_now(&loop);
   assert_int_equal(kcm_client_request(c, &o, NULL), 0);
-  run_until_done(&loop, r);
-  r->elapsed_ms = uv_now(&loop) - r->elapsed_ms;
+  run_until_done(loop, r);
+}
+
+static void request(const char *kubeconfig, const char *method, const char *path, const char *body,
+                    size_t max_body, struct result *r) {
+  struct kcm_client_config cfg;
+  struct kcm_client *c;
+  char *err = NULL;
+  uv_loop_t loop;
+  uint64_t started;
+
+  assert_int_equal(load(&cfg, kubeconfig, NULL, NULL, &err), 0);
+  uv_loop_init(&loop);
+  assert_int_equal(kcm_client_new(&c, &loop, &cfg), 0);
+  uv_update_time(&loop);
+  started = uv_now(&loop);
+  send_on(&loop, c, method, path, body, max_body, r);
+  r->elapsed_ms = uv_now(&loop) - started;
   r->retries = kcm_client_stats(c)->retries;
   close_client(&loop, c);
   kcm_client_config_release(&cfg);
@@ -512,6 +521,51 @@ static void throttling_is_retried_as_the_server_asks(void **state) {
   set_faults("{\"clear\":true}");
 }
 
+/* The client's metrics page, which must parse; the caller frees it. */
+static char *metrics_page(struct kcm_client *c) {
+  struct kcm_buf b = KCM_BUF_INIT(1 << 20);
+  char *page;
+  const char *why;
+  kcm_client_metrics(c, &b);
+  page = kcm_buf_take(&b);
+  assert_non_null(page);
+  if ((why = expo_check(page)))
+    fail_msg("%s in:\n%s", why, page);
+  return page;
+}
+
+/* The host label of a client of cfg: the server's host and port. */
+static const char *host_of(const struct kcm_client_config *cfg) {
+  return strstr(cfg->server, "://") + 3;
+}
+
+/* The value of the series printf formats, NAN when the page has none. */
+__attribute__((format(printf, 2, 3))) static double metric(const char *page, const char *fmt, ...) {
+  char series[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(series, sizeof(series), fmt, ap);
+  va_end(ap);
+  return expo_value(page, series);
+}
+
+/* rest_client_requests_total and rest_client_request_retries_total of one
+ * status and method. */
+static double requests(const char *page, const char *host, const char *code, const char *method) {
+  return metric(page, "rest_client_requests_total{code=\"%s\",host=\"%s\",method=\"%s\"}", code,
+                host, method);
+}
+
+static double retries(const char *page, const char *host, const char *code, const char *verb) {
+  return metric(page, "rest_client_request_retries_total{code=\"%s\",host=\"%s\",verb=\"%s\"}",
+                code, host, verb);
+}
+
+/* A series of a histogram family by verb, e.g. "request_duration_seconds_count". */
+static double by_verb(const char *page, const char *series, const char *host, const char *verb) {
+  return metric(page, "rest_client_%s{host=\"%s\",verb=\"%s\"}", series, host, verb);
+}
+
 static void rate_limit_spaces_requests(void **state) {
   struct kcm_client_config cfg;
   struct kcm_client *c;
@@ -546,6 +600,26 @@ static void rate_limit_spaces_requests(void **state) {
   /* Six waited for tokens: at least 600 ms in all. */
   assert_true(uv_now(&loop) - started >= 600);
   assert_true(kcm_client_stats(c)->throttled_ms >= 100 + 200 + 300 + 400 + 500 + 600);
+  /* The rate limiter histogram holds each wait: 0, 0, 0.1, 0.2, ... 0.6 s. */
+  {
+    static const struct {
+      const char *le;
+      double n;
+    } buckets[] = {{"0.005", 2}, {"0.025", 2}, {"0.1", 3}, {"0.25", 4},
+                   {"0.5", 7},   {"1", 8},     {"+Inf", 8}};
+    const char *host = host_of(&cfg);
+    char *page = metrics_page(c);
+    for (i = 0; i < (int)(sizeof(buckets) / sizeof(buckets[0])); i++)
+      if (metric(page,
+                 "rest_client_rate_limiter_duration_seconds_bucket{host=\"%s\",verb=\"GET\","
+                 "le=\"%s\"}",
+                 host, buckets[i].le) != buckets[i].n)
+        fail_msg("le=%s is not %g in:\n%s", buckets[i].le, buckets[i].n, page);
+    assert_true(fabs(by_verb(page, "rate_limiter_duration_seconds_sum", host, "GET") - 2.1) < 1e-9);
+    assert_true(by_verb(page, "request_duration_seconds_count", host, "GET") == 8);
+    assert_true(requests(page, host, "200", "GET") == 8);
+    free(page);
+  }
   close_client(&loop, c);
   kcm_client_config_release(&cfg);
 }
@@ -592,6 +666,74 @@ static void limiters_are_independent(void **state) {
   assert_true(other_at - started < 900);
   assert_true(kcm_client_stats(c)->throttled_ms >= 900);
   assert_true(kcm_client_stats(c)->throttled_ms < 1900);
+  close_client(&loop, c);
+  kcm_client_config_release(&cfg);
+}
+
+/* Attempts are counted by status and method, retries apart, and a request
+ * that got no answer as "<error>". */
+static void requests_are_counted_by_code_and_method(void **state) {
+  struct kcm_client_config cfg;
+  struct kcm_client *c;
+  char *err = NULL, *page;
+  const char *host;
+  uv_loop_t loop;
+  struct result r;
+
+  assert_int_equal(load(&cfg, sim_file("kubeconfig"), NULL, NULL, &err), 0);
+  host = host_of(&cfg);
+  uv_loop_init(&loop);
+  assert_int_equal(kcm_client_new(&c, &loop, &cfg), 0);
+  page = metrics_page(c);
+  assert_string_equal(page, ""); /* nothing sent, no family */
+  free(page);
+  send_on(&loop, c, "GET", "/version", NULL, 0, &r);
+  send_on(&loop, c, "GET", "/version", NULL, 0, &r);
+  send_on(&loop, c, "GET", "/api/v1/namespaces/nope", NULL, 0, &r);
+  assert_int_equal(r.status, 404);
+  send_on(&loop, c, "POST", "/api/v1/namespaces", "{\"metadata\":{\"name\":\"counted\"}}", 0, &r);
+  assert_int_equal(r.status, 201);
+  send_on(&loop, c, "POST", "/api/v1/namespaces", "{bad json", 0, &r);
+  assert_int_equal(r.status, 400);
+  set_faults("{\"rules\":[{\"verb\":\"list\",\"resource\":\"nodes\",\"code\":429,"
+             "\"retryAfter\":0,\"count\":2}]}");
+  send_on(&loop, c, "GET", "/api/v1/nodes", NULL, 0, &r);
+  set_faults("{\"clear\":true}");
+  assert_int_equal(r.status, 200);
+
+  page = metrics_page(c);
+  assert_true(requests(page, host, "200", "GET") == 3);
+  assert_true(requests(page, host, "404", "GET") == 1);
+  assert_true(requests(page, host, "429", "GET") == 2);
+  assert_true(requests(page, host, "201", "POST") == 1);
+  assert_true(requests(page, host, "400", "POST") == 1);
+  /* The two attempts after the first 429: one more 429, then the 200. */
+  assert_true(retries(page, host, "429", "GET") == 1);
+  assert_true(retries(page, host, "200", "GET") == 1);
+  assert_true(isnan(retries(page, host, "201", "POST")));
+  /* One observation per request, however many attempts it took. */
+  assert_true(by_verb(page, "request_duration_seconds_count", host, "GET") == 4);
+  assert_true(by_verb(page, "request_duration_seconds_count", host, "POST") == 2);
+  assert_true(metric(page,
+                     "rest_client_rate_limiter_duration_seconds_bucket{host=\"%s\",verb=\"POST\","
+                     "le=\"0.005\"}",
+                     host) == 2);
+  assert_int_equal(expo_lines(page, "# TYPE "), 4);
+  free(page);
+  close_client(&loop, c);
+
+  /* Nothing listens on port 1: no answer. */
+  free(cfg.server);
+  cfg.server = strdup("https://127.0.0.1:1");
+  host = host_of(&cfg);
+  uv_loop_init(&loop);
+  assert_int_equal(kcm_client_new(&c, &loop, &cfg), 0);
+  send_on(&loop, c, "DELETE", "/api/v1/namespaces/counted", NULL, 0, &r);
+  assert_int_equal(r.err, KCM_ENETWORK);
+  page = metrics_page(c);
+  assert_true(requests(page, host, "<error>", "DELETE") == 1);
+  assert_non_null(strstr(page, "host=\"127.0.0.1:1\""));
+  free(page);
   close_client(&loop, c);
   kcm_client_config_release(&cfg);
 }
@@ -985,6 +1127,7 @@ int main(void) {
       cmocka_unit_test(throttling_is_retried_as_the_server_asks),
       cmocka_unit_test(rate_limit_spaces_requests),
       cmocka_unit_test(limiters_are_independent),
+      cmocka_unit_test(requests_are_counted_by_code_and_method),
       cmocka_unit_test(exec_plugin_token_is_cached),
       cmocka_unit_test(exec_plugin_rerun_when_expiring_or_refused),
       cmocka_unit_test(exec_plugin_client_certificate),

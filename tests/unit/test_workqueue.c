@@ -5,8 +5,10 @@
 #include <stdint.h>
 
 #include <cmocka.h>
+#include <math.h>
 #include <string.h>
 
+#include "exposition.h"
 #include "kcm/workqueue.h"
 
 static uint64_t fake_ms;
@@ -195,6 +197,167 @@ static void timings(void **state) {
   close_queue(&c);
 }
 
+/* --- metrics ----------------------------------------------------------------------------- */
+
+/* The value of one workqueue series of the queue named "test", from a page
+ * that must parse. */
+static double metric(struct ctx *c, const char *family, const char *extra) {
+  struct kcm_buf b = KCM_BUF_INIT(1 << 16);
+  char series[256];
+  const char *why;
+  double v;
+  kcm_workqueue_metrics(&c->q, NULL, fake_ms, &b);
+  why = expo_check(b.data);
+  if (why)
+    fail_msg("%s in:\n%s", why, b.data);
+  snprintf(series, sizeof(series), "workqueue_%s{name=\"test\"%s}", family, extra);
+  v = expo_value(b.data, series);
+  if (isnan(v))
+    fail_msg("no %s in:\n%s", series, b.data);
+  kcm_buf_release(&b);
+  return v;
+}
+
+static void metrics_follow_the_queue(void **state) {
+  struct ctx c;
+  open_queue(&c);
+  assert_true(metric(&c, "depth", "") == 0);
+  assert_true(metric(&c, "adds_total", "") == 0);
+  assert_true(metric(&c, "queue_duration_seconds_count", "") == 0);
+  kcm_workqueue_add(&c.q, "ns/a");
+  kcm_workqueue_add(&c.q, "ns/b");
+  kcm_workqueue_add(&c.q, "ns/a"); /* already waiting: not an add */
+  assert_true(metric(&c, "adds_total", "") == 2);
+  assert_true(metric(&c, "depth", "") == 2);
+
+  fake_ms += 250;
+  assert_string_equal(kcm_workqueue_get(&c.q), "ns/a");
+  assert_true(metric(&c, "depth", "") == 1);
+  assert_true(metric(&c, "queue_duration_seconds_count", "") == 1);
+  assert_true(metric(&c, "queue_duration_seconds_sum", "") == 0.25);
+  assert_true(metric(&c, "queue_duration_seconds_bucket", ",le=\"0.1\"") == 0);
+  assert_true(metric(&c, "queue_duration_seconds_bucket", ",le=\"1\"") == 1);
+  fake_ms += 1500;
+  assert_true(metric(&c, "unfinished_work_seconds", "") == 1.5);
+  assert_true(metric(&c, "longest_running_processor_seconds", "") == 1.5);
+
+  assert_string_equal(kcm_workqueue_get(&c.q), "ns/b"); /* waited 1.75 s */
+  assert_true(metric(&c, "queue_duration_seconds_sum", "") == 2);
+  assert_true(metric(&c, "queue_duration_seconds_bucket", ",le=\"1\"") == 1);
+  assert_true(metric(&c, "queue_duration_seconds_bucket", ",le=\"10\"") == 2);
+  fake_ms += 500;
+  assert_true(metric(&c, "unfinished_work_seconds", "") == 2.5);
+  assert_true(metric(&c, "longest_running_processor_seconds", "") == 2);
+
+  /* Added while processing: an add, and waiting to run (client-go's depth),
+   * though not in the FIFO until done(). */
+  kcm_workqueue_add(&c.q, "ns/a");
+  assert_true(metric(&c, "adds_total", "") == 3);
+  assert_true(metric(&c, "depth", "") == 1);
+  assert_int_equal(kcm_workqueue_len(&c.q), 0);
+  kcm_workqueue_done(&c.q, "ns/a");
+  assert_true(metric(&c, "work_duration_seconds_count", "") == 1);
+  assert_true(metric(&c, "work_duration_seconds_sum", "") == 2);
+  assert_true(metric(&c, "depth", "") == 1);
+  kcm_workqueue_done(&c.q, "ns/b");
+  assert_true(metric(&c, "work_duration_seconds_count", "") == 2);
+  assert_true(metric(&c, "work_duration_seconds_sum", "") == 2.5);
+  assert_true(metric(&c, "work_duration_seconds_bucket", ",le=\"1\"") == 1);
+  assert_true(metric(&c, "unfinished_work_seconds", "") == 0);
+  assert_true(metric(&c, "longest_running_processor_seconds", "") == 0);
+
+  /* It waited from the add made while it was processing. */
+  fake_ms += 20;
+  assert_string_equal(kcm_workqueue_get(&c.q), "ns/a");
+  assert_true(metric(&c, "queue_duration_seconds_count", "") == 3);
+  assert_true(metric(&c, "queue_duration_seconds_bucket", ",le=\"0.01\"") == 0);
+  assert_true(metric(&c, "queue_duration_seconds_bucket", ",le=\"0.1\"") == 1);
+  assert_true(metric(&c, "queue_duration_seconds_bucket", ",le=\"1\"") == 2);
+  assert_true(metric(&c, "depth", "") == 0);
+  kcm_workqueue_done(&c.q, "ns/a");
+  close_queue(&c);
+}
+
+static void retries_count_every_add_after(void **state) {
+  struct ctx c;
+  open_queue(&c);
+  kcm_workqueue_add_rate_limited(&c.q, "ns/a");
+  assert_true(metric(&c, "retries_total", "") == 1);
+  assert_true(metric(&c, "adds_total", "") == 0); /* not yet due */
+  kcm_workqueue_add_after(&c.q, "ns/b", 100);
+  kcm_workqueue_add_after(&c.q, "ns/c", 0); /* at once: a retry and an add */
+  assert_true(metric(&c, "retries_total", "") == 3);
+  assert_true(metric(&c, "adds_total", "") == 1);
+  assert_true(metric(&c, "depth", "") == 1);
+  fake_ms += 5;
+  kcm_workqueue_promote(&c.q);
+  assert_true(metric(&c, "adds_total", "") == 2);
+  assert_true(metric(&c, "depth", "") == 2);
+  kcm_workqueue_add_rate_limited(&c.q, "ns/a"); /* waits 10 ms, a is queued meanwhile */
+  assert_true(metric(&c, "retries_total", "") == 4);
+  fake_ms += 100;
+  kcm_workqueue_promote(&c.q);
+  assert_true(metric(&c, "adds_total", "") == 3); /* b; a was still waiting */
+  assert_true(metric(&c, "depth", "") == 3);
+  kcm_workqueue_shutdown(&c.q, NULL, NULL);
+  kcm_workqueue_add_after(&c.q, "ns/d", 10); /* ignored */
+  assert_true(metric(&c, "retries_total", "") == 4);
+  close_queue(&c);
+}
+
+/* Two queues under one header per family, as the controllers' queues are
+ * served on one page. */
+static void several_queues_render_one_header_per_family(void **state) {
+  static const char *const families[] = {
+      "workqueue_adds_total",
+      "workqueue_depth",
+      "workqueue_longest_running_processor_seconds",
+      "workqueue_queue_duration_seconds",
+      "workqueue_retries_total",
+      "workqueue_unfinished_work_seconds",
+      "workqueue_work_duration_seconds",
+  };
+  struct ctx c;
+  struct kcm_workqueue other;
+  const struct kcm_workqueue *qs[] = {&c.q, &other};
+  const char *names[] = {"deployment", "replicaset"};
+  struct kcm_buf b = KCM_BUF_INIT(1 << 16);
+  char prefix[128];
+  size_t i;
+  const char *why;
+  open_queue(&c);
+  kcm_workqueue_init(&other, &c.loop, "other\"queue");
+  other.now = fake_now;
+  kcm_workqueue_add(&c.q, "ns/a");
+  kcm_workqueue_add(&other, "ns/a");
+  kcm_workqueue_add(&other, "ns/b");
+  kcm_workqueue_metrics_many(qs, names, 2, fake_ms, &b);
+  if ((why = expo_check(b.data)))
+    fail_msg("%s in:\n%s", why, b.data);
+  for (i = 0; i < sizeof(families) / sizeof(families[0]); i++) {
+    snprintf(prefix, sizeof(prefix), "# TYPE %s ", families[i]);
+    assert_int_equal(expo_lines(b.data, prefix), 1);
+    snprintf(prefix, sizeof(prefix), "# HELP %s [BETA] ", families[i]);
+    assert_int_equal(expo_lines(b.data, prefix), 1);
+  }
+  assert_true(expo_value(b.data, "workqueue_depth{name=\"deployment\"}") == 1);
+  assert_true(expo_value(b.data, "workqueue_depth{name=\"replicaset\"}") == 2);
+  assert_int_equal(expo_lines(b.data, "workqueue_queue_duration_seconds_bucket{"), 22);
+  /* Without names each queue is labelled with its own, escaped. */
+  kcm_buf_reset(&b);
+  kcm_workqueue_metrics_many(qs, NULL, 2, fake_ms, &b);
+  assert_null(expo_check(b.data));
+  assert_true(expo_value(b.data, "workqueue_adds_total{name=\"test\"}") == 1);
+  assert_true(expo_value(b.data, "workqueue_adds_total{name=\"other\\\"queue\"}") == 2);
+  kcm_buf_reset(&b);
+  kcm_workqueue_metrics(&other, "replicaset", fake_ms, &b);
+  assert_null(expo_check(b.data));
+  assert_true(expo_value(b.data, "workqueue_adds_total{name=\"replicaset\"}") == 2);
+  kcm_buf_release(&b);
+  kcm_workqueue_close(&other, NULL, NULL);
+  close_queue(&c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(dedup_and_fifo),
@@ -204,6 +367,9 @@ int main(void) {
       cmocka_unit_test(overall_bucket_limits_many_keys),
       cmocka_unit_test(shutdown_drains),
       cmocka_unit_test(timings),
+      cmocka_unit_test(metrics_follow_the_queue),
+      cmocka_unit_test(retries_count_every_add_after),
+      cmocka_unit_test(several_queues_render_one_header_per_family),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
