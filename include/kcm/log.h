@@ -45,6 +45,10 @@ void kcm_log_set_output(FILE *out);
 void kcm_log_write(enum kcm_log_severity sev, const char *file, int line,
                    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
+/* An info line of verbosity `level` (its "v" in JSON); kcm_v() uses it. */
+void kcm_log_write_v(int level, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 #ifdef __FILE_NAME__
 #define KCM_LOG_FILE __FILE_NAME__
 #else
@@ -58,7 +62,7 @@ void kcm_log_write(enum kcm_log_severity sev, const char *file, int line,
 #define kcm_v(n, ...)                                                          \
   do {                                                                         \
     if (kcm_log_verbosity() >= (n))                                            \
-      kcm_info(__VA_ARGS__);                                                   \
+      kcm_log_write_v((n), KCM_LOG_FILE, __LINE__, __VA_ARGS__);               \
   } while (0)
 
 #endif

@@ -99,8 +99,8 @@ static bool is_number(const char *s, size_t n) {
   return digits && s[n - 1] != '.';
 }
 
-static void write_json(FILE *out, enum kcm_log_severity sev, const struct timeval *tv,
-                       const char *file, int line, const char *msg) {
+static void write_json(FILE *out, enum kcm_log_severity sev, int level,
+                       const struct timeval *tv, const char *file, int line, const char *msg) {
   struct line l = {NULL, 0, 0};
   const char *pairs = pairs_start(msg), *p;
   char num[64];
@@ -111,8 +111,10 @@ static void write_json(FILE *out, enum kcm_log_severity sev, const struct timeva
   put_json(&l, num, strlen(num));
   put_str(&l, ",\"msg\":");
   put_json(&l, msg, pairs ? (size_t)(pairs - msg) : strlen(msg));
-  if (sev == KCM_LOG_INFO)
-    put_str(&l, ",\"v\":0");
+  if (sev == KCM_LOG_INFO) {
+    snprintf(num, sizeof(num), ",\"v\":%d", level);
+    put_str(&l, num);
+  }
   for (p = pairs; p && *p;) {
     const char *key = p + 1, *eq = strchr(key, '='), *v = eq + 1, *end;
     char unq[4096];
@@ -147,8 +149,8 @@ static void write_json(FILE *out, enum kcm_log_severity sev, const struct timeva
   free(l.p);
 }
 
-void kcm_log_write(enum kcm_log_severity sev, const char *file, int line,
-                   const char *fmt, ...) {
+static void vwrite(enum kcm_log_severity sev, int level, const char *file, int line,
+                   const char *fmt, va_list args) {
   char small[1024];
   char *buf = small;
   struct timeval tv;
@@ -160,19 +162,19 @@ void kcm_log_write(enum kcm_log_severity sev, const char *file, int line,
 
   gettimeofday(&tv, NULL);
   if (format == KCM_LOG_JSON) {
-    va_start(ap, fmt);
+    va_copy(ap, args);
     n = vsnprintf(small, sizeof(small), fmt, ap);
     va_end(ap);
     if (n < 0)
       return;
     if ((size_t)n >= sizeof(small) && (buf = malloc((size_t)n + 1))) {
-      va_start(ap, fmt);
+      va_copy(ap, args);
       vsnprintf(buf, (size_t)n + 1, fmt, ap);
       va_end(ap);
     } else if ((size_t)n >= sizeof(small)) {
       buf = small;
     }
-    write_json(out, sev, &tv, file, line, buf);
+    write_json(out, sev, level, &tv, file, line, buf);
     if (buf != small)
       free(buf);
     return;
@@ -184,7 +186,7 @@ void kcm_log_write(enum kcm_log_severity sev, const char *file, int line,
   if (head < 0 || (size_t)head >= sizeof(small))
     return;
 
-  va_start(ap, fmt);
+  va_copy(ap, args);
   n = vsnprintf(small + head, cap - (size_t)head, fmt, ap);
   va_end(ap);
   if (n < 0)
@@ -193,7 +195,7 @@ void kcm_log_write(enum kcm_log_severity sev, const char *file, int line,
     char *big = malloc((size_t)head + (size_t)n + 2);
     if (big) {
       memcpy(big, small, (size_t)head);
-      va_start(ap, fmt);
+      va_copy(ap, args);
       vsnprintf(big + head, (size_t)n + 1, fmt, ap);
       va_end(ap);
       buf = big;
@@ -208,4 +210,19 @@ void kcm_log_write(enum kcm_log_severity sev, const char *file, int line,
   fflush(out);
   if (buf != small)
     free(buf);
+}
+
+void kcm_log_write(enum kcm_log_severity sev, const char *file, int line,
+                   const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vwrite(sev, 0, file, line, fmt, ap);
+  va_end(ap);
+}
+
+void kcm_log_write_v(int level, const char *file, int line, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vwrite(KCM_LOG_INFO, level, file, line, fmt, ap);
+  va_end(ap);
 }

@@ -55,16 +55,19 @@ static void write_json_lines(void) {
             "said \\\"no\\\"\n");
   kcm_info("plain message, no pairs; a = sign alone");
   kcm_info("odd value key=v-1 last=\"unterminated");
+  kcm_log_set_verbosity(4);
+  kcm_v(4, "verbose detail n=%d", 1);
+  kcm_log_set_verbosity(0);
   kcm_log_set_format(KCM_LOG_TEXT);
 }
 
 static void json_lines(void **state) {
-  char *text = capture(write_json_lines), *lines[4], *save = NULL, *p;
+  char *text = capture(write_json_lines), *lines[5], *save = NULL, *p;
   regex_t re;
   int i = 0;
-  for (p = strtok_r(text, "\n", &save); p && i < 4; p = strtok_r(NULL, "\n", &save))
+  for (p = strtok_r(text, "\n", &save); p && i < 5; p = strtok_r(NULL, "\n", &save))
     lines[i++] = p;
-  assert_int_equal(i, 4);
+  assert_int_equal(i, 5);
   assert_int_equal(regcomp(&re, "^\\{\"ts\":[0-9]+\\.[0-9]{6},\"caller\":\"test_log\\.c:[0-9]+\",",
                            REG_EXTENDED),
                    0);
@@ -79,6 +82,7 @@ static void json_lines(void **state) {
   assert_non_null(strstr(lines[2], "\"msg\":\"plain message, no pairs; a = sign alone\",\"v\":0}"));
   assert_non_null(strstr(lines[3], "\"msg\":\"odd value\",\"v\":0,\"key\":\"v-1\","
                                     "\"last\":\"unterminated\"}"));
+  assert_non_null(strstr(lines[4], "\"msg\":\"verbose detail\",\"v\":4,\"n\":1}"));
   free(text);
 }
 
