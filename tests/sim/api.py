@@ -56,12 +56,14 @@ class ApiError(Exception):
         self.headers = headers or {}
 
     def status(self):
+        # Keys in the order metav1.Status serializes them.
         st = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-              "message": self.message, "reason": self.reason, "code": self.code}
+              "message": self.message}
+        if self.reason:
+            st["reason"] = self.reason
         if self.details is not None:
             st["details"] = self.details
-        if not self.reason:
-            del st["reason"]
+        st["code"] = self.code
         return st
 
 

@@ -26,6 +26,7 @@ import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import rbac  # noqa: E402
 import resources  # noqa: E402
 from api import ApiError  # noqa: E402
 from collector import Collector  # noqa: E402
@@ -99,7 +100,10 @@ def parse_args(argv):
     p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: any free port)")
     p.add_argument("--token", default="", help="admin bearer token (default: random)")
     p.add_argument("--extra-token", action="append", default=[], metavar="TOKEN:USER[:GROUPS]",
-                   help="another accepted token; GROUPS is comma-separated")
+                   help="another accepted token; GROUPS is comma-separated; a USER of the form "
+                   "system:serviceaccount:NAMESPACE:NAME is taken whole, as --sa-token does")
+    p.add_argument("--sa-token", action="append", default=[], metavar="TOKEN:NAMESPACE:NAME",
+                   help="a token of the service account NAMESPACE/NAME")
     p.add_argument("--basic-auth", default="", metavar="USER:PASSWORD",
                    help="also accept HTTP basic authentication for this user")
     p.add_argument("--kubelet", action="store_true", help="run the fake scheduler and kubelet")
@@ -125,6 +129,28 @@ def parse_args(argv):
     return args
 
 
+def parse_extra_token(spec):
+    """TOKEN:USER[:GROUPS] -> (token, (user, groups)). User names of service
+    accounts contain colons: system:serviceaccount:NAMESPACE:NAME[:GROUPS]
+    names that service account (with its groups)."""
+    parts = spec.split(":")
+    if len(parts) < 2 or not parts[0] or not parts[1]:
+        sys.exit("apiserver: --extra-token wants TOKEN:USER[:GROUPS], got %r" % spec)
+    if ":".join(parts[1:3]) + ":" == rbac.SA_PREFIX:
+        if len(parts) < 5 or not parts[3] or not parts[4] or len(parts) > 6:
+            sys.exit("apiserver: --extra-token wants TOKEN:system:serviceaccount:NAMESPACE:NAME"
+                     "[:GROUPS], got %r" % spec)
+        user, groups = rbac.service_account_identity(parts[3], parts[4])
+        extra = parts[5] if len(parts) > 5 else ""
+    else:
+        if len(parts) > 3:
+            sys.exit("apiserver: --extra-token wants TOKEN:USER[:GROUPS], got %r" % spec)
+        user, groups = parts[1], ["system:authenticated"]
+        extra = parts[2] if len(parts) > 2 else ""
+    extra = [g for g in extra.split(",") if g and g not in groups]
+    return parts[0], (user, extra + groups)
+
+
 def build(args):
     """Create the certificates, server, kubelet and collector (not yet serving)."""
     d = os.path.abspath(args.dir)
@@ -133,11 +159,13 @@ def build(args):
     token = args.token or secrets.token_hex(16)
     tokens = {token: ("kcm-admin", ["system:masters", "system:authenticated"])}
     for spec in args.extra_token:
+        extra, ident = parse_extra_token(spec)
+        tokens[extra] = ident
+    for spec in args.sa_token:
         parts = spec.split(":")
-        if len(parts) < 2 or not parts[0] or not parts[1]:
-            sys.exit("apiserver: --extra-token wants TOKEN:USER[:GROUPS], got %r" % spec)
-        groups = [g for g in (parts[2].split(",") if len(parts) > 2 else []) if g]
-        tokens[parts[0]] = (parts[1], groups + ["system:authenticated"])
+        if len(parts) != 3 or not all(parts):
+            sys.exit("apiserver: --sa-token wants TOKEN:NAMESPACE:NAME, got %r" % spec)
+        tokens[parts[0]] = rbac.service_account_identity(parts[1], parts[2])
     basic = {}
     if args.basic_auth:
         user, sep, pw = args.basic_auth.partition(":")
@@ -158,6 +186,7 @@ def build(args):
                            {"kind": "Namespace", "apiVersion": "v1", "metadata": {"name": ns}})
         except ApiError:
             pass
+    rbac.bootstrap(srv.api)
     collector = Collector(srv.api)
     kubelet = None
     if args.kubelet:

@@ -232,13 +232,32 @@ def default_template(tmpl):
 # --- validation helpers -----------------------------------------------------------
 
 
-def validate_object_meta(errs, meta, namespaced, name_re=DNS1123_SUBDOMAIN, name_kind="subdomain"):
+SUBDOMAIN_DETAIL = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric "
+                    "characters, '-' or '.', and must start and end with an alphanumeric "
+                    "character (e.g. 'example.com', regex used for validation is "
+                    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")
+
+
+def path_segment_errors(name):
+    """What apimachinery's IsValidPathSegmentName says of a name (RBAC names
+    only have to be usable as one path segment)."""
+    if name in (".", ".."):
+        return ["may not be '%s'" % name]
+    return ["may not contain '%s'" % c for c in ("/", "%") if c in name]
+
+
+def validate_object_meta(errs, meta, namespaced, name_re=DNS1123_SUBDOMAIN, name_kind="subdomain",
+                         name_errors=None):
+    """name_errors(name), when given, replaces the name_re check."""
     if not isinstance(meta, dict):
         errs.required("metadata")
         return
     name = meta.get("name")
     if not name and not meta.get("generateName"):
         errs.required("metadata.name", "name or generateName is required")
+    elif name and name_errors is not None:
+        for msg in name_errors(name) if isinstance(name, str) else ["must be a string"]:
+            errs.invalid("metadata.name", name, msg)
     elif name:
         if not isinstance(name, str) or not name_re.match(name) or len(name) > 253:
             if name_kind == "label":
@@ -247,11 +266,7 @@ def validate_object_meta(errs, meta, namespaced, name_re=DNS1123_SUBDOMAIN, name
                           "character (e.g. 'my-name',  or '123-abc', regex used for validation "
                           "is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
             else:
-                detail = ("a lowercase RFC 1123 subdomain must consist of lower case "
-                          "alphanumeric characters, '-' or '.', and must start and end with an "
-                          "alphanumeric character (e.g. 'example.com', regex used for "
-                          "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]"
-                          "([-a-z0-9]*[a-z0-9])?)*')")
+                detail = SUBDOMAIN_DETAIL
             errs.invalid("metadata.name", name, detail)
     labels = meta.get("labels") or {}
     if not isinstance(labels, dict):
@@ -879,7 +894,185 @@ class ReplicaSets(_AppsWorkload):
         self.validate_common(errs, obj, old)
 
 
-ALL = [Namespaces(), Nodes(), Pods(), Events(), Leases(), Deployments(), ReplicaSets()]
+RBAC_GROUP = "rbac.authorization.k8s.io"
+
+
+def go_strings(values):
+    """A []string as Go's %#v prints it."""
+    return GoRepr("[]string{%s}" % ", ".join(_go_str(v) for v in values))
+
+
+def _string_list(errs, rule, key, path):
+    value = rule.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        errs.invalid(path + "." + key, value, "must be a list of strings")
+        return []
+    return value
+
+
+def validate_policy_rule(errs, rule, namespaced, path):
+    """As the rbac validation's validatePolicyRule."""
+    if not isinstance(rule, dict):
+        errs.invalid(path, rule, "must be an object")
+        return
+    verbs = _string_list(errs, rule, "verbs", path)
+    groups = _string_list(errs, rule, "apiGroups", path)
+    res = _string_list(errs, rule, "resources", path)
+    names = _string_list(errs, rule, "resourceNames", path)
+    urls = _string_list(errs, rule, "nonResourceURLs", path)
+    if not verbs:
+        errs.required(path + ".verbs", "verbs must contain at least one value")
+    if urls:
+        if namespaced:
+            errs.invalid(path + ".nonResourceURLs", go_strings(urls),
+                         "namespaced rules cannot apply to non-resource URLs")
+        if groups or res or names:
+            errs.invalid(path + ".nonResourceURLs", go_strings(urls),
+                         "rules cannot apply to both regular resources and non-resource URLs")
+        return
+    if not groups:
+        errs.required(path + ".apiGroups", "resource rules must supply at least one api group")
+    if not res:
+        errs.required(path + ".resources", "resource rules must supply at least one resource")
+
+
+def _drop_empty(obj, keys):
+    """Leave out what Go's omitempty leaves out."""
+    for k in keys:
+        if k in obj and obj[k] in ("", [], None):
+            del obj[k]
+
+
+class _Rbac(Resource):
+    group = RBAC_GROUP
+    generic_field_labels = True
+
+    def validate(self, obj, old):
+        errs = FieldErrors()
+        validate_object_meta(errs, obj.get("metadata"), self.namespaced,
+                             name_errors=path_segment_errors)
+        self.validate_spec(errs, obj, old)
+        return errs
+
+
+class _Roles(_Rbac):
+    def default(self, obj):
+        # `rules` has no omitempty: an object without rules carries null.
+        obj.setdefault("rules", None)
+        for rule in obj["rules"] if isinstance(obj["rules"], list) else ():
+            if isinstance(rule, dict):
+                _drop_empty(rule, ("apiGroups", "resources", "resourceNames", "nonResourceURLs"))
+
+    def validate_spec(self, errs, obj, old):
+        rules = obj.get("rules")
+        if rules is not None and not isinstance(rules, list):
+            errs.invalid("rules", rules, "must be a list of rules")
+            return
+        for i, rule in enumerate(rules or []):
+            validate_policy_rule(errs, rule, self.namespaced, "rules[%d]" % i)
+
+
+class ClusterRoles(_Roles):
+    plural, singular, kind = "clusterroles", "clusterrole", "ClusterRole"
+    namespaced = False
+
+    def validate_spec(self, errs, obj, old):
+        super().validate_spec(errs, obj, old)
+        agg = obj.get("aggregationRule")
+        if agg is not None and not (agg.get("clusterRoleSelectors")
+                                    if isinstance(agg, dict) else None):
+            errs.required("aggregationRule.clusterRoleSelectors",
+                          "at least one clusterRoleSelector required if aggregationRule is "
+                          "non-nil")
+
+
+class Roles(_Roles):
+    plural, singular, kind = "roles", "role", "Role"
+
+
+class _Bindings(_Rbac):
+    role_kinds = ("Role", "ClusterRole")
+
+    def default(self, obj):
+        ref = obj.get("roleRef")
+        if not isinstance(ref, dict):
+            ref = obj["roleRef"] = {}
+        if not ref.get("apiGroup"):
+            ref["apiGroup"] = RBAC_GROUP
+        subjects = obj.get("subjects")
+        for s in subjects if isinstance(subjects, list) else ():
+            if not isinstance(s, dict):
+                continue
+            if not s.get("apiGroup") and s.get("kind") in ("User", "Group"):
+                s["apiGroup"] = RBAC_GROUP
+            _drop_empty(s, ("apiGroup", "namespace"))
+        _drop_empty(obj, ("subjects",))
+
+    @staticmethod
+    def role_ref(obj):
+        ref = obj.get("roleRef") if isinstance(obj.get("roleRef"), dict) else {}
+        return tuple(ref.get(k) or "" for k in ("apiGroup", "kind", "name"))
+
+    def validate_spec(self, errs, obj, old):
+        group, kind, name = self.role_ref(obj)
+        if group != RBAC_GROUP:
+            errs.not_supported("roleRef.apiGroup", group, [RBAC_GROUP])
+        if kind not in self.role_kinds:
+            errs.not_supported("roleRef.kind", kind, list(self.role_kinds))
+        if not name:
+            errs.required("roleRef.name")
+        else:
+            for msg in path_segment_errors(name):
+                errs.invalid("roleRef.name", name, msg)
+        subjects = obj.get("subjects")
+        if subjects is not None and not isinstance(subjects, list):
+            errs.invalid("subjects", subjects, "must be a list of subjects")
+            subjects = []
+        for i, s in enumerate(subjects or []):
+            self._validate_subject(errs, s, "subjects[%d]" % i)
+        if old is not None and self.role_ref(old) != (group, kind, name):
+            errs.invalid("roleRef", GoRepr('rbac.RoleRef{APIGroup:%s, Kind:%s, Name:%s}'
+                                           % (_go_str(group), _go_str(kind), _go_str(name))),
+                         "cannot change roleRef")
+
+    def _validate_subject(self, errs, s, path):
+        if not isinstance(s, dict):
+            errs.invalid(path, s, "must be an object")
+            return
+        name, kind, group = (s.get(k) or "" for k in ("name", "kind", "apiGroup"))
+        if not name:
+            errs.required(path + ".name")
+        if kind == "ServiceAccount":
+            if name and (not DNS1123_SUBDOMAIN.match(name) or len(name) > 253):
+                errs.invalid(path + ".name", name, SUBDOMAIN_DETAIL if len(name) <= 253
+                             else "must be no more than 253 characters")
+            if group:
+                errs.not_supported(path + ".apiGroup", group, [""])
+            if not self.namespaced and not s.get("namespace"):
+                errs.required(path + ".namespace")
+        elif kind in ("User", "Group"):
+            if not name:
+                errs.invalid(path + ".name", name, "%s name cannot be empty" % kind.lower())
+            if group != RBAC_GROUP:
+                errs.not_supported(path + ".apiGroup", group, [RBAC_GROUP])
+        else:
+            errs.not_supported(path + ".kind", kind, ["ServiceAccount", "User", "Group"])
+
+
+class ClusterRoleBindings(_Bindings):
+    plural, singular, kind = "clusterrolebindings", "clusterrolebinding", "ClusterRoleBinding"
+    namespaced = False
+    role_kinds = ("ClusterRole",)
+
+
+class RoleBindings(_Bindings):
+    plural, singular, kind = "rolebindings", "rolebinding", "RoleBinding"
+
+
+ALL = [Namespaces(), Nodes(), Pods(), Events(), Leases(), Deployments(), ReplicaSets(),
+       ClusterRoles(), ClusterRoleBindings(), Roles(), RoleBindings()]
 BY_PATH = {(r.group, r.version, r.plural): r for r in ALL}
 BY_KIND = {(r.api_version, r.kind): r for r in ALL}
 BY_PLURAL = {r.plural: r for r in ALL}

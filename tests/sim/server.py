@@ -15,9 +15,10 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import openapi
+import rbac
 import resources
 import tables
-from api import Api, ApiError, bad_request, details, go_json_error
+from api import Api, ApiError, bad_request, go_json_error
 from faults import DEFAULTS, Faults
 from store import Expired, dumps
 
@@ -29,7 +30,6 @@ VERSION = {
 
 MAX_BODY = 3 * 1024 * 1024
 GZIP_MIN = 128 * 1024
-PUBLIC_PATHS = ("/version", "/healthz", "/livez", "/readyz")
 
 
 class RawResponse(Exception):
@@ -93,16 +93,6 @@ def route(path):
     if sub and sub not in res.subresources:
         return Route("notfound")
     return Route("resource", res=res, ns=ns, name=name, sub=sub, group=group, version=version)
-
-
-def resource_verb(method, r, query):
-    if method == "GET":
-        if r.name:
-            return "get"
-        return "watch" if query.get("watch") in ("1", "true", "True") else "list"
-    if method == "DELETE":
-        return "delete" if r.name else "deletecollection"
-    return {"POST": "create", "PUT": "update", "PATCH": "patch"}.get(method, method.lower())
 
 
 def bulk_load(api, body):
@@ -177,21 +167,6 @@ def bulk_load(api, body):
             "resourceVersion": api.store.rv}
 
 
-def anonymous_forbidden(r, verb, path):
-    """What RBAC answers a request without credentials."""
-    who = 'User "system:anonymous"'
-    if r.kind != "resource":
-        return ApiError(403, "Forbidden", 'forbidden: %s cannot %s path "%s"'
-                        % (who, verb.lower(), path), {})
-    res = r.res
-    target = res.plural + ("/" + r.sub if r.sub else "")
-    scope = ('in the namespace "%s"' % r.ns) if r.ns else "at the cluster scope"
-    subject = res.qualified + (' "%s"' % r.name if r.name else "")
-    return ApiError(403, "Forbidden", '%s is forbidden: %s cannot %s resource "%s" in API group '
-                    '"%s" %s' % (subject, who, verb, target, res.group, scope),
-                    details(name=r.name, group=res.group, kind=res.plural))
-
-
 _EMPTY_TEMPLATE = {"metadata": {"creationTimestamp": None}, "spec": {"containers": None}}
 _BOOKMARK_BODIES = {
     "Deployment": {"spec": {"replicas": 0, "selector": None, "template": _EMPTY_TEMPLATE,
@@ -241,6 +216,7 @@ class SimServer(ThreadingHTTPServer):
         self.tokens = tokens  # token -> (user, [groups])
         self.basic = basic or {}  # user -> password
         self.api = Api(max_events=max_events)
+        self.authorizer = rbac.Authorizer(self.api)
         self.faults = Faults()
         self.bookmark_interval = bookmark_interval
         self.default_watch_timeout = 1800
@@ -399,10 +375,22 @@ class Handler(BaseHTTPRequestHandler):
             user, groups = self.authenticate()
             if r.kind == "sim":
                 return self.handle_sim(r, query)
+            try:
+                attrs = rbac.request_attributes(self.command, url.path, url.query)
+            except ValueError as e:
+                text = "Internal Server Error: %s: failed to create RequestInfo: %s" % (
+                    json.dumps(self.path), e)
+                for a, b in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;")):
+                    text = text.replace(a, b)
+                return self.send_text(500, text + "\n")
             if r.kind == "resource":
-                verb = resource_verb(self.command, r, query)
-            if user == "system:anonymous" and url.path not in PUBLIC_PATHS:
-                raise anonymous_forbidden(r, verb, url.path)
+                verb = attrs.verb
+            allowed, reason = self.server.authorizer.authorize(user, groups, attrs)
+            if not allowed:
+                # Drain the request body so the connection stays usable.
+                if self.command in ("POST", "PUT", "PATCH", "DELETE"):
+                    self.read_body()
+                raise rbac.forbidden(user, attrs, reason)
             if r.kind == "resource":
                 return self.handle_resource(r, verb, query)
             if self.command != "GET":

@@ -261,6 +261,36 @@ def lease_row(o):
 
 LEASE_COLUMNS = [NAME, _col("Holder", "string", "Identity of the holder."), AGE]
 
+
+def role_row(o):
+    return [o["metadata"]["name"], o["metadata"].get("creationTimestamp") or ""]
+
+
+# Roles have no printer of their own: the default columns.
+ROLE_COLUMNS = [NAME, _col("Created At", "date", "Time the object was created.")]
+
+
+def binding_row(o):
+    ref = o.get("roleRef") or {}
+    subjects = [s for s in o.get("subjects") or [] if isinstance(s, dict)]
+
+    def names(kind, fmt):
+        return ", ".join(fmt(s) for s in subjects if s.get("kind") == kind)
+    return [o["metadata"]["name"], "%s/%s" % (ref.get("kind", ""), ref.get("name", "")),
+            age(o["metadata"].get("creationTimestamp")),
+            names("User", lambda s: s.get("name", "")),
+            names("Group", lambda s: s.get("name", "")),
+            names("ServiceAccount", lambda s: "%s/%s" % (s.get("namespace", ""),
+                                                         s.get("name", "")))]
+
+
+BINDING_COLUMNS = [
+    NAME, _col("Role", "string", "The role the binding grants."), AGE,
+    _col("Users", "string", "Users in the binding.", 1),
+    _col("Groups", "string", "Groups in the binding.", 1),
+    _col("ServiceAccounts", "string", "Service accounts in the binding.", 1),
+]
+
 PRINTERS = {
     "deployments": (DEPLOYMENT_COLUMNS, deployment_row),
     "replicasets": (REPLICASET_COLUMNS, replicaset_row),
@@ -269,6 +299,10 @@ PRINTERS = {
     "nodes": (NODE_COLUMNS, node_row),
     "events": (EVENT_COLUMNS, event_row),
     "leases": (LEASE_COLUMNS, lease_row),
+    "clusterroles": (ROLE_COLUMNS, role_row),
+    "roles": (ROLE_COLUMNS, role_row),
+    "clusterrolebindings": (BINDING_COLUMNS, binding_row),
+    "rolebindings": (BINDING_COLUMNS, binding_row),
 }
 
 

@@ -824,5 +824,428 @@ class FakeKubelet(SimTestCase):
         wait_for(lambda: self.c.get(PODS % self.ns + "/a").status == 404, what="pod gone")
 
 
+RBAC_GROUP = "rbac.authorization.k8s.io"
+RBAC = "/apis/rbac.authorization.k8s.io/v1"
+
+
+def user(name):
+    return {"kind": "User", "apiGroup": RBAC_GROUP, "name": name}
+
+
+def group(name):
+    return {"kind": "Group", "apiGroup": RBAC_GROUP, "name": name}
+
+
+def rule(groups, res, verbs, names=None):
+    r = {"apiGroups": groups, "resources": res, "verbs": verbs}
+    if names:
+        r["resourceNames"] = names
+    return r
+
+
+@unittest.skipIf(COMPARE, "needs the local API server")
+class Authorization(SimTestCase):
+    """RBAC: what users outside system:masters may do."""
+
+    args = ("--extra-token", "alice-token:alice",
+            "--extra-token", "bob-token:bob:devs,qa",
+            "--sa-token", "kcm-token:kube-system:kcm",
+            "--extra-token", "builder-token:system:serviceaccount:ci:builder:ci-bots")
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        ca = os.path.join(cls.sim.dir, "ca.crt")
+        cls.alice, cls.bob, cls.kcm, cls.builder = (
+            Client(cls.sim.url, name + "-token", ca) for name in ("alice", "bob", "kcm", "builder"))
+
+    @classmethod
+    def tearDownClass(cls):
+        for client in (cls.alice, cls.bob, cls.kcm, cls.builder):
+            conn = getattr(client.local, "conn", None)
+            if conn is not None:
+                conn.close()
+        super().tearDownClass()
+
+    def rbac(self, plural, kind, name, ns=None, **fields):
+        """Create an RBAC object as the admin; cluster-scoped ones go after the test."""
+        path = RBAC + ("/namespaces/%s/%s" % (ns, plural) if ns else "/" + plural)
+        body = {"apiVersion": RBAC_GROUP + "/v1", "kind": kind, "metadata": {"name": name}}
+        body.update(fields)
+        r = self.c.post(path, body)
+        self.assertEqual(r.status, 201, r.body)
+        if not ns:
+            self.addCleanup(self.c.delete, path + "/" + name)
+        return path + "/" + name
+
+    def role(self, name, rules, ns=None):
+        if ns:
+            return self.rbac("roles", "Role", name, ns, rules=rules)
+        return self.rbac("clusterroles", "ClusterRole", name, rules=rules)
+
+    def bind(self, name, role_kind, role_name, subjects, ns=None):
+        ref = {"apiGroup": RBAC_GROUP, "kind": role_kind, "name": role_name}
+        if ns:
+            return self.rbac("rolebindings", "RoleBinding", name, ns, roleRef=ref,
+                             subjects=subjects)
+        return self.rbac("clusterrolebindings", "ClusterRoleBinding", name, roleRef=ref,
+                         subjects=subjects)
+
+    def namespace(self, name):
+        r = self.c.post("/api/v1/namespaces", {"metadata": {"name": name}})
+        self.assertEqual(r.status, 201, r.body)
+
+    def assertForbidden(self, r, message):
+        body = self.assertStatus(r, 403, "Forbidden")
+        self.assertEqual(body["message"], message)
+        return body
+
+    @staticmethod
+    def watch_status(client, path):
+        w = client.watch(path)
+        w.close()
+        return w.status
+
+    def test_denials_are_worded_as_kube_apiserver_words_them(self):
+        r = self.kcm.get("/api/v1/pods")
+        self.assertEqual(r.status, 403)
+        self.assertEqual(r.headers.get("Content-Type"), "application/json")
+        self.assertEqual(r.body, (
+            b'{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":'
+            b'"pods is forbidden: User \\"system:serviceaccount:kube-system:kcm\\" cannot list '
+            b'resource \\"pods\\" in API group \\"\\" at the cluster scope","reason":"Forbidden",'
+            b'"details":{"kind":"pods"},"code":403}'))
+        who = 'User "system:serviceaccount:kube-system:kcm"'
+        self.assertForbidden(self.kcm.post(PODS % self.ns, pod("a")),
+                             'pods is forbidden: %s cannot create resource "pods" in API group '
+                             '"" in the namespace "%s"' % (who, self.ns))
+        body = self.assertForbidden(
+            self.kcm.get(PODS % self.ns + "/a"),
+            'pods "a" is forbidden: %s cannot get resource "pods" in API group "" in the '
+            'namespace "%s"' % (who, self.ns))
+        self.assertEqual(body["details"], {"name": "a", "kind": "pods"})
+        body = self.assertForbidden(
+            self.kcm.put(RS % self.ns + "/r/status", {}),
+            'replicasets.apps "r" is forbidden: %s cannot update resource "replicasets/status" '
+            'in API group "apps" in the namespace "%s"' % (who, self.ns))
+        self.assertEqual(body["details"], {"name": "r", "group": "apps", "kind": "replicasets"})
+        # Authorization comes before routing: unknown resources are forbidden, not missing.
+        self.assertForbidden(self.alice.get("/apis/apps/v1/namespaces/%s/widgets" % self.ns),
+                             'widgets.apps is forbidden: User "alice" cannot list resource '
+                             '"widgets" in API group "apps" in the namespace "%s"' % self.ns)
+        body = self.assertForbidden(self.alice.get("/"),
+                                    'forbidden: User "alice" cannot get path "/"')
+        self.assertEqual(body["details"], {})
+
+    def test_discovery_version_and_health_are_open_to_authenticated_users(self):
+        for path in ("/api", "/api/v1", "/apis", "/apis/apps/v1", RBAC, "/version", "/healthz",
+                     "/readyz", "/openapi/v3"):
+            self.assertEqual(self.alice.get(path).status, 200, path)
+        self.assertEqual(self.c.get("/version", token=False).status, 200)
+        self.assertForbidden(self.c.get("/api", token=False),
+                             'forbidden: User "system:anonymous" cannot get path "/api"')
+        self.assertForbidden(self.alice.post("/version", {}),
+                             'forbidden: User "alice" cannot post path "/version"')
+        res = {r["name"]: r for r in self.alice.get(RBAC).json()["resources"]}
+        self.assertEqual({n: (r["kind"], r["namespaced"]) for n, r in res.items()}, {
+            "clusterroles": ("ClusterRole", False),
+            "clusterrolebindings": ("ClusterRoleBinding", False),
+            "roles": ("Role", True), "rolebindings": ("RoleBinding", True)})
+        self.assertEqual(sorted(res["roles"]["verbs"]),
+                         ["create", "delete", "deletecollection", "get", "list", "patch",
+                          "update", "watch"])
+        # The default policy is made of ordinary objects.
+        b = self.c.get(RBAC + "/clusterrolebindings/system:public-info-viewer").json()
+        self.assertEqual(b["metadata"]["labels"], {"kubernetes.io/bootstrapping": "rbac-defaults"})
+        self.assertEqual([s["name"] for s in b["subjects"]],
+                         ["system:authenticated", "system:unauthenticated"])
+        self.assertEqual(self.c.get(RBAC + "/clusterroles/system:discovery").json()["rules"][0]
+                         ["verbs"], ["get"])
+
+    def test_system_masters_may_do_everything(self):
+        path = RBAC + "/clusterrolebindings/cluster-admin"
+        saved = self.c.get(path).json()
+        self.assertEqual(saved["subjects"], [group("system:masters")])
+        self.assertEqual(self.c.delete(path).status, 200)
+        saved["metadata"] = {k: saved["metadata"][k] for k in ("name", "labels", "annotations")}
+        self.addCleanup(self.c.post, RBAC + "/clusterrolebindings", saved)
+        self.assertEqual(self.c.get("/api/v1/nodes").status, 200)
+        self.assertEqual(self.c.get("/").status, 200)
+        self.create(PODS, pod("a"))
+
+    def test_each_request_is_authorized_as_its_verb(self):
+        base = PODS % self.ns
+        self.create(PODS, pod("p"))
+        role = self.role("pods", [], ns=self.ns)
+        self.bind("alice-pods", "Role", "pods", [user("alice")], ns=self.ns)
+        n = itertools.count()
+
+        def doomed():
+            return self.create(PODS, pod("d%d" % next(n)))["metadata"]["name"]
+        requests = {
+            "get": lambda: self.alice.get(base + "/p"),
+            "list": lambda: self.alice.get(base),
+            "watch": lambda: self.watch_status(self.alice, base + "?watch=true"),
+            "create": lambda: self.alice.post(base, pod("c%d" % next(n))),
+            "update": lambda: self.alice.put(base + "/p", self.c.get(base + "/p").json()),
+            "patch": lambda: self.alice.patch(base + "/p", {"metadata": {"labels": {
+                "n": str(next(n))}}}),
+            "delete": lambda: self.alice.delete(base + "/" + doomed()),
+            "deletecollection": lambda: self.alice.delete(base + "?labelSelector=none%3D1"),
+        }
+        for granted in requests:
+            r = self.c.patch(role, {"rules": [rule([""], ["pods"], [granted])]})
+            self.assertEqual(r.status, 200, r.body)
+            for verb, send in requests.items():
+                got = send()
+                status = got if isinstance(got, int) else got.status
+                if verb == granted:
+                    self.assertIn(status, (200, 201), (granted, verb, getattr(got, "body", "")))
+                    continue
+                self.assertEqual(status, 403, (granted, verb))
+                if not isinstance(got, int):
+                    self.assertIn('cannot %s resource "pods"' % verb, got.json()["message"])
+        # A watch is not a list: it needs the watch verb.
+        self.c.patch(role, {"rules": [rule([""], ["pods"], ["list"])]})
+        self.assertEqual(self.alice.get(base).status, 200)
+        self.assertForbidden(self.alice.get(base + "?watch=1&resourceVersion=0"),
+                             'pods is forbidden: User "alice" cannot watch resource "pods" in '
+                             'API group "" in the namespace "%s"' % self.ns)
+        self.assertEqual(self.alice.get(base + "?watch=false").status, 200)
+        self.c.patch(role, {"rules": [rule([""], ["pods"], ["watch"])]})
+        w = self.alice.watch(base + "?watch=1")
+        self.assertEqual(w.status, 200)
+        self.assertEqual(w.next()["type"], "ADDED")
+        w.close()
+
+    def test_role_bindings_grant_in_their_namespace_only(self):
+        other = self.ns + "-b"
+        self.namespace(other)
+        self.role("reader", [rule([""], ["pods"], ["get", "list", "watch"])], ns=self.ns)
+        binding = self.bind("alice-reader", "Role", "reader", [user("alice")], ns=self.ns)
+        self.assertEqual(self.alice.get(PODS % self.ns).status, 200)
+        self.assertForbidden(self.alice.get(PODS % other),
+                             'pods is forbidden: User "alice" cannot list resource "pods" in API '
+                             'group "" in the namespace "%s"' % other)
+        self.assertForbidden(self.alice.get("/api/v1/pods"),
+                             'pods is forbidden: User "alice" cannot list resource "pods" in API '
+                             'group "" at the cluster scope')
+        # Bindings take effect, and stop, at once.
+        self.assertEqual(self.c.delete(binding).status, 200)
+        self.assertStatus(self.alice.get(PODS % self.ns), 403, "Forbidden")
+        # A RoleBinding to a ClusterRole grants its rules in the binding's namespace.
+        reader = self.ns + "-deployment-reader"
+        self.role(reader, [rule(["apps"], ["deployments"], ["get", "list"])])
+        self.bind("qa-reads", "ClusterRole", reader, [group("qa")], ns=other)
+        self.assertEqual(self.bob.get(APPS % other).status, 200)
+        self.assertStatus(self.bob.get(APPS % self.ns), 403, "Forbidden")
+        self.assertStatus(self.bob.get("/apis/apps/v1/deployments"), 403, "Forbidden")
+        # A ClusterRoleBinding grants them everywhere, the cluster scope included.
+        self.bind(self.ns + "-devs-read", "ClusterRole", reader, [group("devs")])
+        self.assertEqual(self.bob.get(APPS % self.ns).status, 200)
+        self.assertEqual(self.bob.get("/apis/apps/v1/deployments").status, 200)
+        # A Role is looked up in the binding's own namespace; a missing one is reported.
+        self.bind("alice-reader", "Role", "reader", [user("alice")], ns=other)
+        self.assertForbidden(self.alice.get(PODS % other),
+                             'pods is forbidden: User "alice" cannot list resource "pods" in API '
+                             'group "" in the namespace "%s": RBAC: '
+                             'role.rbac.authorization.k8s.io "reader" not found' % other)
+
+    def test_a_namespace_is_readable_through_its_own_role_bindings(self):
+        other = self.ns + "-b"
+        self.namespace(other)
+        self.role("ns-reader", [rule([""], ["namespaces"], ["get"])], ns=self.ns)
+        self.bind("alice-ns", "Role", "ns-reader", [user("alice")], ns=self.ns)
+        self.assertEqual(self.alice.get("/api/v1/namespaces/" + self.ns).status, 200)
+        self.assertForbidden(self.alice.get("/api/v1/namespaces/" + other),
+                             'namespaces "%s" is forbidden: User "alice" cannot get resource '
+                             '"namespaces" in API group "" in the namespace "%s"' % (other, other))
+        self.assertStatus(self.alice.get("/api/v1/namespaces"), 403, "Forbidden")
+
+    def test_service_account_and_group_subjects(self):
+        reader = self.ns + "-pod-reader"
+        self.role(reader, [rule([""], ["pods"], ["list"])])
+        self.assertStatus(self.kcm.get("/api/v1/pods"), 403, "Forbidden")
+        self.bind(reader + "-kcm", "ClusterRole", reader,
+                  [{"kind": "ServiceAccount", "name": "kcm", "namespace": "kube-system"}])
+        self.assertEqual(self.kcm.get("/api/v1/pods").status, 200)
+        self.assertStatus(self.builder.get("/api/v1/pods"), 403, "Forbidden")
+        # Service accounts are in system:serviceaccounts and system:serviceaccounts:NAMESPACE,
+        # and --extra-token adds its own groups.
+        for g in ("system:serviceaccounts:ci", "ci-bots", "system:serviceaccounts"):
+            binding = self.bind(reader + "-" + g.replace(":", "-"), "ClusterRole", reader,
+                                [group(g)])
+            self.assertEqual(self.builder.get("/api/v1/pods").status, 200, g)
+            self.c.delete(binding)
+            self.assertStatus(self.builder.get("/api/v1/pods"), 403, "Forbidden")
+        self.assertStatus(self.alice.get("/api/v1/pods"), 403, "Forbidden")
+        # A service account's user name is a User subject too.
+        self.bind(reader + "-user", "ClusterRole", reader,
+                  [user("system:serviceaccount:ci:builder")])
+        self.assertEqual(self.builder.get("/api/v1/pods").status, 200)
+        # In a RoleBinding, a service account without a namespace is one of the
+        # binding's namespace.
+        leases = "/apis/coordination.k8s.io/v1/namespaces/%s/leases"
+        self.role("lease-reader", [rule(["coordination.k8s.io"], ["leases"], ["list"])],
+                  ns="kube-system")
+        self.addCleanup(self.c.delete, RBAC + "/namespaces/kube-system/roles/lease-reader")
+        self.bind("kcm-leases", "Role", "lease-reader",
+                  [{"kind": "ServiceAccount", "name": "kcm"}], ns="kube-system")
+        self.addCleanup(self.c.delete, RBAC + "/namespaces/kube-system/rolebindings/kcm-leases")
+        self.assertEqual(self.kcm.get(leases % "kube-system").status, 200)
+        self.assertStatus(self.kcm.get(leases % self.ns), 403, "Forbidden")
+        log = self.c.get("/_sim/requests").json()["items"]
+        self.assertIn("system:serviceaccount:ci:builder", {i["user"] for i in log})
+
+    def test_resource_names_restrict_named_requests_only(self):
+        self.create(PODS, pod("a"))
+        self.create(PODS, pod("b"))
+        self.role("only-a", [rule([""], ["pods"], ["get", "list", "watch", "create", "patch",
+                                                   "delete"], names=["a"])], ns=self.ns)
+        self.bind("alice-a", "Role", "only-a", [user("alice")], ns=self.ns)
+        base = PODS % self.ns
+        self.assertEqual(self.alice.get(base + "/a").status, 200)
+        self.assertForbidden(self.alice.get(base + "/b"),
+                             'pods "b" is forbidden: User "alice" cannot get resource "pods" in '
+                             'API group "" in the namespace "%s"' % self.ns)
+        # Neither a list nor a create names an object...
+        self.assertStatus(self.alice.get(base), 403, "Forbidden")
+        self.assertForbidden(self.alice.post(base, pod("a")),
+                             'pods is forbidden: User "alice" cannot create resource "pods" in API '
+                             'group "" in the namespace "%s"' % self.ns)
+        # ...but a list or watch selecting metadata.name does.
+        r = self.alice.get(base + "?fieldSelector=metadata.name%3Da")
+        self.assertEqual([i["metadata"]["name"] for i in r.json()["items"]], ["a"])
+        self.assertForbidden(self.alice.get(base + "?fieldSelector=metadata.name%3Db"),
+                             'pods "b" is forbidden: User "alice" cannot list resource "pods" in '
+                             'API group "" in the namespace "%s"' % self.ns)
+        w = self.alice.watch(base + "?watch=1&fieldSelector=metadata.name%3Da")
+        self.assertEqual(w.status, 200)
+        self.assertEqual(w.next()["object"]["metadata"]["name"], "a")
+        w.close()
+        self.assertEqual(self.alice.patch(base + "/a", {"metadata": {"labels": {"x": "y"}}})
+                         .status, 200)
+        self.assertStatus(self.alice.delete(base + "/b"), 403, "Forbidden")
+        self.assertEqual(self.alice.delete(base + "/a").status, 200)
+
+    def test_subresources(self):
+        self.create(PODS, pod("p"))
+        self.create(APPS, deployment("web"))
+        role = self.role("pods", [rule([""], ["pods"], ["get", "update", "patch"])], ns=self.ns)
+        self.bind("alice-pods", "Role", "pods", [user("alice")], ns=self.ns)
+        status = PODS % self.ns + "/p/status"
+        cur = self.alice.get(PODS % self.ns + "/p").json()
+        self.assertForbidden(self.alice.put(status, cur),
+                             'pods "p" is forbidden: User "alice" cannot update resource '
+                             '"pods/status" in API group "" in the namespace "%s"' % self.ns)
+        self.assertStatus(self.alice.get(status), 403, "Forbidden")
+        self.c.patch(role, {"rules": [rule([""], ["pods"], ["get", "update", "patch"]),
+                                      rule([""], ["pods/status"], ["update"]),
+                                      rule(["apps"], ["*/scale"], ["get", "patch"])]})
+        self.assertEqual(self.alice.put(status, cur).status, 200)
+        scale = APPS % self.ns + "/web/scale"
+        self.assertEqual(self.alice.get(scale).json()["spec"]["replicas"], 1)
+        self.assertEqual(self.alice.patch(scale, {"spec": {"replicas": 2}}).status, 200)
+        # "*/scale" covers the scale of every resource of the group, and nothing else.
+        self.assertStatus(self.alice.get(RS % self.ns + "/none/scale"), 404, "NotFound")
+        self.assertStatus(self.alice.get(APPS % self.ns + "/web/status"), 403, "Forbidden")
+        self.assertStatus(self.alice.get(APPS % self.ns + "/web"), 403, "Forbidden")
+
+    def test_wildcards(self):
+        self.create(PODS, pod("p"))
+        self.role("all", [rule(["*"], ["*"], ["*"])], ns=self.ns)
+        self.bind("alice-all", "Role", "all", [user("alice")], ns=self.ns)
+        self.assertEqual(self.alice.post(APPS % self.ns, deployment("web")).status, 201)
+        self.assertEqual(self.alice.get(PODS % self.ns + "/p/status").status, 200)
+        self.assertEqual(self.alice.delete(PODS % self.ns).status, 200)
+        self.assertEqual(self.alice.get(RBAC + "/namespaces/%s/roles" % self.ns).status, 200)
+        self.assertStatus(self.alice.get("/api/v1/nodes"), 403, "Forbidden")
+        self.role("core-get", [rule([""], ["*"], ["get"])], ns=self.ns)
+        self.bind("bob-get", "Role", "core-get", [group("devs")], ns=self.ns)
+        self.create(PODS, pod("q"))
+        self.assertEqual(self.bob.get(PODS % self.ns + "/q").status, 200)
+        self.assertForbidden(self.bob.get(APPS % self.ns + "/web"),
+                             'deployments.apps "web" is forbidden: User "bob" cannot get resource '
+                             '"deployments" in API group "apps" in the namespace "%s"' % self.ns)
+        self.assertStatus(self.bob.get(PODS % self.ns), 403, "Forbidden")
+
+    def test_rbac_objects_are_validated(self):
+        roles = RBAC + "/namespaces/%s/roles" % self.ns
+        bindings = RBAC + "/namespaces/%s/rolebindings" % self.ns
+
+        def invalid(path, body, message):
+            body = self.assertStatus(self.c.post(path, body), 422, "Invalid")
+            self.assertEqual(body["message"], message)
+            return body
+        invalid(RBAC + "/clusterroles", {"metadata": {"name": "x"}, "rules": [
+            {"apiGroups": [""], "resources": ["pods"]}]},
+            'ClusterRole.rbac.authorization.k8s.io "x" is invalid: rules[0].verbs: Required '
+            'value: verbs must contain at least one value')
+        invalid(roles, {"metadata": {"name": "x"}, "rules": [
+            {"verbs": ["get"], "nonResourceURLs": ["/healthz"]}]},
+            'Role.rbac.authorization.k8s.io "x" is invalid: rules[0].nonResourceURLs: Invalid '
+            'value: []string{"/healthz"}: namespaced rules cannot apply to non-resource URLs')
+        invalid(roles, {"metadata": {"name": "x"}, "rules": [{"verbs": ["get"]}]},
+                'Role.rbac.authorization.k8s.io "x" is invalid: [rules[0].apiGroups: Required '
+                'value: resource rules must supply at least one api group, rules[0].resources: '
+                'Required value: resource rules must supply at least one resource]')
+        invalid(roles, {"metadata": {"name": "a%b"}, "rules": []},
+                'Role.rbac.authorization.k8s.io "a%b" is invalid: metadata.name: Invalid value: '
+                '"a%b": may not contain \'%\'')
+        body = invalid(bindings, {"metadata": {"name": "x"}},
+                       'RoleBinding.rbac.authorization.k8s.io "x" is invalid: [roleRef.kind: '
+                       'Unsupported value: "": supported values: "Role", "ClusterRole", '
+                       'roleRef.name: Required value]')
+        self.assertEqual([c["field"] for c in body["details"]["causes"]],
+                         ["roleRef.kind", "roleRef.name"])
+        invalid(RBAC + "/clusterrolebindings", {
+            "metadata": {"name": "x"}, "roleRef": {"kind": "Role", "name": "r"},
+            "subjects": [{"kind": "ServiceAccount", "name": "kcm"}]},
+            'ClusterRoleBinding.rbac.authorization.k8s.io "x" is invalid: [roleRef.kind: '
+            'Unsupported value: "Role": supported values: "ClusterRole", '
+            'subjects[0].namespace: Required value]')
+        # Names only need to be path segments; rules and roleRef get their defaults.
+        r = self.c.post(roles, {"metadata": {"name": "system:reader"},
+                                "rules": [rule([""], ["pods"], ["get"])]})
+        self.assertEqual(r.status, 201, r.body)
+        self.assertEqual(r.json()["rules"], [rule([""], ["pods"], ["get"])])
+        self.assertIsNone(self.c.post(roles, {"metadata": {"name": "empty"}}).json()["rules"])
+        r = self.c.post(bindings, {"metadata": {"name": "b"},
+                                   "roleRef": {"kind": "Role", "name": "system:reader"},
+                                   "subjects": [{"kind": "User", "name": "alice"},
+                                                {"kind": "ServiceAccount", "name": "x"}]})
+        self.assertEqual(r.status, 201, r.body)
+        b = r.json()
+        self.assertEqual(b["roleRef"], {"kind": "Role", "name": "system:reader",
+                                        "apiGroup": RBAC_GROUP})
+        self.assertEqual(b["subjects"], [{"kind": "User", "name": "alice", "apiGroup": RBAC_GROUP},
+                                         {"kind": "ServiceAccount", "name": "x"}])
+        # Subjects change; the roleRef does not.
+        b["subjects"] = [user("bob")]
+        r = self.c.put(bindings + "/b", b)
+        self.assertEqual(r.status, 200, r.body)
+        b = r.json()
+        b["roleRef"] = {"apiGroup": RBAC_GROUP, "kind": "ClusterRole", "name": "view"}
+        message = ('RoleBinding.rbac.authorization.k8s.io "b" is invalid: roleRef: Invalid value: '
+                   'rbac.RoleRef{APIGroup:"rbac.authorization.k8s.io", Kind:"ClusterRole", '
+                   'Name:"view"}: cannot change roleRef')
+        body = self.assertStatus(self.c.put(bindings + "/b", b), 422, "Invalid")
+        self.assertEqual(body["message"], message)
+        self.assertEqual(body["details"]["causes"][0]["field"], "roleRef")
+        body = self.assertStatus(self.c.patch(bindings + "/b", {"roleRef": {"name": "other"}}),
+                                 422, "Invalid")
+        self.assertIn("cannot change roleRef", body["message"])
+        # They are ordinary resources otherwise.
+        w = self.c.watch(bindings + "?watch=1&resourceVersion=" + b["metadata"]["resourceVersion"])
+        self.assertEqual(self.c.delete(bindings + "/b").status, 200)
+        self.assertEqual(w.next()["type"], "DELETED")
+        w.close()
+        self.assertEqual([i["metadata"]["name"] for i in self.c.get(roles).json()["items"]],
+                         ["empty", "system:reader"])
+        accept = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
+        t = self.c.get(roles, headers={"Accept": accept}).json()
+        self.assertEqual([c["name"] for c in t["columnDefinitions"]], ["Name", "Created At"])
+
+
 if __name__ == "__main__":
     unittest.main()
