@@ -110,7 +110,10 @@ class Env:
             self.kubeconfig = real
             self.real = True
         else:
-            self.sim = SimProcess("--kubelet", "--ready-delay", "0.5")
+            # A service-account token for kcm, authorized by the roles in manifests/.
+            self.sa_token = "kcm-sa-" + os.urandom(8).hex()
+            self.sim = SimProcess("--kubelet", "--ready-delay", "0.5",
+                                  "--sa-token", self.sa_token + ":kube-system:kcm")
             self.kubeconfig = self.sim.kubeconfig
             self.real = False
         self.kcm_binary = kcm_binary

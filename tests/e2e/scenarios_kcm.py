@@ -473,3 +473,44 @@ def manifests(ctx):
         p = subprocess.run([ctx.env.kcm_binary, *c["args"], "--kubeconfig", missing],
                            capture_output=True, text=True, timeout=30)
         assert p.returncode == 1 and missing in p.stderr, (p.returncode, p.stderr)
+
+
+@scenario("kcm works with only the permissions of its ClusterRole", needs_sim=True)
+def least_privilege(ctx):
+    env = ctx.env
+    if env.kcm is None or not env.kcm_binary.endswith("/kcm"):
+        return
+    from scenarios_deployment import deployment, wait_complete
+    roles = [o for o in _manifests().values() if o["kind"] not in ("ServiceAccount", "Deployment")]
+    ctx.k("apply", "--validate=false", "-f", "-", namespaced=False,
+          stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": roles}))
+    d = os.path.join(env.workdir, ctx.ns)
+    os.makedirs(d, exist_ok=True)
+    server, ca = _sim_cluster(env)
+    path = os.path.join(d, "kubeconfig-sa")
+    _kubeconfig(path, server, ca, "    token: %s\n" % env.sa_token)
+    assert env.kcm.stop() == 0
+    kcm = Kcm(env.kcm_binary, path, d, log_name="sa.log", extra=["-v", "6"])
+    try:
+        wait_for(lambda: "successfully acquired lease" in kcm.text() or not kcm.alive(),
+                 timeout=30, what="kcm with its ServiceAccount to lead")
+        ctx.apply(deployment("web", 2))
+        wait_complete(ctx, "web")
+        ctx.k("scale", "deployment/web", "--replicas=3")
+        ctx.k("set", "image", "deployment/web", "c=nginx:1.9.1")
+        wait_complete(ctx, "web", rev=2)
+        ctx.k("rollout", "undo", "deployment/web")
+        wait_complete(ctx, "web", rev=3)
+        events = ctx.k.json("get", "events", "--field-selector", "reason=ScalingReplicaSet")
+        assert events["items"], "no ScalingReplicaSet events"
+        denied = [line for line in kcm.text().splitlines() if " 403 in " in line]
+        assert not denied, denied
+        assert kcm.stop() == 0
+    finally:
+        kcm.stop()
+        ctx.k.run("delete", "-f", "-", namespaced=False, check=False,
+                  stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": roles}))
+        env.start_kcm("kcm-after-least-privilege.log")
+        wait_for(lambda: "caches synced" in env.kcm.text() or not env.kcm.alive(), timeout=30,
+                 what="the suite's kcm to start again")
+
