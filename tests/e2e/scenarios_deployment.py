@@ -295,6 +295,9 @@ def create_and_complete(ctx):
     out = ctx.k("rollout", "status", "deployment/web", "--timeout=30s")
     assert 'deployment "web" successfully rolled out' in out, out
     wait_event(ctx, "web", scaled("up", rs["metadata"]["name"], 0, 3, created=True))
+    described = ctx.k("describe", "deployment", "web")
+    assert "ScalingReplicaSet" in described and "deployment-controller" in described, described
+    assert "NewReplicaSet:" in described and rs["metadata"]["name"] in described, described
 
 
 @scenario("kubectl scale resizes the Deployment's ReplicaSet, with events")
