@@ -228,6 +228,12 @@ class SimServer(ThreadingHTTPServer):
         self.openapi_docs = openapi.documents()
 
     def finish_request(self, request, client_address):
+        # As Go's net/http: no Nagle delay, so a small watch event or response
+        # is not held back waiting for the client's delayed ACK (~40 ms).
+        try:
+            request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError:
+            pass
         if self.ssl_ctx is not None:
             try:
                 request.settimeout(10)
