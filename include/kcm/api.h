@@ -26,6 +26,7 @@
 
 #include "kcm/buf.h"
 #include "kcm/intern.h"
+#include "kcm/json.h"
 #include "kcm/labels.h"
 
 enum kcm_kind {
@@ -129,6 +130,9 @@ enum kcm_pod_phase {
   KCM_POD_UNKNOWN,
 };
 
+/* status.phase as an enum: unset or unknown values read as Pending. */
+enum kcm_pod_phase kcm_api_pod_phase(const char *phase);
+
 struct kcm_pod {
   struct kcm_object o;
   const char *node;        /* spec.nodeName, pooled; NULL if not scheduled */
@@ -204,6 +208,15 @@ struct kcm_api_error {
 int kcm_api_decode(enum kcm_kind kind, struct json_object *obj, struct kcm_intern *pool,
                    struct kcm_object **out, struct kcm_api_error *err);
 
+/* Decode one object of `kind` from its JSON text, with the rules of
+ * kcm_api_decode(). Pods are read in place with `j` (scratch reused across
+ * calls; NULL for a temporary one) — about ten times faster than through a
+ * json-c tree; other kinds go through json-c. Broken JSON is an error with
+ * the field "(json)". */
+int kcm_api_decode_text(enum kcm_kind kind, const char *text, size_t len, struct kcm_json *j,
+                        struct kcm_intern *pool, struct kcm_object **out,
+                        struct kcm_api_error *err);
+
 struct kcm_object *kcm_api_ref(struct kcm_object *o);
 void kcm_api_unref(struct kcm_object *o, struct kcm_intern *pool);
 
@@ -239,6 +252,8 @@ void kcm_api_template_restore_hash(struct json_object *tmpl, struct json_object 
 const char *kcm_api_recheck(const char *body, const struct kcm_uid *uid);
 /* metadata.resourceVersion of a parsed object, 0 if missing. */
 uint64_t kcm_api_resource_version(struct json_object *obj);
+/* The same from an object's text, without building a tree. */
+uint64_t kcm_api_resource_version_text(const char *body, size_t len);
 
 int kcm_api_parse_uid(const char *s, struct kcm_uid *out);
 /* Format a UID in its 36-character form into buf (at least 37 bytes). */

@@ -110,6 +110,8 @@ struct kcm_informer {
   /* the watch in flight */
   struct kcm_client_request *req;
   void *framer;           /* struct kcm_framer, internal */
+  struct kcm_json page;   /* reads list pages and watch events */
+  struct kcm_json item;   /* reads the objects in them */
   uint64_t watch_started; /* loop time, ms */
   uint64_t watch_events;
   uint64_t backoff_ms;

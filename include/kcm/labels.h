@@ -53,6 +53,11 @@ struct kcm_selector {
  * static description, or KCM_ENOMEM. */
 int kcm_labels_decode(struct kcm_labels *out, struct kcm_intern *pool,
                       struct json_object *obj, const char **why);
+/* Make a set of `items` (n pairs of pooled strings, one reference each),
+ * taking over the array and its references: sorted by key, and of a key
+ * given twice the last pair kept, as a JSON object decodes. */
+void kcm_labels_adopt(struct kcm_labels *out, struct kcm_intern *pool, struct kcm_label *items,
+                      uint32_t n);
 void kcm_labels_release(struct kcm_labels *l, struct kcm_intern *pool);
 /* The value for key, or NULL. */
 const char *kcm_labels_get(const struct kcm_labels *l, const char *key);

@@ -127,6 +127,7 @@ struct kcm_replicaset_controller {
   struct kcm_workqueue queue;
   struct kcm_expectations expectations;
   struct kcm_events events;
+  struct kcm_json json;   /* reads create responses */
   uint32_t workers;   /* --concurrent-replicaset-syncs */
   uint32_t running;   /* keys being synced */
   struct kcm_rs_job *jobs;

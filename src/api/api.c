@@ -540,6 +540,18 @@ static int decode_template(struct dctx *d, struct json_object *spec, char **out,
 
 /* --- kinds ---------------------------------------------------------------------- */
 
+enum kcm_pod_phase kcm_api_pod_phase(const char *phase) {
+  if (phase && !strcmp(phase, "Running"))
+    return KCM_POD_RUNNING;
+  if (phase && !strcmp(phase, "Succeeded"))
+    return KCM_POD_SUCCEEDED;
+  if (phase && !strcmp(phase, "Failed"))
+    return KCM_POD_FAILED;
+  if (phase && !strcmp(phase, "Unknown"))
+    return KCM_POD_UNKNOWN;
+  return KCM_POD_PENDING;
+}
+
 static int decode_pod(struct dctx *d, struct kcm_pod *p, struct json_object *obj,
                       struct json_object *meta) {
   struct json_object *spec, *status, *list;
@@ -554,17 +566,7 @@ static int decode_pod(struct dctx *d, struct kcm_pod *p, struct json_object *obj
     return err;
   if (node && *node && !(p->node = kcm_intern_str(d->pool, node)))
     return KCM_ENOMEM;
-  p->phase = KCM_POD_PENDING;
-  if (phase) {
-    if (!strcmp(phase, "Running"))
-      p->phase = KCM_POD_RUNNING;
-    else if (!strcmp(phase, "Succeeded"))
-      p->phase = KCM_POD_SUCCEEDED;
-    else if (!strcmp(phase, "Failed"))
-      p->phase = KCM_POD_FAILED;
-    else if (!strcmp(phase, "Unknown"))
-      p->phase = KCM_POD_UNKNOWN;
-  }
+  p->phase = (uint8_t)kcm_api_pod_phase(phase);
   if ((err = get_string(d, get(meta, "annotations"), "controller.kubernetes.io/pod-deletion-cost",
                         "metadata.annotations", &cost)))
     return err;

@@ -2,31 +2,36 @@
  * framing — splits a watch stream into JSON values as bytes arrive.
  *
  * Watch responses are newline-delimited JSON events delivered in chunks
- * that may split an event at any byte. The framer feeds the bytes to one
- * json_tokener, which keeps its state across chunks, so no line buffer is
- * needed. Each complete value is passed to the callback; a value that is
- * malformed or larger than the cap is reported (NULL value with a reason)
- * and skipped up to the next newline, and the stream carries on.
+ * that may split an event at any byte. The framer finds where each value
+ * ends by following its brackets and strings (the grammar is checked later,
+ * by whoever reads the value) and passes the value's text to the callback:
+ * straight from the chunk when it lies in one, else from a buffer holding
+ * the pieces. API servers write one event per line, so a value that does
+ * not start with '{', is cut by a newline, or is larger than the cap is
+ * reported (NULL text with a reason) and skipped up to the next newline,
+ * and the stream carries on.
  *
  * Internal to the informer module.
  */
 #ifndef KCM_INFORMER_FRAMING_H
 #define KCM_INFORMER_FRAMING_H
 
-#include <json-c/json.h>
 #include <stdbool.h>
 #include <stddef.h>
 
-/* `value` is borrowed for the call; NULL with `why` set for a bad value.
+#include "kcm/buf.h"
+
+/* `text` is borrowed for the call; NULL with `why` set for a bad value.
  * Return non-zero to stop feeding (kcm_framer_feed then returns it). */
-typedef int (*kcm_framer_cb)(struct json_object *value, const char *why, void *data);
+typedef int (*kcm_framer_cb)(const char *text, size_t len, const char *why, void *data);
 
 struct kcm_framer {
-  struct json_tokener *tok;
-  size_t bytes;     /* bytes of the value being read */
-  size_t max_bytes; /* cap on one value */
-  bool skipping;    /* dropping input up to the next newline */
-  bool pending;     /* the tokener holds part of a value */
+  struct kcm_buf part; /* the start of a value split across chunks */
+  size_t max_bytes;    /* cap on one value */
+  unsigned depth;      /* open brackets of the value being read */
+  bool in_string, escaped;
+  bool skipping;       /* dropping input up to the next newline */
+  bool pending;        /* inside a value */
   kcm_framer_cb cb;
   void *data;
 };

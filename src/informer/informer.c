@@ -239,26 +239,31 @@ int kcm_informer_collection_path(enum kcm_kind kind, const char *ns, struct kcm_
 
 /* --- decoding helpers ---------------------------------------------------------------- */
 
-static const char *meta_string(struct json_object *obj, const char *key) {
-  struct json_object *meta, *v;
-  if (obj && json_object_object_get_ex(obj, "metadata", &meta) &&
-      json_object_object_get_ex(meta, key, &v) && json_object_is_type(v, json_type_string))
-    return json_object_get_string(v);
-  return "";
+/* metadata.<key> of an object's text, for logs ("" when unreadable). */
+static void meta_string(const char *text, size_t len, const char *key, char *out, size_t cap) {
+  const char *path[] = {"metadata", key, NULL}, *s;
+  struct kcm_json j;
+  size_t n;
+  kcm_json_init(&j);
+  kcm_json_start(&j, text, len);
+  snprintf(out, cap, "%s", kcm_json_find(&j, path) && kcm_json_string(&j, &s, &n) ? s : "");
+  kcm_json_release(&j);
 }
 
-/* Decode one object; log and count it when malformed. */
-static struct kcm_object *decode(struct kcm_informer *inf, struct json_object *obj,
+/* Decode one object from its text; log and count it when malformed. */
+static struct kcm_object *decode(struct kcm_informer *inf, const char *text, size_t len,
                                  const char *where) {
   struct kcm_object *o = NULL;
   struct kcm_api_error e;
-  int err = kcm_api_decode(inf->opts.kind, obj, inf->pool, &o, &e);
+  char ns[64], name[256];
+  int err = kcm_api_decode_text(inf->opts.kind, text, len, &inf->item, inf->pool, &o, &e);
   if (err) {
     inf->stats.decode_errors++;
+    meta_string(text, len, "namespace", ns, sizeof(ns));
+    meta_string(text, len, "name", name, sizeof(name));
     kcm_error("skipping a malformed object kind=\"%s\" namespace=\"%s\" name=\"%s\" in=\"%s\" "
-              "field=\"%s\" problem=\"%s\"", kcm_api_kind_name(inf->opts.kind),
-              meta_string(obj, "namespace"), meta_string(obj, "name"), where, e.field,
-              e.problem);
+              "field=\"%s\" problem=\"%s\"", kcm_api_kind_name(inf->opts.kind), ns, name, where,
+              e.field, e.problem);
     return NULL;
   }
   return o;
@@ -372,51 +377,74 @@ static int add_pending(struct kcm_informer *inf, struct kcm_object *o) {
 /* Decode one page; returns 0 or a KCM_E* code with *why set. */
 static int apply_page(struct kcm_informer *inf, const char *body, size_t len,
                       const char **why) {
-  struct json_tokener *tok = json_tokener_new_ex(64);
-  struct json_object *doc, *items, *meta, *v;
-  size_t i, n;
+  struct kcm_json *j = &inf->page;
+  char rv[sizeof(inf->rv)] = "";
+  bool has_items = false, bad_items = false;
   int err = 0;
 
-  if (!tok)
-    return KCM_ENOMEM;
-  doc = json_tokener_parse_ex(tok, body, (int)len);
-  json_tokener_free(tok);
-  if (!doc || !json_object_is_type(doc, json_type_object)) {
-    json_object_put(doc);
+  free(inf->cont);
+  inf->cont = NULL;
+  kcm_json_start(j, body, len);
+  if (!kcm_json_object(j)) {
     *why = "the list response is not a JSON object";
     return KCM_EINVAL;
   }
-  if (!json_object_object_get_ex(doc, "items", &items) ||
-      (items && !json_object_is_type(items, json_type_array) &&
-       !json_object_is_type(items, json_type_null))) {
-    json_object_put(doc);
+  while (!err && kcm_json_member(j)) {
+    if (kcm_json_key_is(j, "items")) {
+      has_items = true;
+      if (kcm_json_null(j))
+        continue;
+      if (!kcm_json_array(j)) {
+        bad_items = true;
+        break;
+      }
+      while (!err && kcm_json_element(j)) {
+        const char *text;
+        size_t n;
+        struct kcm_object *o;
+        if (!kcm_json_raw(j, &text, &n))
+          break;
+        o = decode(inf, text, n, "list");
+        if (o && (err = add_pending(inf, o)))
+          kcm_api_unref(o, inf->pool);
+      }
+    } else if (kcm_json_key_is(j, "metadata") && kcm_json_object(j)) {
+      while (!err && kcm_json_member(j)) {
+        const char *s;
+        size_t n;
+        bool is_continue = kcm_json_key_is(j, "continue");
+        if ((is_continue || kcm_json_key_is(j, "resourceVersion")) &&
+            kcm_json_string(j, &s, &n)) {
+          if (is_continue && n) {
+            free(inf->cont);
+            if (!(inf->cont = strdup(s)))
+              err = KCM_ENOMEM;
+          } else if (!is_continue && n < sizeof(rv)) {
+            memcpy(rv, s, n + 1);
+          }
+        } else if (!kcm_json_skip(j)) {
+          break;
+        }
+      }
+    } else if (!kcm_json_skip(j)) {
+      break;
+    }
+  }
+  if (err == KCM_ENOMEM) {
+    *why = "out of memory";
+    return err;
+  }
+  if (bad_items || (!j->err && !has_items)) {
     *why = "the list response has no items list";
     return KCM_EINVAL;
   }
-  n = items && json_object_is_type(items, json_type_array) ? json_object_array_length(items)
-                                                          : 0;
-  for (i = 0; !err && i < n; i++) {
-    struct kcm_object *o = decode(inf, json_object_array_get_idx(items, i), "list");
-    if (o && (err = add_pending(inf, o)))
-      kcm_api_unref(o, inf->pool);
+  if (j->err || !kcm_json_done(j)) {
+    *why = j->err;
+    return KCM_EINVAL;
   }
-  free(inf->cont);
-  inf->cont = NULL;
-  if (json_object_object_get_ex(doc, "metadata", &meta)) {
-    if (json_object_object_get_ex(meta, "continue", &v) &&
-        json_object_is_type(v, json_type_string) && json_object_get_string_len(v) > 0) {
-      inf->cont = strdup(json_object_get_string(v));
-      if (!inf->cont)
-        err = KCM_ENOMEM;
-    }
-    if (json_object_object_get_ex(meta, "resourceVersion", &v) &&
-        json_object_is_type(v, json_type_string) && !inf->cont)
-      set_rv(inf, json_object_get_string(v));
-  }
-  json_object_put(doc);
-  if (err)
-    *why = "out of memory";
-  return err;
+  if (!inf->cont)
+    set_rv(inf, rv);
+  return 0;
 }
 
 static void list_done(struct kcm_informer *inf) {
@@ -484,54 +512,82 @@ static void on_list(const struct kcm_client_response *resp, void *data) {
 
 enum { STOP_EXPIRED = 1, STOP_ERROR = 2 };
 
-static int on_event(struct json_object *ev, const char *why, void *data) {
-  struct kcm_informer *inf = data;
-  struct json_object *type_v, *obj;
-  const char *type;
+/* An ERROR event's Status: stop the watch, to relist on 410. */
+static int watch_error(struct kcm_informer *inf, const char *text, size_t len) {
+  struct json_tokener *tok = json_tokener_new();
+  struct json_object *obj = tok ? json_tokener_parse_ex(tok, text, (int)len) : NULL, *code, *msg;
+  const char *m = "";
+  int64_t c = 0;
+  if (tok)
+    json_tokener_free(tok);
+  if (json_object_object_get_ex(obj, "code", &code))
+    c = json_object_get_int64(code);
+  if (json_object_object_get_ex(obj, "message", &msg) && json_object_is_type(msg, json_type_string))
+    m = json_object_get_string(msg);
+  if (c == 410) {
+    kcm_v(1, "watch expired; relisting kind=\"%s\" message=\"%s\"",
+          kcm_api_kind_name(inf->opts.kind), m);
+    inf->stop_reason = STOP_EXPIRED;
+  } else {
+    kcm_error("watch error kind=\"%s\" code=%lld message=\"%s\"",
+              kcm_api_kind_name(inf->opts.kind), (long long)c, m);
+    inf->stop_reason = STOP_ERROR;
+  }
+  json_object_put(obj);
+  return 1;
+}
 
-  if (!ev) {
+static int on_event(const char *text, size_t len, const char *why, void *data) {
+  static const char *const rv_path[] = {"metadata", "resourceVersion", NULL};
+  struct kcm_informer *inf = data;
+  struct kcm_json *j = &inf->page;
+  const char *obj = NULL, *s;
+  size_t objlen = 0, n;
+  char type[16] = "";
+
+  if (text) {
+    kcm_json_start(j, text, len);
+    if (kcm_json_object(j)) {
+      while (kcm_json_member(j)) {
+        if (kcm_json_key_is(j, "type") && kcm_json_peek(j) == KCM_JSON_STRING) {
+          kcm_json_string(j, &s, &n);
+          snprintf(type, sizeof(type), "%s", n < sizeof(type) ? s : "(too long)");
+        } else if (kcm_json_key_is(j, "object") && kcm_json_peek(j) == KCM_JSON_OBJECT) {
+          kcm_json_raw(j, &obj, &objlen);
+        } else {
+          kcm_json_skip(j);
+        }
+      }
+    }
+    kcm_json_done(j);
+    why = j->err;
+  }
+  if (!text || why) {
     inf->stats.decode_errors++;
     kcm_error("skipping a malformed watch event kind=\"%s\" problem=\"%s\"",
               kcm_api_kind_name(inf->opts.kind), why);
     return 0;
   }
-  if (!json_object_is_type(ev, json_type_object) ||
-      !json_object_object_get_ex(ev, "type", &type_v) ||
-      !json_object_is_type(type_v, json_type_string) ||
-      !json_object_object_get_ex(ev, "object", &obj) ||
-      !json_object_is_type(obj, json_type_object)) {
+  if (!type[0] || !obj) {
     inf->stats.decode_errors++;
     kcm_error("skipping a watch event without type and object kind=\"%s\"",
               kcm_api_kind_name(inf->opts.kind));
     return 0;
   }
-  type = json_object_get_string(type_v);
   inf->watch_events++;
   if (!strcmp(type, "BOOKMARK")) {
+    char rv[sizeof(inf->rv)] = "";
     inf->stats.bookmarks++;
-    set_rv(inf, meta_string(obj, "resourceVersion"));
+    kcm_json_start(j, obj, objlen);
+    if (kcm_json_find(j, rv_path) && kcm_json_string(j, &s, &n) && n < sizeof(rv))
+      memcpy(rv, s, n + 1);
+    set_rv(inf, rv);
     return 0;
   }
-  if (!strcmp(type, "ERROR")) {
-    struct json_object *code, *msg;
-    int64_t c = 0;
-    if (json_object_object_get_ex(obj, "code", &code))
-      c = json_object_get_int64(code);
-    json_object_object_get_ex(obj, "message", &msg);
-    if (c == 410) {
-      kcm_v(1, "watch expired; relisting kind=\"%s\" message=\"%s\"",
-            kcm_api_kind_name(inf->opts.kind), msg ? json_object_get_string(msg) : "");
-      inf->stop_reason = STOP_EXPIRED;
-    } else {
-      kcm_error("watch error kind=\"%s\" code=%lld message=\"%s\"",
-                kcm_api_kind_name(inf->opts.kind), (long long)c,
-                msg ? json_object_get_string(msg) : "");
-      inf->stop_reason = STOP_ERROR;
-    }
-    return 1;
-  }
+  if (!strcmp(type, "ERROR"))
+    return watch_error(inf, obj, objlen);
   if (!strcmp(type, "ADDED") || !strcmp(type, "MODIFIED")) {
-    struct kcm_object *o = decode(inf, obj, "watch");
+    struct kcm_object *o = decode(inf, obj, objlen, "watch");
     inf->stats.events++;
     if (o) {
       snprintf(inf->rv, sizeof(inf->rv), "%llu", (unsigned long long)o->rv);
@@ -540,7 +596,7 @@ static int on_event(struct json_object *ev, const char *why, void *data) {
     return 0;
   }
   if (!strcmp(type, "DELETED")) {
-    struct kcm_object *o = decode(inf, obj, "watch");
+    struct kcm_object *o = decode(inf, obj, objlen, "watch");
     inf->stats.events++;
     if (o) {
       snprintf(inf->rv, sizeof(inf->rv), "%llu", (unsigned long long)o->rv);
@@ -684,6 +740,8 @@ int kcm_informer_init(struct kcm_informer *inf, uv_loop_t *loop, struct kcm_clie
   kcm_map_init(&inf->objects, &obj_type);
   kcm_map_init(&inf->by_ns, &ns_type);
   kcm_map_init(&inf->by_owner, &owner_type);
+  kcm_json_init(&inf->page);
+  kcm_json_init(&inf->item);
   inf->framer = malloc(sizeof(struct kcm_framer));
   if (!inf->framer)
     return KCM_ENOMEM;
@@ -765,6 +823,8 @@ void kcm_informer_release(struct kcm_informer *inf) {
     kcm_framer_release(inf->framer);
     free(inf->framer);
   }
+  kcm_json_release(&inf->page);
+  kcm_json_release(&inf->item);
   free(inf->pending);
   free(inf->cont);
   free(inf->handlers);

@@ -60,6 +60,35 @@ int kcm_labels_decode(struct kcm_labels *out, struct kcm_intern *pool, struct js
   return 0;
 }
 
+void kcm_labels_adopt(struct kcm_labels *out, struct kcm_intern *pool, struct kcm_label *items,
+                      uint32_t n) {
+  uint32_t i, k, kept = 0;
+  /* Insertion sort: stable, and label sets are small. */
+  for (i = 1; i < n; i++) {
+    struct kcm_label x = items[i];
+    for (k = i; k > 0 && strcmp(items[k - 1].key, x.key) > 0; k--)
+      items[k] = items[k - 1];
+    items[k] = x;
+  }
+  for (i = 0; i < n; i++) {
+    if (i + 1 < n && !strcmp(items[i].key, items[i + 1].key)) {
+      kcm_intern_put(pool, items[i].key);
+      kcm_intern_put(pool, items[i].value);
+      continue;
+    }
+    items[kept++] = items[i];
+  }
+  out->n = kept;
+  out->items = NULL;
+  if (kept) {
+    /* Fit the array: cached objects keep it for their lifetime. */
+    struct kcm_label *fit = realloc(items, kept * sizeof(*items));
+    out->items = fit ? fit : items;
+  } else {
+    free(items);
+  }
+}
+
 void kcm_labels_release(struct kcm_labels *l, struct kcm_intern *pool) {
   uint32_t i;
   for (i = 0; i < l->n; i++) {

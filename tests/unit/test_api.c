@@ -24,9 +24,42 @@ static int teardown(void **state) {
   return 0;
 }
 
+/* Pods decode two ways — from a json-c tree and from the text in place —
+ * and both must give the same object or fail on the same field. */
+static void same_pod(const struct kcm_pod *a, const struct kcm_pod *b) {
+  uint32_t i;
+  assert_string_equal(a->o.name, b->o.name);
+  assert_ptr_equal(a->o.ns, b->o.ns);
+  assert_memory_equal(&a->o.uid, &b->o.uid, sizeof(a->o.uid));
+  assert_int_equal(a->o.rv, b->o.rv);
+  assert_int_equal(a->o.generation, b->o.generation);
+  assert_int_equal(a->o.created, b->o.created);
+  assert_int_equal(a->o.deleted, b->o.deleted);
+  assert_int_equal(a->o.labels.n, b->o.labels.n);
+  for (i = 0; i < a->o.labels.n; i++) {
+    assert_ptr_equal(a->o.labels.items[i].key, b->o.labels.items[i].key);
+    assert_ptr_equal(a->o.labels.items[i].value, b->o.labels.items[i].value);
+  }
+  assert_int_equal(a->o.nowners, b->o.nowners);
+  assert_int_equal(a->o.has_controller, b->o.has_controller);
+  assert_ptr_equal(a->o.controller.api_version, b->o.controller.api_version);
+  assert_ptr_equal(a->o.controller.kind, b->o.controller.kind);
+  assert_ptr_equal(a->o.controller.name, b->o.controller.name);
+  assert_memory_equal(&a->o.controller.uid, &b->o.controller.uid, sizeof(a->o.controller.uid));
+  assert_int_equal(a->o.controller.block_owner_deletion, b->o.controller.block_owner_deletion);
+  assert_ptr_equal(a->node, b->node);
+  assert_int_equal(a->ready_since, b->ready_since);
+  assert_int_equal(a->restarts, b->restarts);
+  assert_int_equal(a->sidecar_restarts, b->sidecar_restarts);
+  assert_int_equal(a->deletion_cost, b->deletion_cost);
+  assert_int_equal(a->phase, b->phase);
+  assert_int_equal(a->ready, b->ready);
+  assert_int_equal(kcm_api_size(&a->o), kcm_api_size(&b->o));
+}
+
 static struct kcm_object *decode_ok(enum kcm_kind kind, const char *json) {
   struct json_object *o = json_tokener_parse(json);
-  struct kcm_object *obj = NULL;
+  struct kcm_object *obj = NULL, *text = NULL;
   struct kcm_api_error err;
   int rc;
   assert_non_null(o);
@@ -34,6 +67,13 @@ static struct kcm_object *decode_ok(enum kcm_kind kind, const char *json) {
   if (rc)
     fail_msg("decode failed: %s %s", err.field, err.problem);
   json_object_put(o);
+  rc = kcm_api_decode_text(kind, json, strlen(json), NULL, &pool, &text, &err);
+  if (rc)
+    fail_msg("decode from text failed: %s %s", err.field, err.problem);
+  assert_int_equal(text->kind, kind);
+  if (kind == KCM_KIND_POD)
+    same_pod((struct kcm_pod *)obj, (struct kcm_pod *)text);
+  kcm_api_unref(text, &pool);
   return obj;
 }
 
@@ -48,6 +88,23 @@ static void decode_fails(enum kcm_kind kind, const char *json, const char *field
     fail_msg("expected an error on %s, got %s: %s", field, err.field, err.problem);
   assert_true(strlen(err.problem) > 0);
   json_object_put(o);
+  assert_int_equal(kcm_api_decode_text(kind, json, strlen(json), NULL, &pool, &obj, &err),
+                   KCM_EINVAL);
+  assert_null(obj);
+  if (strcmp(err.field, field))
+    fail_msg("text: expected an error on %s, got %s: %s", field, err.field, err.problem);
+  assert_true(strlen(err.problem) > 0);
+}
+
+/* Broken JSON: the text decoder says where, the field being "(json)". */
+static void text_fails(enum kcm_kind kind, const char *json) {
+  struct kcm_object *obj = NULL;
+  struct kcm_api_error err;
+  assert_int_equal(kcm_api_decode_text(kind, json, strlen(json), NULL, &pool, &obj, &err),
+                   KCM_EINVAL);
+  assert_null(obj);
+  assert_string_equal(err.field, "(json)");
+  assert_true(strlen(err.problem) > 0);
 }
 
 #define META(extra)                                                                            \
@@ -131,6 +188,32 @@ static const char replicaset[] =
     "\"ReplicaFailure\",\"status\":\"True\",\"reason\":\"FailedCreate\",\"message\":"
     "\"quota\",\"lastTransitionTime\":\"2026-11-22T06:00:00Z\"}]}}";
 
+/* What the decoders pass over: values kcm never reads, whatever their type. */
+static void pod_oddities_are_ignored(void **state) {
+  struct kcm_object *o = decode_ok(
+      KCM_KIND_POD,
+      "{" META(",\"labels\":{\"b\":\"1\",\"a\":\"2\",\"b\":\"3\"},\"annotations\":[],"
+               "\"ownerReferences\":[{\"name\":5,\"controller\":false},{\"controller\":null}],"
+               "\"name\":\"renamed\",\"extra\":{\"deep\":[[[{}]]],\"n\":-1.5e3}")
+      ",\"spec\":{\"nodeName\":\"\",\"initContainers\":[5,{\"name\":7}]},"
+      "\"status\":{\"phase\":\"Weird\",\"conditions\":[7,{\"type\":\"Other\","
+      "\"lastTransitionTime\":5},{\"type\":\"Ready\",\"status\":\"False\","
+      "\"lastTransitionTime\":\"bad\"}],\"containerStatuses\":[null,\"x\",{}],"
+      "\"initContainerStatuses\":[{\"name\":\"z\",\"restartCount\":4}]},"
+      "\"\\u0073pec\":{\"nodeName\":\"n\\u00e9\\ud83d\\ude00\"}}");
+  const struct kcm_pod *p = (const struct kcm_pod *)o;
+  assert_string_equal(o->name, "renamed");
+  assert_int_equal(o->labels.n, 2);
+  assert_string_equal(kcm_labels_get(&o->labels, "b"), "3"); /* the last of a repeated key */
+  assert_int_equal(o->nowners, 2);
+  assert_false(o->has_controller);
+  assert_string_equal(p->node, "n\xc3\xa9\xf0\x9f\x98\x80"); /* escaped member name, UTF-16 pair */
+  assert_int_equal(p->phase, KCM_POD_PENDING);
+  assert_false(p->ready);
+  assert_int_equal(p->sidecar_restarts, 0);
+  kcm_api_unref(o, &pool);
+}
+
 static void replicaset_fields(void **state) {
   struct kcm_replicaset *rs = (struct kcm_replicaset *)decode_ok(KCM_KIND_REPLICASET, replicaset);
   assert_int_equal(rs->replicas, 4);
@@ -153,6 +236,34 @@ static void replicaset_fields(void **state) {
   assert_string_equal(rs->status.conditions.items[0].reason, "FailedCreate");
   assert_int_equal(rs->status.conditions.items[0].last_transition, 1795327200);
   kcm_api_unref(&rs->o, &pool);
+}
+
+/* ReplicaSets from text lose their managedFields before json-c sees them,
+ * wherever the member stands, and decode as without. */
+static void replicaset_text_skips_managed_fields(void **state) {
+  static const char *const texts[] = {
+      "{\"metadata\":{\"managedFields\":[{\"manager\":\"m\",\"fieldsV1\":{\"f:spec\":{}}}],"
+      "\"name\":\"r\",\"namespace\":\"d\",\"uid\":\"30478c2c-7480-4d2d-a623-3c83746df9f3\","
+      "\"resourceVersion\":\"7\"},\"spec\":{\"replicas\":2,\"selector\":{},\"template\":{}}}",
+      "{\"metadata\":{\"name\":\"r\",\"namespace\":\"d\",\"managedFields\":[],"
+      "\"uid\":\"30478c2c-7480-4d2d-a623-3c83746df9f3\",\"resourceVersion\":\"7\"},"
+      "\"spec\":{\"replicas\":2,\"selector\":{},\"template\":{}}}",
+      "{\"spec\":{\"replicas\":2,\"selector\":{},\"template\":{}},\"metadata\":{\"name\":\"r\","
+      "\"namespace\":\"d\",\"uid\":\"30478c2c-7480-4d2d-a623-3c83746df9f3\","
+      "\"resourceVersion\":\"7\",\"managedFields\":[{}]}}",
+  };
+  size_t i;
+  for (i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
+    struct kcm_object *o = NULL;
+    struct kcm_api_error err;
+    if (kcm_api_decode_text(KCM_KIND_REPLICASET, texts[i], strlen(texts[i]), NULL, &pool, &o,
+                            &err))
+      fail_msg("text %zu: %s %s", i, err.field, err.problem);
+    assert_string_equal(o->name, "r");
+    assert_int_equal(o->rv, 7);
+    assert_int_equal(((struct kcm_replicaset *)o)->replicas, 2);
+    kcm_api_unref(o, &pool);
+  }
 }
 
 static void replicaset_defaults(void **state) {
@@ -241,6 +352,24 @@ static void template_keys_ignore_the_hash(void **state) {
   assert_false(kcm_api_template_equal(rs->template, other->template));
   /* The decoded template keeps its hash label. */
   assert_non_null(strstr(rs->template, "\"pod-template-hash\":\"7d9f8\""));
+  /* Only the label is ignored: the hash first, last or alone in the labels,
+   * never a pod-template-hash elsewhere, and no labels equal to empty ones. */
+  assert_true(kcm_api_template_equal(
+      "{\"metadata\":{\"labels\":{\"a\":\"1\",\"pod-template-hash\":\"x\",\"z\":\"2\"}}}",
+      "{\"metadata\":{\"labels\":{\"a\":\"1\",\"z\":\"2\"}}}"));
+  assert_true(kcm_api_template_equal("{\"metadata\":{\"labels\":{\"pod-template-hash\":\"x\","
+                                     "\"z\":\"2\"}}}",
+                                     "{\"metadata\":{\"labels\":{\"pod-template-hash\":\"y\","
+                                     "\"z\":\"2\"}}}"));
+  assert_true(kcm_api_template_equal("{\"metadata\":{\"labels\":{\"pod-template-hash\":\"x\"}}}",
+                                     "{\"metadata\":{}}"));
+  assert_false(kcm_api_template_equal(
+      "{\"metadata\":{\"labels\":{\"a\":\"1\"}},\"spec\":{\"nodeSelector\":{"
+      "\"pod-template-hash\":\"x\"}}}",
+      "{\"metadata\":{\"labels\":{\"a\":\"1\"}},\"spec\":{\"nodeSelector\":{}}}"));
+  assert_false(kcm_api_template_equal(
+      "{\"metadata\":{\"labels\":{\"a\":\"1\",\"pod-template-hash\":\"x\"}}}",
+      "{\"metadata\":{\"labels\":{\"a\":\"2\"}}}"));
   kcm_api_unref(&rs->o, &pool);
   kcm_api_unref(&same->o, &pool);
   kcm_api_unref(&other->o, &pool);
@@ -359,6 +488,59 @@ static void bad_objects_name_the_field(void **state) {
                "{" META("") ",\"spec\":{\"selector\":{},\"template\":{}},\"status\":{"
                "\"conditions\":{}}}",
                "status.conditions");
+  decode_fails(KCM_KIND_POD, "{" META(",\"generation\":1.5") "}", "metadata.generation");
+  decode_fails(KCM_KIND_POD, "{" META(",\"generation\":-1") "}", "metadata.generation");
+  decode_fails(KCM_KIND_POD, "{" META(",\"labels\":[]") "}", "metadata.labels");
+  decode_fails(KCM_KIND_POD, "{" META(",\"ownerReferences\":{}") "}",
+               "metadata.ownerReferences");
+  decode_fails(KCM_KIND_POD, "{" META(",\"ownerReferences\":[7]") "}",
+               "metadata.ownerReferences");
+  decode_fails(KCM_KIND_POD, "{" META(",\"ownerReferences\":[{\"controller\":\"yes\"}]") "}",
+               "metadata.ownerReferences.controller");
+  decode_fails(KCM_KIND_POD,
+               "{" META(",\"ownerReferences\":[{\"controller\":true,\"apiVersion\":\"v1\","
+                        "\"kind\":\"K\",\"name\":5,\"uid\":\"30478c2c-7480-4d2d-a623-"
+                        "3c83746df9f3\"}]") "}",
+               "metadata.ownerReferences.name");
+  decode_fails(KCM_KIND_POD,
+               "{" META(",\"ownerReferences\":[{\"controller\":true,\"apiVersion\":\"v1\","
+                        "\"kind\":\"K\",\"name\":\"n\",\"uid\":\"x\"}]") "}",
+               "metadata.ownerReferences.uid");
+  decode_fails(KCM_KIND_POD,
+               "{" META(",\"ownerReferences\":[{\"controller\":true,\"apiVersion\":\"v1\","
+                        "\"kind\":\"K\",\"name\":\"n\",\"uid\":\"30478c2c-7480-4d2d-a623-"
+                        "3c83746df9f3\",\"blockOwnerDeletion\":1}]") "}",
+               "metadata.ownerReferences.blockOwnerDeletion");
+  decode_fails(KCM_KIND_POD,
+               "{" META(",\"annotations\":{\"controller.kubernetes.io/pod-deletion-cost\":3}") "}",
+               "metadata.annotations");
+  decode_fails(KCM_KIND_POD, "{" META("") ",\"spec\":[]}", "spec");
+  decode_fails(KCM_KIND_POD, "{" META("") ",\"status\":\"x\"}", "status");
+  decode_fails(KCM_KIND_POD, "{" META("") ",\"status\":{\"phase\":1}}", "status.phase");
+  decode_fails(KCM_KIND_POD, "{" META("") ",\"status\":{\"conditions\":{}}}",
+               "status.conditions");
+  decode_fails(KCM_KIND_POD, "{" META("") ",\"status\":{\"conditions\":[{\"type\":1}]}}",
+               "status.conditions.type");
+  decode_fails(KCM_KIND_POD,
+               "{" META("") ",\"status\":{\"conditions\":[{\"type\":\"Ready\","
+                            "\"status\":\"True\",\"lastTransitionTime\":\"soon\"}]}}",
+               "status.conditions.lastTransitionTime");
+  decode_fails(KCM_KIND_POD,
+               "{" META("") ",\"status\":{\"containerStatuses\":[{\"restartCount\":"
+                            "9999999999}]}}",
+               "status.containerStatuses.restartCount");
+  decode_fails(KCM_KIND_POD,
+               "{" META("") ",\"spec\":{\"initContainers\":{}},\"status\":{"
+                            "\"initContainerStatuses\":[{\"name\":\"a\"}]}}",
+               "spec.initContainers");
+  decode_fails(KCM_KIND_POD,
+               "{" META("") ",\"status\":{\"initContainerStatuses\":[{\"name\":[]}]}}",
+               "status.initContainerStatuses.name");
+  text_fails(KCM_KIND_POD, "{" META("") ",\"spec\":{\"nodeName\":\"a}}");
+  text_fails(KCM_KIND_POD, "{" META("") ",\"spec\":{\"x\":tru}}");
+  text_fails(KCM_KIND_POD, "{" META("") ",\"spec\":{\"x\":[1,]}}");
+  text_fails(KCM_KIND_POD, "{" META("") "} trailing");
+  text_fails(KCM_KIND_REPLICASET, "{" META("") ",\"spec\":{");
   memset(long_name, 'a', 300);
   long_name[300] = '\0';
   snprintf(json, sizeof(json),
@@ -447,8 +629,10 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(pod_fields),
       cmocka_unit_test(pod_defaults),
+      cmocka_unit_test(pod_oddities_are_ignored),
       cmocka_unit_test(replicaset_fields),
       cmocka_unit_test(replicaset_defaults),
+      cmocka_unit_test(replicaset_text_skips_managed_fields),
       cmocka_unit_test(deployment_fields),
       cmocka_unit_test(last_applied_is_dropped),
       cmocka_unit_test(template_keys_ignore_the_hash),

@@ -425,12 +425,19 @@ static void step_done(struct kcm_dp_job *j, const struct kcm_client_response *re
   run(j);
 }
 
+/* The resourceVersion of a written object, when its answer has one. */
+static void answer_rv(const struct kcm_client_response *resp, uint64_t *rv) {
+  uint64_t v = kcm_api_resource_version_text(resp->body, resp->body_len);
+  if (v)
+    *rv = v;
+}
+
 static void on_rs_write(const struct kcm_client_response *resp, void *data) {
   struct kcm_dp_job *j = data;
   const struct kcm_dp_step *s = j->current;
   j->outstanding--;
   if (!resp->err) {
-    json_object_put(answer(resp, &j->rs_rv[s->rs]));
+    answer_rv(resp, &j->rs_rv[s->rs]);
     if (s->op == KCM_DP_SCALE)
       j->c->stats.rs_scaled++;
     else
@@ -443,7 +450,7 @@ static void on_d_write(const struct kcm_client_response *resp, void *data) {
   struct kcm_dp_job *j = data;
   j->outstanding--;
   if (!resp->err) {
-    json_object_put(answer(resp, &j->d_rv));
+    answer_rv(resp, &j->d_rv);
     j->c->stats.status_writes++;
   }
   step_done(j, resp);

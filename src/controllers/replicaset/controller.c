@@ -380,14 +380,14 @@ static void on_create(const struct kcm_client_response *resp, void *data) {
   free(call);
   kcm_events_object_of(&j->rs->o, &ref);
   if (!resp->err) {
-    struct json_object *doc = json_tokener_parse(resp->body), *meta, *name;
+    static const char *const name_path[] = {"metadata", "name", NULL};
+    const char *name;
+    size_t len;
     j->created++;
     c->stats.creates++;
-    if (doc && json_object_object_get_ex(doc, "metadata", &meta) &&
-        json_object_object_get_ex(meta, "name", &name))
-      kcm_events_record(&c->events, &ref, false, "SuccessfulCreate", "Created pod: %s",
-                        json_object_get_string(name));
-    json_object_put(doc);
+    kcm_json_start(&c->json, resp->body ? resp->body : "", resp->body ? resp->body_len : 0);
+    if (kcm_json_find(&c->json, name_path) && kcm_json_string(&c->json, &name, &len))
+      kcm_events_record(&c->events, &ref, false, "SuccessfulCreate", "Created pod: %s", name);
   } else if (namespace_terminating(resp)) {
     j->created++; /* the namespace is going away: nothing to do */
   } else {
@@ -716,6 +716,7 @@ int kcm_replicaset_init(struct kcm_replicaset_controller *c, uv_loop_t *loop,
   kcm_workqueue_init(&c->queue, loop, "replicaset");
   kcm_expectations_init(&c->expectations, EXPECTATIONS_TTL_MS);
   kcm_events_init(&c->events, client, "replicaset-controller");
+  kcm_json_init(&c->json);
   c->events.limiter = KCM_REPLICASET_LIMITER;
   rs_h.ctx = pod_h.ctx = c;
   if ((err = kcm_informer_add_handler(rs_informer, &rs_h)) ||
@@ -749,4 +750,5 @@ void kcm_replicaset_stop(struct kcm_replicaset_controller *c,
 void kcm_replicaset_release(struct kcm_replicaset_controller *c) {
   kcm_expectations_release(&c->expectations);
   kcm_events_release(&c->events);
+  kcm_json_release(&c->json);
 }

@@ -1,0 +1,104 @@
+/*
+ * json — a pull reader over a complete JSON text, for the hot paths.
+ *
+ * kcm reads every pod it caches from a list page or a watch event. Building
+ * a json-c tree for one costs about twenty times what extracting the dozen
+ * fields kcm keeps does (a hash table per object, an allocation per value),
+ * so pods, list pages and watch events are read with this cursor instead:
+ * the caller asks for the value it expects next and skips the rest. Nothing
+ * is allocated per value; strings are unescaped into a scratch buffer the
+ * cursor owns and reuses.
+ *
+ * The reader checks the JSON grammar of everything it passes, skipped
+ * values included, and stops at the first error: j->err then holds a static
+ * description and j->err_at its byte offset, and every later call fails.
+ *
+ *   kcm_json_start(&j, text, len);
+ *   if (kcm_json_object(&j))
+ *     while (kcm_json_member(&j))           // j.key, j.keylen: the member's name
+ *       if (kcm_json_key_is(&j, "name")) kcm_json_string(&j, &s, &n);
+ *       else kcm_json_skip(&j);
+ *
+ * A cursor is used from one thread; kcm_json_release() frees its scratch.
+ */
+#ifndef KCM_JSON_H
+#define KCM_JSON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kcm/buf.h"
+
+enum kcm_json_type {
+  KCM_JSON_NONE, /* end of input or an error */
+  KCM_JSON_OBJECT,
+  KCM_JSON_ARRAY,
+  KCM_JSON_STRING,
+  KCM_JSON_NUMBER,
+  KCM_JSON_BOOL,
+  KCM_JSON_NULL,
+};
+
+struct kcm_json {
+  const char *start, *p, *end; /* the text (borrowed) and the read position */
+  const char *err;             /* first error, static; NULL while none */
+  size_t err_at;               /* its byte offset in the text */
+  const char *key;             /* the current member's name (in `keys`), NUL-terminated */
+  size_t keylen;
+  struct kcm_buf keys, strs;   /* owned scratch for names and string values */
+  uint8_t nest[64];            /* open containers: '{' or '[' */
+  unsigned depth;
+  bool first;                  /* no member or element read yet in the open container */
+};
+
+#define KCM_JSON_MAX_DEPTH 64
+
+void kcm_json_init(struct kcm_json *j);
+/* Point the cursor at text[0..len); keeps the scratch memory. */
+void kcm_json_start(struct kcm_json *j, const char *text, size_t len);
+void kcm_json_release(struct kcm_json *j);
+
+/* The type of the next value (whitespace skipped), without reading it. */
+enum kcm_json_type kcm_json_peek(struct kcm_json *j);
+
+/* Enter an object: true if the next value is one (its '{' is read). */
+bool kcm_json_object(struct kcm_json *j);
+/* The next member of the innermost open object: true with j->key set and
+ * the ':' read, the value next; false at its end ('}' read) or on error. */
+bool kcm_json_member(struct kcm_json *j);
+bool kcm_json_key_is(const struct kcm_json *j, const char *name);
+/* Enter an array; kcm_json_element() is true while an element is next. */
+bool kcm_json_array(struct kcm_json *j);
+bool kcm_json_element(struct kcm_json *j);
+
+/* Readers for the next value. Each returns false (reading nothing) when the
+ * value has another type, so the caller can name the field in its error. */
+/* *s is NUL-terminated and valid until the next string is read. */
+bool kcm_json_string(struct kcm_json *j, const char **s, size_t *len);
+bool kcm_json_bool(struct kcm_json *j, bool *out);
+/* Reads null; false if the next value is not null. */
+bool kcm_json_null(struct kcm_json *j);
+/* An integer (no fraction or exponent). Returns 0, KCM_EINVAL when the
+ * value is not an integer, KCM_ETOOBIG when it does not fit in int64. */
+int kcm_json_int(struct kcm_json *j, int64_t *out);
+
+/* Skip the next value, checking its grammar. False on error. */
+bool kcm_json_skip(struct kcm_json *j);
+/* Skip the next value and give its text. */
+bool kcm_json_raw(struct kcm_json *j, const char **text, size_t *len);
+/* True if only whitespace is left and no error happened. */
+bool kcm_json_done(struct kcm_json *j);
+
+/* Move into nested objects along `path` (NULL-terminated member names)
+ * from the start of the text: true with the value at the path next. */
+bool kcm_json_find(struct kcm_json *j, const char *const *path);
+
+/* Where member `key` of the object at `parent` (a path as for
+ * kcm_json_find; {NULL} for the top) is: text[*from, *to) holds it with one
+ * adjacent comma, so the text without those bytes is the object without the
+ * member. False when absent. */
+bool kcm_json_member_span(struct kcm_json *j, const char *const *parent, const char *key,
+                          size_t *from, size_t *to);
+
+#endif

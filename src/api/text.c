@@ -1,0 +1,665 @@
+/*
+ * api/text.c — decoding objects from their JSON text.
+ *
+ * Pods are read in place with the kcm_json pull reader: the fields and rules
+ * are those of decode_pod() and decode_meta() in api.c (a null reads as
+ * absent; a field the controllers depend on with a wrong type is an error
+ * naming it; a bad value somewhere kcm never reads is no error), found in
+ * the order they come in the text. Other kinds are parsed with json-c and
+ * decoded by kcm_api_decode().
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kcm/api.h"
+#include "kcm/error.h"
+#include "kcm/json.h"
+
+#define MAX_NAME 253
+#define COST_ANNOTATION "controller.kubernetes.io/pod-deletion-cost"
+
+struct tctx {
+  struct kcm_json *j;
+  struct kcm_intern *pool;
+  struct kcm_api_error *err;
+  struct kcm_pod *pod;
+  struct kcm_buf sidecars; /* names of restartable init containers, NUL-separated */
+  struct kcm_buf inits;    /* init container statuses: int32 restarts, then name NUL */
+  uint32_t init_statuses;
+  bool init_bad;           /* spec.initContainers was not a list */
+  bool has_meta, has_uid, has_rv, name_long;
+};
+
+static int bad(struct tctx *t, const char *field, const char *problem) {
+  snprintf(t->err->field, sizeof(t->err->field), "%s", field);
+  snprintf(t->err->problem, sizeof(t->err->problem), "%s", problem);
+  return KCM_EINVAL;
+}
+
+/* A reader returned false: the text is broken, or the value has another type. */
+static int mismatch(struct tctx *t, const char *field, const char *problem) {
+  if (t->j->err)
+    return bad(t, "(json)", t->j->err);
+  return bad(t, field, problem);
+}
+
+/* Readers for the next value: 1 when read, 0 when null (absent), or a
+ * negative error. */
+static int str(struct tctx *t, const char *field, const char **s, size_t *n) {
+  if (kcm_json_null(t->j))
+    return 0;
+  return kcm_json_string(t->j, s, n) ? 1 : mismatch(t, field, "must be a string");
+}
+
+static int open_object(struct tctx *t, const char *field) {
+  if (kcm_json_null(t->j))
+    return 0;
+  return kcm_json_object(t->j) ? 1 : mismatch(t, field, "must be an object");
+}
+
+static int open_array(struct tctx *t, const char *field) {
+  if (kcm_json_null(t->j))
+    return 0;
+  return kcm_json_array(t->j) ? 1 : mismatch(t, field, "must be a list");
+}
+
+static int boolean(struct tctx *t, const char *field, bool *out) {
+  if (kcm_json_null(t->j))
+    return 0;
+  return kcm_json_bool(t->j, out) ? 1 : mismatch(t, field, "must be true or false");
+}
+
+static int integer(struct tctx *t, const char *field, int64_t lo, int64_t hi, int64_t *out) {
+  int64_t v;
+  int rc;
+  if (kcm_json_null(t->j))
+    return 0;
+  rc = kcm_json_int(t->j, &v);
+  if (rc == KCM_ETOOBIG || (!rc && (v < lo || v > hi)))
+    return bad(t, field, "out of range");
+  if (rc)
+    return mismatch(t, field, "must be an integer");
+  *out = v;
+  return 1;
+}
+
+static int time_value(struct tctx *t, const char *field, int64_t *out) {
+  const char *s;
+  size_t n;
+  int rc = str(t, field, &s, &n);
+  if (rc <= 0)
+    return rc;
+  return kcm_api_parse_time(s, out) ? bad(t, field, "is not an RFC 3339 time") : 1;
+}
+
+static int skip(struct tctx *t) { return kcm_json_skip(t->j) ? 0 : mismatch(t, "", ""); }
+
+/* The end of a container loop: an error of the reader, if any. */
+static int ended(struct tctx *t) { return t->j->err ? bad(t, "(json)", t->j->err) : 0; }
+
+#define TRY(expr)                                                                              \
+  do {                                                                                         \
+    int rc_ = (expr);                                                                          \
+    if (rc_ < 0)                                                                               \
+      return rc_;                                                                              \
+  } while (0)
+
+/* --- metadata ------------------------------------------------------------------------ */
+
+static int labels(struct tctx *t, struct kcm_object *o) {
+  struct kcm_label *items = NULL;
+  uint32_t n = 0, cap = 0;
+  int rc = 0;
+
+  kcm_labels_release(&o->labels, t->pool);
+  if (kcm_json_null(t->j))
+    return 0;
+  if (!kcm_json_object(t->j))
+    return mismatch(t, "metadata.labels", "must be an object of strings");
+  while (kcm_json_member(t->j)) {
+    const char *key, *s;
+    size_t len;
+    if (!kcm_json_string(t->j, &s, &len)) {
+      rc = mismatch(t, "metadata.labels", "must be an object of strings");
+      break;
+    }
+    if (n == cap) {
+      struct kcm_label *grown;
+      cap = cap ? cap * 2 : 8;
+      if (!(grown = realloc(items, cap * sizeof(*items)))) {
+        rc = KCM_ENOMEM;
+        break;
+      }
+      items = grown;
+    }
+    key = kcm_intern_get(t->pool, t->j->key, t->j->keylen);
+    items[n].value = kcm_intern_get(t->pool, s, len);
+    items[n].key = key;
+    n++;
+    if (!key || !items[n - 1].value) {
+      rc = KCM_ENOMEM;
+      break;
+    }
+  }
+  if (!rc && t->j->err)
+    rc = bad(t, "(json)", t->j->err);
+  if (rc) {
+    struct kcm_labels l = {items, n};
+    kcm_labels_release(&l, t->pool);
+    return rc;
+  }
+  kcm_labels_adopt(&o->labels, t->pool, items, n);
+  return 0;
+}
+
+/* One ownerReference; only the first with controller: true is kept, and
+ * only its other fields must have the right types. */
+static int owner(struct tctx *t, struct kcm_object *o) {
+  static const char *const names[4] = {"apiVersion", "kind", "name", "uid"};
+  static const char *const fields[4] = {
+      "metadata.ownerReferences.apiVersion", "metadata.ownerReferences.kind",
+      "metadata.ownerReferences.name", "metadata.ownerReferences.uid"};
+  const char *val[4] = {NULL, NULL, NULL, NULL}, *wrong = NULL, *wrong_problem = NULL;
+  struct kcm_uid uid;
+  bool controller = false, block = false, uid_ok = false;
+  int i, rc = 0;
+
+  if (!kcm_json_object(t->j))
+    return mismatch(t, "metadata.ownerReferences", "entries must be objects");
+  while (!rc && kcm_json_member(t->j)) {
+    const char *s;
+    size_t n;
+    for (i = 0; i < 4 && !kcm_json_key_is(t->j, names[i]); i++)
+      ;
+    if (kcm_json_key_is(t->j, "controller")) {
+      rc = boolean(t, "metadata.ownerReferences.controller", &controller);
+    } else if (kcm_json_key_is(t->j, "blockOwnerDeletion")) {
+      if (kcm_json_peek(t->j) == KCM_JSON_BOOL || kcm_json_peek(t->j) == KCM_JSON_NULL)
+        rc = boolean(t, "", &block);
+      else if (!(rc = skip(t))) {
+        wrong = "metadata.ownerReferences.blockOwnerDeletion";
+        wrong_problem = "must be true or false";
+      }
+    } else if (i < 4) {
+      if (kcm_json_peek(t->j) == KCM_JSON_STRING && (rc = str(t, fields[i], &s, &n)) > 0) {
+        kcm_intern_put(t->pool, val[i]);
+        if (i == 3)
+          uid_ok = !kcm_api_parse_uid(s, &uid);
+        if (!(val[i] = kcm_intern_get(t->pool, s, n)))
+          rc = KCM_ENOMEM;
+      } else if (kcm_json_peek(t->j) == KCM_JSON_NULL) {
+        kcm_intern_put(t->pool, val[i]);
+        val[i] = NULL;
+        rc = kcm_json_null(t->j) ? 0 : ended(t);
+      } else if (!(rc = skip(t))) {
+        wrong = fields[i];
+        wrong_problem = "must be a string";
+      }
+    } else {
+      rc = skip(t);
+    }
+    rc = rc > 0 ? 0 : rc;
+  }
+  if (!rc)
+    rc = ended(t);
+  if (!rc && controller && !o->has_controller) {
+    if (wrong)
+      rc = bad(t, wrong, wrong_problem);
+    else if (!val[0] || !val[1] || !val[2] || !val[3])
+      rc = bad(t, "metadata.ownerReferences", "apiVersion, kind, name and uid are required");
+    else if (!uid_ok)
+      rc = bad(t, "metadata.ownerReferences.uid", "is not a UID");
+    if (!rc) {
+      o->controller.api_version = val[0];
+      o->controller.kind = val[1];
+      o->controller.name = val[2];
+      o->controller.uid = uid;
+      o->controller.block_owner_deletion = block;
+      o->has_controller = true;
+      val[0] = val[1] = val[2] = NULL;
+    }
+  }
+  for (i = 0; i < 4; i++)
+    kcm_intern_put(t->pool, val[i]);
+  return rc;
+}
+
+static int owners(struct tctx *t, struct kcm_object *o) {
+  uint32_t n = 0;
+  int rc = open_array(t, "metadata.ownerReferences");
+  if (rc <= 0)
+    return rc;
+  while (kcm_json_element(t->j)) {
+    n++;
+    TRY(owner(t, o));
+  }
+  o->nowners = n > UINT16_MAX ? UINT16_MAX : (uint16_t)n;
+  return ended(t);
+}
+
+static int annotations(struct tctx *t, struct kcm_pod *p) {
+  if (kcm_json_peek(t->j) != KCM_JSON_OBJECT)
+    return skip(t); /* not an object: no annotations to read, as in api.c */
+  kcm_json_object(t->j);
+  while (kcm_json_member(t->j)) {
+    const char *s;
+    size_t n;
+    char *end;
+    long long v;
+    if (!kcm_json_key_is(t->j, COST_ANNOTATION)) {
+      TRY(skip(t));
+      continue;
+    }
+    int rc = str(t, "metadata.annotations", &s, &n);
+    p->deletion_cost = 0;
+    if (rc < 0)
+      return rc;
+    if (!rc)
+      continue;
+    errno = 0;
+    v = strtoll(s, &end, 10);
+    if (!errno && end != s && !*end && v >= INT32_MIN && v <= INT32_MAX)
+      p->deletion_cost = (int32_t)v; /* an invalid cost counts as 0, as upstream */
+  }
+  return ended(t);
+}
+
+static int metadata(struct tctx *t, struct kcm_object *o) {
+  int rc = open_object(t, "metadata");
+  if (rc <= 0)
+    return rc;
+  t->has_meta = true;
+  while (kcm_json_member(t->j)) {
+    const char *s;
+    size_t n;
+    char *end;
+    if (kcm_json_key_is(t->j, "name")) {
+      free(o->name);
+      o->name = NULL;
+      if ((rc = str(t, "metadata.name", &s, &n)) > 0) {
+        t->name_long = n > MAX_NAME;
+        if (!(o->name = strndup(s, n)))
+          return KCM_ENOMEM;
+      }
+    } else if (kcm_json_key_is(t->j, "namespace")) {
+      kcm_intern_put(t->pool, o->ns);
+      o->ns = NULL;
+      if ((rc = str(t, "metadata.namespace", &s, &n)) > 0 && n &&
+          !(o->ns = kcm_intern_get(t->pool, s, n)))
+        return KCM_ENOMEM;
+    } else if (kcm_json_key_is(t->j, "uid")) {
+      t->has_uid = false;
+      if ((rc = str(t, "metadata.uid", &s, &n)) > 0) {
+        if (kcm_api_parse_uid(s, &o->uid))
+          return bad(t, "metadata.uid", "is not a UID");
+        t->has_uid = true;
+      }
+    } else if (kcm_json_key_is(t->j, "resourceVersion")) {
+      t->has_rv = false;
+      if ((rc = str(t, "metadata.resourceVersion", &s, &n)) > 0) {
+        errno = 0;
+        o->rv = strtoull(s, &end, 10);
+        if (errno || end == s || *end)
+          return bad(t, "metadata.resourceVersion", "is not a number");
+        t->has_rv = true;
+      }
+    } else if (kcm_json_key_is(t->j, "generation")) {
+      rc = integer(t, "metadata.generation", 0, INT64_MAX, &o->generation);
+    } else if (kcm_json_key_is(t->j, "creationTimestamp")) {
+      rc = time_value(t, "metadata.creationTimestamp", &o->created);
+    } else if (kcm_json_key_is(t->j, "deletionTimestamp")) {
+      rc = time_value(t, "metadata.deletionTimestamp", &o->deleted);
+    } else if (kcm_json_key_is(t->j, "labels")) {
+      rc = labels(t, o);
+    } else if (kcm_json_key_is(t->j, "ownerReferences")) {
+      rc = owners(t, o);
+    } else if (kcm_json_key_is(t->j, "annotations")) {
+      rc = annotations(t, t->pod);
+    } else {
+      rc = skip(t);
+    }
+    if (rc < 0)
+      return rc;
+  }
+  return ended(t);
+}
+
+/* The checks decode_meta() makes once every field is read. */
+static int metadata_complete(struct tctx *t, struct kcm_object *o) {
+  if (!t->has_meta)
+    return bad(t, "metadata", "is required");
+  if (!o->name || !*o->name)
+    return bad(t, "metadata.name", "is required");
+  if (t->name_long)
+    return bad(t, "metadata.name", "is longer than 253 characters");
+  if (!o->ns)
+    return bad(t, "metadata.namespace", "is required");
+  if (!t->has_uid)
+    return bad(t, "metadata.uid", "is not a UID");
+  if (!t->has_rv)
+    return bad(t, "metadata.resourceVersion", "is required");
+  return 0;
+}
+
+/* --- spec and status ------------------------------------------------------------------ */
+
+static int init_containers(struct tctx *t) {
+  if (kcm_json_peek(t->j) != KCM_JSON_ARRAY) {
+    t->init_bad = kcm_json_peek(t->j) != KCM_JSON_NULL;
+    return skip(t);
+  }
+  kcm_json_array(t->j);
+  while (kcm_json_element(t->j)) {
+    char name[256] = "";
+    bool always = false;
+    if (kcm_json_peek(t->j) != KCM_JSON_OBJECT) {
+      TRY(skip(t));
+      continue;
+    }
+    kcm_json_object(t->j);
+    while (kcm_json_member(t->j)) {
+      const char *s;
+      size_t n;
+      bool is_name = kcm_json_key_is(t->j, "name");
+      if ((is_name || kcm_json_key_is(t->j, "restartPolicy")) &&
+          kcm_json_peek(t->j) == KCM_JSON_STRING && kcm_json_string(t->j, &s, &n)) {
+        if (is_name)
+          snprintf(name, sizeof(name), "%s", n < sizeof(name) ? s : "");
+        else
+          always = !strcmp(s, "Always");
+      } else {
+        TRY(skip(t));
+      }
+    }
+    TRY(ended(t));
+    if (always && *name && kcm_buf_append(&t->sidecars, name, strlen(name) + 1))
+      return KCM_ENOMEM;
+  }
+  return ended(t);
+}
+
+static int spec(struct tctx *t, struct kcm_pod *p) {
+  int rc = open_object(t, "spec");
+  if (rc <= 0)
+    return rc;
+  while (kcm_json_member(t->j)) {
+    const char *s;
+    size_t n;
+    if (kcm_json_key_is(t->j, "nodeName")) {
+      kcm_intern_put(t->pool, p->node);
+      p->node = NULL;
+      if ((rc = str(t, "spec.nodeName", &s, &n)) > 0 && n &&
+          !(p->node = kcm_intern_get(t->pool, s, n)))
+        return KCM_ENOMEM;
+    } else if (kcm_json_key_is(t->j, "initContainers")) {
+      rc = init_containers(t);
+    } else {
+      rc = skip(t);
+    }
+    if (rc < 0)
+      return rc;
+  }
+  return ended(t);
+}
+
+static int condition(struct tctx *t, struct kcm_pod *p) {
+  char when[64] = "";
+  bool ready_type = false, is_true = false, when_set = false, when_string = true;
+  if (kcm_json_peek(t->j) != KCM_JSON_OBJECT)
+    return skip(t); /* not an object: ignored, as in api.c */
+  kcm_json_object(t->j);
+  while (kcm_json_member(t->j)) {
+    const char *s;
+    size_t n;
+    int rc = 0;
+    if (kcm_json_key_is(t->j, "type")) {
+      ready_type = false;
+      if ((rc = str(t, "status.conditions.type", &s, &n)) > 0)
+        ready_type = !strcmp(s, "Ready");
+    } else if (kcm_json_key_is(t->j, "status")) {
+      is_true = false;
+      if ((rc = str(t, "status.conditions.status", &s, &n)) > 0)
+        is_true = !strcmp(s, "True");
+    } else if (kcm_json_key_is(t->j, "lastTransitionTime")) {
+      when_set = kcm_json_peek(t->j) != KCM_JSON_NULL;
+      when_string = kcm_json_peek(t->j) == KCM_JSON_STRING;
+      if (when_string && kcm_json_string(t->j, &s, &n))
+        snprintf(when, sizeof(when), "%s", n < sizeof(when) ? s : "");
+      else
+        rc = skip(t);
+    } else {
+      rc = skip(t);
+    }
+    if (rc < 0)
+      return rc;
+  }
+  TRY(ended(t));
+  if (!ready_type)
+    return 0;
+  p->ready = is_true;
+  if (!p->ready || !when_set)
+    return 0;
+  if (!when_string)
+    return bad(t, "status.conditions.lastTransitionTime", "must be a string");
+  if (kcm_api_parse_time(when, &p->ready_since))
+    return bad(t, "status.conditions.lastTransitionTime", "is not an RFC 3339 time");
+  return 0;
+}
+
+/* restartCount of a container status (ignored when not an object). */
+static int restarts(struct tctx *t, const char *field, bool init) {
+  char name[256] = "";
+  int64_t r = 0;
+  if (init)
+    t->init_statuses++;
+  if (kcm_json_peek(t->j) != KCM_JSON_OBJECT)
+    return skip(t);
+  kcm_json_object(t->j);
+  while (kcm_json_member(t->j)) {
+    const char *s;
+    size_t n;
+    int rc = 0;
+    if (kcm_json_key_is(t->j, "restartCount")) {
+      rc = integer(t, field, INT32_MIN, INT32_MAX, &r);
+    } else if (init && kcm_json_key_is(t->j, "name")) {
+      name[0] = '\0';
+      if ((rc = str(t, "status.initContainerStatuses.name", &s, &n)) > 0)
+        snprintf(name, sizeof(name), "%s", n < sizeof(name) ? s : "");
+    } else {
+      rc = skip(t);
+    }
+    if (rc < 0)
+      return rc;
+  }
+  TRY(ended(t));
+  if (!init) {
+    if (r > t->pod->restarts)
+      t->pod->restarts = (int32_t)r;
+    return 0;
+  }
+  if (*name) {
+    int32_t r32 = (int32_t)r;
+    if (kcm_buf_append(&t->inits, &r32, sizeof(r32)) ||
+        kcm_buf_append(&t->inits, name, strlen(name) + 1))
+      return KCM_ENOMEM;
+  }
+  return 0;
+}
+
+static int status(struct tctx *t, struct kcm_pod *p) {
+  int rc = open_object(t, "status");
+  if (rc <= 0)
+    return rc;
+  while (kcm_json_member(t->j)) {
+    const char *s;
+    size_t n;
+    if (kcm_json_key_is(t->j, "phase")) {
+      rc = str(t, "status.phase", &s, &n);
+      p->phase = (uint8_t)kcm_api_pod_phase(rc > 0 ? s : NULL);
+    } else if (kcm_json_key_is(t->j, "conditions")) {
+      if ((rc = open_array(t, "status.conditions")) > 0) {
+        while (kcm_json_element(t->j))
+          TRY(condition(t, p));
+        rc = ended(t);
+      }
+    } else if (kcm_json_key_is(t->j, "containerStatuses") ||
+               kcm_json_key_is(t->j, "initContainerStatuses")) {
+      bool init = t->j->key[0] == 'i';
+      if ((rc = open_array(t, init ? "status.initContainerStatuses"
+                                   : "status.containerStatuses")) > 0) {
+        while (kcm_json_element(t->j))
+          TRY(restarts(t,
+                       init ? "status.initContainerStatuses.restartCount"
+                            : "status.containerStatuses.restartCount",
+                       init));
+        rc = ended(t);
+      }
+    } else {
+      rc = skip(t);
+    }
+    if (rc < 0)
+      return rc;
+  }
+  return ended(t);
+}
+
+/* Restartable init containers (sidecars) count their restarts apart. */
+static void sidecar_restarts(struct tctx *t) {
+  size_t off = 0;
+  while (off < t->inits.len) {
+    int32_t r;
+    const char *name = t->inits.data + off + sizeof(r), *side;
+    memcpy(&r, t->inits.data + off, sizeof(r));
+    off += sizeof(r) + strlen(name) + 1;
+    for (side = t->sidecars.data; side && side < t->sidecars.data + t->sidecars.len;
+         side += strlen(side) + 1)
+      if (!strcmp(side, name) && r > t->pod->sidecar_restarts)
+        t->pod->sidecar_restarts = r;
+  }
+}
+
+static int pod(struct tctx *t) {
+  struct kcm_pod *p = t->pod;
+  int rc = 0;
+  if (!kcm_json_object(t->j))
+    return mismatch(t, "(object)", "must be a JSON object");
+  while (kcm_json_member(t->j)) {
+    if (kcm_json_key_is(t->j, "metadata"))
+      rc = metadata(t, &p->o);
+    else if (kcm_json_key_is(t->j, "spec"))
+      rc = spec(t, p);
+    else if (kcm_json_key_is(t->j, "status"))
+      rc = status(t, p);
+    else
+      rc = skip(t);
+    if (rc < 0)
+      return rc;
+  }
+  if (t->j->err || !kcm_json_done(t->j))
+    return bad(t, "(json)", t->j->err);
+  TRY(metadata_complete(t, &p->o));
+  if (t->init_statuses && t->init_bad)
+    return bad(t, "spec.initContainers", "must be a list");
+  sidecar_restarts(t);
+  return 0;
+}
+
+int kcm_api_decode_text(enum kcm_kind kind, const char *text, size_t len, struct kcm_json *j,
+                        struct kcm_intern *pool, struct kcm_object **out,
+                        struct kcm_api_error *err) {
+  struct tctx t;
+  struct kcm_json own;
+  struct kcm_pod *p;
+  int rc;
+
+  *out = NULL;
+  memset(err, 0, sizeof(*err));
+  if (kind != KCM_KIND_POD) {
+    static const char *const meta[] = {"metadata", NULL};
+    struct json_tokener *tok = json_tokener_new_ex(KCM_JSON_MAX_DEPTH);
+    struct kcm_buf cut = KCM_BUF_INIT(len);
+    struct json_object *obj;
+    size_t from, to;
+    if (!tok)
+      return KCM_ENOMEM;
+    /* managedFields are most of a ReplicaSet or Deployment and never read:
+     * cut them out of the text rather than build a tree of them. */
+    if (!j) {
+      kcm_json_init(&own);
+      j = &own;
+    }
+    kcm_json_start(j, text, len);
+    if (kcm_json_member_span(j, meta, "managedFields", &from, &to) &&
+        !kcm_buf_append(&cut, text, from) && !kcm_buf_append(&cut, text + to, len - to)) {
+      text = cut.data;
+      len = cut.len;
+    }
+    if (j == &own)
+      kcm_json_release(&own);
+    obj = json_tokener_parse_ex(tok, text, (int)(len > INT32_MAX ? INT32_MAX : len));
+    kcm_buf_release(&cut);
+    if (!obj || json_tokener_get_parse_end(tok) != len) {
+      snprintf(err->field, sizeof(err->field), "(json)");
+      snprintf(err->problem, sizeof(err->problem), "%s",
+               json_tokener_error_desc(json_tokener_get_error(tok)));
+      json_object_put(obj);
+      json_tokener_free(tok);
+      return KCM_EINVAL;
+    }
+    json_tokener_free(tok);
+    rc = kcm_api_decode(kind, obj, pool, out, err);
+    json_object_put(obj);
+    return rc;
+  }
+  if (!j) {
+    kcm_json_init(&own);
+    j = &own;
+  }
+  kcm_json_start(j, text, len);
+  p = calloc(1, sizeof(*p));
+  if (!p)
+    return KCM_ENOMEM;
+  p->o.kind = KCM_KIND_POD;
+  p->o.refs = 1;
+  memset(&t, 0, sizeof(t));
+  t.j = j;
+  t.pool = pool;
+  t.err = err;
+  t.pod = p;
+  kcm_buf_init(&t.sidecars, 1u << 20);
+  kcm_buf_init(&t.inits, 1u << 20);
+  rc = pod(&t);
+  kcm_buf_release(&t.sidecars);
+  kcm_buf_release(&t.inits);
+  if (j == &own)
+    kcm_json_release(&own);
+  if (rc) {
+    if (rc == KCM_ENOMEM && !err->field[0])
+      bad(&t, "(object)", "out of memory");
+    kcm_api_unref(&p->o, pool);
+    return rc;
+  }
+  *out = &p->o;
+  return 0;
+}
+
+uint64_t kcm_api_resource_version_text(const char *body, size_t len) {
+  static const char *const path[] = {"metadata", "resourceVersion", NULL};
+  struct kcm_json j;
+  const char *s;
+  size_t n;
+  uint64_t rv = 0;
+  char *end;
+  kcm_json_init(&j);
+  kcm_json_start(&j, body, len);
+  if (kcm_json_find(&j, path) && kcm_json_string(&j, &s, &n)) {
+    errno = 0;
+    rv = strtoull(s, &end, 10);
+    if (errno || end == s || *end)
+      rv = 0;
+  }
+  kcm_json_release(&j);
+  return rv;
+}

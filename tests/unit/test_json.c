@@ -1,0 +1,190 @@
+/*
+ * Tests for the pull reader: the JSON grammar (what passes and what is
+ * refused, with where), strings and their escapes, integers at the edges,
+ * and walking objects, arrays and paths.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <string.h>
+
+#include "kcm/error.h"
+#include "kcm/json.h"
+
+static bool valid(const char *text) {
+  struct kcm_json j;
+  bool ok;
+  kcm_json_init(&j);
+  kcm_json_start(&j, text, strlen(text));
+  ok = kcm_json_skip(&j) && kcm_json_done(&j);
+  kcm_json_release(&j);
+  return ok;
+}
+
+static void grammar(void **state) {
+  static const char *const good[] = {
+      "{}", "[]", "0", "-0", "12", "-3.25", "1e9", "2E-3", "0.5e+2", "true", "false", "null",
+      "\"\"", "\"a\\\"b\\\\c\\/d\\b\\f\\n\\r\\t\\u00e9\"", " { \"a\" : [ 1 , { } , [ ] ] } \n",
+      "{\"a\":{\"b\":{\"c\":[null,true,false,\"x\"]}}}", "[[[[[[[[[[]]]]]]]]]]",
+  };
+  static const char *const bad[] = {
+      "",      "{",       "}",         "[1,]",      "{\"a\":1,}", "{\"a\"}",     "{a:1}",
+      "01",    "1.",      ".5",        "-",         "1e",         "+1",          "tru",
+      "nul",   "\"abc",   "\"\\x\"",   "\"\\u12g4\"", "\"a\nb\"",  "[1 2]",       "{\"a\":1 \"b\":2}",
+      "1 2",   "[}",      "{]",        "{\"a\":}",  "[,1]",      "\"\\",        "{\"a\" 1}",
+  };
+  size_t i;
+  for (i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+    if (!valid(good[i]))
+      fail_msg("refused valid JSON: %s", good[i]);
+  for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+    if (valid(bad[i]))
+      fail_msg("accepted broken JSON: %s", bad[i]);
+}
+
+static void errors_say_what_and_where(void **state) {
+  static const char text[] = "{\"a\":[1,2,x]}";
+  struct kcm_json j;
+  kcm_json_init(&j);
+  kcm_json_start(&j, text, strlen(text));
+  assert_false(kcm_json_skip(&j));
+  assert_string_equal(j.err, "unexpected character");
+  assert_int_equal(j.err_at, 10);
+  /* Every later call fails too. */
+  assert_false(kcm_json_object(&j));
+  assert_int_equal(kcm_json_peek(&j), KCM_JSON_NONE);
+  kcm_json_release(&j);
+}
+
+static void depth_is_limited(void **state) {
+  char deep[2 * KCM_JSON_MAX_DEPTH + 3];
+  size_t i;
+  for (i = 0; i < KCM_JSON_MAX_DEPTH; i++) {
+    deep[i] = '[';
+    deep[KCM_JSON_MAX_DEPTH + i] = ']';
+  }
+  deep[2 * KCM_JSON_MAX_DEPTH] = '\0';
+  assert_true(valid(deep));
+  memmove(deep + 1, deep, 2 * KCM_JSON_MAX_DEPTH + 1);
+  deep[0] = '[';
+  strcat(deep, "]");
+  assert_false(valid(deep));
+}
+
+static void strings_unescape(void **state) {
+  static const char text[] = "[\"plain\",\"tab\\tq\\\"\",\"\\u00e9\\u20ac\\ud83d\\ude00\","
+                             "\"\\ud800x\",\"\"]";
+  struct kcm_json j;
+  const char *s;
+  size_t n;
+  kcm_json_init(&j);
+  kcm_json_start(&j, text, strlen(text));
+  assert_true(kcm_json_array(&j));
+  assert_true(kcm_json_element(&j));
+  assert_true(kcm_json_string(&j, &s, &n));
+  assert_string_equal(s, "plain");
+  assert_true(kcm_json_element(&j));
+  assert_true(kcm_json_string(&j, &s, &n));
+  assert_string_equal(s, "tab\tq\"");
+  assert_true(kcm_json_element(&j));
+  assert_true(kcm_json_string(&j, &s, &n));
+  assert_string_equal(s, "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80");
+  assert_int_equal(n, 9);
+  assert_true(kcm_json_element(&j));
+  assert_true(kcm_json_string(&j, &s, &n));
+  assert_string_equal(s, "\xef\xbf\xbdx"); /* a lone surrogate reads as U+FFFD */
+  assert_true(kcm_json_element(&j));
+  assert_true(kcm_json_string(&j, &s, &n));
+  assert_string_equal(s, "");
+  assert_int_equal(n, 0);
+  assert_false(kcm_json_element(&j));
+  assert_true(kcm_json_done(&j));
+  kcm_json_release(&j);
+}
+
+static int64_t read_int(const char *text, int *rc) {
+  struct kcm_json j;
+  int64_t v = 42;
+  kcm_json_init(&j);
+  kcm_json_start(&j, text, strlen(text));
+  *rc = kcm_json_int(&j, &v);
+  kcm_json_release(&j);
+  return v;
+}
+
+static void integers(void **state) {
+  int rc;
+  assert_int_equal(read_int("9223372036854775807", &rc), INT64_MAX);
+  assert_int_equal(rc, 0);
+  assert_true(read_int("-9223372036854775808", &rc) == INT64_MIN);
+  assert_int_equal(rc, 0);
+  read_int("9223372036854775808", &rc);
+  assert_int_equal(rc, KCM_ETOOBIG);
+  read_int("-9223372036854775809", &rc);
+  assert_int_equal(rc, KCM_ETOOBIG);
+  read_int("1.0", &rc);
+  assert_int_equal(rc, KCM_EINVAL);
+  read_int("1e3", &rc);
+  assert_int_equal(rc, KCM_EINVAL);
+  read_int("\"1\"", &rc);
+  assert_int_equal(rc, KCM_EINVAL);
+  assert_int_equal(read_int("-17", &rc), -17);
+}
+
+static void members_types_and_paths(void **state) {
+  static const char text[] =
+      "{\"kind\":\"Pod\",\"metadata\":{\"labels\":{\"a\":\"b\"},\"name\":\"web\"},"
+      "\"ok\":true,\"gone\":null,\"n\":[1,2]}";
+  static const char *const name[] = {"metadata", "name", NULL};
+  static const char *const missing[] = {"metadata", "namespace", NULL};
+  static const char *const through[] = {"ok", "x", NULL};
+  struct kcm_json j;
+  const char *s, *raw;
+  size_t n;
+  bool b;
+  int members = 0;
+  kcm_json_init(&j);
+  kcm_json_start(&j, text, strlen(text));
+  assert_true(kcm_json_object(&j));
+  while (kcm_json_member(&j)) {
+    members++;
+    if (kcm_json_key_is(&j, "ok")) {
+      assert_false(kcm_json_string(&j, &s, &n)); /* a type mismatch reads nothing */
+      assert_null(j.err);
+      assert_true(kcm_json_bool(&j, &b));
+      assert_true(b);
+    } else if (kcm_json_key_is(&j, "gone")) {
+      assert_int_equal(kcm_json_peek(&j), KCM_JSON_NULL);
+      assert_true(kcm_json_null(&j));
+    } else if (kcm_json_key_is(&j, "metadata")) {
+      assert_true(kcm_json_raw(&j, &raw, &n));
+      assert_int_equal(n, strlen("{\"labels\":{\"a\":\"b\"},\"name\":\"web\"}"));
+      assert_memory_equal(raw, "{\"labels\"", 9);
+    } else {
+      assert_true(kcm_json_skip(&j));
+    }
+  }
+  assert_int_equal(members, 5);
+  assert_true(kcm_json_done(&j));
+  assert_true(kcm_json_find(&j, name));
+  assert_true(kcm_json_string(&j, &s, &n));
+  assert_string_equal(s, "web");
+  assert_false(kcm_json_find(&j, missing));
+  assert_false(kcm_json_find(&j, through));
+  kcm_json_release(&j);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(grammar),
+      cmocka_unit_test(errors_say_what_and_where),
+      cmocka_unit_test(depth_is_limited),
+      cmocka_unit_test(strings_unescape),
+      cmocka_unit_test(integers),
+      cmocka_unit_test(members_types_and_paths),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
