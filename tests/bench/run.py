@@ -1,0 +1,392 @@
+#!/usr/bin/env python3
+"""kcm's benchmarks, each printed beside its budget.
+
+    python3 tests/bench/run.py [--small] [--kcm build/kcm] [--only NAME ...]
+
+decode   pods per CPU-second decoded from list pages and watch events, and
+         the bytes each cached pod holds (build/tests/bench_decode);
+memory   kcm's RSS with the local API server preloaded with N pods, minus
+         its RSS with none, per pod; and the time to ready: process start
+         to /readyz (every informer synced), with kcm's CPU meanwhile;
+cpu      kcm's own CPU (from /proc) to take D Deployments x R replicas from
+         nothing to available, then through one rolling update, with the
+         client rate limits lifted;
+latency  from a ReplicaSet's spec.replicas change to kcm's first pod POST,
+         as the API server sees both, while Deployments roll beside it.
+
+Budgets: 1 KiB per cached pod; 1 ms of kcm CPU per pod created and per pod
+rolled; 3 s to ready with 50,000 pods; latency p99 10 ms. Where the local
+API server is the bottleneck the benchmark says so: it prints the server's
+CPU beside kcm's, and for latency the server's own handling time.
+--small runs every benchmark at a size CI can afford; it never fails on a
+figure, only when a benchmark cannot run.
+"""
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "tests", "sim"))
+from simclient import Client, wait_for  # noqa: E402
+
+HZ = os.sysconf("SC_CLK_TCK")
+BUDGET = {"bytes_per_pod": 1024, "cpu_ms_per_pod": 1.0, "ready_s": 3.0, "latency_p99_ms": 10.0}
+
+
+def cpu_seconds(pid):
+    """User + system CPU of a process, from /proc."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / HZ
+
+
+def rss_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def verdict(ok):
+    return "within budget" if ok else "OVER BUDGET"
+
+
+class Sim:
+    """The local API server, its log in a file (a pipe could fill up)."""
+
+    def __init__(self, workdir, *args):
+        self.dir = os.path.join(workdir, "sim")
+        self.log = open(os.path.join(workdir, "sim.log"), "w")
+        self.proc = subprocess.Popen(
+            [sys.executable, os.path.join(ROOT, "tests", "sim", "apiserver.py"),
+             "--dir", self.dir, "--max-events", "1000000", *args],
+            stdout=subprocess.PIPE, stderr=self.log, text=True)
+        line = self.proc.stdout.readline()
+        if not line.startswith("READY "):
+            self.proc.kill()
+            raise RuntimeError("the local API server did not start; see %s" % self.log.name)
+        self.kubeconfig = os.path.join(self.dir, "kubeconfig")
+        self.api = Client.from_sim_dir(self.dir)
+        self.seq = 0
+
+    def cpu(self):
+        return cpu_seconds(self.proc.pid)
+
+    def requests(self):
+        """Requests logged since the last call."""
+        items = self.api.get("/_sim/requests?since=%d" % self.seq).json()["items"]
+        if items:
+            self.seq = items[-1]["seq"]
+        return items
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+
+class Kcm:
+    """kcm against the local API server, with probes on a free port."""
+
+    def __init__(self, binary, sim, workdir, name, extra=()):
+        self.log_path = os.path.join(workdir, name + ".log")
+        self.log = open(self.log_path, "w")
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen(
+            [binary, "--kubeconfig", sim.kubeconfig, "--leader-elect=false",
+             "--health-probe-bind-address=127.0.0.1:0", "--metrics-bind-address=0", *extra],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        self.health = wait_for(self._address, timeout=30, interval=0.005,
+                               what="kcm to serve its probes")
+
+    def _address(self):
+        if self.proc.poll() is not None:
+            raise RuntimeError("kcm exited with %s; see %s" % (self.proc.returncode, self.log_path))
+        with open(self.log_path) as f:
+            m = re.search(r'serving health probes address="([^"]+)"', f.read())
+        return "http://" + m.group(1) if m else None
+
+    def ready(self):
+        try:
+            with urllib.request.urlopen(self.health + "/readyz", timeout=2) as r:
+                return r.status == 200
+        except OSError:
+            return False
+
+    def wait_ready(self, timeout=600):
+        wait_for(self.ready, timeout=timeout, interval=0.005, what="kcm to be ready")
+        return time.monotonic() - self.started
+
+    def cpu(self):
+        return cpu_seconds(self.proc.pid)
+
+    def rss(self):
+        return rss_kib(self.proc.pid)
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(40)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+
+# --- decode ------------------------------------------------------------------------------
+
+def bench_decode(args, workdir):
+    exe = os.path.join(os.path.dirname(args.kcm), "tests", "bench_decode")
+    pods = "5000" if args.small else "200000"
+    out = subprocess.run([exe, pods], capture_output=True, text=True)
+    sys.stdout.write(out.stdout)
+    if out.returncode:
+        raise RuntimeError("bench_decode failed: %s" % out.stderr.strip())
+
+
+# --- memory and time to ready -------------------------------------------------------------
+
+def bench_memory(args, workdir):
+    sizes = [2000] if args.small else [10000, 50000]
+    results = []
+    for n in sizes:
+        sim = Sim(workdir)
+        try:
+            kcm = Kcm(args.kcm, sim, workdir, "kcm-empty-%d" % n)
+            kcm.wait_ready()
+            time.sleep(1)  # let the empty caches settle before the baseline
+            empty = kcm.rss()
+            kcm.stop()
+            t = time.monotonic()
+            sim.api.post("/_sim/bulk", {"pods": n, "namespaces": max(1, n // 1000),
+                                        "nodes": 100})
+            load_s = time.monotonic() - t
+            sim_cpu0 = sim.cpu()
+            kcm = Kcm(args.kcm, sim, workdir, "kcm-%d" % n)
+            ready_s = kcm.wait_ready()
+            kcm_cpu, sim_cpu = kcm.cpu(), sim.cpu() - sim_cpu0
+            time.sleep(2)  # the ReplicaSet syncs that follow the first sync
+            full = kcm.rss()
+            kcm.stop()
+        finally:
+            sim.stop()
+        per_pod = (full - empty) * 1024 / n
+        results.append((n, per_pod, ready_s, kcm_cpu, sim_cpu))
+        print("memory: %d pods (bulk-loaded in %.1f s)" % (n, load_s))
+        print("  RSS empty %d KiB, with the pods %d KiB: %.0f bytes per cached pod "
+              "(budget %d)  %s" % (empty, full, per_pod, BUDGET["bytes_per_pod"],
+                                   verdict(per_pod <= BUDGET["bytes_per_pod"])))
+        print("  time to ready: %.2f s (budget %.0f s at 50,000 pods)  %s" % (
+            ready_s, BUDGET["ready_s"],
+            verdict(ready_s <= BUDGET["ready_s"]) if n >= 50000 else "(budget is for 50,000)"))
+        print("    kcm's CPU from start to ready: %.2f s; the local API server's: %.2f s%s" % (
+            kcm_cpu, sim_cpu,
+            " -- the server is the bottleneck; kcm's share is its CPU" if sim_cpu > kcm_cpu * 2
+            else ""))
+    return results
+
+
+# --- CPU per pod --------------------------------------------------------------------------
+
+def deployment(name, replicas, image):
+    return {"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}},
+                                  "spec": {"containers": [{"name": "c", "image": image}]}}}}
+
+
+def settled(api, ns, count, image):
+    """Every Deployment in ns fully rolled out to image and available."""
+    items = api.get("/apis/apps/v1/namespaces/%s/deployments" % ns).json()["items"]
+    done = 0
+    for d in items:
+        st, want = d.get("status", {}), d["spec"]["replicas"]
+        img = d["spec"]["template"]["spec"]["containers"][0]["image"]
+        if (img == image and st.get("observedGeneration") == d["metadata"]["generation"]
+                and st.get("updatedReplicas") == want and st.get("availableReplicas") == want
+                and st.get("replicas") == want):
+            done += 1
+    return done == count
+
+
+def bench_cpu(args, workdir):
+    nd, reps = (10, 5) if args.small else (200, 50)
+    pods = nd * reps
+    sim = Sim(workdir, "--kubelet", "--ready-delay", "0", "--nodes", "100")
+    kcm = None
+    try:
+        sim.api.post("/api/v1/namespaces", {"metadata": {"name": "cpu"}})
+        kcm = Kcm(args.kcm, sim, workdir, "kcm-cpu",
+                  extra=("--kube-api-qps=100000", "--kube-api-burst=100000"))
+        kcm.wait_ready()
+        path = "/apis/apps/v1/namespaces/cpu/deployments"
+        phases = []
+        for phase, image in (("create", "nginx:1"), ("roll", "nginx:2")):
+            c0, s0, t0 = kcm.cpu(), sim.cpu(), time.monotonic()
+            for i in range(nd):
+                if phase == "create":
+                    sim.api.post(path, deployment("d%d" % i, reps, image))
+                else:
+                    sim.api.patch(path + "/d%d" % i, {"spec": {"template": {"spec": {
+                        "containers": [{"name": "c", "image": image}]}}}}, ptype="strategic")
+            wait_for(lambda: settled(sim.api, "cpu", nd, image), timeout=3600, interval=1,
+                     what="the Deployments to %s" % phase)
+            phases.append((phase, kcm.cpu() - c0, sim.cpu() - s0, time.monotonic() - t0))
+        rss = kcm.rss()
+    finally:
+        if kcm:
+            kcm.stop()
+        sim.stop()
+    print("cpu: %d Deployments x %d replicas = %d pods, rate limits lifted" % (nd, reps, pods))
+    for phase, kcm_cpu, sim_cpu, wall in phases:
+        ms = kcm_cpu * 1000 / pods
+        print("  %-6s kcm CPU %6.2f s = %.3f ms per pod (budget %.0f)  %s" % (
+            phase, kcm_cpu, ms, BUDGET["cpu_ms_per_pod"],
+            verdict(ms <= BUDGET["cpu_ms_per_pod"])))
+        print("         wall %.1f s; the local API server's CPU %.1f s%s" % (
+            wall, sim_cpu, " -- the server is the bottleneck" if sim_cpu > kcm_cpu * 2 else ""))
+    print("  kcm RSS at the end: %d KiB" % rss)
+    return phases
+
+
+# --- latency ------------------------------------------------------------------------------
+
+def replicaset(name, replicas):
+    return {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": name},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}},
+                                  "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}}
+
+
+def percentile(values, q):
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
+
+
+def bench_latency(args, workdir):
+    samples, background = (40, 2) if args.small else (300, 5)
+    sim = Sim(workdir, "--kubelet", "--ready-delay", "0", "--nodes", "100")
+    kcm = None
+    stop = threading.Event()
+    try:
+        api = sim.api
+        for ns in ("lat", "load"):
+            api.post("/api/v1/namespaces", {"metadata": {"name": ns}})
+        kcm = Kcm(args.kcm, sim, workdir, "kcm-latency",
+                  extra=("--kube-api-qps=100000", "--kube-api-burst=100000"))
+        kcm.wait_ready()
+        # Load: Deployments of 5 that keep rolling while the samples are taken.
+        load = Client.from_sim_dir(sim.dir)
+        dpath = "/apis/apps/v1/namespaces/load/deployments"
+        for i in range(background):
+            load.post(dpath, deployment("bg%d" % i, 5, "nginx:0"))
+
+        def roll():
+            n = 0
+            while not stop.is_set():
+                n += 1
+                for i in range(background):
+                    load.patch(dpath + "/bg%d" % i, {"spec": {"template": {"spec": {
+                        "containers": [{"name": "c", "image": "nginx:%d" % n}]}}}},
+                        ptype="strategic")
+                stop.wait(2)
+        loader = threading.Thread(target=roll, daemon=True)
+        loader.start()
+        # One ReplicaSet per sample, each scaled from 0 to 1 in turn.
+        rpath = "/apis/apps/v1/namespaces/lat/replicasets"
+        for i in range(samples):
+            api.post(rpath, replicaset("r%d" % i, 0))
+        sim.requests()
+        log = []
+        for i in range(samples):
+            api.patch(rpath + "/r%d/scale" % i, {"spec": {"replicas": 1}})
+            wait_for(lambda: api.get("/api/v1/namespaces/lat/pods?labelSelector=app%%3Dr%d" % i)
+                     .json()["items"], timeout=60, interval=0.01, what="the pod of r%d" % i)
+            if i % 10 == 9:
+                log += sim.requests()  # before the server's log of 20,000 wraps
+        stop.set()
+        loader.join()
+        log += sim.requests()
+        scale_end, first_post, server_ms = {}, {}, []
+        for r in log:
+            if r["namespace"] != "lat":
+                continue
+            if r["resource"] == "replicasets" and r["subresource"] == "scale" and \
+                    r["method"] == "PATCH":
+                scale_end[r["name"]] = r["time"]
+                server_ms.append(r["ms"])
+            elif r["resource"] == "pods" and r["method"] == "POST" and \
+                    r["userAgent"].startswith("kcm"):
+                arrived = r["time"] - r["ms"] / 1000
+                # the pod POST that follows the latest scale with no pod yet
+                pending = [n for n, t in scale_end.items() if t <= arrived and n not in first_post]
+                if pending:
+                    first_post[max(pending, key=lambda n: scale_end[n])] = arrived
+        lat = [(first_post[n] - scale_end[n]) * 1000 for n in first_post]
+    finally:
+        stop.set()
+        if kcm:
+            kcm.stop()
+        sim.stop()
+    if not lat:
+        raise RuntimeError("no latency samples were matched")
+    p50, p99 = percentile(lat, 0.5), percentile(lat, 0.99)
+    print("latency: ReplicaSet spec.replicas 0 -> 1 to kcm's pod POST, %d samples, "
+          "%d Deployments rolling beside" % (len(lat), background))
+    print("  p50 %.2f ms, p99 %.2f ms, max %.2f ms (budget p99 %.0f ms)  %s" % (
+        p50, p99, max(lat), BUDGET["latency_p99_ms"], verdict(p99 <= BUDGET["latency_p99_ms"])))
+    print("  measured by the local API server: from the end of the scale request to the "
+          "arrival of the POST;")
+    print("  it spent p50 %.2f ms, p99 %.2f ms handling each scale request itself" % (
+        percentile(server_ms, 0.5), percentile(server_ms, 0.99)))
+    return p50, p99
+
+
+BENCHES = {"decode": bench_decode, "memory": bench_memory, "cpu": bench_cpu,
+           "latency": bench_latency}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--kcm", default=os.path.join(ROOT, "build", "kcm"))
+    ap.add_argument("--small", action="store_true", help="CI sizes")
+    ap.add_argument("--only", nargs="*", choices=sorted(BENCHES), default=None)
+    args = ap.parse_args()
+    args.kcm = os.path.abspath(args.kcm)
+    if not os.access(args.kcm, os.X_OK):
+        print("run.py: no kcm binary at %s (build first: bash tests/setup.sh)" % args.kcm,
+              file=sys.stderr)
+        return 2
+    print("machine: %s, %d cores; kcm %s" % (
+        os.uname().machine, os.cpu_count(),
+        subprocess.run([args.kcm, "--version"], capture_output=True, text=True).stdout.strip()))
+    failed = 0
+    with tempfile.TemporaryDirectory(prefix="kcm-bench-") as workdir:
+        for name in args.only or ["decode", "memory", "cpu", "latency"]:
+            sys.stdout.flush()
+            try:
+                BENCHES[name](args, workdir)
+            except (RuntimeError, AssertionError, OSError) as e:
+                failed += 1
+                print("%s: could not run: %s" % (name, e))
+            sys.stdout.flush()
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
