@@ -7,6 +7,7 @@ collector) goes through `Api`, so every write obeys the same rules and
 produces the same watch events.
 """
 
+import bisect
 import copy
 import datetime
 import json
@@ -233,23 +234,34 @@ class Api:
                          if self._matches(e.obj, reqs, terms)]
                 items.sort(key=lambda e: key_of(e.obj))
                 return items, rv, "", None
-            out, next_key, remaining = [], None, 0
-            import bisect
-            keys = [k for k, _ in snap]
+            # A page is a slice of the snapshot; with neither a namespace nor a
+            # selector to filter by, the remaining count is arithmetic, so paging
+            # through n objects costs O(n), not O(n^2).
+            ns_filter = bool(ns and res.namespaced)
+            plain = not ns_filter and not reqs and not terms
+            keys, entries = snap.keys, snap.entries
             i = bisect.bisect_right(keys, start_key) if start_key is not None else 0
-            while i < len(snap):
-                k, e = snap[i]
+            if ns_filter:  # keys sort by namespace first: skip straight to it
+                i = max(i, bisect.bisect_left(keys, (ns,)))
+            out, next_key, remaining = [], None, 0
+            while i < len(keys):
+                k, e = keys[i], entries[i]
                 i += 1
-                if ns and res.namespaced and k[0] != ns:
+                if ns_filter and k[0] != ns:
+                    if k[0] > ns:
+                        break
                     continue
-                if not self._matches(e.obj, reqs, terms):
+                if not plain and not self._matches(e.obj, reqs, terms):
                     continue
                 if len(out) >= limit:
-                    next_key = out and key_of(out[-1].obj)
-                    remaining = 1 + sum(
-                        1 for k2, e2 in snap[i:]
-                        if (not ns or not res.namespaced or k2[0] == ns)
-                        and self._matches(e2.obj, reqs, terms))
+                    next_key = key_of(out[-1].obj)
+                    if plain:
+                        remaining = len(keys) - i + 1
+                    else:
+                        remaining = 1 + sum(
+                            1 for k2, e2 in zip(keys[i:], entries[i:])
+                            if (not ns_filter or k2[0] == ns)
+                            and self._matches(e2.obj, reqs, terms))
                     break
                 out.append(e)
             token = self._encode_continue(rv, next_key) if next_key else ""

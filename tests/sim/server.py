@@ -222,6 +222,8 @@ class SimServer(ThreadingHTTPServer):
         self.default_watch_timeout = 1800
         self.requests = collections.deque(maxlen=20000)
         self.request_seq = 0
+        self.sent = collections.deque(maxlen=20000)  # watch events written, newest last
+        self.sent_seq = 0
         self.stats_lock = threading.Lock()
         self.closing = False
         self.kubelet = None
@@ -252,6 +254,18 @@ class SimServer(ThreadingHTTPServer):
             self.request_seq += 1
             entry["seq"] = self.request_seq
             self.requests.append(entry)
+
+    def record_sent(self, ev, plural, user_agent):
+        """Note when a watch event went out to a watcher, to tell the server's
+        share of a latency from its client's."""
+        meta = ev.entry.obj["metadata"]
+        entry = {"time": time.time(), "resource": plural, "type": ev.type,
+                 "namespace": meta.get("namespace", ""), "name": meta.get("name", ""),
+                 "resourceVersion": ev.rv, "userAgent": user_agent}
+        with self.stats_lock:
+            self.sent_seq += 1
+            entry["seq"] = self.sent_seq
+            self.sent.append(entry)
 
     def shutdown(self):
         self.closing = True
@@ -703,6 +717,7 @@ class Handler(BaseHTTPRequestHandler):
         start = time.monotonic()
         deadline = start + timeout
         headers_sent = [False]
+        agent = self.headers.get("User-Agent") or ""
 
         def visible(obj):
             if ns and obj["metadata"].get("namespace") != ns:
@@ -782,6 +797,8 @@ class Handler(BaseHTTPRequestHandler):
                 if chunk:
                     self.write_chunk(chunk)
                     told = ev.rv
+                    if ev.type != "RAW":
+                        self.server.record_sent(ev, res.plural, agent)
             now = time.monotonic()
             if next_bookmark is not None and now >= next_bookmark:
                 # Bookmarks carry the newest version of this resource, and only
@@ -844,6 +861,11 @@ class Handler(BaseHTTPRequestHandler):
             with srv.stats_lock:
                 items = [x for x in srv.requests if x["seq"] > since]
             return self.send_json(200, {"items": items, "last": srv.request_seq})
+        if r.name == "watch-events" and self.command == "GET":
+            since = int(query.get("since") or 0)
+            with srv.stats_lock:
+                items = [x for x in srv.sent if x["seq"] > since]
+            return self.send_json(200, {"items": items, "last": srv.sent_seq})
         if r.name == "state" and self.command == "GET":
             with store.cond:
                 counts = {p: len(o) for p, o in store.objects.items()}

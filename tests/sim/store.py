@@ -53,6 +53,16 @@ class Entry:
         return self._item_raw
 
 
+class Snapshot:
+    """A resource's objects at one resourceVersion, sorted by key."""
+
+    __slots__ = ("keys", "entries")
+
+    def __init__(self, pairs):
+        self.keys = [k for k, _ in pairs]
+        self.entries = [e for _, e in pairs]
+
+
 class Event:
     __slots__ = ("rv", "type", "entry", "old", "ts")
 
@@ -81,7 +91,7 @@ class Store:
         self.dependents = {}  # owner uid -> {(plural, key)}
         self.listeners = []  # fn(plural, Event), called with the lock held
         self.max_events = max_events
-        self.snapshots = {}  # (plural, rv) -> [(key, Entry)] sorted by key
+        self.snapshots = {}  # (plural, rv) -> Snapshot
         self.drop_epoch = 0  # bumped to make every open watch drop its connection
         self.watch_delay = 0.0  # seconds each watch event is held back
 
@@ -109,7 +119,7 @@ class Store:
             rv = self.rv
             snap = self.snapshots.get((plural, rv))
             if snap is None:
-                snap = sorted(self.objects[plural].items(), key=lambda kv: kv[0])
+                snap = Snapshot(sorted(self.objects[plural].items(), key=lambda kv: kv[0]))
                 if len(self.snapshots) >= 32:
                     self.snapshots.pop(next(iter(self.snapshots)))
                 self.snapshots[(plural, rv)] = snap

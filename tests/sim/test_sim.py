@@ -689,7 +689,6 @@ class Basics(SimTestCase):
         self.assertEqual(t["rows"][0]["object"]["kind"], "PartialObjectMetadata")
 
 
-@unittest.skipIf(COMPARE, "needs the local API server")
 class Faults(SimTestCase):
     def test_injected_429_with_retry_after(self):
         self.c.faults(rules=[{"verb": "create", "resource": "pods", "code": 429, "retryAfter": 3,
@@ -768,6 +767,20 @@ class Faults(SimTestCase):
         self.assertIn(("create", "pods", 201),
                       [(i["verb"], i["resource"], i["code"]) for i in items])
 
+
+    def test_watch_event_log(self):
+        last = self.c.get("/_sim/watch-events").json()["last"]
+        w = self.c.watch(PODS % self.ns + "?watch=1&resourceVersion=0")
+        created = self.create(PODS, pod("logged"))
+        e = w.next(timeout=10)
+        self.assertEqual(e["object"]["metadata"]["name"], "logged")
+        items = self.c.get("/_sim/watch-events?since=%d" % last).json()["items"]
+        mine = [i for i in items if i["name"] == "logged"]
+        self.assertEqual([(i["type"], i["resource"], i["namespace"]) for i in mine],
+                         [("ADDED", "pods", self.ns)])
+        self.assertEqual(str(mine[0]["resourceVersion"]),
+                         created["metadata"]["resourceVersion"])
+        w.close()
 
 @unittest.skipIf(COMPARE, "needs the local API server")
 class FakeKubelet(SimTestCase):
