@@ -217,6 +217,12 @@ int kcm_api_decode_text(enum kcm_kind kind, const char *text, size_t len, struct
                         struct kcm_intern *pool, struct kcm_object **out,
                         struct kcm_api_error *err);
 
+/* The pod whose JSON object is the reader's next value, as
+ * kcm_api_decode_text() reads it; the reader is left after the value (or
+ * anywhere in it, on an error). */
+int kcm_api_decode_pod_at(struct kcm_json *j, struct kcm_intern *pool, struct kcm_object **out,
+                          struct kcm_api_error *err);
+
 struct kcm_object *kcm_api_ref(struct kcm_object *o);
 void kcm_api_unref(struct kcm_object *o, struct kcm_intern *pool);
 

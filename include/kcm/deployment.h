@@ -227,6 +227,7 @@ struct kcm_deployment_controller {
     uint64_t releases;
     uint64_t status_writes;
     uint64_t collisions;
+    uint64_t deferred; /* syncs put off while the cache was behind a write */
     uint64_t errors;
     uint64_t dropped;
   } stats;

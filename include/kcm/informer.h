@@ -92,6 +92,7 @@ struct kcm_informer {
   struct kcm_informer_handler *handlers;
   uint32_t nhandlers;
   struct kcm_map objects;  /* (namespace, name) -> struct kcm_object */
+  struct kcm_map behind;   /* (namespace, name) -> versions written, not yet cached */
   struct kcm_map by_ns;    /* namespace -> bucket */
   struct kcm_map by_owner; /* controller uid -> bucket */
   struct kcm_informer_stats stats;
@@ -142,6 +143,20 @@ bool kcm_informer_synced(const struct kcm_informer *inf);
 struct kcm_object *kcm_informer_get(const struct kcm_informer *inf, const char *ns,
                                     const char *name);
 size_t kcm_informer_len(const struct kcm_informer *inf);
+
+/* Writes the cache has not caught up with. A controller that wrote ns/name
+ * and got resourceVersion rv back reports it; until an event at rv or later
+ * arrives, the cached copy is known to be behind the server: acting on it
+ * repeats work, and a write guarded by its version only conflicts. The
+ * event that catches up is delivered to the handlers as usual, so a
+ * controller that defers a sync while its object is behind is woken by it.
+ * A record is dropped when the object catches up or goes, or after
+ * KCM_INFORMER_BEHIND_TTL_MS, should the event never come. */
+#define KCM_INFORMER_BEHIND_TTL_MS 60000
+void kcm_informer_written(struct kcm_informer *inf, const char *ns, const char *name,
+                          uint64_t rv);
+/* Whether o, an object of this cache, is older than a version written to it. */
+bool kcm_informer_behind(struct kcm_informer *inf, const struct kcm_object *o);
 /* The first object in a namespace (then follow obj->ns_next), or NULL. */
 struct kcm_object *kcm_informer_first_in(const struct kcm_informer *inf, const char *ns);
 /* The first object whose controller has this uid (then obj->own_next);

@@ -44,7 +44,8 @@ struct kcm_json {
   const char *start, *p, *end; /* the text (borrowed) and the read position */
   const char *err;             /* first error, static; NULL while none */
   size_t err_at;               /* its byte offset in the text */
-  const char *key;             /* the current member's name (in `keys`), NUL-terminated */
+  const char *key;             /* the current member's name, keylen bytes (in the text, or
+                                  in `keys` when it had escapes); not NUL-terminated */
   size_t keylen;
   struct kcm_buf keys, strs;   /* owned scratch for names and string values */
   uint8_t nest[64];            /* open containers: '{' or '[' */

@@ -140,6 +140,7 @@ struct kcm_replicaset_controller {
     uint64_t adoptions;
     uint64_t releases;
     uint64_t status_writes;
+    uint64_t deferred; /* syncs put off while the cache was behind a write */
     uint64_t errors;
   } stats;
 };

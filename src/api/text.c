@@ -30,6 +30,7 @@ struct tctx {
   uint32_t init_statuses;
   bool init_bad;           /* spec.initContainers was not a list */
   bool has_meta, has_uid, has_rv, name_long;
+  bool whole; /* the pod is the whole text: nothing may follow it */
 };
 
 static int bad(struct tctx *t, const char *field, const char *problem) {
@@ -557,7 +558,7 @@ static int pod(struct tctx *t) {
     if (rc < 0)
       return rc;
   }
-  if (t->j->err || !kcm_json_done(t->j))
+  if (t->j->err || (t->whole && !kcm_json_done(t->j)))
     return bad(t, "(json)", t->j->err);
   TRY(metadata_complete(t, &p->o));
   if (t->init_statuses && t->init_bad)
@@ -566,12 +567,40 @@ static int pod(struct tctx *t) {
   return 0;
 }
 
+static int decode_pod(struct kcm_json *j, bool whole, struct kcm_intern *pool,
+                      struct kcm_object **out, struct kcm_api_error *err) {
+  struct tctx t;
+  struct kcm_pod *p = calloc(1, sizeof(*p));
+  int rc;
+  if (!p)
+    return KCM_ENOMEM;
+  p->o.kind = KCM_KIND_POD;
+  p->o.refs = 1;
+  memset(&t, 0, sizeof(t));
+  t.j = j;
+  t.pool = pool;
+  t.err = err;
+  t.pod = p;
+  t.whole = whole;
+  kcm_buf_init(&t.sidecars, 1u << 20);
+  kcm_buf_init(&t.inits, 1u << 20);
+  rc = pod(&t);
+  kcm_buf_release(&t.sidecars);
+  kcm_buf_release(&t.inits);
+  if (rc) {
+    if (rc == KCM_ENOMEM && !err->field[0])
+      bad(&t, "(object)", "out of memory");
+    kcm_api_unref(&p->o, pool);
+    return rc;
+  }
+  *out = &p->o;
+  return 0;
+}
+
 int kcm_api_decode_text(enum kcm_kind kind, const char *text, size_t len, struct kcm_json *j,
                         struct kcm_intern *pool, struct kcm_object **out,
                         struct kcm_api_error *err) {
-  struct tctx t;
   struct kcm_json own;
-  struct kcm_pod *p;
   int rc;
 
   *out = NULL;
@@ -618,31 +647,17 @@ int kcm_api_decode_text(enum kcm_kind kind, const char *text, size_t len, struct
     j = &own;
   }
   kcm_json_start(j, text, len);
-  p = calloc(1, sizeof(*p));
-  if (!p)
-    return KCM_ENOMEM;
-  p->o.kind = KCM_KIND_POD;
-  p->o.refs = 1;
-  memset(&t, 0, sizeof(t));
-  t.j = j;
-  t.pool = pool;
-  t.err = err;
-  t.pod = p;
-  kcm_buf_init(&t.sidecars, 1u << 20);
-  kcm_buf_init(&t.inits, 1u << 20);
-  rc = pod(&t);
-  kcm_buf_release(&t.sidecars);
-  kcm_buf_release(&t.inits);
+  rc = decode_pod(j, true, pool, out, err);
   if (j == &own)
     kcm_json_release(&own);
-  if (rc) {
-    if (rc == KCM_ENOMEM && !err->field[0])
-      bad(&t, "(object)", "out of memory");
-    kcm_api_unref(&p->o, pool);
-    return rc;
-  }
-  *out = &p->o;
-  return 0;
+  return rc;
+}
+
+int kcm_api_decode_pod_at(struct kcm_json *j, struct kcm_intern *pool, struct kcm_object **out,
+                          struct kcm_api_error *err) {
+  *out = NULL;
+  memset(err, 0, sizeof(*err));
+  return decode_pod(j, false, pool, out, err);
 }
 
 uint64_t kcm_api_resource_version_text(const char *body, size_t len) {

@@ -1,15 +1,14 @@
 /*
- * framing — splits a watch stream into JSON values as bytes arrive.
+ * framing — splits a watch stream into events as bytes arrive.
  *
- * Watch responses are newline-delimited JSON events delivered in chunks
- * that may split an event at any byte. The framer finds where each value
- * ends by following its brackets and strings (the grammar is checked later,
- * by whoever reads the value) and passes the value's text to the callback:
- * straight from the chunk when it lies in one, else from a buffer holding
- * the pieces. API servers write one event per line, so a value that does
- * not start with '{', is cut by a newline, or is larger than the cap is
- * reported (NULL text with a reason) and skipped up to the next newline,
- * and the stream carries on.
+ * Watch responses are JSON events, one per line (API servers end each with
+ * a newline, and JSON escapes the newlines inside strings), delivered in
+ * chunks that may split a line at any byte. The framer passes each
+ * non-blank line, without its surrounding blanks, to the callback: straight
+ * from the chunk when it lies in one, else from a buffer holding the
+ * pieces. It does not look inside: the reader of the line checks its
+ * grammar, so one broken event costs that line only. A line longer than
+ * the cap is reported (NULL text with a reason) and skipped.
  *
  * Internal to the informer module.
  */
@@ -26,12 +25,9 @@
 typedef int (*kcm_framer_cb)(const char *text, size_t len, const char *why, void *data);
 
 struct kcm_framer {
-  struct kcm_buf part; /* the start of a value split across chunks */
-  size_t max_bytes;    /* cap on one value */
-  unsigned depth;      /* open brackets of the value being read */
-  bool in_string, escaped;
+  struct kcm_buf part; /* the start of a line split across chunks */
+  size_t max_bytes;    /* cap on one line */
   bool skipping;       /* dropping input up to the next newline */
-  bool pending;        /* inside a value */
   kcm_framer_cb cb;
   void *data;
 };
@@ -40,8 +36,11 @@ int kcm_framer_init(struct kcm_framer *f, size_t max_bytes, kcm_framer_cb cb, vo
 void kcm_framer_release(struct kcm_framer *f);
 /* Feed bytes; returns 0, the callback's non-zero result, or KCM_ENOMEM. */
 int kcm_framer_feed(struct kcm_framer *f, const char *p, size_t n);
-/* True if the stream ended inside a value (a truncated last event). */
+/* True if a line has begun and not ended. */
 bool kcm_framer_partial(const struct kcm_framer *f);
+/* At the end of a stream: deliver a last line that had no newline, then
+ * reset. Returns 0 or the callback's result. */
+int kcm_framer_flush(struct kcm_framer *f);
 void kcm_framer_reset(struct kcm_framer *f);
 
 #endif

@@ -58,7 +58,21 @@ static bool match_uid(const void *key, const void *entry) {
   return kcm_api_uid_equal(key, &((const struct kcm_informer_bucket *)entry)->uid);
 }
 
+/* A version written to an object and not yet seen in the cache. */
+struct behind {
+  char *ns, *name; /* owned */
+  uint64_t rv;
+  uint64_t at; /* loop time of the write, ms */
+};
+
+static bool match_behind(const void *key, const void *entry) {
+  const struct objkey *k = key;
+  const struct behind *b = entry;
+  return strcmp(k->name, b->name) == 0 && strcmp(k->ns, b->ns) == 0;
+}
+
 static const struct kcm_map_type obj_type = {hash_objkey, match_obj};
+static const struct kcm_map_type behind_type = {hash_objkey, match_behind};
 static const struct kcm_map_type ns_type = {hash_ns, match_ns};
 static const struct kcm_map_type owner_type = {hash_uid, match_uid};
 
@@ -143,6 +157,25 @@ static void unlink_obj(struct kcm_informer *inf, struct kcm_object *o) {
 /* --- store ---------------------------------------------------------------------------- */
 
 /* Put `o` (taking over the caller's reference) and tell the handlers. */
+static void free_behind(struct behind *b) {
+  if (b) {
+    free(b->ns);
+    free(b->name);
+    free(b);
+  }
+}
+
+/* Forget a write to ns/name once the cache holds version rv or newer
+ * (rv 0: the object is gone, forget it in any case). */
+static void caught_up(struct kcm_informer *inf, const char *ns, const char *name, uint64_t rv) {
+  struct objkey k = {ns, name};
+  struct behind *b;
+  if (!inf->behind.len || !(b = kcm_map_get(&inf->behind, &k)))
+    return;
+  if (rv == 0 || rv >= b->rv)
+    free_behind(kcm_map_remove(&inf->behind, &k));
+}
+
 static void store_upsert(struct kcm_informer *inf, struct kcm_object *o) {
   struct objkey k = {o->ns, o->name};
   void *prev = NULL;
@@ -157,6 +190,7 @@ static void store_upsert(struct kcm_informer *inf, struct kcm_object *o) {
   if (prev)
     unlink_obj(inf, prev);
   link_obj(inf, o);
+  caught_up(inf, o->ns, o->name, o->rv);
   for (i = 0; i < inf->nhandlers; i++) {
     struct kcm_informer_handler *h = &inf->handlers[i];
     if (prev && h->updated)
@@ -178,6 +212,7 @@ static void store_delete(struct kcm_informer *inf, const char *ns, const char *n
   if (!old)
     return;
   unlink_obj(inf, old);
+  caught_up(inf, ns, name, 0);
   report = final ? final : old;
   for (i = 0; i < inf->nhandlers; i++) {
     struct kcm_informer_handler *h = &inf->handlers[i];
@@ -537,32 +572,59 @@ static int watch_error(struct kcm_informer *inf, const char *text, size_t len) {
   return 1;
 }
 
-static int on_event(const char *text, size_t len, const char *why, void *data) {
+static bool is_change(const char *type) {
+  return !strcmp(type, "ADDED") || !strcmp(type, "MODIFIED") || !strcmp(type, "DELETED");
+}
+
+/* Read and apply the watch event text[0..len) (one line of the stream). Pods
+ * are decoded while the event is read, in one pass (in_place); any other
+ * kind, or a pod that turns out malformed, is cut out of the event first and
+ * decoded on its own. More events after the first on the line are read in
+ * turn; anything else after it is reported. */
+static int read_event(struct kcm_informer *inf, const char *text, size_t len, bool in_place) {
   static const char *const rv_path[] = {"metadata", "resourceVersion", NULL};
-  struct kcm_informer *inf = data;
   struct kcm_json *j = &inf->page;
-  const char *obj = NULL, *s;
+  const char *obj = NULL, *s, *why, *rest, *end = text + len;
   size_t objlen = 0, n;
   char type[16] = "";
+  struct kcm_object *o = NULL;
+  struct kcm_api_error e;
+  bool decoded = false;
 
-  if (text) {
-    kcm_json_start(j, text, len);
-    if (kcm_json_object(j)) {
-      while (kcm_json_member(j)) {
-        if (kcm_json_key_is(j, "type") && kcm_json_peek(j) == KCM_JSON_STRING) {
-          kcm_json_string(j, &s, &n);
-          snprintf(type, sizeof(type), "%s", n < sizeof(type) ? s : "(too long)");
-        } else if (kcm_json_key_is(j, "object") && kcm_json_peek(j) == KCM_JSON_OBJECT) {
-          kcm_json_raw(j, &obj, &objlen);
+  kcm_json_start(j, text, len);
+  if (kcm_json_object(j)) {
+    while (kcm_json_member(j)) {
+      if (kcm_json_key_is(j, "type") && kcm_json_peek(j) == KCM_JSON_STRING) {
+        kcm_json_string(j, &s, &n);
+        snprintf(type, sizeof(type), "%s", n < sizeof(type) ? s : "(too long)");
+      } else if (kcm_json_key_is(j, "object") && kcm_json_peek(j) == KCM_JSON_OBJECT) {
+        obj = j->p;
+        if (in_place && !decoded && is_change(type)) {
+          if (kcm_api_decode_pod_at(j, inf->pool, &o, &e))
+            return read_event(inf, text, len, false); /* which reports it */
+          decoded = true;
+          objlen = (size_t)(j->p - obj);
         } else {
-          kcm_json_skip(j);
+          kcm_json_raw(j, &obj, &objlen);
         }
+      } else {
+        kcm_json_skip(j);
       }
     }
-    kcm_json_done(j);
-    why = j->err;
   }
-  if (!text || why) {
+  why = j->err;
+  rest = j->p;
+  while (!why && rest < end && (*rest == ' ' || *rest == '\t' || *rest == '\r'))
+    rest++;
+  if (!why && rest < end && *rest != '{') {
+    inf->stats.decode_errors++; /* the event itself is good: apply it */
+    kcm_error("skipping text after a watch event kind=\"%s\" problem=\"not an event\"",
+              kcm_api_kind_name(inf->opts.kind));
+    rest = end;
+  }
+  if (why) {
+    if (o)
+      kcm_api_unref(o, inf->pool);
     inf->stats.decode_errors++;
     kcm_error("skipping a malformed watch event kind=\"%s\" problem=\"%s\"",
               kcm_api_kind_name(inf->opts.kind), why);
@@ -572,43 +634,49 @@ static int on_event(const char *text, size_t len, const char *why, void *data) {
     inf->stats.decode_errors++;
     kcm_error("skipping a watch event without type and object kind=\"%s\"",
               kcm_api_kind_name(inf->opts.kind));
-    return 0;
-  }
-  inf->watch_events++;
-  if (!strcmp(type, "BOOKMARK")) {
+  } else if (!strcmp(type, "BOOKMARK")) {
     char rv[sizeof(inf->rv)] = "";
+    inf->watch_events++;
     inf->stats.bookmarks++;
     kcm_json_start(j, obj, objlen);
     if (kcm_json_find(j, rv_path) && kcm_json_string(j, &s, &n) && n < sizeof(rv))
       memcpy(rv, s, n + 1);
     set_rv(inf, rv);
-    return 0;
-  }
-  if (!strcmp(type, "ERROR"))
+  } else if (!strcmp(type, "ERROR")) {
+    inf->watch_events++;
     return watch_error(inf, obj, objlen);
-  if (!strcmp(type, "ADDED") || !strcmp(type, "MODIFIED")) {
-    struct kcm_object *o = decode(inf, obj, objlen, "watch");
+  } else if (is_change(type)) {
+    inf->watch_events++;
     inf->stats.events++;
+    if (!decoded)
+      o = decode(inf, obj, objlen, "watch");
     if (o) {
       snprintf(inf->rv, sizeof(inf->rv), "%llu", (unsigned long long)o->rv);
-      store_upsert(inf, o);
+      if (!strcmp(type, "DELETED")) {
+        store_delete(inf, o->ns, o->name, o, false);
+        kcm_api_unref(o, inf->pool);
+      } else {
+        store_upsert(inf, o);
+      }
     }
+  } else {
+    inf->watch_events++;
+    inf->stats.decode_errors++;
+    kcm_error("skipping a watch event of unknown type kind=\"%s\" type=\"%s\"",
+              kcm_api_kind_name(inf->opts.kind), type);
+  }
+  return rest < end ? read_event(inf, rest, (size_t)(end - rest), in_place) : 0;
+}
+
+static int on_event(const char *text, size_t len, const char *why, void *data) {
+  struct kcm_informer *inf = data;
+  if (!text) {
+    inf->stats.decode_errors++;
+    kcm_error("skipping a malformed watch event kind=\"%s\" problem=\"%s\"",
+              kcm_api_kind_name(inf->opts.kind), why);
     return 0;
   }
-  if (!strcmp(type, "DELETED")) {
-    struct kcm_object *o = decode(inf, obj, objlen, "watch");
-    inf->stats.events++;
-    if (o) {
-      snprintf(inf->rv, sizeof(inf->rv), "%llu", (unsigned long long)o->rv);
-      store_delete(inf, o->ns, o->name, o, false);
-      kcm_api_unref(o, inf->pool);
-    }
-    return 0;
-  }
-  inf->stats.decode_errors++;
-  kcm_error("skipping a watch event of unknown type kind=\"%s\" type=\"%s\"",
-            kcm_api_kind_name(inf->opts.kind), type);
-  return 0;
+  return read_event(inf, text, len, inf->opts.kind == KCM_KIND_POD);
 }
 
 static int on_chunk(const char *p, size_t n, void *data) {
@@ -623,10 +691,10 @@ static void on_watch(const struct kcm_client_response *resp, void *data) {
 
   inf->req = NULL;
   inf->stop_reason = 0;
-  if (kcm_framer_partial(inf->framer) && reason == 0) {
-    inf->stats.decode_errors++;
-    kcm_warn("watch ended inside an event kind=\"%s\"", kcm_api_kind_name(inf->opts.kind));
-  }
+  /* A last line without its newline is read too: whole, it is an event;
+   * cut short, it is reported as a malformed one. */
+  if (reason == 0)
+    kcm_framer_flush(inf->framer);
   kcm_framer_reset(inf->framer);
   if (inf->state == KCM_INFORMER_STOPPED) {
     kcm_informer_stop(inf, inf->on_closed);
@@ -738,6 +806,7 @@ int kcm_informer_init(struct kcm_informer *inf, uv_loop_t *loop, struct kcm_clie
     return KCM_ENOMEM;
   inf->opts.namespace = inf->ns;
   kcm_map_init(&inf->objects, &obj_type);
+  kcm_map_init(&inf->behind, &behind_type);
   kcm_map_init(&inf->by_ns, &ns_type);
   kcm_map_init(&inf->by_owner, &owner_type);
   kcm_json_init(&inf->page);
@@ -802,6 +871,7 @@ void kcm_informer_stop(struct kcm_informer *inf, void (*on_closed)(struct kcm_in
 void kcm_informer_release(struct kcm_informer *inf) {
   struct kcm_map_iter it;
   struct kcm_object *o;
+  struct behind *bh;
   struct kcm_informer_bucket *b;
 
   drop_pending(inf);
@@ -809,6 +879,10 @@ void kcm_informer_release(struct kcm_informer *inf) {
   while ((o = kcm_map_next(&it)))
     kcm_api_unref(o, inf->pool);
   kcm_map_release(&inf->objects);
+  kcm_map_iter_init(&it, &inf->behind);
+  while ((bh = kcm_map_next(&it)))
+    free_behind(bh);
+  kcm_map_release(&inf->behind);
   kcm_map_iter_init(&it, &inf->by_ns);
   while ((b = kcm_map_next(&it))) {
     kcm_intern_put(inf->pool, b->ns);
@@ -844,6 +918,43 @@ struct kcm_object *kcm_informer_get(const struct kcm_informer *inf, const char *
                                     const char *name) {
   struct objkey k = {ns, name};
   return kcm_map_get(&inf->objects, &k);
+}
+
+void kcm_informer_written(struct kcm_informer *inf, const char *ns, const char *name,
+                          uint64_t rv) {
+  struct objkey k = {ns, name};
+  struct kcm_object *o = kcm_map_get(&inf->objects, &k);
+  struct behind *b;
+  if (!rv || !o || o->rv >= rv)
+    return; /* nothing cached to be behind, or already caught up */
+  b = kcm_map_get(&inf->behind, &k);
+  if (!b) {
+    b = calloc(1, sizeof(*b));
+    if (!b || !(b->ns = strdup(ns)) || !(b->name = strdup(name)) ||
+        kcm_map_put(&inf->behind, &k, b, NULL)) {
+      free_behind(b); /* without the record a write may conflict, no more */
+      return;
+    }
+  }
+  if (rv > b->rv)
+    b->rv = rv;
+  b->at = uv_now(inf->loop);
+}
+
+bool kcm_informer_behind(struct kcm_informer *inf, const struct kcm_object *o) {
+  struct objkey k = {o->ns, o->name};
+  struct behind *b;
+  if (!inf->behind.len || !(b = kcm_map_get(&inf->behind, &k)))
+    return false;
+  if (o->rv >= b->rv || uv_now(inf->loop) - b->at > KCM_INFORMER_BEHIND_TTL_MS) {
+    if (o->rv < b->rv)
+      kcm_warn("the cache never caught up with a write kind=\"%s\" namespace=\"%s\" "
+               "name=\"%s\" written=%llu cached=%llu", kcm_api_kind_name(inf->opts.kind),
+               o->ns, o->name, (unsigned long long)b->rv, (unsigned long long)o->rv);
+    free_behind(kcm_map_remove(&inf->behind, &k));
+    return false;
+  }
+  return true;
 }
 
 size_t kcm_informer_len(const struct kcm_informer *inf) { return inf->objects.len; }

@@ -149,6 +149,17 @@ static const bool special[256] = {
     [0x15] = 1, [0x16] = 1, [0x17] = 1, [0x18] = 1, [0x19] = 1, [0x1a] = 1, [0x1b] = 1,
     [0x1c] = 1, [0x1d] = 1, [0x1e] = 1, [0x1f] = 1, ['"'] = 1,  ['\\'] = 1};
 
+/* Whether none of the 8 bytes at p is special: a quote, a backslash or a
+ * control character (bytes below 0x20), tested a word at a time. */
+static bool plain8(const char *p) {
+  const uint64_t ones = 0x0101010101010101u, highs = 0x8080808080808080u;
+  uint64_t v, q, b;
+  memcpy(&v, p, 8);
+  q = v ^ (ones * '"');
+  b = v ^ (ones * '\\');
+  return !((((q - ones) & ~q) | ((b - ones) & ~b) | ((v - ones * 0x20) & ~v)) & highs);
+}
+
 /* Read the string at j->p (its opening quote) into b (reset first), or
  * only check it when b is NULL. */
 static bool string_into(struct kcm_json *j, struct kcm_buf *b) {
@@ -162,10 +173,8 @@ static bool string_into(struct kcm_json *j, struct kcm_buf *b) {
     if (j->p == j->end)
       return fail(j, "unterminated string");
     /* Plain characters first: most of a Kubernetes object is in strings. */
-    while (j->end - j->p >= 4 && !special[(unsigned char)j->p[0]] &&
-           !special[(unsigned char)j->p[1]] && !special[(unsigned char)j->p[2]] &&
-           !special[(unsigned char)j->p[3]])
-      j->p += 4;
+    while (j->end - j->p >= 8 && plain8(j->p))
+      j->p += 8;
     while (j->p < j->end && !special[(unsigned char)*j->p])
       j->p++;
     if (j->p == j->end)
@@ -320,14 +329,23 @@ static bool next_item(struct kcm_json *j, char open) {
 }
 
 bool kcm_json_member(struct kcm_json *j) {
+  const char *name;
   if (!next_item(j, '{'))
     return false;
   if (j->p == j->end || *j->p != '"')
     return fail(j, "expected a member name");
-  if (!string_into(j, &j->keys))
+  name = j->p + 1;
+  if (!string_into(j, NULL))
     return false;
-  j->key = j->keys.data;
-  j->keylen = j->keys.len;
+  j->key = name;
+  j->keylen = (size_t)(j->p - 1 - name);
+  if (memchr(name, '\\', j->keylen)) { /* escaped: keep the decoded name */
+    j->p = name - 1;
+    if (!string_into(j, &j->keys))
+      return false;
+    j->key = j->keys.data;
+    j->keylen = j->keys.len;
+  }
   ws(j);
   if (j->p == j->end || *j->p != ':')
     return fail(j, "expected ':'");
@@ -336,7 +354,8 @@ bool kcm_json_member(struct kcm_json *j) {
 }
 
 bool kcm_json_key_is(const struct kcm_json *j, const char *name) {
-  return !strcmp(j->key, name);
+  size_t n = strlen(name);
+  return j->keylen == n && memcmp(j->key, name, n) == 0;
 }
 
 bool kcm_json_element(struct kcm_json *j) { return next_item(j, '['); }

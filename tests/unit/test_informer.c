@@ -127,6 +127,7 @@ static void framing_caps_event_size(void **state) {
 }
 
 static void framing_reports_truncated_end(void **state) {
+  static const char last[] = "{\"type\":\"DELETED\",\"object\":{}}";
   struct kcm_framer f;
   struct collected c = {0};
   assert_int_equal(kcm_framer_init(&f, 1 << 20, collect, &c), 0);
@@ -134,6 +135,12 @@ static void framing_reports_truncated_end(void **state) {
   assert_true(kcm_framer_partial(&f));
   assert_int_equal(c.n, 0);
   kcm_framer_reset(&f);
+  assert_false(kcm_framer_partial(&f));
+  /* At the end of a stream, a last line without its newline is delivered. */
+  kcm_framer_feed(&f, last, strlen(last));
+  assert_int_equal(c.n, 0);
+  assert_int_equal(kcm_framer_flush(&f), 0);
+  assert_int_equal(c.n, 1);
   assert_false(kcm_framer_partial(&f));
   kcm_framer_release(&f);
 }
@@ -424,6 +431,8 @@ static bool cached(void *arg) {
   return kcm_informer_get(&l->f->inf, l->f->ns, l->name) != NULL;
 }
 
+static bool gone(void *arg) { return !cached(arg); }
+
 static void garbage_is_counted_and_skipped(void **state) {
   struct fixture f;
   struct support_result r = {0};
@@ -453,6 +462,93 @@ static void garbage_is_counted_and_skipped(void **state) {
   assert_true(support_run_until(&f.loop, cached, &after, 10000));
   assert_int_equal(f.inf.stats.decode_errors, 2); /* the injected line */
   assert_int_equal(f.inf.stats.relists, 0);
+  fixture_free(&f);
+}
+
+/* Events are lines, but a line holding two events gives both; text after an
+ * event that is no event is reported, and the event kept. */
+static void events_sharing_a_line(void **state) {
+  struct fixture f;
+  struct lookup second = {&f, "second"}, after = {&f, "after"};
+  char inject[1024];
+  static const char pod[] =
+      "{\\\"type\\\":\\\"ADDED\\\",\\\"object\\\":{\\\"metadata\\\":{\\\"name\\\":"
+      "\\\"%s\\\",\\\"namespace\\\":\\\"%s\\\",\\\"uid\\\":"
+      "\\\"00000000-0000-0000-0000-00000000000%d\\\",\\\"resourceVersion\\\":\\\"2\\\"}}}";
+  char one[400], two[400];
+
+  fixture_init(&f);
+  kcm_informer_start(&f.inf);
+  wait_converged(&f);
+  snprintf(one, sizeof(one), pod, "first", f.ns, 1);
+  snprintf(two, sizeof(two), pod, "second", f.ns, 2);
+  snprintf(inject, sizeof(inject),
+           "{\"watchInject\":{\"resource\":\"pods\",\"line\":\"%s %s\"}}", one, two);
+  support_faults(&f.loop, f.client, inject);
+  assert_true(support_run_until(&f.loop, cached, &second, 10000));
+  assert_non_null(kcm_informer_get(&f.inf, f.ns, "first"));
+  assert_int_equal(f.inf.stats.decode_errors, 0);
+  snprintf(one, sizeof(one), pod, "third", f.ns, 3);
+  snprintf(inject, sizeof(inject),
+           "{\"watchInject\":{\"resource\":\"pods\",\"line\":\"%s ]\"}}", one);
+  support_faults(&f.loop, f.client, inject);
+  make_pod(&f, "after", NULL);
+  assert_true(support_run_until(&f.loop, cached, &after, 10000));
+  assert_non_null(kcm_informer_get(&f.inf, f.ns, "third"));
+  assert_int_equal(f.inf.stats.decode_errors, 1);
+  assert_int_equal(f.inf.stats.relists, 0);
+  fixture_free(&f);
+}
+
+static bool caught_up_with(void *arg) {
+  struct lookup *l = arg;
+  struct kcm_object *o = kcm_informer_get(&l->f->inf, l->f->ns, l->name);
+  return o && !kcm_informer_behind(&l->f->inf, o) && l->f->inf.behind.len == 0;
+}
+
+/* A write the cache has not seen makes the object "behind" until the event
+ * that carries it arrives. */
+static void writes_the_cache_has_not_seen(void **state) {
+  struct fixture f;
+  struct support_result r = {0};
+  struct lookup a = {&f, "a"};
+  struct kcm_object *o;
+  char path[160];
+  uint64_t rv;
+
+  fixture_init(&f);
+  make_pod(&f, "a", NULL);
+  kcm_informer_start(&f.inf);
+  wait_converged(&f);
+  o = kcm_informer_get(&f.inf, f.ns, "a");
+  assert_non_null(o);
+  kcm_informer_written(&f.inf, f.ns, "a", o->rv); /* already cached */
+  assert_false(kcm_informer_behind(&f.inf, o));
+  assert_int_equal(f.inf.behind.len, 0);
+  kcm_informer_written(&f.inf, f.ns, "gone", o->rv + 5); /* nothing cached */
+  assert_int_equal(f.inf.behind.len, 0);
+  kcm_informer_written(&f.inf, f.ns, "a", o->rv + 1000000);
+  assert_true(kcm_informer_behind(&f.inf, o));
+  assert_int_equal(f.inf.behind.len, 1);
+  /* The object going drops the record. */
+  snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/a", f.ns);
+  support_request(&f.loop, f.client, "DELETE", path, NULL, &r);
+  assert_int_equal(r.err, 0);
+  assert_true(support_run_until(&f.loop, gone, &a, 10000));
+  assert_int_equal(f.inf.behind.len, 0);
+  /* A real write: behind until its event is in the cache. */
+  make_pod(&f, "a", NULL);
+  assert_true(support_run_until(&f.loop, cached, &a, 10000));
+  snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/a", f.ns);
+  support_request(&f.loop, f.client, "PATCH", path,
+                  "{\"metadata\":{\"labels\":{\"moved\":\"on\"}}}", &r);
+  assert_int_equal(r.err, 0);
+  rv = kcm_api_resource_version_text(r.body, strlen(r.body));
+  assert_true(rv > 0);
+  kcm_informer_written(&f.inf, f.ns, "a", rv);
+  assert_true(support_run_until(&f.loop, caught_up_with, &a, 10000));
+  assert_true(kcm_informer_get(&f.inf, f.ns, "a")->rv >= rv);
+  support_result_free(&r);
   fixture_free(&f);
 }
 
@@ -491,6 +587,8 @@ int main(void) {
       cmocka_unit_test(throttled_list_honours_retry_after),
       cmocka_unit_test(server_errors_and_latency),
       cmocka_unit_test(garbage_is_counted_and_skipped),
+      cmocka_unit_test(events_sharing_a_line),
+      cmocka_unit_test(writes_the_cache_has_not_seen),
       cmocka_unit_test(periodic_resync),
   };
   int failed = cmocka_run_group_tests_name("framing", framing, NULL, NULL);

@@ -438,10 +438,13 @@ static void on_rs_write(const struct kcm_client_response *resp, void *data) {
   j->outstanding--;
   if (!resp->err) {
     answer_rv(resp, &j->rs_rv[s->rs]);
-    if (s->op == KCM_DP_SCALE)
+    if (s->op == KCM_DP_SCALE) {
       j->c->stats.rs_scaled++;
-    else
+      kcm_informer_written(j->c->rs_informer, j->d->o.ns, step_rs(j, s)->name,
+                           j->rs_rv[s->rs]);
+    } else {
       j->c->stats.rs_deleted++;
+    }
   }
   step_done(j, resp);
 }
@@ -452,6 +455,7 @@ static void on_d_write(const struct kcm_client_response *resp, void *data) {
   if (!resp->err) {
     answer_rv(resp, &j->d_rv);
     j->c->stats.status_writes++;
+    kcm_informer_written(j->c->d_informer, j->d->o.ns, j->d->o.name, j->d_rv);
   }
   step_done(j, resp);
 }
@@ -745,6 +749,7 @@ static void start_job(struct kcm_deployment_controller *c, const char *key) {
   struct kcm_object *o;
   char ns[300];
   size_t n = 0, i;
+  bool behind;
   int err;
 
   c->running++;
@@ -773,6 +778,7 @@ static void start_job(struct kcm_deployment_controller *c, const char *key) {
   hold(j, o);
   j->d = (struct kcm_deployment *)o;
   j->d_rv = o->rv;
+  behind = kcm_informer_behind(c->d_informer, o);
   /* Candidates: the ReplicaSets it controls and the orphans of its namespace. */
   for (i = 0; i < 2 && !j->err; i++) {
     for (o = kcm_informer_first_owned(c->rs_informer, i ? NULL : &j->d->o.uid); o;
@@ -787,7 +793,18 @@ static void start_job(struct kcm_deployment_controller *c, const char *key) {
       cands = grown;
       cands[n++] = (struct kcm_replicaset *)o;
       hold(j, o);
+      behind = behind || kcm_informer_behind(c->rs_informer, o);
     }
+  }
+  if (behind && !j->err) {
+    /* A write to the Deployment or one of its ReplicaSets is on its way to
+     * the cache; its event queues the key again. Planning now would act on
+     * old numbers and every guarded write would conflict. */
+    kcm_v(4, "waiting for the cache to catch up deployment=\"%s\"", key);
+    c->stats.deferred++;
+    free(cands);
+    run(j);
+    return;
   }
   memset(&in, 0, sizeof(in));
   in.d = j->d;

@@ -552,10 +552,13 @@ static void on_status(const struct kcm_client_response *resp, void *data) {
   struct call *call = data;
   struct kcm_rs_job *j = call->job;
   free(call);
-  if (resp->err)
+  if (resp->err) {
     fail(j, resp->err, "failed to update status: %s", resp->message);
-  else
+  } else {
     j->c->stats.status_writes++;
+    kcm_informer_written(j->c->rs_informer, j->rs->o.ns, j->rs->o.name,
+                         kcm_api_resource_version_text(resp->body, resp->body_len));
+  }
   call_done(j);
 }
 
@@ -641,6 +644,16 @@ static void start_job(struct kcm_replicaset_controller *c, const char *key) {
   o = kcm_informer_get(c->rs_informer, ns, name);
   if (!o) {
     kcm_expectations_delete(&c->expectations, key);
+    j->phase = PHASE_DONE;
+    next_phase(j);
+    return;
+  }
+  if (kcm_informer_behind(c->rs_informer, o)) {
+    /* A write to it is on its way to the cache, and its event will queue
+     * the key again: a sync now would act on an old spec and its status
+     * write could only conflict. */
+    kcm_v(4, "waiting for the cache to catch up replicaset=\"%s\"", key);
+    c->stats.deferred++;
     j->phase = PHASE_DONE;
     next_phase(j);
     return;
