@@ -27,6 +27,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "kcm/buf.h"
 
@@ -68,7 +69,12 @@ bool kcm_json_object(struct kcm_json *j);
 /* The next member of the innermost open object: true with j->key set and
  * the ':' read, the value next; false at its end ('}' read) or on error. */
 bool kcm_json_member(struct kcm_json *j);
-bool kcm_json_key_is(const struct kcm_json *j, const char *name);
+/* Whether the current member is called `name` (inline, so the length of a
+ * literal name is known at compile time). */
+static inline bool kcm_json_key_is(const struct kcm_json *j, const char *name) {
+  size_t n = strlen(name);
+  return j->keylen == n && memcmp(j->key, name, n) == 0;
+}
 /* Enter an array; kcm_json_element() is true while an element is next. */
 bool kcm_json_array(struct kcm_json *j);
 bool kcm_json_element(struct kcm_json *j);

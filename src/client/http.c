@@ -421,8 +421,13 @@ static void report(struct kcm_client_request *r, CURLcode code) {
 }
 
 static void free_request(struct kcm_client_request *r) {
-  if (r->easy)
+  struct kcm_client *c = r->client;
+  if (r->easy && !c->closing && c->nspare < KCM_CLIENT_SPARE) {
+    curl_easy_reset(r->easy); /* it has left the multi handle */
+    c->spare[c->nspare++] = r->easy;
+  } else if (r->easy) {
     curl_easy_cleanup(r->easy);
+  }
   curl_slist_free_all(r->headers);
   free(r->body);
   free(r->content_type);
@@ -809,7 +814,7 @@ int kcm_client_request(struct kcm_client *c, const struct kcm_client_request_opt
   r->created = uv_now(c->loop);
   snprintf(r->method, sizeof(r->method), "%s", o->method);
   kcm_buf_init(&r->resp, o->max_body ? o->max_body : DEFAULT_MAX_BODY);
-  r->easy = e = curl_easy_init();
+  r->easy = e = c->nspare ? c->spare[--c->nspare] : curl_easy_init();
   if (!e || asprintf(&url, "%s%s", c->url_host, o->path) < 0)
     goto nomem;
   curl_easy_setopt(e, CURLOPT_URL, url);
@@ -932,6 +937,8 @@ void kcm_client_close(struct kcm_client *c) {
   kcm_client_creds_close(c);
   curl_multi_cleanup(c->multi);
   c->multi = NULL;
+  while (c->nspare)
+    curl_easy_cleanup(c->spare[--c->nspare]);
   /* curl may not report every socket as removed during cleanup. */
   while ((sc = c->socks)) {
     c->socks = sc->next;

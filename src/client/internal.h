@@ -80,6 +80,8 @@ struct kcm_client_creds {
   uint64_t runs;
 };
 
+#define KCM_CLIENT_SPARE 32
+
 struct kcm_client {
   uv_loop_t *loop;
   const struct kcm_client_config *cfg;
@@ -91,6 +93,10 @@ struct kcm_client {
   struct kcm_client_request *finished; /* to report from `defer` */
   struct kcm_client_request *parked;   /* waiting for a token or a retry, by start_at */
   struct kcm_client_request *waiting;  /* waiting for exec credentials */
+  /* Finished easy handles, reset, for the next requests: a new handle costs
+   * curl a large zeroed struct and a 16 KiB buffer. */
+  CURL *spare[KCM_CLIENT_SPARE];
+  size_t nspare;
   struct sock_ctx *socks;
   size_t pending;
   int open_handles;

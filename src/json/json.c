@@ -353,10 +353,6 @@ bool kcm_json_member(struct kcm_json *j) {
   return true;
 }
 
-bool kcm_json_key_is(const struct kcm_json *j, const char *name) {
-  size_t n = strlen(name);
-  return j->keylen == n && memcmp(j->key, name, n) == 0;
-}
 
 bool kcm_json_element(struct kcm_json *j) { return next_item(j, '['); }
 
