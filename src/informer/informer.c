@@ -156,7 +156,6 @@ static void unlink_obj(struct kcm_informer *inf, struct kcm_object *o) {
 
 /* --- store ---------------------------------------------------------------------------- */
 
-/* Put `o` (taking over the caller's reference) and tell the handlers. */
 static void free_behind(struct behind *b) {
   if (b) {
     free(b->ns);
@@ -176,6 +175,7 @@ static void caught_up(struct kcm_informer *inf, const char *ns, const char *name
     free_behind(kcm_map_remove(&inf->behind, &k));
 }
 
+/* Put `o` (taking over the caller's reference) and tell the handlers. */
 static void store_upsert(struct kcm_informer *inf, struct kcm_object *o) {
   struct objkey k = {o->ns, o->name};
   void *prev = NULL;
@@ -572,6 +572,12 @@ static int watch_error(struct kcm_informer *inf, const char *text, size_t len) {
   return 1;
 }
 
+static void malformed_event(struct kcm_informer *inf, const char *why) {
+  inf->stats.decode_errors++;
+  kcm_error("skipping a malformed watch event kind=\"%s\" problem=\"%s\"",
+            kcm_api_kind_name(inf->opts.kind), why);
+}
+
 static bool is_change(const char *type) {
   return !strcmp(type, "ADDED") || !strcmp(type, "MODIFIED") || !strcmp(type, "DELETED");
 }
@@ -625,9 +631,7 @@ static int read_event(struct kcm_informer *inf, const char *text, size_t len, bo
   if (why) {
     if (o)
       kcm_api_unref(o, inf->pool);
-    inf->stats.decode_errors++;
-    kcm_error("skipping a malformed watch event kind=\"%s\" problem=\"%s\"",
-              kcm_api_kind_name(inf->opts.kind), why);
+    malformed_event(inf, why);
     return 0;
   }
   if (!type[0] || !obj) {
@@ -671,9 +675,7 @@ static int read_event(struct kcm_informer *inf, const char *text, size_t len, bo
 static int on_event(const char *text, size_t len, const char *why, void *data) {
   struct kcm_informer *inf = data;
   if (!text) {
-    inf->stats.decode_errors++;
-    kcm_error("skipping a malformed watch event kind=\"%s\" problem=\"%s\"",
-              kcm_api_kind_name(inf->opts.kind), why);
+    malformed_event(inf, why);
     return 0;
   }
   return read_event(inf, text, len, inf->opts.kind == KCM_KIND_POD);
@@ -695,7 +697,8 @@ static void on_watch(const struct kcm_client_response *resp, void *data) {
    * cut short, it is reported as a malformed one. */
   if (reason == 0)
     kcm_framer_flush(inf->framer);
-  kcm_framer_reset(inf->framer);
+  else
+    kcm_framer_reset(inf->framer);
   if (inf->state == KCM_INFORMER_STOPPED) {
     kcm_informer_stop(inf, inf->on_closed);
     return;

@@ -338,7 +338,7 @@ def latency_run(args, workdir, samples, background, extra=()):
         # that pod exists, so kcm's n-th successful pod POST here is r<n>'s. (Times
         # alone cannot pair them: the server may log kcm's POST before it has
         # finished logging the scale request that caused it.)
-        scale_end, first_post, server_ms, write_ms = {}, {}, [], []
+        scale_end, first_post, write_ms = {}, {}, []
         posts = []
         for r in log:
             if r["method"] != "GET" and r["userAgent"].startswith("kcm"):
@@ -348,7 +348,6 @@ def latency_run(args, workdir, samples, background, extra=()):
             if r["resource"] == "replicasets" and r["subresource"] == "scale" and \
                     r["method"] == "PATCH":
                 scale_end[r["name"]] = r["time"]
-                server_ms.append(r["ms"])
             elif r["resource"] == "pods" and r["method"] == "POST" and r["code"] == 201 and \
                     r["userAgent"].startswith("kcm"):
                 posts.append(r["time"] - r["ms"] / 1000)
@@ -375,7 +374,7 @@ def latency_run(args, workdir, samples, background, extra=()):
         sim.stop()
     if not lat or not share:
         raise RuntimeError("no latency samples were matched")
-    return {"lat": lat, "share": share, "scale_ms": server_ms, "write_ms": write_ms}
+    return {"lat": lat, "share": share, "write_ms": write_ms}
 
 
 def bench_latency(args, workdir):

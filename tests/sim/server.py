@@ -204,6 +204,26 @@ def wants_table(accept):
     return False
 
 
+class Journal:
+    """The latest 20,000 entries of a log, each numbered ("seq") as added."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.entries = collections.deque(maxlen=20000)
+        self.seq = 0
+
+    def append(self, entry):
+        with self.lock:
+            self.seq += 1
+            entry["seq"] = self.seq
+            self.entries.append(entry)
+
+    def since(self, seq):
+        """The entries numbered after seq, and the last number given."""
+        with self.lock:
+            return [x for x in self.entries if x["seq"] > seq], self.seq
+
+
 class SimServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
@@ -220,11 +240,8 @@ class SimServer(ThreadingHTTPServer):
         self.faults = Faults()
         self.bookmark_interval = bookmark_interval
         self.default_watch_timeout = 1800
-        self.requests = collections.deque(maxlen=20000)
-        self.request_seq = 0
-        self.sent = collections.deque(maxlen=20000)  # watch events written, newest last
-        self.sent_seq = 0
-        self.stats_lock = threading.Lock()
+        self.requests = Journal()  # requests served
+        self.sent = Journal()      # watch events written to watchers
         self.closing = False
         self.kubelet = None
         self.openapi_docs = openapi.documents()
@@ -250,22 +267,15 @@ class SimServer(ThreadingHTTPServer):
         pass  # broken connections are normal for a test server
 
     def record(self, entry):
-        with self.stats_lock:
-            self.request_seq += 1
-            entry["seq"] = self.request_seq
-            self.requests.append(entry)
+        self.requests.append(entry)
 
     def record_sent(self, ev, plural, user_agent):
         """Note when a watch event went out to a watcher, to tell the server's
         share of a latency from its client's."""
         meta = ev.entry.obj["metadata"]
-        entry = {"time": time.time(), "resource": plural, "type": ev.type,
-                 "namespace": meta.get("namespace", ""), "name": meta.get("name", ""),
-                 "resourceVersion": ev.rv, "userAgent": user_agent}
-        with self.stats_lock:
-            self.sent_seq += 1
-            entry["seq"] = self.sent_seq
-            self.sent.append(entry)
+        self.sent.append({"time": time.time(), "resource": plural, "type": ev.type,
+                          "namespace": meta.get("namespace", ""), "name": meta.get("name", ""),
+                          "resourceVersion": ev.rv, "userAgent": user_agent})
 
     def shutdown(self):
         self.closing = True
@@ -856,16 +866,10 @@ class Handler(BaseHTTPRequestHandler):
                 return self.send_json(400, {"error": str(e)})
             return self.send_json(200, dict(srv.faults.describe(),
                                             watchDelayMs=int(store.watch_delay * 1000)))
-        if r.name == "requests" and self.command == "GET":
-            since = int(query.get("since") or 0)
-            with srv.stats_lock:
-                items = [x for x in srv.requests if x["seq"] > since]
-            return self.send_json(200, {"items": items, "last": srv.request_seq})
-        if r.name == "watch-events" and self.command == "GET":
-            since = int(query.get("since") or 0)
-            with srv.stats_lock:
-                items = [x for x in srv.sent if x["seq"] > since]
-            return self.send_json(200, {"items": items, "last": srv.sent_seq})
+        if r.name in ("requests", "watch-events") and self.command == "GET":
+            journal = srv.requests if r.name == "requests" else srv.sent
+            items, last = journal.since(int(query.get("since") or 0))
+            return self.send_json(200, {"items": items, "last": last})
         if r.name == "state" and self.command == "GET":
             with store.cond:
                 counts = {p: len(o) for p, o in store.objects.items()}
