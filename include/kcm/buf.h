@@ -44,4 +44,11 @@ void kcm_buf_release(struct kcm_buf *b);
  * The buffer is left empty. */
 char *kcm_buf_take(struct kcm_buf *b);
 
+/* Room for item n (0-based) of an array of `size`-byte items that only this
+ * function grows: its capacity is implied by its length (0, then the next
+ * power of two from 4), so appending n items costs about log2(n) reallocs.
+ * Returns the array to use from now on (items itself when it has room), or
+ * NULL when out of memory, items then still valid and owned by the caller. */
+void *kcm_buf_grow_items(void *items, size_t n, size_t size);
+
 #endif

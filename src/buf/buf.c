@@ -99,3 +99,13 @@ char *kcm_buf_take(struct kcm_buf *b) {
   kcm_buf_init(b, b->limit);
   return s;
 }
+
+void *kcm_buf_grow_items(void *items, size_t n, size_t size) {
+  size_t cap;
+  if (items && n && (n < 4 || (n & (n - 1))))
+    return items; /* below the implied capacity */
+  cap = n < 4 ? 4 : n * 2;
+  if (size && cap > SIZE_MAX / size)
+    return NULL;
+  return realloc(items, cap * size);
+}

@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "internal.h"
 #include "kcm/error.h"
@@ -41,14 +43,23 @@ static const double latency_buckets[] = {
     0.005, 0.025, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60,
 };
 
+/* A socket curl watches. The poll handle of a connection lives as long as
+ * the connection, not one transfer, so a kept-alive connection costs the
+ * next request no handle setup; and curl asking again for what the poll
+ * already watches costs nothing (uv_poll_start() on a started handle costs
+ * two epoll_ctl calls). */
 struct sock_ctx {
   uv_poll_t poll;
   curl_socket_t fd;
   struct kcm_client *client;
   struct sock_ctx *next;
+  int events; /* what the poll watches now (UV_READABLE | UV_WRITABLE), 0 if stopped */
+  bool kept;  /* a connection curl opened through on_open_socket() and closes through
+                 on_close_socket(); other sockets lose their poll when curl drops them */
 };
 
 static void check_multi_info(struct kcm_client *c);
+static void on_poll(uv_poll_t *h, int status, int events);
 static void admit(struct kcm_client_request *r);
 
 /* --- lists -------------------------------------------------------------------------- */
@@ -115,6 +126,16 @@ static void unlink_sock(struct kcm_client *c, struct sock_ctx *sc) {
 
 /* --- curl callbacks ----------------------------------------------------------------------- */
 
+static void watch(struct sock_ctx *sc, int events) {
+  if (events == sc->events)
+    return;
+  if (events)
+    uv_poll_start(&sc->poll, events, on_poll);
+  else
+    uv_poll_stop(&sc->poll);
+  sc->events = events;
+}
+
 static void on_poll(uv_poll_t *h, int status, int events) {
   struct sock_ctx *sc = h->data;
   int flags = 0, running;
@@ -129,42 +150,87 @@ static void on_poll(uv_poll_t *h, int status, int events) {
   check_multi_info(sc->client);
 }
 
+static struct sock_ctx *find_sock(struct kcm_client *c, curl_socket_t fd) {
+  struct sock_ctx *sc;
+  for (sc = c->socks; sc && sc->fd != fd; sc = sc->next)
+    ;
+  return sc;
+}
+
+static struct sock_ctx *new_sock(struct kcm_client *c, curl_socket_t s, bool kept) {
+  struct sock_ctx *sc = calloc(1, sizeof(*sc));
+  if (!sc)
+    return NULL;
+  sc->fd = s;
+  sc->client = c;
+  sc->kept = kept;
+  if (uv_poll_init_socket(c->loop, &sc->poll, s) != 0) {
+    free(sc);
+    return NULL;
+  }
+  sc->poll.data = sc;
+  sc->next = c->socks;
+  c->socks = sc;
+  c->open_handles++;
+  return sc;
+}
+
+static void drop_sock(struct kcm_client *c, struct sock_ctx *sc) {
+  unlink_sock(c, sc);
+  uv_poll_stop(&sc->poll);
+  uv_close((uv_handle_t *)&sc->poll, on_sock_closed);
+}
+
 static int on_socket(CURL *easy, curl_socket_t s, int action, void *userp, void *socketp) {
   struct kcm_client *c = userp;
-  struct sock_ctx *sc = socketp;
+  struct sock_ctx *sc = socketp ? socketp : find_sock(c, s);
   int events = 0;
 
+  (void)easy;
   if (action == CURL_POLL_REMOVE) {
-    if (sc) {
-      uv_poll_stop(&sc->poll);
-      unlink_sock(c, sc);
-      uv_close((uv_handle_t *)&sc->poll, on_sock_closed);
+    if (!sc)
+      return 0;
+    if (!sc->kept) {
       curl_multi_assign(c->multi, s, NULL);
+      drop_sock(c, sc);
+      return 0;
     }
+    watch(sc, 0); /* the connection waits in curl's pool for the next transfer */
     return 0;
   }
-  if (!sc) {
-    sc = calloc(1, sizeof(*sc));
-    if (!sc)
-      return -1;
-    sc->fd = s;
-    sc->client = c;
-    if (uv_poll_init_socket(c->loop, &sc->poll, s) != 0) {
-      free(sc);
-      return -1;
-    }
-    sc->poll.data = sc;
-    sc->next = c->socks;
-    c->socks = sc;
-    c->open_handles++;
-    curl_multi_assign(c->multi, s, sc);
-  }
+  if (!sc && !(sc = new_sock(c, s, false)))
+    return -1;
+  curl_multi_assign(c->multi, s, sc);
   if (action & CURL_POLL_IN)
     events |= UV_READABLE;
   if (action & CURL_POLL_OUT)
     events |= UV_WRITABLE;
-  uv_poll_start(&sc->poll, events, on_poll);
+  watch(sc, events);
   return 0;
+}
+
+static curl_socket_t on_open_socket(void *userp, curlsocktype purpose,
+                                    struct curl_sockaddr *a) {
+  struct kcm_client *c = userp;
+  curl_socket_t s;
+  if (purpose != CURLSOCKTYPE_IPCXN)
+    return CURL_SOCKET_BAD;
+  s = socket(a->family, a->socktype, a->protocol);
+  if (s != CURL_SOCKET_BAD && !new_sock(c, s, true)) {
+    close(s);
+    return CURL_SOCKET_BAD;
+  }
+  return s;
+}
+
+/* curl closes a socket: its poll handle goes first, so that libuv never
+ * watches a number the kernel may hand to the next socket. */
+static int on_close_socket(void *userp, curl_socket_t s) {
+  struct kcm_client *c = userp;
+  struct sock_ctx *sc = find_sock(c, s);
+  if (sc)
+    drop_sock(c, sc);
+  return close(s);
 }
 
 static void on_timer(uv_timer_t *t) {
@@ -825,6 +891,10 @@ int kcm_client_request(struct kcm_client *c, const struct kcm_client_request_opt
   curl_easy_setopt(e, CURLOPT_WRITEDATA, r);
   curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
   curl_easy_setopt(e, CURLOPT_HEADERDATA, r);
+  curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, on_open_socket);
+  curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, c);
+  curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, on_close_socket);
+  curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, c);
   curl_easy_setopt(e, CURLOPT_USERAGENT, USER_AGENT);
   curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, "");
   curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2TLS);

@@ -1,6 +1,8 @@
 /* Unit tests for the bounded buffer. */
+#include <malloc.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -73,6 +75,34 @@ static void take_transfers_ownership(void **state) {
   free(s);
 }
 
+/* Items keep their values across growth, growth happens only at the implied
+ * capacities, and an impossible size fails without touching the array. */
+static void item_arrays_grow_by_doubling(void **state) {
+  uint32_t *items = NULL, *grown;
+  size_t n, cap, reallocs = 0;
+  (void)state;
+  for (n = 0; n < 1000; n++) {
+    bool at_capacity = n == 0 || (n >= 4 && !(n & (n - 1)));
+    grown = kcm_buf_grow_items(items, n, sizeof(*items));
+    assert_non_null(grown);
+    if (at_capacity)
+      reallocs++;
+    else
+      assert_ptr_equal(grown, items); /* room left: the same array */
+    for (cap = 4; cap < n + 1; cap *= 2)
+      ;
+    assert_true(malloc_usable_size(grown) >= cap * sizeof(*items));
+    items = grown;
+    items[n] = (uint32_t)n * 7;
+  }
+  for (n = 0; n < 1000; n++)
+    assert_int_equal(items[n], n * 7);
+  assert_int_equal(reallocs, 9); /* at 0, 4, 8, ..., 512 */
+  assert_null(kcm_buf_grow_items(items, 1024, SIZE_MAX / 16));
+  assert_int_equal(items[999], 999 * 7);
+  free(items);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(append_and_read_back),
@@ -80,6 +110,7 @@ int main(void) {
       cmocka_unit_test(growth_keeps_content),
       cmocka_unit_test(consume_drops_prefix),
       cmocka_unit_test(take_transfers_ownership),
+      cmocka_unit_test(item_arrays_grow_by_doubling),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

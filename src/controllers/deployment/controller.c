@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "kcm/buf.h"
 #include "kcm/deployment.h"
 #include "kcm/error.h"
 #include "kcm/log.h"
@@ -221,7 +222,7 @@ static void pod_deleted(void *ctx, struct kcm_object *pod, bool unknown) {
 /* --- jobs --------------------------------------------------------------------------------- */
 
 static void hold(struct kcm_dp_job *j, struct kcm_object *o) {
-  struct kcm_object **grown = realloc(j->held, (j->nheld + 1) * sizeof(*grown));
+  struct kcm_object **grown = kcm_buf_grow_items(j->held, j->nheld, sizeof(*grown));
   if (!grown)
     return; /* the cache keeps it alive for this turn */
   j->held = grown;
@@ -786,7 +787,7 @@ static void start_job(struct kcm_deployment_controller *c, const char *key) {
       struct kcm_replicaset **grown;
       if (strcmp(o->ns, ns) != 0)
         continue;
-      if (!(grown = realloc(cands, (n + 1) * sizeof(*grown)))) {
+      if (!(grown = kcm_buf_grow_items(cands, n, sizeof(*grown)))) {
         fail(j, KCM_ENOMEM, "%s", "out of memory");
         break;
       }

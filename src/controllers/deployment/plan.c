@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kcm/buf.h"
 #include "internal.h"
 
 /* --- small helpers --------------------------------------------------------------------- */
@@ -39,7 +40,7 @@ struct kcm_dp_step *dp_add_step(struct dp_sync *s, enum kcm_dp_op op) {
   struct kcm_dp_step *grown;
   if (s->err)
     return NULL;
-  grown = realloc(s->p->steps, (s->p->nsteps + 1) * sizeof(*grown));
+  grown = kcm_buf_grow_items(s->p->steps, s->p->nsteps, sizeof(*grown));
   if (!grown) {
     nomem(s);
     return NULL;
@@ -353,7 +354,7 @@ static void check_paused(struct dp_sync *s) {
 /* --- claiming ------------------------------------------------------------------------------- */
 
 static int push_rs(struct kcm_replicaset ***arr, size_t *n, struct kcm_replicaset *rs) {
-  struct kcm_replicaset **grown = realloc(*arr, (*n + 1) * sizeof(*grown));
+  struct kcm_replicaset **grown = kcm_buf_grow_items(*arr, *n, sizeof(*grown));
   if (!grown)
     return KCM_ENOMEM;
   grown[(*n)++] = rs;
@@ -362,7 +363,7 @@ static int push_rs(struct kcm_replicaset ***arr, size_t *n, struct kcm_replicase
 }
 
 static int add_view(struct kcm_dp_plan *p, const struct kcm_replicaset *rs) {
-  struct kcm_dp_rs *grown = realloc(p->rs, (p->nrs + 1) * sizeof(*grown)), *r;
+  struct kcm_dp_rs *grown = kcm_buf_grow_items(p->rs, p->nrs, sizeof(*grown)), *r;
   if (!grown)
     return KCM_ENOMEM;
   p->rs = grown;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kcm/buf.h"
 #include "internal.h"
 
 /* --- annotations -------------------------------------------------------------------------- */
@@ -354,7 +355,7 @@ int dp_get_new_rs(struct dp_sync *s, bool create) {
     return -1;
 
   /* Create it: named after the hash of the template and collision count. */
-  grown = realloc(s->p->rs, (s->p->nrs + 1) * sizeof(*grown));
+  grown = kcm_buf_grow_items(s->p->rs, s->p->nrs, sizeof(*grown));
   if (!grown) {
     nomem(s);
     return -1;

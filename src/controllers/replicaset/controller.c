@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "kcm/buf.h"
 #include "kcm/error.h"
 #include "kcm/log.h"
 #include "kcm/replicaset.h"
@@ -189,7 +190,7 @@ static void rs_deleted(void *ctx, struct kcm_object *rs, bool unknown) {
 /* --- jobs ------------------------------------------------------------------------------ */
 
 static void hold(struct kcm_rs_job *j, struct kcm_object *o) {
-  struct kcm_object **grown = realloc(j->held, (j->nheld + 1) * sizeof(*grown));
+  struct kcm_object **grown = kcm_buf_grow_items(j->held, j->nheld, sizeof(*grown));
   if (!grown)
     return; /* objects stay valid for this turn; later phases skip them */
   j->held = grown;
@@ -507,7 +508,7 @@ static void start_manage(struct kcm_rs_job *j) {
             struct kcm_pod **grown;
             if (!kcm_labels_matches(&srs->selector, &p->labels))
               continue;
-            grown = realloc(related, (nrel + 1) * sizeof(*grown));
+            grown = kcm_buf_grow_items(related, nrel, sizeof(*grown));
             if (!grown)
               break;
             related = grown;
@@ -674,7 +675,7 @@ static void start_job(struct kcm_replicaset_controller *c, const char *key) {
       struct kcm_pod **grown;
       if (strcmp(o->ns, ns) != 0)
         continue;
-      grown = realloc(cands, (ncands + 1) * sizeof(*grown));
+      grown = kcm_buf_grow_items(cands, ncands, sizeof(*grown));
       if (!grown)
         break;
       cands = grown;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kcm/buf.h"
 #include "kcm/error.h"
 #include "kcm/replicaset.h"
 
@@ -28,7 +29,7 @@ bool kcm_replicaset_pod_available(const struct kcm_pod *p, int32_t min_ready, ui
 /* --- claiming ---------------------------------------------------------------------- */
 
 static int push(struct kcm_pod ***arr, size_t *n, struct kcm_pod *p) {
-  struct kcm_pod **grown = realloc(*arr, (*n + 1) * sizeof(*grown));
+  struct kcm_pod **grown = kcm_buf_grow_items(*arr, *n, sizeof(*grown));
   if (!grown)
     return KCM_ENOMEM;
   grown[(*n)++] = p;
