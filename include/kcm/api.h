@@ -208,14 +208,36 @@ struct kcm_api_error {
 int kcm_api_decode(enum kcm_kind kind, struct json_object *obj, struct kcm_intern *pool,
                    struct kcm_object **out, struct kcm_api_error *err);
 
+/* Pod templates of recently decoded ReplicaSets and Deployments, by their
+ * text. Most watch events of those kinds change only status, so the
+ * template comes byte for byte as before: its canonical JSON and key are
+ * then copied from here and its spec is not parsed again. Zeroed = empty;
+ * kcm_api_memo_release() frees the entries. */
+#define KCM_API_MEMO_SLOTS 1024        /* templates remembered, one per slot */
+#define KCM_API_MEMO_BYTES (4u << 20)  /* text they may hold together */
+struct kcm_api_memo {
+  struct kcm_api_memo_slot {
+    uint64_t hash;   /* of text */
+    char *text;      /* spec.template as it came; NULL: a free slot */
+    size_t len;
+    char *canonical; /* its canonical JSON */
+    uint64_t key;    /* its kcm_api_template_key() */
+  } *slots;          /* KCM_API_MEMO_SLOTS of them, allocated on first use */
+  size_t bytes;      /* of text and canonical JSON held */
+  uint64_t hits, misses;
+};
+
+void kcm_api_memo_release(struct kcm_api_memo *m);
+
 /* Decode one object of `kind` from its JSON text, with the rules of
  * kcm_api_decode(). Pods are read in place with `j` (scratch reused across
  * calls; NULL for a temporary one) — about ten times faster than through a
- * json-c tree; other kinds go through json-c. Broken JSON is an error with
- * the field "(json)". */
+ * json-c tree; other kinds go through json-c, without their managedFields,
+ * and without their template's spec when `memo` (may be NULL) knows the
+ * template. Broken JSON is an error with the field "(json)". */
 int kcm_api_decode_text(enum kcm_kind kind, const char *text, size_t len, struct kcm_json *j,
-                        struct kcm_intern *pool, struct kcm_object **out,
-                        struct kcm_api_error *err);
+                        struct kcm_api_memo *memo, struct kcm_intern *pool,
+                        struct kcm_object **out, struct kcm_api_error *err);
 
 /* The pod whose JSON object is the reader's next value, as
  * kcm_api_decode_text() reads it; the reader is left after the value (or

@@ -113,6 +113,7 @@ struct kcm_informer {
   void *framer;           /* struct kcm_framer, internal */
   struct kcm_json page;   /* reads list pages and watch events */
   struct kcm_json item;   /* reads the objects in them */
+  struct kcm_api_memo memo; /* templates of the ReplicaSets or Deployments decoded last */
   uint64_t watch_started; /* loop time, ms */
   uint64_t watch_events;
   uint64_t backoff_ms;

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "internal.h"
 #include "kcm/error.h"
 
 #define MAX_NAME 253
@@ -229,6 +230,8 @@ int kcm_api_canonical_json(struct json_object *v, struct kcm_buf *b) {
 struct dctx {
   struct kcm_intern *pool;
   struct kcm_api_error *err;
+  const char *canonical; /* spec.template's canonical JSON, when already known */
+  uint64_t key;          /* and its key */
 };
 
 static int bad(struct dctx *d, const char *field, const char *problem) {
@@ -527,6 +530,10 @@ static int decode_template(struct dctx *d, struct json_object *spec, char **out,
     if (err)
       return err;
   }
+  if (d->canonical) {
+    *key = d->key;
+    return (*out = strdup(d->canonical)) ? 0 : KCM_ENOMEM;
+  }
   err = kcm_api_canonical_json(tmpl, &b);
   if (!err)
     err = kcm_api_template_key(tmpl, key);
@@ -753,7 +760,13 @@ static const size_t kind_size[KCM_KIND_COUNT] = {
 
 int kcm_api_decode(enum kcm_kind kind, struct json_object *obj, struct kcm_intern *pool,
                    struct kcm_object **out, struct kcm_api_error *err) {
-  struct dctx d = {pool, err};
+  return kcm_api_decode_known(kind, obj, pool, NULL, 0, out, err);
+}
+
+int kcm_api_decode_known(enum kcm_kind kind, struct json_object *obj, struct kcm_intern *pool,
+                         const char *canonical, uint64_t key, struct kcm_object **out,
+                         struct kcm_api_error *err) {
+  struct dctx d = {pool, err, canonical, key};
   struct json_object *meta = NULL;
   struct kcm_object *o;
   int rc;

@@ -6,16 +6,19 @@
  * absent; a field the controllers depend on with a wrong type is an error
  * naming it; a bad value somewhere kcm never reads is no error), found in
  * the order they come in the text. Other kinds are parsed with json-c and
- * decoded by kcm_api_decode().
+ * decoded by kcm_api_decode(), after the parts never needed are cut out of
+ * the text: managedFields, and the spec of a template the memo knows.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "internal.h"
 #include "kcm/api.h"
 #include "kcm/error.h"
 #include "kcm/json.h"
+#include "kcm/map.h"
 
 #define MAX_NAME 253
 #define COST_ANNOTATION "controller.kubernetes.io/pod-deletion-cost"
@@ -597,57 +600,161 @@ static int decode_pod(struct kcm_json *j, bool whole, struct kcm_intern *pool,
   return 0;
 }
 
+/* --- ReplicaSets and Deployments ----------------------------------------------------- */
+
+static void memo_clear(struct kcm_api_memo *m, struct kcm_api_memo_slot *e) {
+  if (e->text)
+    m->bytes -= e->len + strlen(e->canonical) + 1;
+  free(e->text);
+  free(e->canonical);
+  memset(e, 0, sizeof(*e));
+}
+
+void kcm_api_memo_release(struct kcm_api_memo *m) {
+  size_t i;
+  for (i = 0; m->slots && i < KCM_API_MEMO_SLOTS; i++)
+    memo_clear(m, &m->slots[i]);
+  free(m->slots);
+  memset(m, 0, sizeof(*m));
+}
+
+/* Remember the template of a decoded object, in the slot its hash picks. */
+static void memo_put(struct kcm_api_memo *m, uint64_t hash, const char *text, size_t len,
+                     const struct kcm_object *o) {
+  struct kcm_api_memo_slot *e;
+  const char *canonical;
+  uint64_t key;
+  size_t size;
+  if (o->kind == KCM_KIND_REPLICASET) {
+    canonical = ((const struct kcm_replicaset *)o)->template;
+    key = ((const struct kcm_replicaset *)o)->template_key;
+  } else {
+    canonical = ((const struct kcm_deployment *)o)->template;
+    key = ((const struct kcm_deployment *)o)->template_key;
+  }
+  if (!m->slots && !(m->slots = calloc(KCM_API_MEMO_SLOTS, sizeof(*m->slots))))
+    return; /* a memo is only a shortcut */
+  e = &m->slots[hash % KCM_API_MEMO_SLOTS];
+  memo_clear(m, e);
+  size = len + strlen(canonical) + 1;
+  if (m->bytes + size > KCM_API_MEMO_BYTES || !(e->text = malloc(len)) ||
+      !(e->canonical = strdup(canonical))) {
+    free(e->text);
+    e->text = NULL;
+    return;
+  }
+  memcpy(e->text, text, len);
+  e->hash = hash;
+  e->len = len;
+  e->key = key;
+  m->bytes += size;
+}
+
+/* Cut [from, to) spans (sorted, not overlapping) out of text into b. */
+static int cut(struct kcm_buf *b, const char *text, size_t len, const size_t *spans, size_t n) {
+  size_t at = 0, i;
+  for (i = 0; i < n; i += 2) {
+    if (kcm_buf_append(b, text + at, spans[i] - at))
+      return KCM_ENOMEM;
+    at = spans[i + 1];
+  }
+  return kcm_buf_append(b, text + at, len - at) ? KCM_ENOMEM : 0;
+}
+
+static int decode_tree(enum kcm_kind kind, const char *text, size_t len, struct kcm_json *j,
+                       struct kcm_api_memo *memo, struct kcm_intern *pool,
+                       struct kcm_object **out, struct kcm_api_error *err) {
+  static const char *const meta[] = {"metadata", NULL};
+  static const char *const tpath[] = {"spec", "template", NULL};
+  static const char *const root[] = {NULL};
+  struct json_tokener *tok;
+  struct kcm_buf rest = KCM_BUF_INIT(len);
+  struct json_object *obj;
+  const char *tmpl = NULL, *canonical = NULL;
+  size_t tlen = 0, spans[4], n = 0, from, to;
+  uint64_t hash = 0, key = 0;
+  int rc;
+
+  /* managedFields are most of a ReplicaSet or Deployment and never read:
+   * cut them out of the text rather than build a tree of them. */
+  kcm_json_start(j, text, len);
+  if (kcm_json_member_span(j, meta, "managedFields", &from, &to)) {
+    spans[n++] = from;
+    spans[n++] = to;
+  }
+  /* A template seen before: leave its spec out too. */
+  kcm_json_start(j, text, len);
+  if (memo && kcm_json_find(j, tpath) && kcm_json_peek(j) == KCM_JSON_OBJECT &&
+      kcm_json_raw(j, &tmpl, &tlen)) {
+    struct kcm_api_memo_slot *e;
+    hash = kcm_map_hash_bytes(KCM_MAP_HASH_INIT, tmpl, tlen);
+    e = memo->slots ? &memo->slots[hash % KCM_API_MEMO_SLOTS] : NULL;
+    if (e && e->text && e->hash == hash && e->len == tlen && !memcmp(e->text, tmpl, tlen)) {
+      canonical = e->canonical;
+      key = e->key;
+      kcm_json_start(j, tmpl, tlen);
+      if (kcm_json_member_span(j, root, "spec", &from, &to)) {
+        spans[n++] = from + (size_t)(tmpl - text);
+        spans[n++] = to + (size_t)(tmpl - text);
+      }
+    }
+  }
+  if (n == 4 && spans[2] < spans[0]) { /* spec came before metadata */
+    size_t f = spans[0], t = spans[1];
+    spans[0] = spans[2];
+    spans[1] = spans[3];
+    spans[2] = f;
+    spans[3] = t;
+  }
+  if (n && cut(&rest, text, len, spans, n) == 0) {
+    text = rest.data;
+    len = rest.len;
+  }
+  if (!(tok = json_tokener_new_ex(KCM_JSON_MAX_DEPTH))) {
+    kcm_buf_release(&rest);
+    return KCM_ENOMEM;
+  }
+  obj = json_tokener_parse_ex(tok, text, (int)(len > INT32_MAX ? INT32_MAX : len));
+  if (!obj || json_tokener_get_parse_end(tok) != len) {
+    snprintf(err->field, sizeof(err->field), "(json)");
+    snprintf(err->problem, sizeof(err->problem), "%s",
+             json_tokener_error_desc(json_tokener_get_error(tok)));
+    rc = KCM_EINVAL;
+  } else {
+    rc = kcm_api_decode_known(kind, obj, pool, canonical, key, out, err);
+  }
+  json_object_put(obj);
+  json_tokener_free(tok);
+  kcm_buf_release(&rest);
+  if (memo && tmpl) {
+    if (canonical)
+      memo->hits++;
+    else
+      memo->misses++;
+    if (!rc && !canonical)
+      memo_put(memo, hash, tmpl, tlen, *out);
+  }
+  return rc;
+}
+
 int kcm_api_decode_text(enum kcm_kind kind, const char *text, size_t len, struct kcm_json *j,
-                        struct kcm_intern *pool, struct kcm_object **out,
-                        struct kcm_api_error *err) {
+                        struct kcm_api_memo *memo, struct kcm_intern *pool,
+                        struct kcm_object **out, struct kcm_api_error *err) {
   struct kcm_json own;
   int rc;
 
   *out = NULL;
   memset(err, 0, sizeof(*err));
-  if (kind != KCM_KIND_POD) {
-    static const char *const meta[] = {"metadata", NULL};
-    struct json_tokener *tok = json_tokener_new_ex(KCM_JSON_MAX_DEPTH);
-    struct kcm_buf cut = KCM_BUF_INIT(len);
-    struct json_object *obj;
-    size_t from, to;
-    if (!tok)
-      return KCM_ENOMEM;
-    /* managedFields are most of a ReplicaSet or Deployment and never read:
-     * cut them out of the text rather than build a tree of them. */
-    if (!j) {
-      kcm_json_init(&own);
-      j = &own;
-    }
-    kcm_json_start(j, text, len);
-    if (kcm_json_member_span(j, meta, "managedFields", &from, &to) &&
-        !kcm_buf_append(&cut, text, from) && !kcm_buf_append(&cut, text + to, len - to)) {
-      text = cut.data;
-      len = cut.len;
-    }
-    if (j == &own)
-      kcm_json_release(&own);
-    obj = json_tokener_parse_ex(tok, text, (int)(len > INT32_MAX ? INT32_MAX : len));
-    kcm_buf_release(&cut);
-    if (!obj || json_tokener_get_parse_end(tok) != len) {
-      snprintf(err->field, sizeof(err->field), "(json)");
-      snprintf(err->problem, sizeof(err->problem), "%s",
-               json_tokener_error_desc(json_tokener_get_error(tok)));
-      json_object_put(obj);
-      json_tokener_free(tok);
-      return KCM_EINVAL;
-    }
-    json_tokener_free(tok);
-    rc = kcm_api_decode(kind, obj, pool, out, err);
-    json_object_put(obj);
-    return rc;
-  }
   if (!j) {
     kcm_json_init(&own);
     j = &own;
   }
-  kcm_json_start(j, text, len);
-  rc = decode_pod(j, true, pool, out, err);
+  if (kind == KCM_KIND_POD) {
+    kcm_json_start(j, text, len);
+    rc = decode_pod(j, true, pool, out, err);
+  } else {
+    rc = decode_tree(kind, text, len, j, memo, pool, out, err);
+  }
   if (j == &own)
     kcm_json_release(&own);
   return rc;

@@ -291,7 +291,8 @@ static struct kcm_object *decode(struct kcm_informer *inf, const char *text, siz
   struct kcm_object *o = NULL;
   struct kcm_api_error e;
   char ns[64], name[256];
-  int err = kcm_api_decode_text(inf->opts.kind, text, len, &inf->item, inf->pool, &o, &e);
+  int err = kcm_api_decode_text(inf->opts.kind, text, len, &inf->item, &inf->memo, inf->pool,
+                                &o, &e);
   if (err) {
     inf->stats.decode_errors++;
     meta_string(text, len, "namespace", ns, sizeof(ns));
@@ -902,6 +903,7 @@ void kcm_informer_release(struct kcm_informer *inf) {
   }
   kcm_json_release(&inf->page);
   kcm_json_release(&inf->item);
+  kcm_api_memo_release(&inf->memo);
   free(inf->pending);
   free(inf->cont);
   free(inf->handlers);

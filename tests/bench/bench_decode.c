@@ -54,7 +54,7 @@ struct sink {
 static void keep(struct sink *s, const char *text, size_t len) {
   struct kcm_object *o;
   struct kcm_api_error e;
-  if (kcm_api_decode_text(KCM_KIND_POD, text, len, &s->item, s->pool, &o, &e)) {
+  if (kcm_api_decode_text(KCM_KIND_POD, text, len, &s->item, NULL, s->pool, &o, &e)) {
     if (!s->errors++)
       fprintf(stderr, "bench_decode: %s %s\n", e.field, e.problem);
     return;

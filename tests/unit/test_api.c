@@ -67,7 +67,7 @@ static struct kcm_object *decode_ok(enum kcm_kind kind, const char *json) {
   if (rc)
     fail_msg("decode failed: %s %s", err.field, err.problem);
   json_object_put(o);
-  rc = kcm_api_decode_text(kind, json, strlen(json), NULL, &pool, &text, &err);
+  rc = kcm_api_decode_text(kind, json, strlen(json), NULL, NULL, &pool, &text, &err);
   if (rc)
     fail_msg("decode from text failed: %s %s", err.field, err.problem);
   assert_int_equal(text->kind, kind);
@@ -88,7 +88,7 @@ static void decode_fails(enum kcm_kind kind, const char *json, const char *field
     fail_msg("expected an error on %s, got %s: %s", field, err.field, err.problem);
   assert_true(strlen(err.problem) > 0);
   json_object_put(o);
-  assert_int_equal(kcm_api_decode_text(kind, json, strlen(json), NULL, &pool, &obj, &err),
+  assert_int_equal(kcm_api_decode_text(kind, json, strlen(json), NULL, NULL, &pool, &obj, &err),
                    KCM_EINVAL);
   assert_null(obj);
   if (strcmp(err.field, field))
@@ -100,7 +100,7 @@ static void decode_fails(enum kcm_kind kind, const char *json, const char *field
 static void text_fails(enum kcm_kind kind, const char *json) {
   struct kcm_object *obj = NULL;
   struct kcm_api_error err;
-  assert_int_equal(kcm_api_decode_text(kind, json, strlen(json), NULL, &pool, &obj, &err),
+  assert_int_equal(kcm_api_decode_text(kind, json, strlen(json), NULL, NULL, &pool, &obj, &err),
                    KCM_EINVAL);
   assert_null(obj);
   assert_string_equal(err.field, "(json)");
@@ -256,7 +256,7 @@ static void replicaset_text_skips_managed_fields(void **state) {
   for (i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
     struct kcm_object *o = NULL;
     struct kcm_api_error err;
-    if (kcm_api_decode_text(KCM_KIND_REPLICASET, texts[i], strlen(texts[i]), NULL, &pool, &o,
+    if (kcm_api_decode_text(KCM_KIND_REPLICASET, texts[i], strlen(texts[i]), NULL, NULL, &pool, &o,
                             &err))
       fail_msg("text %zu: %s %s", i, err.field, err.problem);
     assert_string_equal(o->name, "r");
@@ -264,6 +264,114 @@ static void replicaset_text_skips_managed_fields(void **state) {
     assert_int_equal(((struct kcm_replicaset *)o)->replicas, 2);
     kcm_api_unref(o, &pool);
   }
+}
+
+/* A template the memo knows is not parsed again, and the object decodes as
+ * without the memo: the same canonical template, key and labels, whatever
+ * the order of the members around it. */
+static struct kcm_object *decode_memo(enum kcm_kind kind, struct kcm_api_memo *m,
+                                      const char *json) {
+  struct kcm_object *a = NULL, *b = NULL;
+  struct kcm_api_error err;
+  if (kcm_api_decode_text(kind, json, strlen(json), NULL, m, &pool, &a, &err) ||
+      kcm_api_decode_text(kind, json, strlen(json), NULL, NULL, &pool, &b, &err))
+    fail_msg("decode failed: %s %s", err.field, err.problem);
+  assert_string_equal(a->name, b->name);
+  assert_int_equal(a->rv, b->rv);
+  assert_int_equal(kcm_api_size(a), kcm_api_size(b));
+  if (kind == KCM_KIND_REPLICASET) {
+    struct kcm_replicaset *x = (struct kcm_replicaset *)a, *y = (struct kcm_replicaset *)b;
+    uint32_t i;
+    assert_string_equal(x->template, y->template);
+    assert_int_equal(x->template_key, y->template_key);
+    assert_int_equal(x->template_labels.n, y->template_labels.n);
+    for (i = 0; i < x->template_labels.n; i++) {
+      assert_ptr_equal(x->template_labels.items[i].key, y->template_labels.items[i].key);
+      assert_ptr_equal(x->template_labels.items[i].value, y->template_labels.items[i].value);
+    }
+    assert_int_equal(x->replicas, y->replicas);
+    assert_int_equal(x->status.replicas, y->status.replicas);
+  } else {
+    struct kcm_deployment *x = (struct kcm_deployment *)a, *y = (struct kcm_deployment *)b;
+    assert_string_equal(x->template, y->template);
+    assert_int_equal(x->template_key, y->template_key);
+    assert_string_equal(x->selector_json, y->selector_json);
+    assert_int_equal(x->replicas, y->replicas);
+    assert_int_equal(x->status.updated, y->status.updated);
+  }
+  kcm_api_unref(b, &pool);
+  return a;
+}
+
+#define RS_META(rv, extra)                                                                     \
+  "\"metadata\":{\"name\":\"r\",\"namespace\":\"d\",\"uid\":\"30478c2c-7480-4d2d-a623-"      \
+  "3c83746df9f3\",\"resourceVersion\":\"" rv "\"" extra "}"
+#define SELECTOR "\"selector\":{\"matchLabels\":{\"app\":\"a\"}}"
+#define TEMPLATE(image)                                                                        \
+  "\"template\":{\"metadata\":{\"labels\":{\"app\":\"a\",\"pod-template-hash\":\"h\"}},"      \
+  "\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":\"" image "\"}]}}"
+
+static void templates_known_by_the_memo(void **state) {
+  struct kcm_api_memo m = {0};
+  struct kcm_object *o;
+  struct {
+    enum kcm_kind kind;
+    const char *json;
+    uint64_t hits, misses; /* after it */
+    const char *image;     /* in the decoded template */
+  } steps[] = {
+      {KCM_KIND_REPLICASET,
+       "{" RS_META("1", ",\"managedFields\":[{\"manager\":\"m\"}]") ",\"spec\":{\"replicas\":2," SELECTOR
+       "," TEMPLATE("x") "},\"status\":{}}",
+       0, 1, "x"},
+      /* a status change: the same template text */
+      {KCM_KIND_REPLICASET,
+       "{" RS_META("2", ",\"managedFields\":[{\"manager\":\"m\"}]") ",\"spec\":{\"replicas\":2," SELECTOR
+       "," TEMPLATE("x") "},\"status\":{\"replicas\":2}}",
+       1, 1, "x"},
+      /* spec before metadata, managedFields last: both cuts, in text order */
+      {KCM_KIND_REPLICASET,
+       "{\"spec\":{" TEMPLATE("x") ",\"replicas\":3," SELECTOR "}," RS_META("3", ",\"managedFields\":[]")
+       "}",
+       2, 1, "x"},
+      /* a new image: parsed */
+      {KCM_KIND_REPLICASET,
+       "{" RS_META("4", "") ",\"spec\":{\"replicas\":3," SELECTOR "," TEMPLATE("y") "}}",
+       2, 2, "y"},
+      /* the template's spec first in it */
+      {KCM_KIND_REPLICASET,
+       "{" RS_META("5", "") ",\"spec\":{\"template\":{\"spec\":{\"containers\":[{\"name\":\"c\","
+       "\"image\":\"z\"}]},\"metadata\":{\"labels\":{\"app\":\"a\"}}},\"selector\":{}}}",
+       2, 3, "z"},
+      {KCM_KIND_REPLICASET,
+       "{" RS_META("6", "") ",\"spec\":{\"template\":{\"spec\":{\"containers\":[{\"name\":\"c\","
+       "\"image\":\"z\"}]},\"metadata\":{\"labels\":{\"app\":\"a\"}}},\"selector\":{}}}",
+       3, 3, "z"},
+      {KCM_KIND_DEPLOYMENT,
+       "{" RS_META("7", "") ",\"spec\":{" SELECTOR "," TEMPLATE("x") "}}",
+       4, 3, "x"},
+  };
+  size_t i;
+  for (i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+    const char *tmpl;
+    o = decode_memo(steps[i].kind, &m, steps[i].json);
+    tmpl = steps[i].kind == KCM_KIND_REPLICASET ? ((struct kcm_replicaset *)o)->template
+                                                : ((struct kcm_deployment *)o)->template;
+    if (m.hits != steps[i].hits || m.misses != steps[i].misses)
+      fail_msg("step %zu: %llu hits, %llu misses", i, (unsigned long long)m.hits,
+               (unsigned long long)m.misses);
+    assert_non_null(strstr(tmpl, steps[i].image));
+    kcm_api_unref(o, &pool);
+  }
+  /* Past its byte budget the memo remembers nothing new. */
+  m.bytes += KCM_API_MEMO_BYTES;
+  for (i = 0; i < 2; i++)
+    kcm_api_unref(decode_memo(KCM_KIND_REPLICASET, &m,
+                              "{" RS_META("8", "") ",\"spec\":{\"selector\":{}," TEMPLATE("w") "}}"),
+                  &pool);
+  assert_int_equal(m.misses, 5);
+  m.bytes -= KCM_API_MEMO_BYTES;
+  kcm_api_memo_release(&m);
 }
 
 static void replicaset_defaults(void **state) {
@@ -633,6 +741,7 @@ int main(void) {
       cmocka_unit_test(replicaset_fields),
       cmocka_unit_test(replicaset_defaults),
       cmocka_unit_test(replicaset_text_skips_managed_fields),
+      cmocka_unit_test(templates_known_by_the_memo),
       cmocka_unit_test(deployment_fields),
       cmocka_unit_test(last_applied_is_dropped),
       cmocka_unit_test(template_keys_ignore_the_hash),
