@@ -2,6 +2,9 @@
 #include "kcm/json.h"
 
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "kcm/error.h"
 
@@ -160,6 +163,20 @@ static bool plain8(const char *p) {
   return !((((q - ones) & ~q) | ((b - ones) & ~b) | ((v - ones * 0x20) & ~v)) & highs);
 }
 
+#ifdef __SSE2__
+/* How many of the 16 bytes at p come before the first special one (16 when
+ * none is): the same test as plain8(), 16 bytes at a time, and it says where. */
+static unsigned plain16(const char *p) {
+  __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+  __m128i ctl = _mm_set1_epi8(0x1f);
+  __m128i hit = _mm_or_si128(
+      _mm_or_si128(_mm_cmpeq_epi8(v, _mm_set1_epi8('"')), _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'))),
+      _mm_cmpeq_epi8(_mm_max_epu8(v, ctl), ctl));
+  unsigned m = (unsigned)_mm_movemask_epi8(hit);
+  return m ? (unsigned)__builtin_ctz(m) : 16;
+}
+#endif
+
 /* Read the string at j->p (its opening quote) into b (reset first), or
  * only check it when b is NULL. */
 static bool string_into(struct kcm_json *j, struct kcm_buf *b) {
@@ -173,6 +190,14 @@ static bool string_into(struct kcm_json *j, struct kcm_buf *b) {
     if (j->p == j->end)
       return fail(j, "unterminated string");
     /* Plain characters first: most of a Kubernetes object is in strings. */
+#ifdef __SSE2__
+    while (j->end - j->p >= 16) {
+      unsigned n = plain16(j->p);
+      j->p += n;
+      if (n < 16)
+        break;
+    }
+#endif
     while (j->end - j->p >= 8 && plain8(j->p))
       j->p += 8;
     while (j->p < j->end && !special[(unsigned char)*j->p])
