@@ -256,6 +256,9 @@ const char *kcm_api_kind_name(enum kcm_kind kind); /* "Pod", ... */
 
 /* Append the canonical JSON of v (keys sorted, no spaces) to b. */
 int kcm_api_canonical_json(struct json_object *v, struct kcm_buf *b);
+/* Append the n bytes at s to b as a JSON string, quoted and escaped as in
+ * canonical JSON. Returns 0, KCM_ETOOBIG or KCM_ENOMEM. */
+int kcm_api_json_string(struct kcm_buf *b, const char *s, size_t n);
 
 /* Parse an RFC 3339 time ("2026-11-22T06:00:05Z", fractions and offsets
  * allowed) into Unix seconds. Returns 0 or KCM_EINVAL. */

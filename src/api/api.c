@@ -56,11 +56,22 @@ int kcm_api_parse_uid(const char *s, struct kcm_uid *out) {
 }
 
 void kcm_api_format_uid(const struct kcm_uid *u, char *buf, size_t len) {
-  const uint8_t *b = u->b;
-  snprintf(buf, len,
-           "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
-           b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
-           b[15]);
+  static const char hex[] = "0123456789abcdef";
+  char out[37], *p = out;
+  size_t i;
+  for (i = 0; i < sizeof(u->b); i++) {
+    if (i == 4 || i == 6 || i == 8 || i == 10)
+      *p++ = '-';
+    *p++ = hex[u->b[i] >> 4];
+    *p++ = hex[u->b[i] & 15];
+  }
+  *p = '\0';
+  if (len >= sizeof(out)) {
+    memcpy(buf, out, sizeof(out));
+  } else if (len) { /* truncated, as snprintf() would */
+    memcpy(buf, out, len - 1);
+    buf[len - 1] = '\0';
+  }
 }
 
 bool kcm_api_uid_equal(const struct kcm_uid *a, const struct kcm_uid *b) {
@@ -127,7 +138,7 @@ void kcm_api_format_time(int64_t t, char *buf, size_t len) {
 
 /* --- canonical JSON ----------------------------------------------------------- */
 
-static int append_string(struct kcm_buf *b, const char *s, size_t n) {
+int kcm_api_json_string(struct kcm_buf *b, const char *s, size_t n) {
   size_t i, start = 0;
   int err = kcm_buf_append(b, "\"", 1);
   for (i = 0; !err && i < n; i++) {
@@ -183,7 +194,8 @@ int kcm_api_canonical_json(struct json_object *v, struct kcm_buf *b) {
     /* json-c keeps the source text of a parsed number. */
     return kcm_buf_append_str(b, json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN));
   case json_type_string:
-    return append_string(b, json_object_get_string(v), (size_t)json_object_get_string_len(v));
+    return kcm_api_json_string(b, json_object_get_string(v),
+                               (size_t)json_object_get_string_len(v));
   case json_type_array: {
     size_t i, n = json_object_array_length(v);
     err = kcm_buf_append(b, "[", 1);
@@ -212,7 +224,7 @@ int kcm_api_canonical_json(struct json_object *v, struct kcm_buf *b) {
       if (i)
         err = kcm_buf_append(b, ",", 1);
       if (!err)
-        err = append_string(b, keys[i], strlen(keys[i]));
+        err = kcm_api_json_string(b, keys[i], strlen(keys[i]));
       if (!err)
         err = kcm_buf_append(b, ":", 1);
       if (!err)

@@ -1,8 +1,8 @@
 /* events — posting core/v1 Events; see include/kcm/events.h. */
 #include "kcm/events.h"
 
-#include <json-c/json.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,7 +108,12 @@ static void on_posted(const struct kcm_client_response *resp, void *data) {
   send_next(ev);
 }
 
-static json_object *str(const char *s) { return json_object_new_string(s ? s : ""); }
+/* Append s (NULL reads as "") as a JSON string, then the text `then`. */
+static int field(struct kcm_buf *b, const char *s, const char *then) {
+  if (!s)
+    s = "";
+  return kcm_api_json_string(b, s, strlen(s)) || kcm_buf_append_str(b, then);
+}
 
 void kcm_events_record(struct kcm_events *ev, const struct kcm_event_object *obj, bool warning,
                        const char *reason, const char *fmt, ...) {
@@ -117,9 +122,8 @@ void kcm_events_record(struct kcm_events *ev, const struct kcm_event_object *obj
   char when[32], uid[37], rv[24], *message = NULL, *text = NULL;
   struct kcm_event_fields fields;
   struct kcm_event_outcome out;
-  struct json_object *e, *meta, *inv, *src;
+  struct kcm_buf b = KCM_BUF_INIT(SIZE_MAX);
   struct kcm_event_post *p;
-  const char *body;
   va_list ap;
 
   va_start(ap, fmt);
@@ -159,59 +163,37 @@ void kcm_events_record(struct kcm_events *ev, const struct kcm_event_object *obj
     message = text;
   }
 
-  e = json_object_new_object();
-  meta = json_object_new_object();
-  json_object_object_add(meta, "name", str(out.name));
-  json_object_object_add(meta, "namespace", str(obj->ns));
-  json_object_object_add(e, "metadata", meta);
-  inv = json_object_new_object();
-  json_object_object_add(inv, "kind", str(obj->kind));
-  json_object_object_add(inv, "namespace", str(obj->ns));
-  json_object_object_add(inv, "name", str(obj->name));
-  json_object_object_add(inv, "uid", str(uid));
-  json_object_object_add(inv, "apiVersion", str(obj->api_version));
-  json_object_object_add(inv, "resourceVersion", str(rv));
-  json_object_object_add(e, "involvedObject", inv);
-  json_object_object_add(e, "reason", str(reason));
-  json_object_object_add(e, "message", str(message));
-  src = json_object_new_object();
-  json_object_object_add(src, "component", str(ev->component));
-  json_object_object_add(e, "source", src);
-  json_object_object_add(e, "firstTimestamp", str(out.first));
-  json_object_object_add(e, "lastTimestamp", str(when));
-  json_object_object_add(e, "count", json_object_new_int((int32_t)out.count));
-  json_object_object_add(e, "type", str(warning ? "Warning" : "Normal"));
-  json_object_object_add(e, "eventTime", NULL);
-  json_object_object_add(e, "reportingComponent", str(""));
-  json_object_object_add(e, "reportingInstance", str(""));
-  body = json_object_to_json_string_ext(e, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
-
+  /* The Event as client-go writes it (eventTime null, reporting fields
+   * empty), and for a repeat the patch of its count, time and message. */
   p = calloc(1, sizeof(*p));
-  if (!p || !(p->body = strdup(body))) {
+  if (!p || kcm_buf_append_str(&b, "{\"metadata\":{\"name\":") ||
+      field(&b, out.name, ",\"namespace\":") ||
+      field(&b, obj->ns, "},\"involvedObject\":{\"kind\":") ||
+      field(&b, obj->kind, ",\"namespace\":") || field(&b, obj->ns, ",\"name\":") ||
+      field(&b, obj->name, ",\"uid\":") || field(&b, uid, ",\"apiVersion\":") ||
+      field(&b, obj->api_version, ",\"resourceVersion\":") ||
+      field(&b, rv, "},\"reason\":") || field(&b, reason, ",\"message\":") ||
+      field(&b, message, ",\"source\":{\"component\":") ||
+      field(&b, ev->component, "},\"firstTimestamp\":") ||
+      field(&b, out.first, ",\"lastTimestamp\":") || field(&b, when, "") ||
+      kcm_buf_appendf(&b,
+                      ",\"count\":%d,\"type\":\"%s\",\"eventTime\":null,"
+                      "\"reportingComponent\":\"\",\"reportingInstance\":\"\"}",
+                      (int)out.count, warning ? "Warning" : "Normal") ||
+      !(p->body = kcm_buf_take(&b)) ||
+      (out.repeat &&
+       (kcm_buf_appendf(&b, "{\"count\":%d,\"lastTimestamp\":", (int)out.count) ||
+        field(&b, when, ",\"message\":") || field(&b, message, "}") ||
+        !(p->patch = kcm_buf_take(&b))))) {
     ev->dropped++;
-    free(p);
-    json_object_put(e);
+    if (p)
+      free_post(p);
+    kcm_buf_release(&b);
     free(message);
     return;
   }
   p->ev = ev;
   snprintf(p->name, sizeof(p->name), "%s", out.name);
-  if (out.repeat) {
-    struct json_object *patch = json_object_new_object();
-    json_object_object_add(patch, "count", json_object_new_int((int32_t)out.count));
-    json_object_object_add(patch, "lastTimestamp", str(when));
-    json_object_object_add(patch, "message", str(message));
-    p->patch = strdup(json_object_to_json_string_ext(
-        patch, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
-    json_object_put(patch);
-    if (!p->patch) {
-      ev->dropped++;
-      free_post(p);
-      json_object_put(e);
-      free(message);
-      return;
-    }
-  }
   snprintf(p->what, sizeof(p->what), "%s %s/%s", reason, obj->ns, obj->name);
   snprintf(p->path, sizeof(p->path), "/api/v1/namespaces/%s/events", obj->ns);
   if (ev->tail)
@@ -221,6 +203,5 @@ void kcm_events_record(struct kcm_events *ev, const struct kcm_event_object *obj
   ev->tail = p;
   ev->queued++;
   send_next(ev);
-  json_object_put(e);
   free(message);
 }

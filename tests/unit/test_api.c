@@ -717,6 +717,9 @@ static void uids(void **state) {
   assert_int_equal(kcm_api_parse_uid("30478C2C-7480-4d2d-a623-3c83746df9f3", &a), 0);
   kcm_api_format_uid(&a, buf, sizeof(buf));
   assert_string_equal(buf, "30478c2c-7480-4d2d-a623-3c83746df9f3");
+  kcm_api_format_uid(&a, buf, 12); /* a short buffer gets the start, terminated */
+  assert_string_equal(buf, "30478c2c-74");
+  kcm_api_format_uid(&a, buf, sizeof(buf));
   assert_int_equal(kcm_api_parse_uid(buf, &b), 0);
   assert_true(kcm_api_uid_equal(&a, &b));
   assert_int_equal(kcm_api_parse_uid("30478c2c74804d2da6233c83746df9f3", &a), KCM_EINVAL);

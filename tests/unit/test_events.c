@@ -107,6 +107,26 @@ static void posts_the_event_upstream_posts(void **state) {
   fixture_close(&f);
 }
 
+/* Quotes, backslashes and control bytes in a message reach the server
+ * intact; so does a Warning. */
+static void messages_keep_every_character(void **state) {
+  static const char msg[] = "Error creating: \"x\" is invalid:\n\tpath C:\\dir \x01 caf\xc3\xa9";
+  struct fixture f;
+  struct kcm_event_object o;
+  struct json_object *list, *e;
+  fixture_init(&f);
+  o = object(&f, "web-2");
+  kcm_events_record(&f.ev, &o, true, "FailedCreate", "%s", msg);
+  assert_true(support_run_until(&f.loop, all_settled, &f.ev, 10000));
+  assert_int_equal(f.ev.sent, 1);
+  list = list_events(&f);
+  e = only_item(list);
+  assert_string_equal(field(e, "message", NULL), msg);
+  assert_string_equal(field(e, "type", NULL), "Warning");
+  json_object_put(list);
+  fixture_close(&f);
+}
+
 static void sends_one_at_a_time_and_bounds_the_queue(void **state) {
   struct fixture f;
   struct kcm_event_object o;
@@ -286,6 +306,7 @@ static int stop_sim(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(posts_the_event_upstream_posts),
+      cmocka_unit_test(messages_keep_every_character),
       cmocka_unit_test(sends_one_at_a_time_and_bounds_the_queue),
       cmocka_unit_test(closing_drops_what_waits),
       cmocka_unit_test(repeats_patch_the_server_event),

@@ -105,6 +105,55 @@ static void strings_unescape(void **state) {
   kcm_json_release(&j);
 }
 
+/* Strings are scanned many bytes at a time: a special byte (quote,
+ * backslash, control byte) is found wherever it stands, and bytes just
+ * outside those classes (0x20, 0x7f, 0x80, 0xff) are plain. */
+static void special_bytes_found_anywhere(void **state) {
+  static const unsigned char plain[] = {0x20, 0x7f, 0x80, 0xff};
+  char text[64], want[64];
+  struct kcm_json j;
+  const char *s;
+  size_t len, at, i, n;
+  kcm_json_init(&j);
+  for (len = 1; len < 40; len++) {
+    for (at = 0; at < len; at++) {
+      /* an escape at `at` */
+      memset(text, 'a', sizeof(text));
+      text[0] = '"';
+      memcpy(text + 1 + at, "\\n", 2);
+      text[len + 2] = '"';
+      memset(want, 'a', len);
+      want[at] = '\n';
+      kcm_json_start(&j, text, len + 3);
+      assert_true(kcm_json_string(&j, &s, &n));
+      assert_int_equal(n, len);
+      assert_memory_equal(s, want, len);
+      /* a control byte at `at` */
+      memset(text, 'a', sizeof(text));
+      text[0] = '"';
+      text[1 + at] = 0x1f;
+      text[len + 1] = '"';
+      kcm_json_start(&j, text, len + 2);
+      assert_false(kcm_json_string(&j, &s, &n));
+      assert_string_equal(j.err, "control character in a string");
+      assert_int_equal(j.err_at, 1 + at);
+      /* plain bytes at `at` */
+      for (i = 0; i < sizeof(plain); i++) {
+        text[1 + at] = (char)plain[i];
+        kcm_json_start(&j, text, len + 2);
+        assert_true(kcm_json_string(&j, &s, &n));
+        assert_int_equal(n, len);
+      }
+      /* the closing quote at `at`: the rest is not JSON */
+      text[1 + at] = '"';
+      kcm_json_start(&j, text, len + 2);
+      assert_true(kcm_json_string(&j, &s, &n));
+      assert_int_equal(n, at);
+    }
+  }
+  kcm_json_release(&j);
+}
+
 static int64_t read_int(const char *text, int *rc) {
   struct kcm_json j;
   int64_t v = 42;
@@ -183,6 +232,7 @@ int main(void) {
       cmocka_unit_test(errors_say_what_and_where),
       cmocka_unit_test(depth_is_limited),
       cmocka_unit_test(strings_unescape),
+      cmocka_unit_test(special_bytes_found_anywhere),
       cmocka_unit_test(integers),
       cmocka_unit_test(members_types_and_paths),
   };
