@@ -42,6 +42,9 @@ def main():
     if not os.access(args.kcm, os.X_OK):
         sys.exit("run.py: %s is not an executable kcm binary" % args.kcm)
 
+    if not any(args.k in name for name, _, _ in harness.SCENARIOS):
+        sys.exit("run.py: no scenario name contains %r" % args.k)
+
     env = harness.Env(os.path.abspath(args.kcm), args.kcm_arg)
     mode = "cluster %s" % env.kubeconfig if env.real else "local API server %s" % env.sim.url
     print("e2e against the %s; work directory %s" % (mode, env.workdir), flush=True)

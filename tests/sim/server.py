@@ -441,6 +441,7 @@ class Handler(BaseHTTPRequestHandler):
                     "resource": r.res.plural if r.res else "", "subresource": r.sub,
                     "namespace": r.ns, "name": r.name,
                     "userAgent": self.headers.get("User-Agent") or "",
+                    "acceptEncoding": self.headers.get("Accept-Encoding") or "",
                     "ms": round((time.monotonic() - started) * 1000, 3)})
 
     def handle_static(self, r, path):

@@ -407,6 +407,18 @@ static void token_request_succeeds(void **state) {
   assert_non_null(strstr(r.body, "\"gitVersion\""));
 }
 
+/* As kube-controller-manager, kcm does not ask for compressed answers. */
+static void compression_is_not_requested(void **state) {
+  struct result r;
+  request(sim_file("kubeconfig"), "GET", "/api/v1/namespaces/default", NULL, 0, &r);
+  assert_int_equal(r.err, 0);
+  request(sim_file("kubeconfig"), "GET", "/_sim/requests?since=0", NULL, 0, &r);
+  assert_int_equal(r.err, 0);
+  assert_non_null(strstr(r.body, "\"path\":\"/api/v1/namespaces/default\""));
+  assert_non_null(strstr(r.body, "\"acceptEncoding\":\"\""));
+  assert_null(strstr(r.body, "gzip"));
+}
+
 static void client_certificate_authenticates(void **state) {
   struct result r;
   request(sim_file("kubeconfig-cert"), "GET", "/api/v1/namespaces/default", NULL, 0, &r);
@@ -1119,6 +1131,7 @@ int main(void) {
   };
   const struct CMUnitTest http_tests[] = {
       cmocka_unit_test(token_request_succeeds),
+      cmocka_unit_test(compression_is_not_requested),
       cmocka_unit_test(client_certificate_authenticates),
       cmocka_unit_test(status_codes_map_to_errors),
       cmocka_unit_test(wrong_token_is_refused),
