@@ -661,6 +661,19 @@ static int cut(struct kcm_buf *b, const char *text, size_t len, const size_t *sp
   return kcm_buf_append(b, text + at, len - at) ? KCM_ENOMEM : 0;
 }
 
+/* Add [from, to) to the (at most two) spans to cut, kept in text order:
+ * the spec may come before the metadata. */
+static void add_span(size_t *spans, size_t *n, size_t from, size_t to) {
+  size_t at = *n && from < spans[0] ? 0 : *n;
+  if (!at && *n) {
+    spans[2] = spans[0];
+    spans[3] = spans[1];
+  }
+  spans[at] = from;
+  spans[at + 1] = to;
+  *n += 2;
+}
+
 static int decode_tree(enum kcm_kind kind, const char *text, size_t len, struct kcm_json *j,
                        struct kcm_api_memo *memo, struct kcm_intern *pool,
                        struct kcm_object **out, struct kcm_api_error *err) {
@@ -678,10 +691,8 @@ static int decode_tree(enum kcm_kind kind, const char *text, size_t len, struct 
   /* managedFields are most of a ReplicaSet or Deployment and never read:
    * cut them out of the text rather than build a tree of them. */
   kcm_json_start(j, text, len);
-  if (kcm_json_member_span(j, meta, "managedFields", &from, &to)) {
-    spans[n++] = from;
-    spans[n++] = to;
-  }
+  if (kcm_json_member_span(j, meta, "managedFields", &from, &to))
+    add_span(spans, &n, from, to);
   /* A template seen before: leave its spec out too. */
   kcm_json_start(j, text, len);
   if (memo && kcm_json_find(j, tpath) && kcm_json_peek(j) == KCM_JSON_OBJECT &&
@@ -693,18 +704,9 @@ static int decode_tree(enum kcm_kind kind, const char *text, size_t len, struct 
       canonical = e->canonical;
       key = e->key;
       kcm_json_start(j, tmpl, tlen);
-      if (kcm_json_member_span(j, root, "spec", &from, &to)) {
-        spans[n++] = from + (size_t)(tmpl - text);
-        spans[n++] = to + (size_t)(tmpl - text);
-      }
+      if (kcm_json_member_span(j, root, "spec", &from, &to))
+        add_span(spans, &n, from + (size_t)(tmpl - text), to + (size_t)(tmpl - text));
     }
-  }
-  if (n == 4 && spans[2] < spans[0]) { /* spec came before metadata */
-    size_t f = spans[0], t = spans[1];
-    spans[0] = spans[2];
-    spans[1] = spans[3];
-    spans[2] = f;
-    spans[3] = t;
   }
   if (n && cut(&rest, text, len, spans, n) == 0) {
     text = rest.data;

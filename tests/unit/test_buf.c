@@ -79,15 +79,13 @@ static void take_transfers_ownership(void **state) {
  * capacities, and an impossible size fails without touching the array. */
 static void item_arrays_grow_by_doubling(void **state) {
   uint32_t *items = NULL, *grown;
-  size_t n, cap, reallocs = 0;
+  size_t n, cap;
   (void)state;
   for (n = 0; n < 1000; n++) {
     bool at_capacity = n == 0 || (n >= 4 && !(n & (n - 1)));
     grown = kcm_buf_grow_items(items, n, sizeof(*items));
     assert_non_null(grown);
-    if (at_capacity)
-      reallocs++;
-    else
+    if (!at_capacity)
       assert_ptr_equal(grown, items); /* room left: the same array */
     for (cap = 4; cap < n + 1; cap *= 2)
       ;
@@ -97,7 +95,6 @@ static void item_arrays_grow_by_doubling(void **state) {
   }
   for (n = 0; n < 1000; n++)
     assert_int_equal(items[n], n * 7);
-  assert_int_equal(reallocs, 9); /* at 0, 4, 8, ..., 512 */
   assert_null(kcm_buf_grow_items(items, 1024, SIZE_MAX / 16));
   assert_int_equal(items[999], 999 * 7);
   free(items);
