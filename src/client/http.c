@@ -818,9 +818,14 @@ int kcm_client_new(struct kcm_client **out, uv_loop_t *loop,
   c->loop = loop;
   c->cfg = cfg;
   err = setup_target(c);
-  if (!err && !(c->multi = curl_multi_init()))
+  if (!err && (!(c->multi = curl_multi_init()) || !(c->share = curl_share_init()) ||
+               curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION)))
     err = KCM_ENOMEM;
   if (err) {
+    if (c->multi)
+      curl_multi_cleanup(c->multi);
+    if (c->share)
+      curl_share_cleanup(c->share);
     curl_slist_free_all(c->connect_to);
     free(c->url_host);
     free(c->host);
@@ -886,6 +891,7 @@ int kcm_client_request(struct kcm_client *c, const struct kcm_client_request_opt
   curl_easy_setopt(e, CURLOPT_URL, url);
   free(url);
   curl_easy_setopt(e, CURLOPT_PRIVATE, r);
+  curl_easy_setopt(e, CURLOPT_SHARE, c->share);
   curl_easy_setopt(e, CURLOPT_ERRORBUFFER, r->errbuf);
   curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
   curl_easy_setopt(e, CURLOPT_WRITEDATA, r);
@@ -937,7 +943,11 @@ int kcm_client_request(struct kcm_client *c, const struct kcm_client_request_opt
     curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
     curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
   } else if (cfg->ca_pem) {
+    /* The configured authority is the only root, as in client-go: curl's
+     * default bundle and directory would trust every public CA as well. */
     struct curl_blob ca = {cfg->ca_pem, cfg->ca_pem_len, CURL_BLOB_NOCOPY};
+    curl_easy_setopt(e, CURLOPT_CAINFO, NULL);
+    curl_easy_setopt(e, CURLOPT_CAPATH, NULL);
     curl_easy_setopt(e, CURLOPT_CAINFO_BLOB, &ca);
   }
   if (cfg->cert_pem && cfg->key_pem) {
@@ -1011,6 +1021,8 @@ void kcm_client_close(struct kcm_client *c) {
   c->multi = NULL;
   while (c->nspare)
     curl_easy_cleanup(c->spare[--c->nspare]);
+  curl_share_cleanup(c->share); /* after the last handle that used it */
+  c->share = NULL;
   /* curl may not report every socket as removed during cleanup. */
   while ((sc = c->socks)) {
     c->socks = sc->next;

@@ -86,6 +86,9 @@ struct kcm_client {
   uv_loop_t *loop;
   const struct kcm_client_config *cfg;
   CURLM *multi;
+  /* TLS sessions shared by every handle: a new connection resumes one
+   * instead of receiving, parsing and verifying the server's chain again. */
+  CURLSH *share;
   uv_timer_t timer; /* curl's timeout */
   uv_timer_t defer; /* reports finished requests on the next loop turn */
   uv_timer_t gate;  /* releases parked requests */

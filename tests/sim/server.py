@@ -442,6 +442,7 @@ class Handler(BaseHTTPRequestHandler):
                     "namespace": r.ns, "name": r.name,
                     "userAgent": self.headers.get("User-Agent") or "",
                     "acceptEncoding": self.headers.get("Accept-Encoding") or "",
+                    "tlsResumed": bool(getattr(self.connection, "session_reused", False)),
                     "ms": round((time.monotonic() - started) * 1000, 3)})
 
     def handle_static(self, r, path):

@@ -1102,6 +1102,61 @@ static void watch_streams_until_stopped(void **state) {
   finish_watch(&w);
 }
 
+static int count_chunk(const char *p, size_t n, void *data) {
+  (void)p;
+  ((struct result *)data)->streamed += n;
+  return 0;
+}
+
+/* Whether the log entry of the request for `path` says it resumed a TLS session. */
+static bool resumed_in(const char *log, const char *path) {
+  char needle[300];
+  const char *p;
+  snprintf(needle, sizeof(needle), "\"path\":\"%s\"", path);
+  assert_non_null(p = strstr(log, needle));
+  assert_non_null(p = strstr(p, "\"tlsResumed\":"));
+  return !strncmp(p + 13, "true", 4);
+}
+
+/* A connection opened after the first resumes its TLS session instead of a
+ * full handshake, whichever handle opens it. */
+static void new_connections_resume_the_tls_session(void **state) {
+  struct watch_fixture w;
+  struct result first, second, log;
+  struct kcm_client_request_options o = {0};
+  const char *p;
+  char since[64];
+
+  request(sim_file("kubeconfig"), "GET", "/_sim/requests?since=1000000000", NULL, 0, &log);
+  assert_non_null(p = strstr(log.body, "\"last\":"));
+  snprintf(since, sizeof(since), "/_sim/requests?since=%ld", strtol(p + 7, NULL, 10));
+  memset(&w, 0, sizeof(w));
+  assert_int_equal(load(&w.cfg, sim_file("kubeconfig"), NULL, NULL, &(char *){NULL}), 0);
+  uv_loop_init(&w.loop);
+  assert_int_equal(kcm_client_new(&w.client, &w.loop, &w.cfg), 0);
+  send_on(&w.loop, w.client, "GET", "/api/v1/namespaces/default", NULL, 0, &first);
+  /* A watch holds that connection, so the next request needs another. */
+  o.method = "GET";
+  o.path = "/api/v1/namespaces?watch=1&timeoutSeconds=30";
+  o.on_chunk = count_chunk;
+  o.done = on_done;
+  o.data = &w.r;
+  assert_int_equal(kcm_client_request(w.client, &o, &w.req), 0);
+  while (!w.r.streamed)
+    uv_run(&w.loop, UV_RUN_ONCE);
+  send_on(&w.loop, w.client, "GET", "/api/v1/namespaces/kube-system", NULL, 0, &second);
+  assert_int_equal(first.status, 200);
+  assert_int_equal(second.status, 200);
+  kcm_client_cancel(w.req);
+  run_until_done(&w.loop, &w.r);
+  finish_watch(&w);
+
+  request(sim_file("kubeconfig"), "GET", since, NULL, 0, &log);
+  assert_int_equal(log.err, 0);
+  assert_false(resumed_in(log.body, "/api/v1/namespaces/default"));
+  assert_true(resumed_in(log.body, "/api/v1/namespaces/kube-system"));
+}
+
 static void cancel_reports_from_the_loop(void **state) {
   struct watch_fixture w;
   start_watch(&w);
@@ -1149,6 +1204,7 @@ int main(void) {
       cmocka_unit_test(tls_server_name_is_verified),
       cmocka_unit_test(watch_streams_until_stopped),
       cmocka_unit_test(cancel_reports_from_the_loop),
+      cmocka_unit_test(new_connections_resume_the_tls_session),
   };
   int failed = cmocka_run_group_tests_name("config", config_tests, setup_dir, teardown_dir);
   failed += cmocka_run_group_tests_name("http", http_tests, start_sim, stop_sim);
