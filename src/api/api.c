@@ -557,6 +557,31 @@ static int decode_template(struct dctx *d, struct json_object *spec, char **out,
   return *out ? 0 : KCM_ENOMEM;
 }
 
+/* spec.selector and spec.template of a ReplicaSet or Deployment. */
+static int decode_spec_parts(struct dctx *d, struct kcm_object *o, struct json_object *spec) {
+  struct kcm_replicaset *rs = (struct kcm_replicaset *)o;
+  struct kcm_deployment *dp = (struct kcm_deployment *)o;
+  int err;
+  if (o->kind == KCM_KIND_REPLICASET) {
+    if ((err = decode_selector(d, spec, &rs->selector)))
+      return err;
+    return decode_template(d, spec, &rs->template, &rs->template_key, &rs->template_labels);
+  }
+  if ((err = decode_selector(d, spec, &dp->selector)) ||
+      (err = decode_template(d, spec, &dp->template, &dp->template_key, NULL)))
+    return err;
+  return decode_selector_json(d, spec, &dp->selector_json);
+}
+
+int kcm_api_decode_spec_parts(struct kcm_object *o, struct json_object *spec,
+                              struct kcm_intern *pool, const char *canonical, uint64_t key,
+                              struct kcm_api_error *err) {
+  struct dctx d = {pool, err, canonical, key};
+  if (spec && !json_object_is_type(spec, json_type_object))
+    return bad(&d, "spec", "must be an object");
+  return decode_spec_parts(&d, o, spec);
+}
+
 /* --- kinds ---------------------------------------------------------------------- */
 
 enum kcm_pod_phase kcm_api_pod_phase(const char *phase) {
@@ -668,8 +693,7 @@ static int decode_replicaset(struct dctx *d, struct kcm_replicaset *rs, struct j
       (err = get_i32(d, spec, "replicas", "spec.replicas", &rs->replicas)) ||
       (err = get_i32(d, spec, "minReadySeconds", "spec.minReadySeconds",
                      &rs->min_ready_seconds)) ||
-      (err = decode_selector(d, spec, &rs->selector)) ||
-      (err = decode_template(d, spec, &rs->template, &rs->template_key, &rs->template_labels)) ||
+      (err = decode_spec_parts(d, &rs->o, spec)) ||
       (err = get_i32(d, status, "replicas", "status.replicas", &rs->status.replicas)) ||
       (err = get_i32(d, status, "fullyLabeledReplicas", "status.fullyLabeledReplicas",
                      &rs->status.fully_labeled)) ||
@@ -733,9 +757,7 @@ static int decode_deployment(struct dctx *d, struct kcm_deployment *dp, struct j
       (err = get_int(d, spec, "progressDeadlineSeconds", "spec.progressDeadlineSeconds", 0,
                      INT32_MAX, &pd)) ||
       (err = get_bool(d, spec, "paused", "spec.paused", &dp->paused)) ||
-      (err = decode_selector(d, spec, &dp->selector)) ||
-      (err = decode_template(d, spec, &dp->template, &dp->template_key, NULL)) ||
-      (err = decode_selector_json(d, spec, &dp->selector_json)) ||
+      (err = decode_spec_parts(d, &dp->o, spec)) ||
       (err = get_object(d, spec, "strategy", "spec.strategy", &strategy)) ||
       (err = get_string(d, strategy, "type", "spec.strategy.type", &type)) ||
       (err = get_object(d, strategy, "rollingUpdate", "spec.strategy.rollingUpdate", &ru)) ||
@@ -772,13 +794,7 @@ static const size_t kind_size[KCM_KIND_COUNT] = {
 
 int kcm_api_decode(enum kcm_kind kind, struct json_object *obj, struct kcm_intern *pool,
                    struct kcm_object **out, struct kcm_api_error *err) {
-  return kcm_api_decode_known(kind, obj, pool, NULL, 0, out, err);
-}
-
-int kcm_api_decode_known(enum kcm_kind kind, struct json_object *obj, struct kcm_intern *pool,
-                         const char *canonical, uint64_t key, struct kcm_object **out,
-                         struct kcm_api_error *err) {
-  struct dctx d = {pool, err, canonical, key};
+  struct dctx d = {pool, err, NULL, 0};
   struct json_object *meta = NULL;
   struct kcm_object *o;
   int rc;

@@ -7,11 +7,13 @@
 
 #include "kcm/api.h"
 
-/* kcm_api_decode(), with spec.template's canonical JSON and key given when
- * `canonical` is not NULL: the template in obj is then read for its labels
- * only (its spec may have been left out). */
-int kcm_api_decode_known(enum kcm_kind kind, struct json_object *obj, struct kcm_intern *pool,
-                         const char *canonical, uint64_t key, struct kcm_object **out,
-                         struct kcm_api_error *err);
+/* spec.selector and spec.template of o (a ReplicaSet or Deployment) from
+ * `spec`, a tree holding those two members at most, as kcm_api_decode()
+ * reads them. With `canonical` given, the template's canonical JSON and key
+ * are known and its spec may have been left out. Returns 0 or KCM_E* with
+ * err filled in. */
+int kcm_api_decode_spec_parts(struct kcm_object *o, struct json_object *spec,
+                              struct kcm_intern *pool, const char *canonical, uint64_t key,
+                              struct kcm_api_error *err);
 
 #endif

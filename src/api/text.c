@@ -1,13 +1,13 @@
 /*
  * api/text.c — decoding objects from their JSON text.
  *
- * Pods are read in place with the kcm_json pull reader: the fields and rules
- * are those of decode_pod() and decode_meta() in api.c (a null reads as
- * absent; a field the controllers depend on with a wrong type is an error
- * naming it; a bad value somewhere kcm never reads is no error), found in
- * the order they come in the text. Other kinds are parsed with json-c and
- * decoded by kcm_api_decode(), after the parts never needed are cut out of
- * the text: managedFields, and the spec of a template the memo knows.
+ * Objects are read in place with the kcm_json pull reader: the fields and
+ * rules are those of api.c's decoders (a null reads as absent; a field the
+ * controllers depend on with a wrong type is an error naming it; a bad value
+ * somewhere kcm never reads is no error), found in the order they come in
+ * the text. The selector and template of a ReplicaSet or Deployment are the
+ * exception: json-c reads them from a small text holding only them, and the
+ * spec of a template the memo knows is left out of it.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -28,6 +28,7 @@ struct tctx {
   struct kcm_intern *pool;
   struct kcm_api_error *err;
   struct kcm_pod *pod;
+  struct kcm_pairs *pairs; /* where a ReplicaSet's or Deployment's annotations go */
   struct kcm_buf sidecars; /* names of restartable init containers, NUL-separated */
   struct kcm_buf inits;    /* init container statuses: int32 restarts, then name NUL */
   uint32_t init_statuses;
@@ -270,6 +271,62 @@ static int annotations(struct tctx *t, struct kcm_pod *p) {
   return ended(t);
 }
 
+/* Every annotation but kubectl's last-applied copy, as decode_pairs(); a
+ * key given twice keeps its last value. */
+static int pairs(struct tctx *t, struct kcm_pairs *out) {
+  struct kcm_pair *items = NULL;
+  uint32_t n = 0, cap = 0, i;
+  int rc = 0;
+
+  kcm_api_pairs_release(out);
+  if (kcm_json_null(t->j))
+    return 0;
+  if (!kcm_json_object(t->j))
+    return mismatch(t, "metadata.annotations", "must be an object of strings");
+  while (!rc && kcm_json_member(t->j)) {
+    const char *s;
+    size_t len;
+    char *value;
+    if (!kcm_json_string(t->j, &s, &len)) {
+      rc = mismatch(t, "metadata.annotations", "must be an object of strings");
+      break;
+    }
+    if (kcm_json_key_is(t->j, KCM_API_LAST_APPLIED))
+      continue;
+    if (!(value = strndup(s, len))) {
+      rc = KCM_ENOMEM;
+      break;
+    }
+    for (i = 0; i < n; i++)
+      if (strlen(items[i].key) == t->j->keylen && !memcmp(items[i].key, t->j->key, t->j->keylen))
+        break;
+    if (i < n) {
+      free(items[i].value);
+      items[i].value = value;
+      continue;
+    }
+    if (n == cap) {
+      struct kcm_pair *grown = realloc(items, (cap = cap ? cap * 2 : 8) * sizeof(*items));
+      if (!grown) {
+        free(value);
+        rc = KCM_ENOMEM;
+        break;
+      }
+      items = grown;
+    }
+    items[n].value = value;
+    if (!(items[n++].key = strndup(t->j->key, t->j->keylen)))
+      rc = KCM_ENOMEM;
+  }
+  if (!rc)
+    rc = ended(t);
+  out->items = items;
+  out->n = n;
+  if (!rc)
+    kcm_api_pairs_sort(out);
+  return rc;
+}
+
 static int metadata(struct tctx *t, struct kcm_object *o) {
   int rc = open_object(t, "metadata");
   if (rc <= 0)
@@ -320,7 +377,7 @@ static int metadata(struct tctx *t, struct kcm_object *o) {
     } else if (kcm_json_key_is(t->j, "ownerReferences")) {
       rc = owners(t, o);
     } else if (kcm_json_key_is(t->j, "annotations")) {
-      rc = annotations(t, t->pod);
+      rc = t->pairs ? pairs(t, t->pairs) : annotations(t, t->pod);
     } else {
       rc = skip(t);
     }
@@ -650,93 +707,359 @@ static void memo_put(struct kcm_api_memo *m, uint64_t hash, const char *text, si
   m->bytes += size;
 }
 
-/* Cut [from, to) spans (sorted, not overlapping) out of text into b. */
-static int cut(struct kcm_buf *b, const char *text, size_t len, const size_t *spans, size_t n) {
-  size_t at = 0, i;
-  for (i = 0; i < n; i += 2) {
-    if (kcm_buf_append(b, text + at, spans[i] - at))
-      return KCM_ENOMEM;
-    at = spans[i + 1];
-  }
-  return kcm_buf_append(b, text + at, len - at) ? KCM_ENOMEM : 0;
+/* The parts of a ReplicaSet or Deployment json-c reads (their text), and
+ * values checked once everything is read. */
+struct parts {
+  const char *selector, *tmpl;
+  size_t selector_len, tmpl_len;
+  bool tmpl_object;
+  int64_t history, deadline, collisions;
+  enum { STRATEGY_NONE, STRATEGY_RECREATE, STRATEGY_ROLLING, STRATEGY_OTHER } strategy;
+};
+
+/* The text of the next value, or NULL for null. */
+static int span(struct tctx *t, const char **text, size_t *len, bool *object) {
+  *text = NULL;
+  *len = 0;
+  if (object)
+    *object = kcm_json_peek(t->j) == KCM_JSON_OBJECT;
+  if (kcm_json_null(t->j))
+    return 0;
+  return kcm_json_raw(t->j, text, len) ? 0 : ended(t);
 }
 
-/* Add [from, to) to the (at most two) spans to cut, kept in text order:
- * the spec may come before the metadata. */
-static void add_span(size_t *spans, size_t *n, size_t from, size_t to) {
-  size_t at = *n && from < spans[0] ? 0 : *n;
-  if (!at && *n) {
-    spans[2] = spans[0];
-    spans[3] = spans[1];
-  }
-  spans[at] = from;
-  spans[at + 1] = to;
-  *n += 2;
+static int i32(struct tctx *t, const char *field, int32_t *out) {
+  int64_t v;
+  int rc = integer(t, field, INT32_MIN, INT32_MAX, &v);
+  if (rc > 0)
+    *out = (int32_t)v;
+  return rc;
 }
 
-static int decode_tree(enum kcm_kind kind, const char *text, size_t len, struct kcm_json *j,
-                       struct kcm_api_memo *memo, struct kcm_intern *pool,
-                       struct kcm_object **out, struct kcm_api_error *err) {
-  static const char *const meta[] = {"metadata", NULL};
-  static const char *const tpath[] = {"spec", "template", NULL};
-  static const char *const root[] = {NULL};
-  struct json_tokener *tok;
-  struct kcm_buf rest = KCM_BUF_INIT(len);
-  struct json_object *obj;
-  const char *tmpl = NULL, *canonical = NULL;
-  size_t tlen = 0, spans[4], n = 0, from, to;
-  uint64_t hash = 0, key = 0;
+/* maxSurge or maxUnavailable, as decode_intstr(). */
+static int intstr(struct tctx *t, const char *field, struct kcm_intstr *out) {
+  const char *s;
+  size_t n;
+  char *end;
+  long x;
+  int64_t v;
   int rc;
-
-  /* managedFields are most of a ReplicaSet or Deployment and never read:
-   * cut them out of the text rather than build a tree of them. */
-  kcm_json_start(j, text, len);
-  if (kcm_json_member_span(j, meta, "managedFields", &from, &to))
-    add_span(spans, &n, from, to);
-  /* A template seen before: leave its spec out too. */
-  kcm_json_start(j, text, len);
-  if (memo && kcm_json_find(j, tpath) && kcm_json_peek(j) == KCM_JSON_OBJECT &&
-      kcm_json_raw(j, &tmpl, &tlen)) {
-    struct kcm_api_memo_slot *e;
-    hash = kcm_map_hash_bytes(KCM_MAP_HASH_INIT, tmpl, tlen);
-    e = memo->slots ? &memo->slots[hash % KCM_API_MEMO_SLOTS] : NULL;
-    if (e && e->text && e->hash == hash && e->len == tlen && !memcmp(e->text, tmpl, tlen)) {
-      canonical = e->canonical;
-      key = e->key;
-      kcm_json_start(j, tmpl, tlen);
-      if (kcm_json_member_span(j, root, "spec", &from, &to))
-        add_span(spans, &n, from + (size_t)(tmpl - text), to + (size_t)(tmpl - text));
+  if (kcm_json_null(t->j))
+    return 0;
+  out->set = true;
+  out->percent = false;
+  if (kcm_json_peek(t->j) == KCM_JSON_NUMBER) {
+    rc = kcm_json_int(t->j, &v);
+    if (rc == KCM_ETOOBIG || (!rc && (v < 0 || v > INT32_MAX)))
+      return bad(t, field, "out of range");
+    if (!rc) {
+      out->value = (int32_t)v;
+      return 1;
+    }
+  } else if (kcm_json_string(t->j, &s, &n)) {
+    errno = 0;
+    x = strtol(s, &end, 10);
+    if (!errno && end != s && end[0] == '%' && !end[1] && x >= 0 && x <= INT32_MAX) {
+      out->value = (int32_t)x;
+      out->percent = true;
+      return 1;
     }
   }
-  if (n && cut(&rest, text, len, spans, n) == 0) {
-    text = rest.data;
-    len = rest.len;
+  return mismatch(t, field, "must be an integer or a percentage");
+}
+
+static int strategy(struct tctx *t, struct kcm_deployment *dp, struct parts *w) {
+  const char *s;
+  size_t n;
+  int rc = open_object(t, "spec.strategy");
+  if (rc <= 0)
+    return rc;
+  while (kcm_json_member(t->j)) {
+    if (kcm_json_key_is(t->j, "type")) {
+      w->strategy = STRATEGY_NONE;
+      if ((rc = str(t, "spec.strategy.type", &s, &n)) > 0)
+        w->strategy = !strcmp(s, "Recreate")        ? STRATEGY_RECREATE
+                      : !strcmp(s, "RollingUpdate") ? STRATEGY_ROLLING
+                                                    : STRATEGY_OTHER;
+    } else if (kcm_json_key_is(t->j, "rollingUpdate")) {
+      if ((rc = open_object(t, "spec.strategy.rollingUpdate")) > 0) {
+        while (kcm_json_member(t->j)) {
+          if (kcm_json_key_is(t->j, "maxSurge"))
+            rc = intstr(t, "spec.strategy.rollingUpdate.maxSurge", &dp->max_surge);
+          else if (kcm_json_key_is(t->j, "maxUnavailable"))
+            rc = intstr(t, "spec.strategy.rollingUpdate.maxUnavailable", &dp->max_unavailable);
+          else
+            rc = skip(t);
+          if (rc < 0)
+            return rc;
+        }
+        rc = ended(t);
+      }
+    } else {
+      rc = skip(t);
+    }
+    if (rc < 0)
+      return rc;
   }
-  if (!(tok = json_tokener_new_ex(KCM_JSON_MAX_DEPTH))) {
-    kcm_buf_release(&rest);
-    return KCM_ENOMEM;
+  return ended(t);
+}
+
+static int workload_spec(struct tctx *t, struct kcm_object *o, struct parts *w) {
+  struct kcm_replicaset *rs = o->kind == KCM_KIND_REPLICASET ? (struct kcm_replicaset *)o : NULL;
+  struct kcm_deployment *dp = rs ? NULL : (struct kcm_deployment *)o;
+  int rc = open_object(t, "spec");
+  if (rc <= 0)
+    return rc;
+  while (kcm_json_member(t->j)) {
+    if (kcm_json_key_is(t->j, "replicas"))
+      rc = i32(t, "spec.replicas", rs ? &rs->replicas : &dp->replicas);
+    else if (kcm_json_key_is(t->j, "minReadySeconds"))
+      rc = i32(t, "spec.minReadySeconds", rs ? &rs->min_ready_seconds : &dp->min_ready_seconds);
+    else if (kcm_json_key_is(t->j, "selector"))
+      rc = span(t, &w->selector, &w->selector_len, NULL);
+    else if (kcm_json_key_is(t->j, "template"))
+      rc = span(t, &w->tmpl, &w->tmpl_len, &w->tmpl_object);
+    else if (dp && kcm_json_key_is(t->j, "revisionHistoryLimit"))
+      rc = integer(t, "spec.revisionHistoryLimit", 0, INT32_MAX, &w->history);
+    else if (dp && kcm_json_key_is(t->j, "progressDeadlineSeconds"))
+      rc = integer(t, "spec.progressDeadlineSeconds", 0, INT32_MAX, &w->deadline);
+    else if (dp && kcm_json_key_is(t->j, "paused"))
+      rc = boolean(t, "spec.paused", &dp->paused);
+    else if (dp && kcm_json_key_is(t->j, "strategy"))
+      rc = strategy(t, dp, w);
+    else
+      rc = skip(t);
+    if (rc < 0)
+      return rc;
   }
-  obj = json_tokener_parse_ex(tok, text, (int)(len > INT32_MAX ? INT32_MAX : len));
-  if (!obj || json_tokener_get_parse_end(tok) != len) {
-    snprintf(err->field, sizeof(err->field), "(json)");
-    snprintf(err->problem, sizeof(err->problem), "%s",
-             json_tokener_error_desc(json_tokener_get_error(tok)));
-    rc = KCM_EINVAL;
-  } else {
-    rc = kcm_api_decode_known(kind, obj, pool, canonical, key, out, err);
+  return ended(t);
+}
+
+/* status.conditions, as decode_conditions(). */
+static int conditions(struct tctx *t, struct kcm_conditions *out) {
+  static const char *const names[4] = {"type", "status", "reason", "message"};
+  uint32_t cap = 0;
+  int rc;
+  kcm_api_conditions_release(out);
+  if ((rc = open_array(t, "status.conditions")) <= 0)
+    return rc;
+  while (kcm_json_element(t->j)) {
+    struct kcm_condition *k;
+    if (out->n == cap) {
+      struct kcm_condition *grown =
+          realloc(out->items, (cap = cap ? cap * 2 : 4) * sizeof(*out->items));
+      if (!grown)
+        return KCM_ENOMEM;
+      out->items = grown;
+    }
+    k = &out->items[out->n++];
+    memset(k, 0, sizeof(*k));
+    if (!kcm_json_object(t->j))
+      return mismatch(t, "status.conditions", "entries must be objects");
+    while (kcm_json_member(t->j)) {
+      char **dst[4] = {&k->type, &k->status, &k->reason, &k->message};
+      const char *s;
+      size_t n;
+      int i;
+      for (i = 0; i < 4 && !kcm_json_key_is(t->j, names[i]); i++)
+        ;
+      if (i < 4) {
+        free(*dst[i]);
+        *dst[i] = NULL;
+        if ((rc = str(t, "status.conditions", &s, &n)) > 0 && !(*dst[i] = strndup(s, n)))
+          return KCM_ENOMEM;
+      } else if (kcm_json_key_is(t->j, "lastUpdateTime")) {
+        rc = time_value(t, "status.conditions", &k->last_update);
+      } else if (kcm_json_key_is(t->j, "lastTransitionTime")) {
+        rc = time_value(t, "status.conditions", &k->last_transition);
+      } else {
+        rc = skip(t);
+      }
+      if (rc < 0)
+        return rc;
+    }
+    TRY(ended(t));
+    if (!k->type)
+      return bad(t, "status.conditions", "entries need a type");
   }
-  json_object_put(obj);
+  return ended(t);
+}
+
+static int workload_status(struct tctx *t, struct kcm_object *o, struct parts *w) {
+  struct kcm_replicaset *rs = o->kind == KCM_KIND_REPLICASET ? (struct kcm_replicaset *)o : NULL;
+  struct kcm_deployment *dp = rs ? NULL : (struct kcm_deployment *)o;
+  const struct {
+    const char *key, *field;
+    int32_t *dst;
+  } counts[] = {
+      {"replicas", "status.replicas", rs ? &rs->status.replicas : &dp->status.replicas},
+      {"readyReplicas", "status.readyReplicas", rs ? &rs->status.ready : &dp->status.ready},
+      {"availableReplicas", "status.availableReplicas",
+       rs ? &rs->status.available : &dp->status.available},
+      {rs ? "fullyLabeledReplicas" : "updatedReplicas",
+       rs ? "status.fullyLabeledReplicas" : "status.updatedReplicas",
+       rs ? &rs->status.fully_labeled : &dp->status.updated},
+      {rs ? NULL : "unavailableReplicas", "status.unavailableReplicas",
+       rs ? NULL : &dp->status.unavailable},
+  };
+  size_t i;
+  int rc = open_object(t, "status");
+  if (rc <= 0)
+    return rc;
+  while (kcm_json_member(t->j)) {
+    for (i = 0; i < sizeof(counts) / sizeof(counts[0]); i++)
+      if (counts[i].key && kcm_json_key_is(t->j, counts[i].key))
+        break;
+    if (i < sizeof(counts) / sizeof(counts[0]))
+      rc = i32(t, counts[i].field, counts[i].dst);
+    else if (kcm_json_key_is(t->j, "observedGeneration"))
+      rc = integer(t, "status.observedGeneration", 0, INT64_MAX,
+                   rs ? &rs->status.observed_generation : &dp->status.observed_generation);
+    else if (kcm_json_key_is(t->j, "conditions"))
+      rc = conditions(t, rs ? &rs->status.conditions : &dp->status.conditions);
+    else if (dp && kcm_json_key_is(t->j, "collisionCount"))
+      rc = integer(t, "status.collisionCount", 0, INT32_MAX, &w->collisions);
+    else
+      rc = skip(t);
+    if (rc < 0)
+      return rc;
+  }
+  return ended(t);
+}
+
+/* spec.selector and spec.template through json-c, from a small text holding
+ * only them; a template the memo knows leaves its spec out. */
+static int spec_parts(struct tctx *t, struct kcm_object *o, const struct parts *w,
+                      struct kcm_api_memo *memo) {
+  static const char *const root[] = {NULL};
+  struct kcm_buf b = KCM_BUF_INIT(w->selector_len + w->tmpl_len + 64);
+  struct json_tokener *tok;
+  struct json_object *spec;
+  const char *canonical = NULL;
+  uint64_t hash = 0, key = 0;
+  size_t from, to;
+  int rc = 0;
+
+  if (kcm_buf_append(&b, "{", 1) ||
+      (w->selector && (kcm_buf_append(&b, "\"selector\":", 11) ||
+                       kcm_buf_append(&b, w->selector, w->selector_len))) ||
+      (w->tmpl && kcm_buf_append(&b, w->selector ? ",\"template\":" : "\"template\":",
+                                 w->selector ? 12 : 11)))
+    rc = KCM_ENOMEM;
+  if (!rc && w->tmpl) {
+    struct kcm_api_memo_slot *e = NULL;
+    if (memo && w->tmpl_object) {
+      hash = kcm_map_hash_bytes(KCM_MAP_HASH_INIT, w->tmpl, w->tmpl_len);
+      e = memo->slots ? &memo->slots[hash % KCM_API_MEMO_SLOTS] : NULL;
+      if (e && e->text && e->hash == hash && e->len == w->tmpl_len &&
+          !memcmp(e->text, w->tmpl, w->tmpl_len)) {
+        canonical = e->canonical;
+        key = e->key;
+      }
+    }
+    kcm_json_start(t->j, w->tmpl, w->tmpl_len);
+    if (canonical && kcm_json_member_span(t->j, root, "spec", &from, &to))
+      rc = kcm_buf_append(&b, w->tmpl, from) || kcm_buf_append(&b, w->tmpl + to, w->tmpl_len - to)
+               ? KCM_ENOMEM
+               : 0;
+    else
+      rc = kcm_buf_append(&b, w->tmpl, w->tmpl_len) ? KCM_ENOMEM : 0;
+  }
+  if (!rc && kcm_buf_append(&b, "}", 1))
+    rc = KCM_ENOMEM;
+  if (!rc && !(tok = json_tokener_new_ex(KCM_JSON_MAX_DEPTH)))
+    rc = KCM_ENOMEM;
+  if (rc) {
+    kcm_buf_release(&b);
+    return rc;
+  }
+  spec = json_tokener_parse_ex(tok, b.data, (int)(b.len > INT32_MAX ? INT32_MAX : b.len));
+  if (!spec || json_tokener_get_parse_end(tok) != b.len)
+    rc = bad(t, "(json)", json_tokener_error_desc(json_tokener_get_error(tok)));
+  else
+    rc = kcm_api_decode_spec_parts(o, spec, t->pool, canonical, key, t->err);
+  json_object_put(spec);
   json_tokener_free(tok);
-  kcm_buf_release(&rest);
-  if (memo && tmpl) {
+  kcm_buf_release(&b);
+  if (memo && w->tmpl && w->tmpl_object) {
     if (canonical)
       memo->hits++;
     else
       memo->misses++;
     if (!rc && !canonical)
-      memo_put(memo, hash, tmpl, tlen, *out);
+      memo_put(memo, hash, w->tmpl, w->tmpl_len, o);
   }
   return rc;
+}
+
+/* A ReplicaSet or Deployment: read in place like a pod, but for the
+ * selector and the template (see spec_parts()). */
+static int decode_workload(enum kcm_kind kind, const char *text, size_t len, struct kcm_json *j,
+                           struct kcm_api_memo *memo, struct kcm_intern *pool,
+                           struct kcm_object **out, struct kcm_api_error *err) {
+  struct kcm_replicaset *rs = NULL;
+  struct kcm_deployment *dp = NULL;
+  struct kcm_object *o;
+  struct parts w = {.history = -1, .deadline = -1, .collisions = -1};
+  struct tctx t;
+  int rc = 0;
+
+  if (kind == KCM_KIND_REPLICASET) {
+    if (!(rs = calloc(1, sizeof(*rs))))
+      return KCM_ENOMEM;
+    rs->replicas = 1;
+    o = &rs->o;
+  } else {
+    if (!(dp = calloc(1, sizeof(*dp))))
+      return KCM_ENOMEM;
+    dp->replicas = 1;
+    o = &dp->o;
+  }
+  o->kind = (uint8_t)kind;
+  o->refs = 1;
+  memset(&t, 0, sizeof(t));
+  t.j = j;
+  t.pool = pool;
+  t.err = err;
+  t.pairs = rs ? &rs->annotations : &dp->annotations;
+  kcm_json_start(j, text, len);
+  if (!kcm_json_object(j))
+    rc = mismatch(&t, "(object)", "must be a JSON object");
+  while (!rc && kcm_json_member(j)) {
+    if (kcm_json_key_is(j, "metadata"))
+      rc = metadata(&t, o);
+    else if (kcm_json_key_is(j, "spec"))
+      rc = workload_spec(&t, o, &w);
+    else if (kcm_json_key_is(j, "status"))
+      rc = workload_status(&t, o, &w);
+    else
+      rc = skip(&t);
+    rc = rc > 0 ? 0 : rc;
+  }
+  if (!rc && (j->err || !kcm_json_done(j)))
+    rc = bad(&t, "(json)", j->err ? j->err : "text after the object");
+  if (!rc)
+    rc = metadata_complete(&t, o);
+  if (!rc)
+    rc = spec_parts(&t, o, &w, memo);
+  if (!rc && (rs ? rs->replicas : dp->replicas) < 0)
+    rc = bad(&t, "spec.replicas", "must not be negative");
+  if (!rc && w.strategy == STRATEGY_OTHER)
+    rc = bad(&t, "spec.strategy.type", "must be Recreate or RollingUpdate");
+  if (rc) {
+    if (rc == KCM_ENOMEM && !err->field[0])
+      bad(&t, "(object)", "out of memory");
+    kcm_api_unref(o, pool);
+    return rc;
+  }
+  if (dp) {
+    dp->recreate = w.strategy == STRATEGY_RECREATE;
+    dp->revision_history_limit = (int32_t)w.history;
+    dp->progress_deadline = (int32_t)w.deadline;
+    dp->status.collision_count = (int32_t)w.collisions;
+  }
+  *out = o;
+  return 0;
 }
 
 int kcm_api_decode_text(enum kcm_kind kind, const char *text, size_t len, struct kcm_json *j,
@@ -755,7 +1078,7 @@ int kcm_api_decode_text(enum kcm_kind kind, const char *text, size_t len, struct
     kcm_json_start(j, text, len);
     rc = decode_pod(j, true, pool, out, err);
   } else {
-    rc = decode_tree(kind, text, len, j, memo, pool, out, err);
+    rc = decode_workload(kind, text, len, j, memo, pool, out, err);
   }
   if (j == &own)
     kcm_json_release(&own);

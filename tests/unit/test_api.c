@@ -24,8 +24,124 @@ static int teardown(void **state) {
   return 0;
 }
 
-/* Pods decode two ways — from a json-c tree and from the text in place —
+/* Objects decode two ways — from a json-c tree and from the text in place —
  * and both must give the same object or fail on the same field. */
+static void same_meta(const struct kcm_object *a, const struct kcm_object *b) {
+  uint32_t i;
+  assert_string_equal(a->name, b->name);
+  assert_ptr_equal(a->ns, b->ns);
+  assert_memory_equal(&a->uid, &b->uid, sizeof(a->uid));
+  assert_int_equal(a->rv, b->rv);
+  assert_int_equal(a->generation, b->generation);
+  assert_int_equal(a->created, b->created);
+  assert_int_equal(a->deleted, b->deleted);
+  assert_int_equal(a->labels.n, b->labels.n);
+  for (i = 0; i < a->labels.n; i++) {
+    assert_ptr_equal(a->labels.items[i].key, b->labels.items[i].key);
+    assert_ptr_equal(a->labels.items[i].value, b->labels.items[i].value);
+  }
+  assert_int_equal(a->nowners, b->nowners);
+  assert_int_equal(a->has_controller, b->has_controller);
+  assert_ptr_equal(a->controller.name, b->controller.name);
+  assert_memory_equal(&a->controller.uid, &b->controller.uid,
+                      sizeof(a->controller.uid));
+  assert_int_equal(kcm_api_size(a), kcm_api_size(b));
+}
+
+static void same_pairs(const struct kcm_pairs *a, const struct kcm_pairs *b) {
+  uint32_t i;
+  assert_int_equal(a->n, b->n);
+  for (i = 0; i < a->n; i++) {
+    assert_string_equal(a->items[i].key, b->items[i].key);
+    assert_string_equal(a->items[i].value, b->items[i].value);
+  }
+}
+
+static void same_string(const char *a, const char *b) {
+  if (a || b) {
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_string_equal(a, b);
+  }
+}
+
+static void same_conditions(const struct kcm_conditions *a,
+                            const struct kcm_conditions *b) {
+  uint32_t i;
+  assert_int_equal(a->n, b->n);
+  for (i = 0; i < a->n; i++) {
+    same_string(a->items[i].type, b->items[i].type);
+    same_string(a->items[i].status, b->items[i].status);
+    same_string(a->items[i].reason, b->items[i].reason);
+    same_string(a->items[i].message, b->items[i].message);
+    assert_int_equal(a->items[i].last_update, b->items[i].last_update);
+    assert_int_equal(a->items[i].last_transition, b->items[i].last_transition);
+  }
+}
+
+static void same_selector(const struct kcm_selector *a,
+                          const struct kcm_selector *b) {
+  struct kcm_buf x = KCM_BUF_INIT(1u << 20), y = KCM_BUF_INIT(1u << 20);
+  assert_int_equal(kcm_labels_selector_format(a, &x), 0);
+  assert_int_equal(kcm_labels_selector_format(b, &y), 0);
+  assert_int_equal(x.len, y.len);
+  assert_memory_equal(x.data, y.data, x.len);
+  assert_int_equal(a->nothing, b->nothing);
+  kcm_buf_release(&x);
+  kcm_buf_release(&y);
+}
+
+static void same_replicaset(const struct kcm_replicaset *a,
+                            const struct kcm_replicaset *b) {
+  uint32_t i;
+  same_meta(&a->o, &b->o);
+  same_pairs(&a->annotations, &b->annotations);
+  same_selector(&a->selector, &b->selector);
+  assert_int_equal(a->template_labels.n, b->template_labels.n);
+  for (i = 0; i < a->template_labels.n; i++)
+    assert_ptr_equal(a->template_labels.items[i].value,
+                     b->template_labels.items[i].value);
+  assert_string_equal(a->template, b->template);
+  assert_int_equal(a->template_key, b->template_key);
+  assert_int_equal(a->replicas, b->replicas);
+  assert_int_equal(a->min_ready_seconds, b->min_ready_seconds);
+  assert_int_equal(a->status.replicas, b->status.replicas);
+  assert_int_equal(a->status.fully_labeled, b->status.fully_labeled);
+  assert_int_equal(a->status.ready, b->status.ready);
+  assert_int_equal(a->status.available, b->status.available);
+  assert_int_equal(a->status.observed_generation,
+                   b->status.observed_generation);
+  same_conditions(&a->status.conditions, &b->status.conditions);
+}
+
+static void same_deployment(const struct kcm_deployment *a,
+                            const struct kcm_deployment *b) {
+  same_meta(&a->o, &b->o);
+  same_pairs(&a->annotations, &b->annotations);
+  same_selector(&a->selector, &b->selector);
+  same_string(a->selector_json, b->selector_json);
+  assert_string_equal(a->template, b->template);
+  assert_int_equal(a->template_key, b->template_key);
+  assert_int_equal(a->replicas, b->replicas);
+  assert_int_equal(a->min_ready_seconds, b->min_ready_seconds);
+  assert_int_equal(a->revision_history_limit, b->revision_history_limit);
+  assert_int_equal(a->progress_deadline, b->progress_deadline);
+  assert_memory_equal(&a->max_surge, &b->max_surge, sizeof(a->max_surge));
+  assert_memory_equal(&a->max_unavailable, &b->max_unavailable,
+                      sizeof(a->max_unavailable));
+  assert_int_equal(a->recreate, b->recreate);
+  assert_int_equal(a->paused, b->paused);
+  assert_int_equal(a->status.observed_generation,
+                   b->status.observed_generation);
+  assert_int_equal(a->status.replicas, b->status.replicas);
+  assert_int_equal(a->status.updated, b->status.updated);
+  assert_int_equal(a->status.ready, b->status.ready);
+  assert_int_equal(a->status.available, b->status.available);
+  assert_int_equal(a->status.unavailable, b->status.unavailable);
+  assert_int_equal(a->status.collision_count, b->status.collision_count);
+  same_conditions(&a->status.conditions, &b->status.conditions);
+}
+
 static void same_pod(const struct kcm_pod *a, const struct kcm_pod *b) {
   uint32_t i;
   assert_string_equal(a->o.name, b->o.name);
@@ -73,6 +189,10 @@ static struct kcm_object *decode_ok(enum kcm_kind kind, const char *json) {
   assert_int_equal(text->kind, kind);
   if (kind == KCM_KIND_POD)
     same_pod((struct kcm_pod *)obj, (struct kcm_pod *)text);
+  else if (kind == KCM_KIND_REPLICASET)
+    same_replicaset((struct kcm_replicaset *)obj, (struct kcm_replicaset *)text);
+  else
+    same_deployment((struct kcm_deployment *)obj, (struct kcm_deployment *)text);
   kcm_api_unref(text, &pool);
   return obj;
 }
@@ -596,6 +716,101 @@ static void bad_objects_name_the_field(void **state) {
                "{" META("") ",\"spec\":{\"selector\":{},\"template\":{}},\"status\":{"
                "\"conditions\":{}}}",
                "status.conditions");
+  /* ReplicaSets and Deployments, one fault each. */
+#define RS(extra) "{" META(extra) ",\"spec\":{\"selector\":{},\"template\":{}}}"
+#define WITH_SPEC(spec)                                                        \
+  "{" META("") ",\"spec\":{\"selector\":{},\"template\":{}" spec "}}"
+#define WITH_STATUS(status)                                                    \
+  "{" META(                                                                    \
+      "") ",\"spec\":{\"selector\":{},\"template\":{}},\"status\":" status "}"
+  static const struct {
+    enum kcm_kind kind;
+    const char *json, *field;
+  } faults[] = {
+      {KCM_KIND_REPLICASET, "[]", "(object)"},
+      {KCM_KIND_REPLICASET, "{\"spec\":{}}", "metadata"},
+      {KCM_KIND_REPLICASET, RS(",\"annotations\":[]"), "metadata.annotations"},
+      {KCM_KIND_REPLICASET, RS(",\"annotations\":{\"a\":1}"),
+       "metadata.annotations"},
+      {KCM_KIND_DEPLOYMENT, RS(",\"annotations\":{\"a\":null}"),
+       "metadata.annotations"},
+      {KCM_KIND_REPLICASET,
+       RS(",\"annotations\":{\"kubectl.kubernetes.io/"
+          "last-applied-configuration\":{}}"),
+       "metadata.annotations"},
+      {KCM_KIND_REPLICASET, RS(",\"labels\":{\"a\":true}"), "metadata.labels"},
+      {KCM_KIND_REPLICASET, "{" META("") ",\"spec\":7}", "spec"},
+      {KCM_KIND_DEPLOYMENT,
+       "{" META("") ",\"spec\":{\"selector\":{},\"template\":7}}",
+       "spec.template"},
+      {KCM_KIND_REPLICASET,
+       "{" META(
+           "") ",\"spec\":{\"selector\":{},\"template\":{\"metadata\":[]}}}",
+       "spec.template.metadata"},
+      {KCM_KIND_REPLICASET,
+       "{" META("") ",\"spec\":{\"selector\":{},\"template\":{\"metadata\":"
+                    "{\"labels\":{\"a\":1}}}}}",
+       "spec.template.metadata.labels"},
+      {KCM_KIND_REPLICASET, WITH_SPEC(",\"replicas\":-1"), "spec.replicas"},
+      {KCM_KIND_REPLICASET, WITH_SPEC(",\"minReadySeconds\":\"5\""),
+       "spec.minReadySeconds"},
+      {KCM_KIND_DEPLOYMENT, WITH_SPEC(",\"revisionHistoryLimit\":-1"),
+       "spec.revisionHistoryLimit"},
+      {KCM_KIND_DEPLOYMENT, WITH_SPEC(",\"progressDeadlineSeconds\":1e3"),
+       "spec.progressDeadlineSeconds"},
+      {KCM_KIND_DEPLOYMENT, WITH_SPEC(",\"paused\":\"yes\""), "spec.paused"},
+      {KCM_KIND_DEPLOYMENT, WITH_SPEC(",\"strategy\":[]"), "spec.strategy"},
+      {KCM_KIND_DEPLOYMENT, WITH_SPEC(",\"strategy\":{\"type\":1}"),
+       "spec.strategy.type"},
+      {KCM_KIND_DEPLOYMENT, WITH_SPEC(",\"strategy\":{\"type\":\"Canary\"}"),
+       "spec.strategy.type"},
+      {KCM_KIND_DEPLOYMENT, WITH_SPEC(",\"strategy\":{\"rollingUpdate\":5}"),
+       "spec.strategy.rollingUpdate"},
+      {KCM_KIND_DEPLOYMENT,
+       WITH_SPEC(",\"strategy\":{\"rollingUpdate\":{\"maxUnavailable\":-1}}"),
+       "spec.strategy.rollingUpdate.maxUnavailable"},
+      {KCM_KIND_DEPLOYMENT,
+       WITH_SPEC(",\"strategy\":{\"rollingUpdate\":{\"maxSurge\":1.5}}"),
+       "spec.strategy.rollingUpdate.maxSurge"},
+      {KCM_KIND_DEPLOYMENT,
+       WITH_SPEC(",\"strategy\":{\"rollingUpdate\":{\"maxSurge\":true}}"),
+       "spec.strategy.rollingUpdate.maxSurge"},
+      {KCM_KIND_DEPLOYMENT,
+       WITH_SPEC(",\"strategy\":{\"rollingUpdate\":{\"maxSurge\":\"-5%\"}}"),
+       "spec.strategy.rollingUpdate.maxSurge"},
+      {KCM_KIND_DEPLOYMENT,
+       WITH_SPEC(",\"strategy\":{\"rollingUpdate\":{\"maxSurge\":"
+                 "99999999999999999999}}"),
+       "spec.strategy.rollingUpdate.maxSurge"},
+      {KCM_KIND_REPLICASET, WITH_STATUS("[]"), "status"},
+      {KCM_KIND_REPLICASET, WITH_STATUS("{\"readyReplicas\":\"1\"}"),
+       "status.readyReplicas"},
+      {KCM_KIND_REPLICASET, WITH_STATUS("{\"fullyLabeledReplicas\":false}"),
+       "status.fullyLabeledReplicas"},
+      {KCM_KIND_DEPLOYMENT, WITH_STATUS("{\"unavailableReplicas\":3.5}"),
+       "status.unavailableReplicas"},
+      {KCM_KIND_DEPLOYMENT, WITH_STATUS("{\"observedGeneration\":-2}"),
+       "status.observedGeneration"},
+      {KCM_KIND_DEPLOYMENT, WITH_STATUS("{\"collisionCount\":-1}"),
+       "status.collisionCount"},
+      {KCM_KIND_REPLICASET, WITH_STATUS("{\"conditions\":[7]}"),
+       "status.conditions"},
+      {KCM_KIND_REPLICASET,
+       WITH_STATUS("{\"conditions\":[{\"status\":\"True\"}]}"),
+       "status.conditions"},
+      {KCM_KIND_DEPLOYMENT,
+       WITH_STATUS("{\"conditions\":[{\"type\":\"A\",\"reason\":5}]}"),
+       "status.conditions"},
+      {KCM_KIND_DEPLOYMENT,
+       WITH_STATUS(
+           "{\"conditions\":[{\"type\":\"A\",\"lastUpdateTime\":\"now\"}]}"),
+       "status.conditions"},
+  };
+#undef RS
+#undef WITH_SPEC
+#undef WITH_STATUS
+  for (size_t i = 0; i < sizeof(faults) / sizeof(faults[0]); i++)
+    decode_fails(faults[i].kind, faults[i].json, faults[i].field);
   decode_fails(KCM_KIND_POD, "{" META(",\"generation\":1.5") "}", "metadata.generation");
   decode_fails(KCM_KIND_POD, "{" META(",\"generation\":-1") "}", "metadata.generation");
   decode_fails(KCM_KIND_POD, "{" META(",\"labels\":[]") "}", "metadata.labels");
