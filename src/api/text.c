@@ -99,6 +99,14 @@ static int time_value(struct tctx *t, const char *field, int64_t *out) {
   return kcm_api_parse_time(s, out) ? bad(t, field, "is not an RFC 3339 time") : 1;
 }
 
+/* s (n bytes) into dst when it fits with its NUL, else "". */
+static void copy_short(char *dst, size_t cap, const char *s, size_t n) {
+  if (n >= cap)
+    n = 0;
+  memcpy(dst, s, n);
+  dst[n] = '\0';
+}
+
 static int skip(struct tctx *t) { return kcm_json_skip(t->j) ? 0 : mismatch(t, "", ""); }
 
 /* The end of a container loop: an error of the reader, if any. */
@@ -427,7 +435,7 @@ static int init_containers(struct tctx *t) {
       if ((is_name || kcm_json_key_is(t->j, "restartPolicy")) &&
           kcm_json_peek(t->j) == KCM_JSON_STRING && kcm_json_string(t->j, &s, &n)) {
         if (is_name)
-          snprintf(name, sizeof(name), "%s", n < sizeof(name) ? s : "");
+          copy_short(name, sizeof(name), s, n);
         else
           always = !strcmp(s, "Always");
       } else {
@@ -487,7 +495,7 @@ static int condition(struct tctx *t, struct kcm_pod *p) {
       when_set = kcm_json_peek(t->j) != KCM_JSON_NULL;
       when_string = kcm_json_peek(t->j) == KCM_JSON_STRING;
       if (when_string && kcm_json_string(t->j, &s, &n))
-        snprintf(when, sizeof(when), "%s", n < sizeof(when) ? s : "");
+        copy_short(when, sizeof(when), s, n);
       else
         rc = skip(t);
     } else {
@@ -527,7 +535,7 @@ static int restarts(struct tctx *t, const char *field, bool init) {
     } else if (init && kcm_json_key_is(t->j, "name")) {
       name[0] = '\0';
       if ((rc = str(t, "status.initContainerStatuses.name", &s, &n)) > 0)
-        snprintf(name, sizeof(name), "%s", n < sizeof(name) ? s : "");
+        copy_short(name, sizeof(name), s, n);
     } else {
       rc = skip(t);
     }

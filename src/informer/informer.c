@@ -583,6 +583,18 @@ static bool is_change(const char *type) {
   return !strcmp(type, "ADDED") || !strcmp(type, "MODIFIED") || !strcmp(type, "DELETED");
 }
 
+/* A resourceVersion in decimal, as the API server writes it (out holds 32). */
+static void format_rv(char *out, uint64_t v) {
+  char digits[24];
+  size_t n = 0;
+  do
+    digits[n++] = (char)('0' + v % 10);
+  while ((v /= 10));
+  while (n)
+    *out++ = digits[--n];
+  *out = '\0';
+}
+
 /* Read and apply the watch event text[0..len) (one line of the stream). Pods
  * are decoded while the event is read, in one pass (in_place); any other
  * kind, or a pod that turns out malformed, is cut out of the event first and
@@ -603,7 +615,10 @@ static int read_event(struct kcm_informer *inf, const char *text, size_t len, bo
     while (kcm_json_member(j)) {
       if (kcm_json_key_is(j, "type") && kcm_json_peek(j) == KCM_JSON_STRING) {
         kcm_json_string(j, &s, &n);
-        snprintf(type, sizeof(type), "%s", n < sizeof(type) ? s : "(too long)");
+        if (n < sizeof(type))
+          memcpy(type, s, n + 1);
+        else
+          strcpy(type, "(too long)");
       } else if (kcm_json_key_is(j, "object") && kcm_json_peek(j) == KCM_JSON_OBJECT) {
         obj = j->p;
         if (in_place && !decoded && is_change(type)) {
@@ -656,7 +671,7 @@ static int read_event(struct kcm_informer *inf, const char *text, size_t len, bo
     if (!decoded)
       o = decode(inf, obj, objlen, "watch");
     if (o) {
-      snprintf(inf->rv, sizeof(inf->rv), "%llu", (unsigned long long)o->rv);
+      format_rv(inf->rv, o->rv);
       if (!strcmp(type, "DELETED")) {
         store_delete(inf, o->ns, o->name, o, false);
         kcm_api_unref(o, inf->pool);

@@ -341,6 +341,16 @@ static void lists_then_watches(void **state) {
   for (n = 0, o = kcm_informer_first_owned(&f.inf, NULL); o; o = o->own_next)
     n++;
   assert_int_equal(n, 3); /* a, b and d have no controller */
+  { /* the watch resumes from the last event's version: the server's newest */
+    struct support_result r = {0};
+    char path[128], want[64];
+    snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods", f.ns);
+    support_request(&f.loop, f.client, "GET", path, NULL, &r);
+    assert_int_equal(r.err, 0);
+    assert_int_equal(sscanf(strstr(r.body, "\"resourceVersion\":\""), "\"resourceVersion\":\"%63[0-9]", want), 1);
+    support_result_free(&r);
+    assert_string_equal(f.inf.rv, want);
+  }
   assert_int_equal(f.inf.stats.decode_errors, 0);
   fixture_free(&f);
 }
