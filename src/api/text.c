@@ -718,10 +718,10 @@ static void memo_put(struct kcm_api_memo *m, uint64_t hash, const char *text, si
 /* The parts of a ReplicaSet or Deployment json-c reads (their text), and
  * values checked once everything is read. */
 struct parts {
-  const char *selector, *tmpl;
+  const char *selector, *tmpl; /* in the object's text; NULL when absent or null */
   size_t selector_len, tmpl_len;
-  bool tmpl_object;
-  int64_t history, deadline, collisions;
+  bool tmpl_object;                       /* the template is an object (a memo key) */
+  int64_t history, deadline, collisions;  /* -1 when unset */
   enum { STRATEGY_NONE, STRATEGY_RECREATE, STRATEGY_ROLLING, STRATEGY_OTHER } strategy;
 };
 
