@@ -8,7 +8,9 @@
  * pull reader for the page and event envelopes, the framer for the stream,
  * kcm_api_decode_text() for each pod), and, for comparison, through a
  * json-c tree. Prints pods per CPU-second and the bytes each cached pod
- * holds, beside the budget.
+ * holds, beside the budget. A recorded ReplicaSet (replicaset.json, beside
+ * the pod) is decoded as many times, each with its own uid, the way a
+ * status event is: in place with the template memo, and through json-c.
  *
  *   bench_decode [pods] [pod.json]      (default 100000 and the recording)
  */
@@ -111,6 +113,66 @@ static void drop_all(struct sink *s) {
   s->n = 0;
 }
 
+/* ReplicaSet status events: `count` decodes of the recording (uid varied),
+ * in place with a memo as the informer decodes them, then through json-c. */
+static int replicasets(long count, struct kcm_intern *pool) {
+  struct kcm_api_memo memo = {0};
+  struct kcm_json j;
+  struct kcm_object *o;
+  struct kcm_api_error e;
+  char *rs = malloc(1 << 20);
+  size_t len = 0;
+  double t0, t_text, t_tree;
+  long i, errors = 0;
+  FILE *f = fopen(KCM_BENCH_DATA "/replicaset.json", "rb");
+
+  if (f) {
+    len = rs ? fread(rs, 1, (1 << 20) - 1, f) : 0;
+    fclose(f);
+  }
+  if (!len) {
+    fprintf(stderr, "bench_decode: cannot read %s/replicaset.json\n", KCM_BENCH_DATA);
+    free(rs);
+    return 1;
+  }
+  rs[len] = '\0';
+  kcm_json_init(&j);
+  t0 = cpu_now();
+  for (i = 0; i < count; i++) {
+    vary(rs, len, i);
+    if (kcm_api_decode_text(KCM_KIND_REPLICASET, rs, len, &j, &memo, pool, &o, &e))
+      errors++;
+    else
+      kcm_api_unref(o, pool);
+  }
+  t_text = cpu_now() - t0;
+  t0 = cpu_now();
+  for (i = 0; i < count; i++) {
+    struct json_tokener *tok = json_tokener_new();
+    struct json_object *doc;
+    vary(rs, len, i);
+    doc = json_tokener_parse_ex(tok, rs, (int)len);
+    if (kcm_api_decode(KCM_KIND_REPLICASET, doc, pool, &o, &e))
+      errors++;
+    else
+      kcm_api_unref(o, pool);
+    json_object_put(doc);
+    json_tokener_free(tok);
+  }
+  t_tree = cpu_now() - t0;
+  printf("  ReplicaSets, in place:    %9.0f per CPU-second (%.2f us each, %zu bytes, "
+         "status events with the template memo)\n",
+         (double)count / t_text, t_text / (double)count * 1e6, len);
+  printf("  ReplicaSets, json-c tree: %9.0f per CPU-second (%.2f us each)\n",
+         (double)count / t_tree, t_tree / (double)count * 1e6);
+  if (errors)
+    fprintf(stderr, "bench_decode: %ld ReplicaSets failed to decode\n", errors);
+  kcm_api_memo_release(&memo);
+  kcm_json_release(&j);
+  free(rs);
+  return errors ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
   long pods = argc > 1 ? atol(argv[1]) : 100000, i, pages;
   const char *path = argc > 2 ? argv[2] : KCM_BENCH_DATA "/pod.json";
@@ -207,6 +269,8 @@ int main(int argc, char **argv) {
   printf("  cache bytes per pod:      %9zu bytes (budget %d)  %s\n", bytes, BUDGET_BYTES,
          bytes <= BUDGET_BYTES ? "within budget" : "OVER BUDGET");
   printf("  decode errors:            %9ld\n", s.errors);
+  if (replicasets(pods, &pool))
+    s.errors++;
   kcm_framer_release(&fr);
   kcm_json_release(&s.envelope);
   kcm_json_release(&s.item);
