@@ -290,8 +290,9 @@ def bench_cpu(args, workdir):
         print("  %-6s kcm CPU %6.2f s = %.3f ms per pod (budget %.0f)  %s" % (
             phase, kcm_cpu, ms, BUDGET["cpu_ms_per_pod"],
             verdict(ms <= BUDGET["cpu_ms_per_pod"])))
-        print("         wall %.1f s; the local API server's CPU %.1f s%s" % (
-            wall, sim_cpu, " -- the server is the bottleneck" if sim_cpu > kcm_cpu * 2 else ""))
+        print("         wall %.1f s; the local API server's CPU %.1f s (kcm's is %.0f %% of it)%s" % (
+            wall, sim_cpu, 100 * kcm_cpu / sim_cpu if sim_cpu else 0,
+            " -- the server is the bottleneck" if sim_cpu > kcm_cpu * 2 else ""))
     print("  kcm RSS at the end: %d KiB" % rss)
     return phases
 
