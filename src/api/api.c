@@ -709,6 +709,17 @@ static int decode_replicaset(struct dctx *d, struct kcm_replicaset *rs, struct j
   return 0;
 }
 
+bool kcm_api_parse_percent(const char *s, int32_t *out) {
+  char *end;
+  long x;
+  errno = 0;
+  x = strtol(s, &end, 10);
+  if (errno || end == s || end[0] != '%' || end[1] || x < 0 || x > INT32_MAX)
+    return false;
+  *out = (int32_t)x;
+  return true;
+}
+
 static int decode_intstr(struct dctx *d, struct json_object *o, const char *key,
                          const char *field, struct kcm_intstr *out) {
   struct json_object *v = get(o, key);
@@ -722,17 +733,10 @@ static int decode_intstr(struct dctx *d, struct json_object *o, const char *key,
     out->value = (int32_t)x;
     return 0;
   }
-  if (json_object_is_type(v, json_type_string)) {
-    const char *s = json_object_get_string(v);
-    char *end;
-    long x;
-    errno = 0;
-    x = strtol(s, &end, 10);
-    if (!errno && end != s && end[0] == '%' && !end[1] && x >= 0 && x <= INT32_MAX) {
-      out->value = (int32_t)x;
-      out->percent = true;
-      return 0;
-    }
+  if (json_object_is_type(v, json_type_string) &&
+      kcm_api_parse_percent(json_object_get_string(v), &out->value)) {
+    out->percent = true;
+    return 0;
   }
   return bad(d, field, "must be an integer or a percentage");
 }

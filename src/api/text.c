@@ -748,8 +748,6 @@ static int i32(struct tctx *t, const char *field, int32_t *out) {
 static int intstr(struct tctx *t, const char *field, struct kcm_intstr *out) {
   const char *s;
   size_t n;
-  char *end;
-  long x;
   int64_t v;
   int rc;
   if (kcm_json_null(t->j))
@@ -764,16 +762,28 @@ static int intstr(struct tctx *t, const char *field, struct kcm_intstr *out) {
       out->value = (int32_t)v;
       return 1;
     }
-  } else if (kcm_json_string(t->j, &s, &n)) {
-    errno = 0;
-    x = strtol(s, &end, 10);
-    if (!errno && end != s && end[0] == '%' && !end[1] && x >= 0 && x <= INT32_MAX) {
-      out->value = (int32_t)x;
-      out->percent = true;
-      return 1;
-    }
+  } else if (kcm_json_string(t->j, &s, &n) && kcm_api_parse_percent(s, &out->value)) {
+    out->percent = true;
+    return 1;
   }
   return mismatch(t, field, "must be an integer or a percentage");
+}
+
+static int rolling_update(struct tctx *t, struct kcm_deployment *dp) {
+  int rc = open_object(t, "spec.strategy.rollingUpdate");
+  if (rc <= 0)
+    return rc;
+  while (kcm_json_member(t->j)) {
+    if (kcm_json_key_is(t->j, "maxSurge"))
+      rc = intstr(t, "spec.strategy.rollingUpdate.maxSurge", &dp->max_surge);
+    else if (kcm_json_key_is(t->j, "maxUnavailable"))
+      rc = intstr(t, "spec.strategy.rollingUpdate.maxUnavailable", &dp->max_unavailable);
+    else
+      rc = skip(t);
+    if (rc < 0)
+      return rc;
+  }
+  return ended(t);
 }
 
 static int strategy(struct tctx *t, struct kcm_deployment *dp, struct parts *w) {
@@ -790,19 +800,7 @@ static int strategy(struct tctx *t, struct kcm_deployment *dp, struct parts *w) 
                       : !strcmp(s, "RollingUpdate") ? STRATEGY_ROLLING
                                                     : STRATEGY_OTHER;
     } else if (kcm_json_key_is(t->j, "rollingUpdate")) {
-      if ((rc = open_object(t, "spec.strategy.rollingUpdate")) > 0) {
-        while (kcm_json_member(t->j)) {
-          if (kcm_json_key_is(t->j, "maxSurge"))
-            rc = intstr(t, "spec.strategy.rollingUpdate.maxSurge", &dp->max_surge);
-          else if (kcm_json_key_is(t->j, "maxUnavailable"))
-            rc = intstr(t, "spec.strategy.rollingUpdate.maxUnavailable", &dp->max_unavailable);
-          else
-            rc = skip(t);
-          if (rc < 0)
-            return rc;
-        }
-        rc = ended(t);
-      }
+      rc = rolling_update(t, dp);
     } else {
       rc = skip(t);
     }
@@ -965,7 +963,8 @@ static int spec_parts(struct tctx *t, struct kcm_object *o, const struct parts *
         key = e->key;
       }
     }
-    kcm_json_start(t->j, w->tmpl, w->tmpl_len);
+    if (canonical)
+      kcm_json_start(t->j, w->tmpl, w->tmpl_len);
     if (canonical && kcm_json_member_span(t->j, root, "spec", &from, &to))
       rc = kcm_buf_append(&b, w->tmpl, from) || kcm_buf_append(&b, w->tmpl + to, w->tmpl_len - to)
                ? KCM_ENOMEM

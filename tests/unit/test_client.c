@@ -1125,13 +1125,13 @@ static void new_connections_resume_the_tls_session(void **state) {
   struct result first, second, log;
   struct kcm_client_request_options o = {0};
   const char *p;
-  char since[64];
+  char since[64], *err = NULL;
 
   request(sim_file("kubeconfig"), "GET", "/_sim/requests?since=1000000000", NULL, 0, &log);
   assert_non_null(p = strstr(log.body, "\"last\":"));
   snprintf(since, sizeof(since), "/_sim/requests?since=%ld", strtol(p + 7, NULL, 10));
   memset(&w, 0, sizeof(w));
-  assert_int_equal(load(&w.cfg, sim_file("kubeconfig"), NULL, NULL, &(char *){NULL}), 0);
+  assert_int_equal(load(&w.cfg, sim_file("kubeconfig"), NULL, NULL, &err), 0);
   uv_loop_init(&w.loop);
   assert_int_equal(kcm_client_new(&w.client, &w.loop, &w.cfg), 0);
   send_on(&w.loop, w.client, "GET", "/api/v1/namespaces/default", NULL, 0, &first);
