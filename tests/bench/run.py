@@ -23,15 +23,19 @@ figure, only when a benchmark cannot run.
 """
 
 import argparse
+import datetime
+import itertools
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 import urllib.request
+import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -105,6 +109,134 @@ class Sim:
             self.proc.kill()
             self.proc.wait()
         self.log.close()
+
+
+class External:
+    """An API server reached through a kubeconfig (a token user). Its CPU is
+    known only when its process id is given."""
+
+    def __init__(self, kubeconfig, pid=None):
+        self.kubeconfig = kubeconfig
+        self.api = Client.from_kubeconfig(kubeconfig)
+        self.pid = pid
+
+    def cpu(self):
+        return cpu_seconds(self.pid) if self.pid else 0.0
+
+    def stop(self):
+        pass
+
+
+class PodWatch:
+    """Watches the pods of one namespace and notes when the first pod of each
+    `app` label arrived. With kubelet=True it also does, for an API server
+    with no nodes, what the local server's fake kubelet does: binds each new
+    pod to a node, writes it Pending and then Running and Ready (three
+    writes, as a kubelet makes), and finishes graceful deletions."""
+
+    def __init__(self, api, ns, kubelet, threads=4):
+        self.api, self.ns, self.stop_event = api, ns, threading.Event()
+        self.first_seen = {}  # app label -> time.monotonic() of its first ADDED
+        self.queue = []  # (what, pod name, uid)
+        self.cond = threading.Condition()
+        self.failed = []
+        r = api.get("/api/v1/namespaces/%s/pods?limit=1" % ns)
+        if r.status != 200:
+            raise RuntimeError("could not list pods in %s: HTTP %d %s" % (
+                ns, r.status, r.body[:200].decode(errors="replace")))
+        rv = r.json()["metadata"]["resourceVersion"]
+        self.watch = api.watch("/api/v1/namespaces/%s/pods?watch=1&resourceVersion=%s&"
+                               "allowWatchBookmarks=true" % (ns, rv))
+        if self.watch.status != 200:
+            raise RuntimeError("could not watch pods: HTTP %d" % self.watch.status)
+        self.workers = [threading.Thread(target=self._work, daemon=True)
+                        for _ in range(threads if kubelet else 0)]
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        for t in self.workers + [self.reader]:
+            t.start()
+
+    def _read(self):
+        while not self.stop_event.is_set():
+            try:
+                ev = self.watch.next(timeout=3600)
+            except (ConnectionError, ValueError) as e:
+                if not self.stop_event.is_set():
+                    self.failed.append("pod watch: %s" % e)
+                return
+            if ev is None:
+                if not self.stop_event.is_set():
+                    self.failed.append("pod watch ended")
+                return
+            meta = ev["object"]["metadata"]
+            if ev["type"] == "ADDED":
+                self.first_seen.setdefault(meta.get("labels", {}).get("app"), time.monotonic())
+            what = None
+            if ev["type"] in ("ADDED", "MODIFIED") and meta.get("deletionTimestamp"):
+                what = "kill"
+            elif ev["type"] == "ADDED":
+                what = "run"
+            if what and self.workers:
+                with self.cond:
+                    self.queue.append((what, meta["name"], meta["uid"]))
+                    self.cond.notify()
+
+    def _work(self):
+        while True:
+            with self.cond:
+                while not self.queue and not self.stop_event.is_set():
+                    self.cond.wait()
+                if self.stop_event.is_set():
+                    return
+                what, name, uid = self.queue.pop(0)
+            path = "/api/v1/namespaces/%s/pods/%s" % (self.ns, name)
+            if what == "kill":
+                self._write("delete", path, {"gracePeriodSeconds": 0,
+                                             "preconditions": {"uid": uid}})
+                continue
+            node = "node-%d" % (zlib.crc32(name.encode()) % 100)
+            if not self._write("post", path + "/binding", {
+                    "apiVersion": "v1", "kind": "Binding", "metadata": {"name": name},
+                    "target": {"apiVersion": "v1", "kind": "Node", "name": node}}):
+                continue
+            for ready in (False, True):
+                now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+                state = {"running": {"startedAt": now}} if ready else \
+                    {"waiting": {"reason": "ContainerCreating"}}
+                status = {"phase": "Running" if ready else "Pending", "startTime": now,
+                          "conditions": [
+                              {"type": t, "status": "True" if ready or t in (
+                                  "Initialized", "PodScheduled") else "False",
+                               "lastProbeTime": None, "lastTransitionTime": now}
+                              for t in ("Initialized", "Ready", "ContainersReady",
+                                        "PodScheduled")],
+                          "containerStatuses": [{"name": "c", "ready": ready, "started": ready,
+                                                 "restartCount": 0, "image": "nginx",
+                                                 "imageID": "", "state": state}]}
+                if not self._write("patch", path + "/status", {"status": status}):
+                    break
+
+    def _write(self, verb, path, body):
+        """One write; False if the pod is gone (or going) or the write failed."""
+        r = getattr(self.api, verb)(path, body)  # the client's connections are per thread
+        if r.status in (200, 201):
+            return True
+        if r.status not in (404, 409, 422):  # deleted meanwhile, or already bound
+            self.failed.append("%s %s: HTTP %d" % (verb, path, r.status))
+        return False
+
+    def close(self):
+        self.stop_event.set()
+        with self.cond:
+            self.cond.notify_all()
+        try:  # wakes the reader; closing alone would wait for its read
+            self.watch.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        for t in self.workers + [self.reader]:
+            t.join()
+        self.watch.close()
+        if self.failed:
+            raise RuntimeError("the pod watch failed: %s" % self.failed[0])
 
 
 class Kcm:
@@ -256,43 +388,76 @@ def settled(api, ns, count, image):
     return done == count
 
 
+NAMESPACES = itertools.count()
+
+
+def external_namespace(api, prefix):
+    """A new namespace on an external API server, with its default
+    ServiceAccount: pods need it, and a bare API server (no
+    kube-controller-manager) never makes it. Deleted namespaces may stay
+    Terminating there, so every name is new."""
+    ns = "kcm-bench-%s-%d-%d" % (prefix, os.getpid(), next(NAMESPACES))
+    r = api.post("/api/v1/namespaces", {"metadata": {"name": ns}})
+    if r.status != 201:
+        raise RuntimeError("could not create namespace %s: HTTP %d" % (ns, r.status))
+    r = api.post("/api/v1/namespaces/%s/serviceaccounts" % ns, {"metadata": {"name": "default"}})
+    if r.status not in (201, 409, 405):  # 405: the local server has no ServiceAccounts
+        raise RuntimeError("could not create the default ServiceAccount in %s: HTTP %d" % (
+            ns, r.status))
+    return ns
+
+
 def bench_cpu(args, workdir):
     nd, reps = (10, 5) if args.small else (200, 50)
     pods = nd * reps
-    sim = Sim(workdir, "--kubelet", "--ready-delay", "0", "--nodes", "100")
-    kcm = None
+    if args.kubeconfig:
+        server, where = External(args.kubeconfig, args.server_pid), "the API server"
+        ns = external_namespace(server.api, "cpu")
+    else:
+        server, where = Sim(workdir, "--kubelet", "--ready-delay", "0", "--nodes", "100"), \
+            "the local API server"
+        ns = "cpu"
+        server.api.post("/api/v1/namespaces", {"metadata": {"name": ns}})
+    kcm = kubelet = None
     try:
-        sim.api.post("/api/v1/namespaces", {"metadata": {"name": "cpu"}})
-        kcm = Kcm(args.kcm, sim, workdir, "kcm-cpu",
+        if args.fake_kubelet:
+            kubelet = PodWatch(server.api, ns, kubelet=True)
+        kcm = Kcm(args.kcm, server, workdir, "kcm-cpu",
                   extra=("--kube-api-qps=100000", "--kube-api-burst=100000"))
         kcm.wait_ready()
-        path = "/apis/apps/v1/namespaces/cpu/deployments"
+        path = "/apis/apps/v1/namespaces/%s/deployments" % ns
         phases = []
         for phase, image in (("create", "nginx:1"), ("roll", "nginx:2")):
-            c0, s0, t0 = kcm.cpu(), sim.cpu(), time.monotonic()
+            c0, s0, t0 = kcm.cpu(), server.cpu(), time.monotonic()
             for i in range(nd):
                 if phase == "create":
-                    sim.api.post(path, deployment("d%d" % i, reps, image))
+                    server.api.post(path, deployment("d%d" % i, reps, image))
                 else:
-                    sim.api.patch(path + "/d%d" % i, {"spec": {"template": {"spec": {
+                    server.api.patch(path + "/d%d" % i, {"spec": {"template": {"spec": {
                         "containers": [{"name": "c", "image": image}]}}}}, ptype="strategic")
-            wait_for(lambda: settled(sim.api, "cpu", nd, image), timeout=3600, interval=1,
+            wait_for(lambda: settled(server.api, ns, nd, image), timeout=3600, interval=1,
                      what="the Deployments to %s" % phase)
-            phases.append((phase, kcm.cpu() - c0, sim.cpu() - s0, time.monotonic() - t0))
+            phases.append((phase, kcm.cpu() - c0, server.cpu() - s0, time.monotonic() - t0))
         rss = kcm.rss()
     finally:
         if kcm:
             kcm.stop()
-        sim.stop()
-    print("cpu: %d Deployments x %d replicas = %d pods, rate limits lifted" % (nd, reps, pods))
+        if kubelet:
+            kubelet.close()
+        if args.kubeconfig:
+            server.api.delete("/api/v1/namespaces/%s" % ns)
+        server.stop()
+    print("cpu: %d Deployments x %d replicas = %d pods, rate limits lifted%s" % (
+        nd, reps, pods, "; API server %s" % args.kubeconfig if args.kubeconfig else ""))
     for phase, kcm_cpu, sim_cpu, wall in phases:
         ms = kcm_cpu * 1000 / pods
         print("  %-6s kcm CPU %6.2f s = %.3f ms per pod (budget %.0f)  %s" % (
             phase, kcm_cpu, ms, BUDGET["cpu_ms_per_pod"],
             verdict(ms <= BUDGET["cpu_ms_per_pod"])))
-        print("         wall %.1f s; the local API server's CPU %.1f s (kcm's is %.0f %% of it)%s" % (
-            wall, sim_cpu, 100 * kcm_cpu / sim_cpu if sim_cpu else 0,
-            " -- the server is the bottleneck" if sim_cpu > kcm_cpu * 2 else ""))
+        print("         wall %.1f s%s" % (wall, "" if not sim_cpu else
+              "; %s's CPU %.1f s (kcm's is %.0f %% of it)%s" % (
+                  where, sim_cpu, 100 * kcm_cpu / sim_cpu,
+                  " -- the server is the bottleneck" if sim_cpu > kcm_cpu * 2 else "")))
     print("  kcm RSS at the end: %d KiB" % rss)
     return phases
 
@@ -311,6 +476,100 @@ def percentile(values, q):
     return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
 
 
+def rolling_load(api, ns, count, stop):
+    """Deployments of 5 in ns that keep rolling, every 2 s, until stop is set."""
+    dpath = "/apis/apps/v1/namespaces/%s/deployments" % ns
+    for i in range(count):
+        api.post(dpath, deployment("bg%d" % i, 5, "nginx:0"))
+
+    def roll():
+        n = 0
+        while not stop.is_set():
+            n += 1
+            for i in range(count):
+                api.patch(dpath + "/bg%d" % i, {"spec": {"template": {"spec": {
+                    "containers": [{"name": "c", "image": "nginx:%d" % n}]}}}},
+                    ptype="strategic")
+            stop.wait(2)
+    loader = threading.Thread(target=roll, daemon=True)
+    loader.start()
+    return loader
+
+
+def latency_external(args, workdir, samples, background, extra=()):
+    """latency_run against an API server with no request log: the time from
+    the answer to each scale request to the new pod's ADDED event on the
+    benchmark's own watch. That adds the server's handling of kcm's POST and
+    the watch's delivery to kcm's share, so it is an upper bound on it."""
+    server = External(args.kubeconfig, args.server_pid)
+    api = server.api
+    lat_ns, load_ns = external_namespace(api, "lat"), external_namespace(api, "load")
+    kcm = loader = None
+    watches = []
+    stop = threading.Event()
+    try:
+        pods = PodWatch(api, lat_ns, kubelet=False)
+        watches.append(pods)
+        if args.fake_kubelet:
+            watches.append(PodWatch(api, load_ns, kubelet=True))
+        kcm = Kcm(args.kcm, server, workdir, "kcm-latency",
+                  extra=("--kube-api-qps=100000", "--kube-api-burst=100000", *extra))
+        kcm.wait_ready()
+        loader = rolling_load(api, load_ns, background, stop)
+        rpath = "/apis/apps/v1/namespaces/%s/replicasets" % lat_ns
+        for i in range(samples):
+            api.post(rpath, replicaset("r%d" % i, 0))
+        audit_from = os.path.getsize(args.audit_log) if args.audit_log else 0
+        lat = []
+        for i in range(samples):
+            r = api.patch(rpath + "/r%d/scale" % i, {"spec": {"replicas": 1}})
+            answered = time.monotonic()
+            if r.status != 200:
+                raise RuntimeError("scale of r%d: HTTP %d" % (i, r.status))
+            seen = wait_for(lambda: pods.first_seen.get("r%d" % i), timeout=60,
+                            interval=0.002, what="the pod of r%d" % i)
+            lat.append((seen - answered) * 1000)
+    finally:
+        stop.set()
+        if loader:
+            loader.join()
+        if kcm:
+            kcm.stop()
+        for w in watches:
+            w.close()
+        for ns in (lat_ns, load_ns):
+            server.api.delete("/api/v1/namespaces/%s" % ns)
+    return {"lat": lat, "audit": audit_latency(args.audit_log, audit_from, lat_ns, samples)
+            if args.audit_log else None}
+
+
+def audit_latency(path, offset, ns, samples):
+    """From an API server's audit log (level Metadata for pod creates and
+    ReplicaSet scale patches): from the end of each scale request to the
+    arrival of kcm's POST for it, paired by order as latency_run does."""
+    def stamp(text):
+        return datetime.datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(
+            tzinfo=datetime.timezone.utc).timestamp()
+    scaled, posts = {}, []
+    with open(path) as f:
+        f.seek(offset)
+        for line in f:
+            e = json.loads(line)
+            ref = e.get("objectRef", {})
+            if e.get("stage") != "ResponseComplete" or ref.get("namespace") != ns:
+                continue
+            if ref.get("resource") == "replicasets" and ref.get("subresource") == "scale":
+                scaled[ref["name"]] = stamp(e["stageTimestamp"])
+            elif ref.get("resource") == "pods" and e["verb"] == "create" and \
+                    e.get("responseStatus", {}).get("code") == 201:  # only the controller's
+                posts.append(stamp(e["requestReceivedTimestamp"]))
+    if len(posts) != samples or len(scaled) != samples:
+        raise RuntimeError("the audit log has %d scale requests and %d pod creates "
+                           "in %s for %d samples; see the policy in docs/performance.md" % (
+                               len(scaled), len(posts), ns, samples))
+    return [(arrived - scaled["r%d" % i]) * 1000 for i, arrived in enumerate(sorted(posts))]
+
+
 def latency_run(args, workdir, samples, background, extra=()):
     """Scales `samples` ReplicaSets from 0 to 1 one after another while
     `background` Deployments roll; returns the latencies and their parts."""
@@ -325,22 +584,7 @@ def latency_run(args, workdir, samples, background, extra=()):
                   extra=("--kube-api-qps=100000", "--kube-api-burst=100000", *extra))
         kcm.wait_ready()
         # Load: Deployments of 5 that keep rolling while the samples are taken.
-        load = Client.from_sim_dir(sim.dir)
-        dpath = "/apis/apps/v1/namespaces/load/deployments"
-        for i in range(background):
-            load.post(dpath, deployment("bg%d" % i, 5, "nginx:0"))
-
-        def roll():
-            n = 0
-            while not stop.is_set():
-                n += 1
-                for i in range(background):
-                    load.patch(dpath + "/bg%d" % i, {"spec": {"template": {"spec": {
-                        "containers": [{"name": "c", "image": "nginx:%d" % n}]}}}},
-                        ptype="strategic")
-                stop.wait(2)
-        loader = threading.Thread(target=roll, daemon=True)
-        loader.start()
+        loader = rolling_load(Client.from_sim_dir(sim.dir), "load", background, stop)
         # One ReplicaSet per sample, each scaled from 0 to 1 in turn.
         rpath = "/apis/apps/v1/namespaces/lat/replicasets"
         for i in range(samples):
@@ -407,6 +651,26 @@ def bench_latency(args, workdir):
     budget = BUDGET["latency_p99_ms"]
     print("latency: ReplicaSet spec.replicas 0 -> 1 to kcm's pod POST, %d samples, "
           "%d Deployments rolling beside" % (samples, background))
+    if args.kubeconfig:
+        for name, extra in (("5 workers (upstream's default)", ()),
+                            ("a worker always free", ("--concurrent-replicaset-syncs=50",))):
+            run = latency_external(args, workdir, samples, background, extra)
+            lat = run["audit"] or run["lat"]
+            p99 = percentile(lat, 0.99)
+            print("  %s: p50 %.2f ms, p99 %.2f ms, max %.2f ms (budget p99 %.0f ms)  %s" % (
+                name, percentile(lat, 0.5), p99, max(lat), budget, verdict(p99 <= budget)))
+            if run["audit"]:
+                print("    as the API server's audit log has it: from the end of the scale "
+                      "request to the arrival of the POST")
+                print("    seen by the benchmark (to the pod's ADDED event on its own watch): "
+                      "p50 %.2f ms, p99 %.2f ms" % (percentile(run["lat"], 0.5),
+                                                    percentile(run["lat"], 0.99)))
+            else:
+                print("    from the answer to the scale request to the pod's ADDED event on "
+                      "the benchmark's watch: kcm's")
+                print("    share plus the server's handling of the POST, the watch's delivery "
+                      "and the benchmark's own delays")
+        return None
     a = latency_run(args, workdir, samples, background)
     p50, p99 = percentile(a["lat"], 0.5), percentile(a["lat"], 0.99)
     k50, k99 = percentile(a["share"], 0.5), percentile(a["share"], 0.99)
@@ -441,7 +705,28 @@ def main():
     ap.add_argument("--kcm", default=os.path.join(ROOT, "build", "kcm"))
     ap.add_argument("--small", action="store_true", help="CI sizes")
     ap.add_argument("--only", nargs="*", choices=sorted(BENCHES), default=None)
+    ap.add_argument("--kubeconfig", help="run the cpu and latency benchmarks against this API "
+                    "server (a token user; no other Deployment or ReplicaSet controller may "
+                    "run there)")
+    ap.add_argument("--server-pid", type=int, help="with --kubeconfig: the API server's "
+                    "process, to print its CPU beside kcm's")
+    ap.add_argument("--fake-kubelet", action="store_true", help="with --kubeconfig: bind the "
+                    "benchmark's pods, write them Running and Ready, and finish their graceful "
+                    "deletions (for an API server with no nodes)")
+    ap.add_argument("--audit-log", help="with --kubeconfig: the API server's audit log, for "
+                    "latency as the server sees it (policy in docs/performance.md)")
+    ap.add_argument("--bare-sim", action="store_true", help="run the cpu and latency "
+                    "benchmarks as with --kubeconfig --fake-kubelet, against the local API "
+                    "server started without its own kubelet (keeps that path tested)")
     args = ap.parse_args()
+    if args.bare_sim and (args.kubeconfig or args.server_pid or args.audit_log):
+        ap.error("--bare-sim starts its own server: no --kubeconfig, --server-pid or --audit-log")
+    if args.kubeconfig or args.bare_sim:
+        if not args.only or set(args.only) - {"cpu", "latency"}:
+            ap.error("--kubeconfig runs the cpu and latency benchmarks: add --only cpu latency")
+        args.kubeconfig = args.kubeconfig and os.path.abspath(args.kubeconfig)
+    elif args.server_pid or args.fake_kubelet or args.audit_log:
+        ap.error("--server-pid, --fake-kubelet and --audit-log go with --kubeconfig")
     args.kcm = os.path.abspath(args.kcm)
     if not os.access(args.kcm, os.X_OK):
         print("run.py: no kcm binary at %s (build first: bash tests/setup.sh)" % args.kcm,
@@ -452,14 +737,23 @@ def main():
         subprocess.run([args.kcm, "--version"], capture_output=True, text=True).stdout.strip()))
     failed = 0
     with tempfile.TemporaryDirectory(prefix="kcm-bench-") as workdir:
-        for name in args.only or ["decode", "memory", "cpu", "latency"]:
-            sys.stdout.flush()
-            try:
-                BENCHES[name](args, workdir)
-            except (RuntimeError, AssertionError, OSError) as e:
-                failed += 1
-                print("%s: could not run: %s" % (name, e))
-            sys.stdout.flush()
+        bare = None
+        if args.bare_sim:
+            bare = Sim(workdir)
+            args.kubeconfig, args.server_pid, args.fake_kubelet = \
+                bare.kubeconfig, bare.proc.pid, True
+        try:
+            for name in args.only or ["decode", "memory", "cpu", "latency"]:
+                sys.stdout.flush()
+                try:
+                    BENCHES[name](args, workdir)
+                except (RuntimeError, AssertionError, OSError) as e:
+                    failed += 1
+                    print("%s: could not run: %s" % (name, e))
+                sys.stdout.flush()
+        finally:
+            if bare:
+                bare.stop()
     return 1 if failed else 0
 
 

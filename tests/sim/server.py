@@ -300,6 +300,7 @@ class Handler(BaseHTTPRequestHandler):
     do_POST = do_PUT = do_PATCH = do_DELETE = do_GET
 
     def read_body(self):
+        self.body_read = True
         te = (self.headers.get("Transfer-Encoding") or "").lower()
         if te == "chunked":
             chunks, total = [], 0
@@ -321,6 +322,16 @@ class Handler(BaseHTTPRequestHandler):
             raise ApiError(413, "RequestEntityTooLarge", "Request entity too large: limit is "
                            "3145728")
         return self.rfile.read(length) if length else b""
+
+    def drain_body(self):
+        """Reads a body the request was refused before reading, so that the
+        next request on the connection does not start inside it."""
+        if self.body_read or self.command not in ("POST", "PUT", "PATCH", "DELETE"):
+            return
+        try:
+            self.read_body()
+        except (ApiError, ValueError, OSError):
+            self.close_connection = True
 
     def send_json(self, code, body, headers=None, content_type="application/json"):
         raw = body if isinstance(body, bytes) else dumps(body).encode()
@@ -391,6 +402,7 @@ class Handler(BaseHTTPRequestHandler):
     def dispatch(self):
         self.audit_id = str(uuid.uuid4())
         self.status_code = 0
+        self.body_read = False
         started = time.monotonic()
         url = urllib.parse.urlsplit(self.path)
         query = {k: v[-1] for k, v in urllib.parse.parse_qs(url.query,
@@ -417,9 +429,6 @@ class Handler(BaseHTTPRequestHandler):
                 verb = attrs.verb
             allowed, reason = self.server.authorizer.authorize(user, groups, attrs)
             if not allowed:
-                # Drain the request body so the connection stays usable.
-                if self.command in ("POST", "PUT", "PATCH", "DELETE"):
-                    self.read_body()
                 raise rbac.forbidden(user, attrs, reason)
             if r.kind == "resource":
                 return self.handle_resource(r, verb, query)
@@ -428,6 +437,7 @@ class Handler(BaseHTTPRequestHandler):
                                "the server does not allow this method on the requested resource")
             return self.handle_static(r, url.path)
         except ApiError as e:
+            self.drain_body()
             self.send_error_status(e)
         except RawResponse as e:
             self.send_json(e.code, e.body, content_type=e.content_type)

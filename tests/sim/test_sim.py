@@ -232,6 +232,13 @@ class Basics(SimTestCase):
                                  "NotFound")
         self.assertEqual(body["message"], 'namespaces "no-such-ns" not found')
 
+    def test_a_write_refused_before_its_body_is_read_leaves_the_connection_usable(self):
+        r = self.c.post(PODS % self.ns + "/a", pod("a", labels={"pad": "x" * 60}))
+        self.assertStatus(r, 405, "MethodNotAllowed")
+        r = self.c.get("/api/v1/namespaces/" + self.ns)  # the same connection
+        self.assertEqual(r.status, 200, r.body)
+        self.assertEqual(r.json()["metadata"]["name"], self.ns)
+
     def test_stale_update_conflicts(self):
         d = self.create(APPS, deployment("web"))
         fresh = dict(d, spec=dict(d["spec"], replicas=3))
