@@ -2,6 +2,8 @@
 """kcm's benchmarks, each printed beside its budget.
 
     python3 tests/bench/run.py [--small] [--kcm build/kcm] [--only NAME ...]
+    python3 tests/bench/run.py --only cpu latency --kubeconfig K [--server-pid PID]
+        [--fake-kubelet] [--audit-log FILE]     # against another API server
 
 decode   pods per CPU-second decoded from list pages and watch events, and
          the bytes each cached pod holds (build/tests/bench_decode);
