@@ -41,6 +41,7 @@ struct flags {
   const char *health_addr, *metrics_addr;
   const char *controllers;
   uint64_t min_resync_ms;
+  uint64_t status_interval_ms;
 };
 
 struct app {
@@ -98,6 +99,10 @@ static void usage(FILE *out) {
           "                      Deployments synced at once (default 5)\n"
           "  --concurrent-replicaset-syncs N\n"
           "                      ReplicaSets synced at once (default 5)\n"
+          "  --status-write-interval D\n"
+          "                      a ReplicaSet status write that only reports more ready\n"
+          "                      pods waits until D after the last one; 0 writes it at\n"
+          "                      once, as kube-controller-manager (default 100ms)\n"
           "  --leader-elect[=BOOL]\n"
           "                      run the controllers only while holding the lease (default\n"
           "                      true)\n"
@@ -204,7 +209,7 @@ static bool known_flag(const char *key) {
       "leader-elect-lease-duration", "leader-elect-renew-deadline", "leader-elect-retry-period",
       "leader-elect-resource-namespace", "leader-elect-resource-name", "shutdown-grace-period",
       "health-probe-bind-address", "metrics-bind-address", "controllers", "min-resync-period",
-      "logging-format"};
+      "logging-format", "status-write-interval"};
   size_t i;
   for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
     if (!strcmp(key, names[i]))
@@ -324,6 +329,8 @@ static void parse_flags(int argc, char **argv, struct flags *f) {
       duration_flag(key, value, &f->retry_ms);
     } else if (!strcmp(key, "min-resync-period")) {
       duration_flag(key, value, &f->min_resync_ms);
+    } else if (!strcmp(key, "status-write-interval")) {
+      duration_flag(key, value, &f->status_interval_ms);
     } else if (!strcmp(key, "logging-format")) {
       if (!strcmp(value, "json"))
         kcm_log_set_format(KCM_LOG_JSON);
@@ -715,7 +722,7 @@ static void on_signal(uv_signal_t *s, int signum) {
 
 int main(int argc, char **argv) {
   struct flags f = {NULL, NULL, NULL, 0, 20, 30, 5, 5, true, 15000, 10000, 2000, 30000,
-                    "kube-system", "kcm", ":8081", ":8080", "*", 12 * 3600 * 1000ULL};
+                    "kube-system", "kcm", ":8081", ":8080", "*", 12 * 3600 * 1000ULL, 100};
   struct kcm_leader_options lo = {0};
   const char *why;
   struct kcm_client_config_options copts;
@@ -793,7 +800,7 @@ int main(int argc, char **argv) {
                  : kcm_replicaset_init(&a.rs, a.loop, a.client,
                                        &a.informers[KCM_KIND_REPLICASET],
                                        &a.informers[KCM_KIND_POD], &a.pool,
-                                       (uint32_t)f.rs_workers);
+                                       (uint32_t)f.rs_workers, f.status_interval_ms);
   if (err) {
     fprintf(stderr, "kcm: cannot set up the ReplicaSet controller: %s\n", kcm_strerror(err));
     return 1;

@@ -36,6 +36,7 @@
 #include "kcm/client.h"
 #include "kcm/events.h"
 #include "kcm/expectations.h"
+#include "kcm/pacer.h"
 #include "kcm/informer.h"
 #include "kcm/workqueue.h"
 
@@ -105,6 +106,13 @@ int kcm_replicaset_status(const struct kcm_replicaset *rs, struct kcm_pod *const
                           uint64_t now_ms, struct kcm_rs_status *out);
 bool kcm_replicaset_status_changed(const struct kcm_replicaset *rs,
                                    const struct kcm_rs_status *s);
+/* Whether s differs from the written status only by more ready or available
+ * pods: a write that may wait (see --status-write-interval). A change of
+ * replicas, of labels, of the observed generation or of a condition, and any
+ * count going down, may not: what reads the status would see more than
+ * there is. */
+bool kcm_replicaset_status_only_gains(const struct kcm_replicaset *rs,
+                                      const struct kcm_rs_status *s);
 void kcm_replicaset_status_release(struct kcm_rs_status *s);
 /* The merge patch writing s, guarded by the ReplicaSet's resourceVersion. */
 int kcm_replicaset_status_patch(const struct kcm_replicaset *rs, const struct kcm_rs_status *s,
@@ -126,6 +134,7 @@ struct kcm_replicaset_controller {
   struct kcm_intern *pool;
   struct kcm_workqueue queue;
   struct kcm_expectations expectations;
+  struct kcm_pacer status_pacer; /* --status-write-interval */
   struct kcm_events events;
   struct kcm_json json;   /* reads create responses */
   uint32_t workers;   /* --concurrent-replicaset-syncs */
@@ -140,6 +149,7 @@ struct kcm_replicaset_controller {
     uint64_t adoptions;
     uint64_t releases;
     uint64_t status_writes;
+    uint64_t status_paced; /* status writes folded into a later one */
     uint64_t deferred; /* syncs put off while the cache was behind a write */
     uint64_t errors;
   } stats;
@@ -150,7 +160,7 @@ struct kcm_replicaset_controller {
 int kcm_replicaset_init(struct kcm_replicaset_controller *c, uv_loop_t *loop,
                         struct kcm_client *client, struct kcm_informer *rs_informer,
                         struct kcm_informer *pod_informer, struct kcm_intern *pool,
-                        uint32_t workers);
+                        uint32_t workers, uint64_t status_interval_ms);
 /* Start taking keys once both caches have synced. */
 void kcm_replicaset_run(struct kcm_replicaset_controller *c);
 /* Stop taking keys; on_stopped runs once syncs in flight have finished and

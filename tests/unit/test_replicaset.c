@@ -397,6 +397,56 @@ static void status_unchanged_is_not_written(void **state) {
   kcm_api_unref(&rs->o, &pool);
 }
 
+/* Only a status reporting more ready or available pods, and nothing else
+ * changed, may wait for the pacer; every other change is written at once. */
+static void status_only_gains_may_wait(void **state) {
+  const char *written = "{\"replicas\":2,\"fullyLabeledReplicas\":2,\"readyReplicas\":1,"
+                        "\"availableReplicas\":1,\"observedGeneration\":3}";
+  struct kcm_replicaset *rs = make_rs(2, NULL, 0, written);
+  struct kcm_replicaset *old_gen = make_rs(
+      2, NULL, 0,
+      "{\"replicas\":2,\"fullyLabeledReplicas\":2,\"readyReplicas\":1,"
+      "\"availableReplicas\":1,\"observedGeneration\":2}");
+  struct podspec ready = {.name = "a", .owner = RS_UID, .node = "n", .ready = true,
+                          .ready_since = 100};
+  struct podspec ready2 = {.name = "b", .owner = RS_UID, .node = "n", .ready = true,
+                           .ready_since = 100};
+  struct podspec waiting = {.name = "c", .owner = RS_UID, .node = "n"};
+  struct podspec waiting2 = {.name = "d", .owner = RS_UID, .node = "n"};
+  struct kcm_pod *both[2] = {make_pod(&ready), make_pod(&ready2)};
+  struct kcm_pod *none[2] = {make_pod(&waiting), make_pod(&waiting2)};
+  struct kcm_rs_status st;
+
+  /* 1 -> 2 ready and available, the rest unchanged: may wait. */
+  assert_int_equal(kcm_replicaset_status(rs, both, 2, 0, false, NULL, NOW_MS, &st), 0);
+  assert_int_equal(st.ready, 2);
+  assert_true(kcm_replicaset_status_changed(rs, &st));
+  assert_true(kcm_replicaset_status_only_gains(rs, &st));
+  kcm_replicaset_status_release(&st);
+  /* Fewer pods: written at once. */
+  assert_int_equal(kcm_replicaset_status(rs, both, 1, 0, false, NULL, NOW_MS, &st), 0);
+  assert_false(kcm_replicaset_status_only_gains(rs, &st));
+  kcm_replicaset_status_release(&st);
+  /* Fewer ready: written at once. */
+  assert_int_equal(kcm_replicaset_status(rs, none, 2, 0, false, NULL, NOW_MS, &st), 0);
+  assert_int_equal(st.ready, 0);
+  assert_false(kcm_replicaset_status_only_gains(rs, &st));
+  kcm_replicaset_status_release(&st);
+  /* A new condition: written at once. */
+  assert_int_equal(kcm_replicaset_status(rs, both, 2, 1, true, "quota", NOW_MS, &st), 0);
+  assert_false(kcm_replicaset_status_only_gains(rs, &st));
+  kcm_replicaset_status_release(&st);
+  /* A new observed generation: written at once. */
+  assert_int_equal(kcm_replicaset_status(old_gen, both, 2, 0, false, NULL, NOW_MS, &st), 0);
+  assert_false(kcm_replicaset_status_only_gains(old_gen, &st));
+  kcm_replicaset_status_release(&st);
+
+  free_pods(both, 2);
+  free_pods(none, 2);
+  kcm_api_unref(&rs->o, &pool);
+  kcm_api_unref(&old_gen->o, &pool);
+}
+
 static void pods_from_the_template(void **state) {
   struct kcm_replicaset *rs = make_rs(1, NULL, 0, NULL);
   struct kcm_buf b = KCM_BUF_INIT(1 << 16);
@@ -441,6 +491,7 @@ int main(void) {
       cmocka_unit_test(status_counts),
       cmocka_unit_test(status_replica_failure),
       cmocka_unit_test(status_unchanged_is_not_written),
+      cmocka_unit_test(status_only_gains_may_wait),
       cmocka_unit_test(pods_from_the_template),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

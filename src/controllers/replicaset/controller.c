@@ -568,7 +568,7 @@ static void start_status(struct kcm_rs_job *j) {
   struct kcm_rs_status st;
   struct kcm_buf body = KCM_BUF_INIT(1u << 20);
   char path[700];
-  uint64_t now = now_ms();
+  uint64_t now = now_ms(), wait;
 
   if (kcm_replicaset_status(j->rs, j->claim.claimed, j->claim.nclaimed, j->change,
                             j->manage_failed, j->manage_msg, now, &st)) {
@@ -578,11 +578,21 @@ static void start_status(struct kcm_rs_job *j) {
   if (!j->manage_failed && j->rs->min_ready_seconds > 0 && st.ready == j->rs->replicas &&
       st.available != j->rs->replicas)
     kcm_workqueue_add_after(&c->queue, j->key, (uint64_t)j->rs->min_ready_seconds * 1000);
-  if (kcm_replicaset_status_changed(j->rs, &st) && !kcm_replicaset_status_patch(j->rs, &st, &body)) {
+  if (!kcm_replicaset_status_changed(j->rs, &st)) {
+    /* nothing to write */
+  } else if (kcm_replicaset_status_only_gains(j->rs, &st) &&
+             (wait = kcm_pacer_wait(&c->status_pacer, j->key, uv_now(c->loop)))) {
+    /* Written moments ago and only more pods ready: the sync after the
+     * interval writes the status as it is by then. */
+    c->stats.status_paced++;
+    kcm_workqueue_add_after(&c->queue, j->key, wait);
+  } else if (!kcm_replicaset_status_patch(j->rs, &st, &body)) {
     snprintf(path, sizeof(path), "/apis/apps/v1/namespaces/%s/replicasets/%s/status",
              j->rs->o.ns, j->rs->o.name);
     if (send_call(j, "PATCH", path, body.data, "application/merge-patch+json", on_status, NULL))
       fail(j, KCM_ENOMEM, "%s", "out of memory");
+    else
+      kcm_pacer_wrote(&c->status_pacer, j->key, uv_now(c->loop)); /* ENOMEM: not paced */
   }
   kcm_buf_release(&body);
   kcm_replicaset_status_release(&st);
@@ -715,7 +725,7 @@ static void on_ready(struct kcm_workqueue *q, void *data) { pump(data); }
 int kcm_replicaset_init(struct kcm_replicaset_controller *c, uv_loop_t *loop,
                         struct kcm_client *client, struct kcm_informer *rs_informer,
                         struct kcm_informer *pod_informer, struct kcm_intern *pool,
-                        uint32_t workers) {
+                        uint32_t workers, uint64_t status_interval_ms) {
   struct kcm_informer_handler rs_h = {rs_added, rs_updated, rs_deleted, NULL};
   struct kcm_informer_handler pod_h = {pod_added, pod_updated, pod_deleted, NULL};
   int err;
@@ -729,6 +739,7 @@ int kcm_replicaset_init(struct kcm_replicaset_controller *c, uv_loop_t *loop,
   c->workers = workers ? workers : 5;
   kcm_workqueue_init(&c->queue, loop, "replicaset");
   kcm_expectations_init(&c->expectations, EXPECTATIONS_TTL_MS);
+  kcm_pacer_init(&c->status_pacer, status_interval_ms);
   kcm_events_init(&c->events, client, "replicaset-controller");
   kcm_json_init(&c->json);
   c->events.limiter = KCM_REPLICASET_LIMITER;
@@ -763,6 +774,7 @@ void kcm_replicaset_stop(struct kcm_replicaset_controller *c,
 
 void kcm_replicaset_release(struct kcm_replicaset_controller *c) {
   kcm_expectations_release(&c->expectations);
+  kcm_pacer_release(&c->status_pacer);
   kcm_events_release(&c->events);
   kcm_json_release(&c->json);
 }

@@ -1,0 +1,36 @@
+/*
+ * pacer — at most one write per key per interval.
+ *
+ * A controller asks before it writes: kcm_pacer_wait() answers 0 when the
+ * key's last write is at least `interval_ms` old (or there was none), else
+ * how many milliseconds remain; the controller then puts the key back in
+ * its queue for that long, and the sync that follows writes what is true by
+ * then. A first write after a quiet spell goes at once; only writes that
+ * would follow one another closer than the interval are folded into one.
+ * interval_ms 0 lets every write through.
+ *
+ * Times are the caller's (milliseconds of a monotonic clock). The pacer
+ * copies the keys it keeps and forgets a key once its interval has passed.
+ */
+#ifndef KCM_PACER_H
+#define KCM_PACER_H
+
+#include <stdint.h>
+
+#include "kcm/map.h"
+
+struct kcm_pacer {
+  struct kcm_map last; /* key -> its last write time */
+  uint64_t interval_ms;
+  size_t prune_at; /* forget stale keys when this many are kept */
+};
+
+void kcm_pacer_init(struct kcm_pacer *p, uint64_t interval_ms);
+void kcm_pacer_release(struct kcm_pacer *p);
+/* 0 if a write for key may go at now_ms, else the milliseconds left. */
+uint64_t kcm_pacer_wait(const struct kcm_pacer *p, const char *key, uint64_t now_ms);
+/* Note a write for key at now_ms. Returns 0 or KCM_ENOMEM (nothing is
+ * noted then, so the next write is not held back). */
+int kcm_pacer_wrote(struct kcm_pacer *p, const char *key, uint64_t now_ms);
+
+#endif

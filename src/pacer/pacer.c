@@ -1,0 +1,91 @@
+/* pacer — at most one write per key per interval; see include/kcm/pacer.h. */
+#include "kcm/pacer.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "kcm/error.h"
+
+struct mark {
+  uint64_t at;
+  char key[]; /* NUL-terminated */
+};
+
+static uint64_t hash_key(const void *key) {
+  return kcm_map_hash_bytes(KCM_MAP_HASH_INIT, key, strlen(key));
+}
+
+static bool match(const void *key, const void *entry) {
+  return strcmp(key, ((const struct mark *)entry)->key) == 0;
+}
+
+static const struct kcm_map_type mark_type = {hash_key, match};
+
+#define PRUNE_MIN 64
+
+void kcm_pacer_init(struct kcm_pacer *p, uint64_t interval_ms) {
+  kcm_map_init(&p->last, &mark_type);
+  p->interval_ms = interval_ms;
+  p->prune_at = PRUNE_MIN;
+}
+
+void kcm_pacer_release(struct kcm_pacer *p) {
+  struct kcm_map_iter it;
+  struct mark *m;
+  kcm_map_iter_init(&it, &p->last);
+  while ((m = kcm_map_next(&it)))
+    free(m);
+  kcm_map_release(&p->last);
+}
+
+uint64_t kcm_pacer_wait(const struct kcm_pacer *p, const char *key, uint64_t now_ms) {
+  const struct mark *m = kcm_map_get(&p->last, key);
+  if (!m || now_ms >= m->at + p->interval_ms)
+    return 0;
+  return now_ms < m->at ? p->interval_ms : m->at + p->interval_ms - now_ms;
+}
+
+/* Forget keys whose interval has passed; they would be let through anyway.
+ * Run when the map has doubled since the last pass, so each kept key costs
+ * O(1) amortized. Stale entries are gathered first: removal invalidates the
+ * iterator. */
+static void prune(struct kcm_pacer *p, uint64_t now_ms) {
+  struct kcm_map_iter it;
+  struct mark *m, **stale = malloc(p->last.len * sizeof(*stale));
+  size_t n = 0, i;
+  if (stale) {
+    kcm_map_iter_init(&it, &p->last);
+    while ((m = kcm_map_next(&it)))
+      if (now_ms >= m->at + p->interval_ms)
+        stale[n++] = m;
+    for (i = 0; i < n; i++) {
+      kcm_map_remove(&p->last, stale[i]->key);
+      free(stale[i]);
+    }
+    free(stale);
+  }
+  p->prune_at = p->last.len * 2 > PRUNE_MIN ? p->last.len * 2 : PRUNE_MIN;
+}
+
+int kcm_pacer_wrote(struct kcm_pacer *p, const char *key, uint64_t now_ms) {
+  struct mark *m;
+  size_t len;
+  if (!p->interval_ms)
+    return 0;
+  if ((m = kcm_map_get(&p->last, key))) {
+    m->at = now_ms;
+    return 0;
+  }
+  if (p->last.len >= p->prune_at)
+    prune(p, now_ms);
+  len = strlen(key);
+  if (!(m = malloc(sizeof(*m) + len + 1)))
+    return KCM_ENOMEM;
+  m->at = now_ms;
+  memcpy(m->key, key, len + 1);
+  if (kcm_map_put(&p->last, m->key, m, NULL)) {
+    free(m);
+    return KCM_ENOMEM;
+  }
+  return 0;
+}

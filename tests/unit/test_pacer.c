@@ -1,0 +1,82 @@
+/* Unit tests for the per-key write pacer. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <cmocka.h>
+
+#include "kcm/pacer.h"
+
+static void a_first_write_goes_at_once(void **state) {
+  struct kcm_pacer p;
+  (void)state;
+  kcm_pacer_init(&p, 100);
+  assert_int_equal(kcm_pacer_wait(&p, "ns/a", 5000), 0);
+  kcm_pacer_release(&p);
+}
+
+static void a_close_second_write_waits_for_the_rest_of_the_interval(void **state) {
+  struct kcm_pacer p;
+  (void)state;
+  kcm_pacer_init(&p, 100);
+  assert_int_equal(kcm_pacer_wrote(&p, "ns/a", 5000), 0);
+  assert_int_equal(kcm_pacer_wait(&p, "ns/a", 5000), 100);
+  assert_int_equal(kcm_pacer_wait(&p, "ns/a", 5030), 70);
+  assert_int_equal(kcm_pacer_wait(&p, "ns/a", 5099), 1);
+  assert_int_equal(kcm_pacer_wait(&p, "ns/a", 5100), 0);
+  assert_int_equal(kcm_pacer_wait(&p, "ns/a", 9000), 0);
+  /* A clock seen going back holds a write for one interval at most. */
+  assert_int_equal(kcm_pacer_wait(&p, "ns/a", 4000), 100);
+  /* Another key is not held back by this one's write. */
+  assert_int_equal(kcm_pacer_wait(&p, "ns/b", 5030), 0);
+  /* A later write restarts the interval. */
+  assert_int_equal(kcm_pacer_wrote(&p, "ns/a", 5200), 0);
+  assert_int_equal(kcm_pacer_wait(&p, "ns/a", 5250), 50);
+  kcm_pacer_release(&p);
+}
+
+static void interval_zero_lets_every_write_through(void **state) {
+  struct kcm_pacer p;
+  (void)state;
+  kcm_pacer_init(&p, 0);
+  assert_int_equal(kcm_pacer_wrote(&p, "ns/a", 5000), 0);
+  assert_int_equal(kcm_pacer_wait(&p, "ns/a", 5000), 0);
+  assert_int_equal(p.last.len, 0);
+  kcm_pacer_release(&p);
+}
+
+/* Keys whose interval has passed are forgotten, so the pacer does not grow
+ * with every object ever written; keys still inside it are kept. */
+static void stale_keys_are_forgotten(void **state) {
+  struct kcm_pacer p;
+  char key[32];
+  int i;
+  (void)state;
+  kcm_pacer_init(&p, 100);
+  for (i = 0; i < 1000; i++) {
+    snprintf(key, sizeof(key), "ns/old-%d", i);
+    assert_int_equal(kcm_pacer_wrote(&p, key, 1000), 0);
+  }
+  for (i = 0; i < 1000; i++) {
+    snprintf(key, sizeof(key), "ns/new-%d", i);
+    assert_int_equal(kcm_pacer_wrote(&p, key, 2000 + (uint64_t)i / 100), 0);
+  }
+  assert_true(p.last.len < 1100);
+  for (i = 0; i < 1000; i++) {
+    snprintf(key, sizeof(key), "ns/new-%d", i);
+    assert_int_not_equal(kcm_pacer_wait(&p, key, 2010), 0);
+  }
+  kcm_pacer_release(&p);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(a_first_write_goes_at_once),
+      cmocka_unit_test(a_close_second_write_waits_for_the_rest_of_the_interval),
+      cmocka_unit_test(interval_zero_lets_every_write_through),
+      cmocka_unit_test(stale_keys_are_forgotten),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
