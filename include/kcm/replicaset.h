@@ -36,8 +36,8 @@
 #include "kcm/client.h"
 #include "kcm/events.h"
 #include "kcm/expectations.h"
-#include "kcm/pacer.h"
 #include "kcm/informer.h"
+#include "kcm/pacer.h"
 #include "kcm/workqueue.h"
 
 #define KCM_REPLICASET_BURST 500

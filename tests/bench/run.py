@@ -725,7 +725,8 @@ def main():
         ap.error("--bare-sim starts its own server: no --kubeconfig, --server-pid or --audit-log")
     if args.kubeconfig or args.bare_sim:
         if not args.only or set(args.only) - {"cpu", "latency"}:
-            ap.error("--kubeconfig runs the cpu and latency benchmarks: add --only cpu latency")
+            ap.error("--kubeconfig and --bare-sim run the cpu and latency benchmarks: add "
+                     "--only cpu latency")
         args.kubeconfig = args.kubeconfig and os.path.abspath(args.kubeconfig)
     elif args.server_pid or args.fake_kubelet or args.audit_log:
         ap.error("--server-pid, --fake-kubelet and --audit-log go with --kubeconfig")
