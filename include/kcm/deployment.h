@@ -214,7 +214,9 @@ struct kcm_deployment_controller {
   struct kcm_events events;
   struct kcm_map aliases;  /* Deployment key -> struct kcm_dp_alias */
   uint32_t workers;        /* --concurrent-deployment-syncs */
-  uint32_t running;
+  uint32_t running;        /* syncs holding a worker: one waiting only for its
+                            * last step, the status write, has given it back */
+  bool pumping;            /* inside pump(): starting jobs from the queue */
   struct kcm_dp_job *jobs;
   bool stopping;
   void (*on_stopped)(struct kcm_deployment_controller *c);

@@ -138,7 +138,9 @@ struct kcm_replicaset_controller {
   struct kcm_events events;
   struct kcm_json json;   /* reads create responses */
   uint32_t workers;   /* --concurrent-replicaset-syncs */
-  uint32_t running;   /* keys being synced */
+  uint32_t running;   /* syncs holding a worker: one waiting only for its
+                       * status write has given it back */
+  bool pumping;       /* inside pump(): starting jobs from the queue */
   struct kcm_rs_job *jobs;
   bool stopping;
   void (*on_stopped)(struct kcm_replicaset_controller *c);

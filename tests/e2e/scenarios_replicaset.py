@@ -240,6 +240,29 @@ def no_stale_status_writes(ctx):
     assert [r["code"] for r in writes if r["code"] != 200] == [], writes
 
 
+@scenario("a sync waiting only for its status write leaves its worker to another ReplicaSet",
+          needs_sim=True)
+def status_write_frees_worker(ctx):
+    # kcm runs upstream's 5 ReplicaSet workers; six ReplicaSets whose status
+    # writes each take 4 s. The sixth's pod must not wait for those answers.
+    ctx.api.faults(rules=[{"verb": "patch", "resource": "replicasets", "subresource": "status",
+                           "namespace": ctx.ns, "latencyMs": 4000}])
+    try:
+        names = ["rs%d" % i for i in range(6)]
+        ctx.apply("\n".join(rs_manifest(n, 1) for n in names))
+        base = "/api/v1/namespaces/%s/pods" % ctx.ns
+        wait_for(lambda: len(ctx.api.get(base).json()["items"]) == 6, timeout=30, interval=0.05,
+                 what="a pod for each of the six ReplicaSets")
+        written = [rs["metadata"]["name"] for rs in ctx.api.get(
+            "/apis/apps/v1/namespaces/%s/replicasets" % ctx.ns).json()["items"]
+                   if "observedGeneration" in (rs.get("status") or {})]
+        assert written == [], "pods waited for the status writes of %s" % written
+    finally:
+        ctx.api.faults(clear=True)
+    for n in names:
+        wait_replicas(ctx, n, 1)
+
+
 @scenario("similar events are combined after nine, as client-go combines them")
 def events_combined(ctx):
     ctx.apply(rs_manifest("web", 12))

@@ -39,6 +39,7 @@ struct kcm_dp_job {
   bool forget;              /* an error not worth retrying */
   bool requeue;             /* sync again at once (not an error) */
   bool alias_checked;
+  bool gave_back;           /* the worker was given back while the status write is out */
 };
 
 /* The Deployment-to-ReplicaSet aliases, keyed by the Deployment's key. */
@@ -297,8 +298,9 @@ static void finish(struct kcm_dp_job *j) {
   free(j->rs_rv);
   free(j->err_msg);
   free(j->key);
+  if (!j->gave_back)
+    c->running--;
   free(j);
-  c->running--;
   pump(c);
 }
 
@@ -676,6 +678,13 @@ static void send_step(struct kcm_dp_job *j, const struct kcm_dp_step *s) {
              j->d->o.ns, j->d->o.name);
     if (!(err = kcm_deployment_status_body(j->d, &j->plan, j->d_rv, &body)))
       err = request(j, "PATCH", path, body.data, "application/merge-patch+json", on_d_write);
+    if (!err && j->step >= j->plan.nsteps) {
+      /* The last step: only its answer is left to wait for, so another key
+       * may have the worker while this one stays in processing. */
+      j->gave_back = true;
+      j->c->running--;
+      pump(j->c);
+    }
     break;
   case KCM_DP_ROLLBACK:
     snprintf(path, sizeof(path), "/apis/apps/v1/namespaces/%s/deployments/%s", j->d->o.ns,
@@ -847,12 +856,16 @@ static void start_job(struct kcm_deployment_controller *c, const char *key) {
 }
 
 static void pump(struct kcm_deployment_controller *c) {
+  if (c->pumping)
+    return; /* the loop below goes on when the nested job gives back */
+  c->pumping = true;
   while (!c->stopping && c->running < c->workers) {
     const char *key = kcm_workqueue_get(&c->queue);
     if (!key)
       break;
     start_job(c, key);
   }
+  c->pumping = false;
 }
 
 static void on_ready(struct kcm_workqueue *q, void *data) { pump(data); }

@@ -42,6 +42,7 @@ struct kcm_rs_job {
   char *err_msg;
   bool manage_failed;
   char *manage_msg;
+  bool gave_back;      /* the worker was given back while the status write is out */
 };
 
 static void pump(struct kcm_replicaset_controller *c);
@@ -248,8 +249,9 @@ static void finish(struct kcm_rs_job *j) {
   free(j->err_msg);
   free(j->manage_msg);
   free(j->key);
+  if (!j->gave_back)
+    c->running--;
   free(j);
-  c->running--;
   pump(c);
 }
 
@@ -589,10 +591,16 @@ static void start_status(struct kcm_rs_job *j) {
   } else if (!kcm_replicaset_status_patch(j->rs, &st, &body)) {
     snprintf(path, sizeof(path), "/apis/apps/v1/namespaces/%s/replicasets/%s/status",
              j->rs->o.ns, j->rs->o.name);
-    if (send_call(j, "PATCH", path, body.data, "application/merge-patch+json", on_status, NULL))
+    if (send_call(j, "PATCH", path, body.data, "application/merge-patch+json", on_status, NULL)) {
       fail(j, KCM_ENOMEM, "%s", "out of memory");
-    else
+    } else {
       kcm_pacer_wrote(&c->status_pacer, j->key, uv_now(c->loop)); /* ENOMEM: not paced */
+      /* Only the answer is left to wait for: another key may have the
+       * worker, while this one stays in processing until it is done. */
+      j->gave_back = true;
+      c->running--;
+      pump(c);
+    }
   }
   kcm_buf_release(&body);
   kcm_replicaset_status_release(&st);
@@ -710,12 +718,16 @@ static void start_job(struct kcm_replicaset_controller *c, const char *key) {
 }
 
 static void pump(struct kcm_replicaset_controller *c) {
+  if (c->pumping)
+    return; /* the loop below goes on when the nested job gives back */
+  c->pumping = true;
   while (!c->stopping && c->running < c->workers) {
     const char *key = kcm_workqueue_get(&c->queue);
     if (!key)
       break;
     start_job(c, key);
   }
+  c->pumping = false;
 }
 
 static void on_ready(struct kcm_workqueue *q, void *data) { pump(data); }
