@@ -106,11 +106,11 @@ int kcm_replicaset_status(const struct kcm_replicaset *rs, struct kcm_pod *const
                           uint64_t now_ms, struct kcm_rs_status *out);
 bool kcm_replicaset_status_changed(const struct kcm_replicaset *rs,
                                    const struct kcm_rs_status *s);
-/* Whether s differs from the written status only by more ready or available
- * pods: a write that may wait (see --status-write-interval). A change of
- * replicas, of labels, of the observed generation or of a condition, and any
- * count going down, may not: what reads the status would see more than
- * there is. */
+/* Whether s differs from the written status only by more pods (replicas,
+ * fully labeled, ready, available): a write that may wait (see
+ * --status-write-interval). A change of the observed generation or of a
+ * condition, and any count going down, may not: what reads the status would
+ * see more than there is. */
 bool kcm_replicaset_status_only_gains(const struct kcm_replicaset *rs,
                                       const struct kcm_rs_status *s);
 void kcm_replicaset_status_release(struct kcm_rs_status *s);

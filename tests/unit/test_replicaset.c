@@ -427,6 +427,25 @@ static void status_only_gains_may_wait(void **state) {
   assert_int_equal(kcm_replicaset_status(rs, both, 1, 0, false, NULL, NOW_MS, &st), 0);
   assert_false(kcm_replicaset_status_only_gains(rs, &st));
   kcm_replicaset_status_release(&st);
+  /* More pods, the new one not ready yet: may wait. */
+  {
+    struct kcm_pod *three[3] = {both[0], both[1], none[0]};
+    assert_int_equal(kcm_replicaset_status(rs, three, 3, 0, false, NULL, NOW_MS, &st), 0);
+    assert_int_equal(st.replicas, 3);
+    assert_true(kcm_replicaset_status_only_gains(rs, &st));
+    kcm_replicaset_status_release(&st);
+  }
+  /* More pods but fewer ready: written at once. */
+  {
+    struct podspec waiting3 = {.name = "e", .owner = RS_UID, .node = "n"};
+    struct kcm_pod *three[3] = {none[0], none[1], make_pod(&waiting3)};
+    assert_int_equal(kcm_replicaset_status(rs, three, 3, 0, false, NULL, NOW_MS, &st), 0);
+    assert_int_equal(st.replicas, 3);
+    assert_int_equal(st.ready, 0);
+    assert_false(kcm_replicaset_status_only_gains(rs, &st));
+    kcm_replicaset_status_release(&st);
+    free_pods(three + 2, 1);
+  }
   /* Fewer ready: written at once. */
   assert_int_equal(kcm_replicaset_status(rs, none, 2, 0, false, NULL, NOW_MS, &st), 0);
   assert_int_equal(st.ready, 0);

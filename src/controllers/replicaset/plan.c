@@ -269,7 +269,7 @@ bool kcm_replicaset_status_changed(const struct kcm_replicaset *rs,
 
 bool kcm_replicaset_status_only_gains(const struct kcm_replicaset *rs,
                                       const struct kcm_rs_status *s) {
-  return s->replicas == rs->status.replicas && s->fully_labeled == rs->status.fully_labeled &&
+  return s->replicas >= rs->status.replicas && s->fully_labeled >= rs->status.fully_labeled &&
          s->observed_generation == rs->status.observed_generation &&
          kcm_api_conditions_equal(&s->conditions, &rs->status.conditions) &&
          s->ready >= rs->status.ready && s->available >= rs->status.available;
