@@ -20,6 +20,7 @@
 #include "kcm/buf.h"
 #include "kcm/client.h"
 #include "kcm/error.h"
+#include "kcm/log.h"
 
 #define MAX_FILE (16u << 20)
 #define SA_DIR "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -86,6 +87,16 @@ static int read_file(const char *path, char **data, size_t *len, char **errmsg,
   *len = b.len;
   *data = kcm_buf_take(&b);
   return *data ? 0 : fail(errmsg, KCM_ENOMEM, "%s %s: out of memory", what, path);
+}
+
+/* A file holding credentials (or naming them: a kubeconfig can run a
+ * command) should be the owner's alone, as kubectl and helm advise. */
+static void warn_if_shared(const char *path, const char *what) {
+  struct stat st;
+  if (stat(path, &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & (S_IRWXG | S_IRWXO)))
+    kcm_warn("%s can be read or written by other users; it should be the owner's alone "
+             "(chmod 600) path=\"%s\" mode=\"%04o\"",
+             what, path, (unsigned)(st.st_mode & 07777));
 }
 
 /* --- base64 ---------------------------------------------------------------- */
@@ -237,6 +248,7 @@ static int load_file(struct kc_file *f, const char *path, char **errmsg) {
   err = read_file(path, &data, &len, errmsg, "kubeconfig");
   if (err)
     return err;
+  warn_if_shared(path, "kubeconfig");
   if (!yaml_parser_initialize(&parser)) {
     free(data);
     return fail(errmsg, KCM_ENOMEM, "out of memory");
@@ -358,6 +370,8 @@ static int load_pem(struct loader *l, struct kc_file *f, yaml_node_t *map, const
            field, inner);
       free(inner);
     }
+    if (!err && !strcmp(key, "client-key"))
+      warn_if_shared(abs, "client key");
     free(abs);
   }
   return err;
@@ -550,6 +564,8 @@ static int load_user(struct loader *l, struct kcm_client_config *cfg, const char
     free(cfg->token_file);
     cfg->token_file = abs;
   }
+  if (cfg->token_file)
+    warn_if_shared(cfg->token_file, "token file");
   if (!cfg->cert_pem != !cfg->key_pem)
     return fail(l->errmsg, KCM_EINVAL, "kubeconfig %s: user \"%s\": client-certificate and "
                 "client-key must be given together", f->path, name);

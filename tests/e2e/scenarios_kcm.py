@@ -1,5 +1,6 @@
 """Scenarios about the kcm process itself."""
 
+import base64
 import json
 import os
 import re
@@ -20,6 +21,17 @@ def kcm_connects(ctx):
     wait_for(lambda: "connected to the API server" in kcm.text(), timeout=30,
              what="kcm to log its connection")
     assert kcm.alive(), "kcm exited: %s" % kcm.text()[-2000:]
+
+
+def _sim_setting(ctx, subdir):
+    """For scenarios that start their own kcm against the local API server:
+    a new directory, the server URL, its CA data and its token."""
+    env = ctx.env
+    d = os.path.join(env.workdir, subdir)
+    os.makedirs(d, exist_ok=True)
+    server, ca = _sim_cluster(env)
+    token = open(os.path.join(env.sim.dir, "token")).read().strip()
+    return d, server, ca, token
 
 
 def _sim_cluster(env):
@@ -47,6 +59,8 @@ def _expect_sync(kcm, what, secrets=()):
         assert "caches synced" in kcm.text(), "kcm with %s: %s" % (what, kcm.text()[-2000:])
         for secret in secrets:  # logged at the highest verbosity, still never a credential
             assert secret not in kcm.text(), "kcm with %s logged a credential" % what
+        # Every credential file here is the owner's alone.
+        assert "other users" not in kcm.text(), kcm.text()[-2000:]
     finally:
         code = kcm.stop()
     assert code == 0, "kcm with %s exited %s" % (what, code)
@@ -57,12 +71,10 @@ def every_credential(ctx):
     env, sim = ctx.env, ctx.env.sim
     if not env.kcm_binary.endswith("/kcm"):
         return
-    d = os.path.join(env.workdir, "credentials")
-    os.makedirs(d, exist_ok=True)
-    server, ca = _sim_cluster(env)
-    token = open(os.path.join(sim.dir, "token")).read().strip()
+    d, server, ca, token = _sim_setting(ctx, "credentials")
     with open(os.path.join(d, "token"), "w") as f:
         f.write(token + "\n")
+    os.chmod(os.path.join(d, "token"), 0o600)
     plugin = os.path.join(d, "plugin.sh")
     with open(plugin, "w") as f:
         f.write("#!/bin/sh\necho '{\"apiVersion\":\"client.authentication.k8s.io/v1\","
@@ -102,6 +114,35 @@ def every_credential(ctx):
                      "KCM_SERVICEACCOUNT_DIR": sa, "HOME": d, "KUBECONFIG": ""}
     _expect_sync(Kcm(ctx.env.kcm_binary, None, d, log_name="kcm-incluster.log",
                      env=incluster_env), "in-cluster settings")
+
+
+@scenario("a server certificate the kubeconfig's CA did not sign is refused, naming the server",
+          needs_sim=True)
+def untrusted_server(ctx):
+    env, sim = ctx.env, ctx.env.sim
+    if not env.kcm_binary.endswith("/kcm"):
+        return
+    d, server, _, token = _sim_setting(ctx, "untrusted")
+    # Trust the sim's client certificate in place of its CA: the server's
+    # chain then leads to no trusted certificate.
+    with open(os.path.join(sim.dir, "client.crt"), "rb") as f:
+        other = base64.b64encode(f.read()).decode()
+    path = os.path.join(d, "kubeconfig")
+    _kubeconfig(path, server, other, "    token: %s\n" % token)
+    kcm = Kcm(env.kcm_binary, path, d, log_name="kcm-untrusted.log")
+    try:
+        line = wait_for(lambda: next((ln for ln in kcm.text().splitlines()
+                                      if "cannot reach the API server" in ln), None)
+                        or (not kcm.alive() and "exited"), timeout=30,
+                        what="kcm to report the server it cannot trust")
+        assert line != "exited", kcm.text()[-2000:]
+        assert 'server="%s"' % server in line, line
+        assert "certificate" in line, line
+        assert "caches synced" not in kcm.text(), kcm.text()[-2000:]
+        assert token not in kcm.text()
+    finally:
+        code = kcm.stop()
+    assert code == 0, "kcm exited %s" % code
 
 
 WRITE = re.compile(r"\] (POST|PUT|PATCH|DELETE) (\S+) ")

@@ -200,8 +200,9 @@ def build(args):
     write_kubeconfig(os.path.join(d, "kubeconfig-cert"), url, ca, {
         "client-certificate-data": b64file(os.path.join(d, "client.crt")),
         "client-key-data": b64file(os.path.join(d, "client.key"))})
-    for name, value in (("port", str(port)), ("token", token)):
-        with open(os.path.join(d, name), "w") as f:
+    for name, value, mode in (("port", str(port), 0o644), ("token", token, 0o600)):
+        fd = os.open(os.path.join(d, name), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+        with os.fdopen(fd, "w") as f:
             f.write(value + "\n")
     return srv, collector, kubelet, url
 

@@ -21,6 +21,7 @@
 #include "exposition.h"
 #include "kcm/client.h"
 #include "kcm/error.h"
+#include "kcm/log.h"
 
 static char tmpdir[256];
 
@@ -259,6 +260,59 @@ static void bad_files_are_reported_precisely(void **state) {
                "clusters: [{name: c, cluster: {server: 'https://a', "
                "certificate-authority: nofile.pem}}]\n",
                NULL, "nofile.pem", "No such file");
+}
+
+/* Load name and return what was logged (caller frees). */
+static char *load_logging(const char *name) {
+  struct kcm_client_config cfg;
+  char *errmsg = NULL, *text;
+  size_t len;
+  FILE *log = tmpfile();
+  assert_non_null(log);
+  kcm_log_set_output(log);
+  assert_int_equal(load(&cfg, path_of(name), NULL, NULL, &errmsg), 0);
+  kcm_log_set_output(NULL);
+  kcm_client_config_release(&cfg);
+  len = (size_t)ftell(log);
+  text = calloc(1, len + 1);
+  assert_non_null(text);
+  rewind(log);
+  assert_int_equal(fread(text, 1, len, log), len);
+  fclose(log);
+  return text;
+}
+
+static void shared_credential_files_are_warned_of(void **state) {
+  char kc[1024], *logged;
+  write_file("shared.key", "-----BEGIN PRIVATE KEY-----\nQQ==\n-----END PRIVATE KEY-----\n");
+  write_file("shared.crt", "-----BEGIN CERTIFICATE-----\nQQ==\n-----END CERTIFICATE-----\n");
+  write_file("shared.token", "abc\n");
+  snprintf(kc, sizeof(kc),
+           "current-context: x\ncontexts: [{name: x, context: {cluster: c, user: u}}]\n"
+           "clusters: [{name: c, cluster: {server: 'https://a'}}]\n"
+           "users: [{name: u, user: {client-certificate: shared.crt, client-key: shared.key, "
+           "tokenFile: shared.token}}]\n");
+  write_file("shared-config", kc);
+  assert_int_equal(chmod(path_of("shared-config"), 0644), 0);
+  assert_int_equal(chmod(path_of("shared.key"), 0640), 0);
+  assert_int_equal(chmod(path_of("shared.token"), 0606), 0);
+  assert_int_equal(chmod(path_of("shared.crt"), 0644), 0);
+  logged = load_logging("shared-config");
+  assert_non_null(strstr(logged, "kubeconfig can be read or written by other users"));
+  assert_non_null(strstr(logged, "shared-config\" mode=\"0644\""));
+  assert_non_null(strstr(logged, "client key can be read"));
+  assert_non_null(strstr(logged, "shared.key\" mode=\"0640\""));
+  assert_non_null(strstr(logged, "token file can be read"));
+  assert_non_null(strstr(logged, "shared.token\" mode=\"0606\""));
+  assert_null(strstr(logged, "shared.crt")); /* a certificate is public */
+  free(logged);
+  /* The owner's alone: nothing to say. */
+  assert_int_equal(chmod(path_of("shared-config"), 0600), 0);
+  assert_int_equal(chmod(path_of("shared.key"), 0400), 0);
+  assert_int_equal(chmod(path_of("shared.token"), 0600), 0);
+  logged = load_logging("shared-config");
+  assert_string_equal(logged, "");
+  free(logged);
 }
 
 static void missing_file_and_no_config(void **state) {
@@ -1181,6 +1235,7 @@ int main(void) {
       cmocka_unit_test(in_cluster_settings),
       cmocka_unit_test(bad_files_are_reported_precisely),
       cmocka_unit_test(missing_file_and_no_config),
+      cmocka_unit_test(shared_credential_files_are_warned_of),
       cmocka_unit_test(base64_decoding),
       cmocka_unit_test(bad_exec_settings),
   };
