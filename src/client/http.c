@@ -146,7 +146,9 @@ static void on_poll(uv_poll_t *h, int status, int events) {
     flags |= CURL_CSELECT_IN;
   if (events & UV_WRITABLE)
     flags |= CURL_CSELECT_OUT;
+  sc->client->in_curl = true;
   curl_multi_socket_action(sc->client->multi, sc->fd, flags, &running);
+  sc->client->in_curl = false;
   check_multi_info(sc->client);
 }
 
@@ -236,7 +238,9 @@ static int on_close_socket(void *userp, curl_socket_t s) {
 static void on_timer(uv_timer_t *t) {
   struct kcm_client *c = t->data;
   int running;
+  c->in_curl = true;
   curl_multi_socket_action(c->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+  c->in_curl = false;
   check_multi_info(c);
 }
 
@@ -722,7 +726,9 @@ static void admit_gated(struct kcm_client_request *r, bool check_creds) {
   wait = kcm_ratelimit_reserve(&c->limit[r->limiter], now);
   if (c->limit[r->limiter].qps > 0) /* no limiter, no wait to count */
     kcm_metrics_histogram_observe(&c->throttled[r->verb], (double)wait / 1000.0);
-  if (wait) {
+  if (wait || c->in_curl) {
+    /* Throttled, or asked from inside curl (by a watch's chunk handler,
+     * say), which takes no new transfer then: sent from the loop. */
     c->stats.throttled_ms += wait;
     r->start_at = now + wait;
     park(c, r);

@@ -104,6 +104,7 @@ struct kcm_client {
   size_t pending;
   int open_handles;
   bool closing;
+  bool in_curl;       /* inside curl_multi_socket_action: curl takes no new transfer */
   char *url_host;
   struct curl_slist *connect_to;
   char *token; /* last token read from cfg->token_file */

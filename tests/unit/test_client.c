@@ -1162,6 +1162,64 @@ static int count_chunk(const char *p, size_t n, void *data) {
   return 0;
 }
 
+/* A watch whose first chunk sends another request, as an informer's
+ * handler recording an Event does. */
+struct nested {
+  struct kcm_client *client;
+  struct result inner;
+  bool sent;
+  int send_err;
+  bool watch_done;
+};
+
+static void nested_watch_done(const struct kcm_client_response *resp, void *data) {
+  (void)resp;
+  ((struct nested *)data)->watch_done = true;
+}
+
+static int send_from_chunk(const char *p, size_t n, void *data) {
+  struct nested *x = data;
+  struct kcm_client_request_options o = {0};
+  (void)p;
+  (void)n;
+  if (x->sent)
+    return 0;
+  x->sent = true;
+  o.method = "GET";
+  o.path = "/api/v1/namespaces/default";
+  o.done = on_done;
+  o.data = &x->inner;
+  x->send_err = kcm_client_request(x->client, &o, NULL);
+  return 0;
+}
+
+static void a_request_sent_while_a_chunk_is_handled_completes(void **state) {
+  struct watch_fixture w;
+  struct nested x = {0};
+  struct kcm_client_request_options o = {0};
+  char *err = NULL;
+
+  memset(&w, 0, sizeof(w));
+  assert_int_equal(load(&w.cfg, sim_file("kubeconfig"), NULL, NULL, &err), 0);
+  uv_loop_init(&w.loop);
+  assert_int_equal(kcm_client_new(&w.client, &w.loop, &w.cfg), 0);
+  x.client = w.client;
+  o.method = "GET";
+  o.path = "/api/v1/namespaces?watch=1&timeoutSeconds=30";
+  o.on_chunk = send_from_chunk;
+  o.done = nested_watch_done;
+  o.data = &x;
+  assert_int_equal(kcm_client_request(w.client, &o, &w.req), 0);
+  run_until_done(&w.loop, &x.inner);
+  assert_int_equal(x.send_err, 0);
+  assert_int_equal(x.inner.err, 0);
+  assert_int_equal(x.inner.status, 200);
+  assert_non_null(strstr(x.inner.body, "\"name\":\"default\""));
+  kcm_client_cancel(w.req);
+  finish_watch(&w);
+  assert_true(x.watch_done);
+}
+
 /* Whether the log entry of the request for `path` says it resumed a TLS session. */
 static bool resumed_in(const char *log, const char *path) {
   char needle[300];
@@ -1258,6 +1316,7 @@ int main(void) {
       cmocka_unit_test(token_file_reread_after_refusal),
       cmocka_unit_test(tls_server_name_is_verified),
       cmocka_unit_test(watch_streams_until_stopped),
+      cmocka_unit_test(a_request_sent_while_a_chunk_is_handled_completes),
       cmocka_unit_test(cancel_reports_from_the_loop),
       cmocka_unit_test(new_connections_resume_the_tls_session),
   };
