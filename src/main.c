@@ -42,6 +42,7 @@ struct flags {
   const char *controllers;
   uint64_t min_resync_ms;
   uint64_t status_interval_ms;
+  uint64_t failed_backoff_ms;
 };
 
 struct app {
@@ -104,6 +105,10 @@ static void usage(FILE *out) {
           "                      (created, ready, available) waits until D after the\n"
           "                      last one; 0 writes it at once, as kube-controller-manager\n"
           "                      (default 100ms)\n"
+          "  --failed-pod-backoff D\n"
+          "                      when a ReplicaSet's pods keep failing, wait 1s, 2s, 4s, ...\n"
+          "                      up to D before creating replacements; 0 replaces at once,\n"
+          "                      as kube-controller-manager (default 5m)\n"
           "  --leader-elect[=BOOL]\n"
           "                      run the controllers only while holding the lease (default\n"
           "                      true)\n"
@@ -210,7 +215,7 @@ static bool known_flag(const char *key) {
       "leader-elect-lease-duration", "leader-elect-renew-deadline", "leader-elect-retry-period",
       "leader-elect-resource-namespace", "leader-elect-resource-name", "shutdown-grace-period",
       "health-probe-bind-address", "metrics-bind-address", "controllers", "min-resync-period",
-      "logging-format", "status-write-interval"};
+      "logging-format", "status-write-interval", "failed-pod-backoff"};
   size_t i;
   for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
     if (!strcmp(key, names[i]))
@@ -332,6 +337,8 @@ static void parse_flags(int argc, char **argv, struct flags *f) {
       duration_flag(key, value, &f->min_resync_ms);
     } else if (!strcmp(key, "status-write-interval")) {
       duration_flag(key, value, &f->status_interval_ms);
+    } else if (!strcmp(key, "failed-pod-backoff")) {
+      duration_flag(key, value, &f->failed_backoff_ms);
     } else if (!strcmp(key, "logging-format")) {
       if (!strcmp(value, "json"))
         kcm_log_set_format(KCM_LOG_JSON);
@@ -723,7 +730,8 @@ static void on_signal(uv_signal_t *s, int signum) {
 
 int main(int argc, char **argv) {
   struct flags f = {NULL, NULL, NULL, 0, 20, 30, 5, 5, true, 15000, 10000, 2000, 30000,
-                    "kube-system", "kcm", ":8081", ":8080", "*", 12 * 3600 * 1000ULL, 100};
+                    "kube-system", "kcm", ":8081", ":8080", "*", 12 * 3600 * 1000ULL, 100,
+                    300000};
   struct kcm_leader_options lo = {0};
   const char *why;
   struct kcm_client_config_options copts;
@@ -801,7 +809,9 @@ int main(int argc, char **argv) {
                  : kcm_replicaset_init(&a.rs, a.loop, a.client,
                                        &a.informers[KCM_KIND_REPLICASET],
                                        &a.informers[KCM_KIND_POD], &a.pool,
-                                       (uint32_t)f.rs_workers, f.status_interval_ms);
+                                       &(struct kcm_replicaset_options){
+                                           (uint32_t)f.rs_workers, f.status_interval_ms,
+                                           f.failed_backoff_ms});
   if (err) {
     fprintf(stderr, "kcm: cannot set up the ReplicaSet controller: %s\n", kcm_strerror(err));
     return 1;

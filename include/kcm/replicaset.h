@@ -34,6 +34,7 @@
 
 #include "kcm/api.h"
 #include "kcm/client.h"
+#include "kcm/crashloop.h"
 #include "kcm/events.h"
 #include "kcm/expectations.h"
 #include "kcm/informer.h"
@@ -135,6 +136,7 @@ struct kcm_replicaset_controller {
   struct kcm_workqueue queue;
   struct kcm_expectations expectations;
   struct kcm_pacer status_pacer; /* --status-write-interval */
+  struct kcm_crashloop failing;  /* --failed-pod-backoff */
   struct kcm_events events;
   struct kcm_json json;   /* reads create responses */
   uint32_t workers;   /* --concurrent-replicaset-syncs */
@@ -152,9 +154,16 @@ struct kcm_replicaset_controller {
     uint64_t releases;
     uint64_t status_writes;
     uint64_t status_paced; /* status writes folded into a later one */
+    uint64_t backoffs;     /* waves of failed pods that held creates back */
     uint64_t deferred; /* syncs put off while the cache was behind a write */
     uint64_t errors;
   } stats;
+};
+
+struct kcm_replicaset_options {
+  uint32_t workers;             /* --concurrent-replicaset-syncs; 0: 5 */
+  uint64_t status_interval_ms;  /* --status-write-interval */
+  uint64_t failed_backoff_ms;   /* --failed-pod-backoff: the longest wait; 0: none */
 };
 
 /* Register with the informers (before they start). Borrowed pointers must
@@ -162,7 +171,7 @@ struct kcm_replicaset_controller {
 int kcm_replicaset_init(struct kcm_replicaset_controller *c, uv_loop_t *loop,
                         struct kcm_client *client, struct kcm_informer *rs_informer,
                         struct kcm_informer *pod_informer, struct kcm_intern *pool,
-                        uint32_t workers, uint64_t status_interval_ms);
+                        const struct kcm_replicaset_options *opts);
 /* Start taking keys once both caches have synced. */
 void kcm_replicaset_run(struct kcm_replicaset_controller *c);
 /* Stop taking keys; on_stopped runs once syncs in flight have finished and

@@ -280,6 +280,8 @@ def bad_flags(ctx):
         ("--min-resync-period=soon",): 'invalid value "soon" for flag --min-resync-period',
         ("--status-write-interval=1",):
             'invalid value "1" for flag --status-write-interval: must be a duration',
+        ("--failed-pod-backoff=-1s",):
+            'invalid value "-1s" for flag --failed-pod-backoff: must be a duration',
         ("--logging-format=xml",): 'invalid value "xml" for flag --logging-format',
         ("--metrics-bind-address=8080",):
             'invalid value "8080" for flag --metrics-bind-address: must be [host]:port or 0',

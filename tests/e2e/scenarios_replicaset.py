@@ -263,6 +263,29 @@ def status_write_frees_worker(ctx):
         wait_replicas(ctx, n, 1)
 
 
+@scenario("pods that keep failing are replaced with a growing wait, until one is ready")
+def failing_pods_back_off(ctx):
+    # The local kubelet fails pods whose image names "crash" 0.5 s after
+    # they are created. Replaced at once, as upstream does, two replicas
+    # would take about 48 pods in 12 s; with the waits (none, then 1, 2, 4 s
+    # and 8 s) they take about 12.
+    ctx.apply(rs_manifest("crashy", 2, image="example/crash:1"))
+    started = time.monotonic()
+    base = "/api/v1/namespaces/%s/pods?labelSelector=app%%3Dcrashy" % ctx.ns
+    wait_for(lambda: any(p["status"].get("phase") == "Failed"
+                         for p in ctx.api.get(base).json()["items"]),
+             timeout=30, what="a pod to fail")
+    time.sleep(max(0.0, 12 - (time.monotonic() - started)))  # let it go on failing
+    made = len(ctx.api.get(base).json()["items"])
+    assert 6 <= made <= 18, "%d pods in 12 s" % made
+    events = ctx.k("get", "events", "--field-selector", "reason=FailedPodsBackoff")
+    assert "creating replacements in" in events, events
+    # A template that works: the next pod becomes ready, the waits are over.
+    ctx.k("patch", "rs", "crashy", "--type=merge", "-p", json.dumps(
+        {"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "nginx:1"}]}}}}))
+    wait_replicas(ctx, "crashy", 2, timeout=60)
+
+
 @scenario("similar events are combined after nine, as client-go combines them")
 def events_combined(ctx):
     ctx.apply(rs_manifest("web", 12))

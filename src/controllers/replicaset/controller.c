@@ -17,6 +17,11 @@
 #include "kcm/replicaset.h"
 
 #define EXPECTATIONS_TTL_MS (5 * 60 * 1000)
+/* Pods that keep failing: the second wave waits 1 s, then 2, 4, ... up to
+ * --failed-pod-backoff; failures within 1 s of a wave's start (or within
+ * its wait) are the same wave. */
+#define FAILED_BACKOFF_BASE_MS 1000
+#define FAILED_BACKOFF_WINDOW_MS 1000
 
 enum phase { PHASE_CHECK, PHASE_CLAIM, PHASE_MANAGE, PHASE_STATUS, PHASE_DONE };
 
@@ -127,6 +132,32 @@ static void pod_added(void *ctx, struct kcm_object *pod) {
   enqueue_matching(c, pod);
 }
 
+/* A pod of rs failed: a new wave of failures holds its creates back. */
+static void pod_failed(struct kcm_replicaset_controller *c, struct kcm_replicaset *rs,
+                       const struct kcm_object *pod) {
+  char key[600];
+  uint32_t wave;
+  uint64_t delay;
+  struct kcm_event_object ref;
+  key_of(&rs->o, key, sizeof(key));
+  if (!kcm_crashloop_failed(&c->failing, key, uv_now(c->loop), &wave, &delay) || !delay)
+    return;
+  c->stats.backoffs++;
+  kcm_v(2, "pods keep failing; backing off replicaset=\"%s\" pod=\"%s\" wave=%u "
+        "delay=\"%llums\"", key, pod->name, wave, (unsigned long long)delay);
+  kcm_events_object_of(&rs->o, &ref);
+  kcm_events_record(&c->events, &ref, true, "FailedPodsBackoff",
+                    "Pods keep failing (pod %s, wave %u): creating replacements in %llus",
+                    pod->name, wave, (unsigned long long)((delay + 999) / 1000));
+}
+
+/* A pod of rs became ready: whatever failed before, replace at once again. */
+static void pods_recovered(struct kcm_replicaset_controller *c, struct kcm_replicaset *rs) {
+  char key[600];
+  key_of(&rs->o, key, sizeof(key));
+  kcm_crashloop_forget(&c->failing, key);
+}
+
 static bool same_controller(const struct kcm_object *a, const struct kcm_object *b) {
   if (a->has_controller != b->has_controller)
     return false;
@@ -155,6 +186,10 @@ static void pod_updated(void *ctx, struct kcm_object *old, struct kcm_object *cu
   if (cur->has_controller) {
     rs = resolve(c, cur);
     if (rs) {
+      if (op->phase != KCM_POD_FAILED && cp->phase == KCM_POD_FAILED)
+        pod_failed(c, rs, cur);
+      else if (!op->ready && cp->ready)
+        pods_recovered(c, rs);
       enqueue(c, &rs->o);
       if (!op->ready && cp->ready && rs->min_ready_seconds > 0) {
         char key[600];
@@ -185,6 +220,7 @@ static void rs_deleted(void *ctx, struct kcm_object *rs, bool unknown) {
   char key[600];
   key_of(rs, key, sizeof(key));
   kcm_expectations_delete(&c->expectations, key);
+  kcm_crashloop_forget(&c->failing, key);
   kcm_workqueue_add(&c->queue, key);
 }
 
@@ -471,12 +507,18 @@ static void on_delete(const struct kcm_client_response *resp, void *data) {
 
 static void start_manage(struct kcm_rs_job *j) {
   struct kcm_replicaset_controller *c = j->c;
-  uint64_t now = now_ms();
+  uint64_t now = now_ms(), wait;
 
   if (!kcm_replicaset_should_manage(j->rs, j->satisfied))
     return;
   j->change = kcm_replicaset_diff(j->rs, j->claim.nclaimed, KCM_REPLICASET_BURST);
-  if (j->change > 0) {
+  if (j->change > 0 && (wait = kcm_crashloop_wait(&c->failing, j->key, uv_now(c->loop)))) {
+    /* Its pods keep failing: the sync after the wait creates. */
+    kcm_v(4, "backing off creates replicaset=\"%s\" need=%d wait=\"%llums\"", j->key,
+          j->change, (unsigned long long)wait);
+    j->change = 0;
+    kcm_workqueue_add_after(&c->queue, j->key, wait);
+  } else if (j->change > 0) {
     kcm_v(2, "too few replicas; creating replicaset=\"%s\" need=%d creating=%d", j->key,
           j->rs->replicas, j->change);
     kcm_expectations_expect_creations(&c->expectations, j->key, j->change, now);
@@ -737,7 +779,7 @@ static void on_ready(struct kcm_workqueue *q, void *data) { pump(data); }
 int kcm_replicaset_init(struct kcm_replicaset_controller *c, uv_loop_t *loop,
                         struct kcm_client *client, struct kcm_informer *rs_informer,
                         struct kcm_informer *pod_informer, struct kcm_intern *pool,
-                        uint32_t workers, uint64_t status_interval_ms) {
+                        const struct kcm_replicaset_options *opts) {
   struct kcm_informer_handler rs_h = {rs_added, rs_updated, rs_deleted, NULL};
   struct kcm_informer_handler pod_h = {pod_added, pod_updated, pod_deleted, NULL};
   int err;
@@ -748,10 +790,12 @@ int kcm_replicaset_init(struct kcm_replicaset_controller *c, uv_loop_t *loop,
   c->rs_informer = rs_informer;
   c->pod_informer = pod_informer;
   c->pool = pool;
-  c->workers = workers ? workers : 5;
+  c->workers = opts->workers ? opts->workers : 5;
   kcm_workqueue_init(&c->queue, loop, "replicaset");
   kcm_expectations_init(&c->expectations, EXPECTATIONS_TTL_MS);
-  kcm_pacer_init(&c->status_pacer, status_interval_ms);
+  kcm_pacer_init(&c->status_pacer, opts->status_interval_ms);
+  kcm_crashloop_init(&c->failing, FAILED_BACKOFF_BASE_MS, opts->failed_backoff_ms,
+                     FAILED_BACKOFF_WINDOW_MS);
   kcm_events_init(&c->events, client, "replicaset-controller");
   kcm_json_init(&c->json);
   c->events.limiter = KCM_REPLICASET_LIMITER;
@@ -787,6 +831,7 @@ void kcm_replicaset_stop(struct kcm_replicaset_controller *c,
 void kcm_replicaset_release(struct kcm_replicaset_controller *c) {
   kcm_expectations_release(&c->expectations);
   kcm_pacer_release(&c->status_pacer);
+  kcm_crashloop_release(&c->failing);
   kcm_events_release(&c->events);
   kcm_json_release(&c->json);
 }
