@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Build kcm and run every test: unit tests, the local API server's own
 # tests and the e2e scenarios (kubectl against the local API server and
-# kcm); then the unit tests again in a build with AddressSanitizer and
-# UndefinedBehaviorSanitizer (leak checks included).
+# kcm); then the unit tests and the e2e scenarios again in a build with
+# AddressSanitizer and UndefinedBehaviorSanitizer (leak checks included:
+# every kcm the scenarios start and stop must exit with nothing leaked).
 #
 #   bash tests/run.sh              # everything
 #   bash tests/run.sh -L unit      # extra arguments go to the first ctest run
@@ -16,7 +17,8 @@ bash "$root/tests/setup.sh"
 ctest --test-dir "$build" --output-on-failure "$@"
 
 if [ -z "${KCM_NO_SANITIZE:-}" ]; then
-  echo "== unit tests under AddressSanitizer and UndefinedBehaviorSanitizer"
+  echo "== unit and e2e tests under AddressSanitizer and UndefinedBehaviorSanitizer"
   KCM_BUILD_DIR="$build-sanitize" KCM_SANITIZE=ON bash "$root/tests/setup.sh" >/dev/null
   ctest --test-dir "$build-sanitize" --output-on-failure -L unit
+  python3 "$root/tests/e2e/run.py" --kcm "$build-sanitize/kcm"
 fi

@@ -30,6 +30,24 @@ import scenarios_kcm  # noqa: E402,F401
 import scenarios_replicaset  # noqa: E402,F401
 
 
+SANITIZER = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
+
+
+def sanitizer_reports(workdir):
+    """The first sanitizer line of each controller-manager log, for a build
+    with AddressSanitizer and UndefinedBehaviorSanitizer (leaks at exit
+    included); none for any other build."""
+    for root, _, files in os.walk(workdir):
+        for name in sorted(files):
+            if not name.endswith(".log"):
+                continue
+            path = os.path.join(root, name)
+            with open(path, errors="replace") as f:
+                line = next((ln.strip() for ln in f if any(s in ln for s in SANITIZER)), None)
+            if line:
+                yield path, line
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--kcm", required=True,
@@ -78,6 +96,9 @@ def main():
         if env.kcm is not None and code != 0 and args.kcm.endswith("/kcm"):
             failed += 1
             print("FAIL kcm exited with status %s on SIGTERM; log: %s" % (code, env.kcm.log_path))
+        for path, line in sanitizer_reports(env.workdir):
+            failed += 1
+            print("FAIL a sanitizer reported in %s: %s" % (path, line))
     if failed or args.keep:
         print("logs kept in %s" % env.workdir)
     else:
