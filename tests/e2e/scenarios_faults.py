@@ -1,0 +1,230 @@
+"""Fault scenarios: the local API server misbehaves, or kcm dies, while
+Deployments scale and roll. In the end every Deployment has exactly its
+replicas, and at no sampled moment more active pods than it may have."""
+
+import random
+import signal
+import threading
+import time
+from collections import Counter
+
+from harness import Kcm, scenario, wait_for
+from scenarios_deployment import complete, deployment, summary, wait_state
+
+
+def active_by_app(api, ns):
+    """Active pods (not terminating, not finished) of a namespace by app label."""
+    items = api.get("/api/v1/namespaces/%s/pods" % ns).json()["items"]
+    return Counter(p["metadata"].get("labels", {}).get("app") for p in items
+                   if not p["metadata"].get("deletionTimestamp")
+                   and p["status"].get("phase") not in ("Succeeded", "Failed"))
+
+
+class ActivePods:
+    """Samples active_by_app every 50 ms in a thread and keeps the most seen."""
+
+    def __init__(self, ctx):
+        self.api, self.ns = ctx.api, ctx.ns
+        self.most = Counter()
+        self.samples = 0
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        while not self.stopping.is_set():
+            for app, n in active_by_app(self.api, self.ns).items():
+                self.most[app] = max(self.most[app], n)
+            self.samples += 1
+            self.stopping.wait(0.05)
+
+    def stop(self):
+        self.stopping.set()
+        self.thread.join()
+        assert self.samples > 10, "only %d samples" % self.samples
+        return self.most
+
+
+def last_request(ctx):
+    return ctx.api.get("/_sim/requests").json()["last"]
+
+
+def requests_since(ctx, last):
+    return [r for r in ctx.api.get("/_sim/requests?since=%d" % last).json()["items"]
+            if r["namespace"] == ctx.ns or not r["namespace"]]
+
+
+def exactly(ctx, name, n, timeout=90):
+    """Wait for the Deployment to complete with n replicas; then it has n
+    active pods, all of one ReplicaSet."""
+    d, rses = wait_state(ctx, name, lambda d, rses: complete(d) and d["spec"]["replicas"] == n,
+                         "deployment %s to complete with %d replicas" % (name, n), timeout)
+    active = active_by_app(ctx.api, ctx.ns)[name]
+    assert active == n, "%d active pods for %d replicas; %s" % (active, n, summary(d, rses))
+    assert len([rs for rs in rses if rs["spec"]["replicas"]]) == (1 if n else 0), summary(d, rses)
+
+
+@scenario("with watch events 5 s late, a Deployment scaled from 0 to 100 never runs more than "
+          "100 pods", needs_sim=True)
+def late_watch(ctx):
+    ctx.apply(deployment("late", 0))
+    exactly(ctx, "late", 0)
+    sampler = ActivePods(ctx)
+    ctx.api.faults(watchDelayMs=5000)
+    try:
+        ctx.k("scale", "deployment/late", "--replicas=100")
+        wait_for(lambda: active_by_app(ctx.api, ctx.ns)["late"] >= 100, timeout=90,
+                 interval=0.2, what="100 active pods")
+        time.sleep(6)  # longer than the delay: late events must not add pods
+    finally:
+        ctx.api.faults(clear=True)
+    most = sampler.stop()
+    exactly(ctx, "late", 100)
+    assert most["late"] == 100, "%d active pods at one moment; at most 100 wanted" % most["late"]
+
+
+@scenario("history compacted under kcm's watches: it relists each kind once and converges",
+          needs_sim=True)
+def compacted(ctx):
+    ctx.apply(deployment("compacted", 5))
+    exactly(ctx, "compacted", 5)
+    last = last_request(ctx)
+    ctx.k("scale", "deployment/compacted", "--replicas=15")
+    # Every watch ends and finds its resourceVersion gone: 410 Gone.
+    ctx.api.faults(compact=True, dropWatches=True)
+    exactly(ctx, "compacted", 15)
+    lists = Counter(r["resource"] for r in requests_since(ctx, last)
+                    if r["verb"] == "list" and r["userAgent"].startswith("kcm/"))
+    if ctx.env.kcm_binary.endswith("/kcm"):
+        assert lists == Counter({"pods": 1, "replicasets": 1, "deployments": 1}), lists
+
+
+@scenario("every watch dropped every 2 s while Deployments scale and roll: no pod too many or "
+          "too few", needs_sim=True)
+def dropped_watches(ctx):
+    names = ["drop%d" % i for i in range(3)]
+    for name in names:
+        ctx.apply(deployment(name, 4))
+    for name in names:
+        exactly(ctx, name, 4)
+    sampler = ActivePods(ctx)
+    stop = threading.Event()
+
+    def drop():
+        while not stop.wait(2):
+            ctx.api.faults(dropWatches=True)
+    dropper = threading.Thread(target=drop, daemon=True)
+    dropper.start()
+    rng = random.Random(7)
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            for name in names:
+                if rng.random() < 0.5:
+                    n = rng.randint(1, 8)
+                    ctx.k("scale", "deployment/" + name, "--replicas=%d" % n)
+                else:
+                    ctx.k("set", "image", "deployment/" + name, "c=nginx:%d" % rng.randint(1, 99))
+            time.sleep(2)
+    finally:
+        stop.set()
+        dropper.join()
+    for name in names:
+        d = ctx.k.json("get", "deployment", name)
+        exactly(ctx, name, d["spec"]["replicas"])
+    most = sampler.stop()
+    # At most 8 replicas, and maxSurge 25 % of that, rounded up: 10 pods.
+    for name in names:
+        assert most[name] <= 10, "%s ran %d pods at one moment" % (name, most[name])
+
+
+@scenario("429 with Retry-After, then 500s, then 409 on status writes: kcm waits, retries and "
+          "converges", needs_sim=True)
+def error_storm(ctx):
+    ns = ctx.ns
+    ctx.apply(deployment("storm", 2))
+    exactly(ctx, "storm", 2)
+    sampler = ActivePods(ctx)
+    # Too many requests: the server asks for a second's pause.
+    last = last_request(ctx)
+    ctx.api.faults(rules=[
+        {"verb": "create", "resource": "pods", "namespace": ns, "code": 429, "retryAfter": 1,
+         "count": 4},
+        {"verb": "patch", "resource": "replicasets", "namespace": ns, "code": 429,
+         "retryAfter": 1, "count": 2}])
+    ctx.k("scale", "deployment/storm", "--replicas=6")
+    exactly(ctx, "storm", 6)
+    reqs = requests_since(ctx, last)
+    throttled = [r["time"] for r in reqs if r["code"] == 429 and r["resource"] == "pods"]
+    created = [r["time"] for r in reqs if r["code"] == 201 and r["resource"] == "pods"]
+    assert len(throttled) == 4, reqs
+    assert min(created) - min(throttled) >= 0.9, "a pod created %.2f s after a 429" % (
+        min(created) - min(throttled))
+    # Server errors: the syncs fail and are retried with backoff.
+    ctx.api.faults(rules=[{"verb": "create", "resource": "pods", "namespace": ns, "code": 500,
+                           "count": 4}])
+    ctx.k("scale", "deployment/storm", "--replicas=9")
+    exactly(ctx, "storm", 9)
+    # Conflicts on every status write for a while.
+    last = last_request(ctx)
+    ctx.api.faults(rules=[
+        {"verb": "patch", "resource": "replicasets", "subresource": "status", "namespace": ns,
+         "code": 409, "count": 5},
+        {"verb": "patch", "resource": "deployments", "subresource": "status", "namespace": ns,
+         "code": 409, "count": 5}])
+    ctx.k("scale", "deployment/storm", "--replicas=4")
+    exactly(ctx, "storm", 4)
+    conflicts = [r for r in requests_since(ctx, last) if r["code"] == 409]
+    assert len(conflicts) == 10, conflicts
+    ctx.api.faults(clear=True)
+    most = sampler.stop()
+    assert most["storm"] <= 9, "%d active pods at one moment" % most["storm"]
+
+
+def _own_kcm(ctx, log_name):
+    """A kcm with its own short lease, so one killed is followed within seconds."""
+    return Kcm(ctx.env.kcm_binary, ctx.env.kubeconfig, ctx.env.workdir, log_name=log_name,
+               extra=("--leader-elect-resource-name=" + ctx.ns,
+                      "--leader-elect-lease-duration=3s", "--leader-elect-renew-deadline=2s",
+                      "--leader-elect-retry-period=0.5s"))
+
+
+@scenario("kcm killed with SIGKILL while scaling to 100 and restarted: 100 pods, never more; "
+          "killed and restarted with nothing to do: no write", needs_sim=True)
+def killed_mid_scale(ctx):
+    env = ctx.env
+    if env.kcm is None or not env.kcm_binary.endswith("/kcm"):
+        return
+    assert env.kcm.stop() == 0
+    kcm = None
+    try:
+        kcm = _own_kcm(ctx, "kcm-before-kill.log")
+        ctx.apply(deployment("killed", 0))
+        exactly(ctx, "killed", 0, timeout=60)
+        sampler = ActivePods(ctx)
+        ctx.k("scale", "deployment/killed", "--replicas=100")
+        wait_for(lambda: active_by_app(ctx.api, ctx.ns)["killed"] >= 20, timeout=60,
+                 interval=0.05, what="the first pods")
+        kcm.stop(sig=signal.SIGKILL)
+        kcm = _own_kcm(ctx, "kcm-after-kill.log")
+        exactly(ctx, "killed", 100)
+        most = sampler.stop()
+        assert most["killed"] == 100, "%d active pods at one moment" % most["killed"]
+        # Killed again with nothing left to do: the next one writes nothing.
+        kcm.stop(sig=signal.SIGKILL)
+        last = last_request(ctx)
+        kcm = _own_kcm(ctx, "kcm-idle-restart.log")
+        wait_for(lambda: "successfully acquired lease" in kcm.text(), timeout=30,
+                 what="the restarted kcm to lead")
+        wait_for(lambda: "starting controller" in kcm.text(), timeout=30,
+                 what="the restarted kcm to start its controllers")
+        time.sleep(2)  # room for an unwanted write to show
+        writes = ["%s %s %s" % (r["verb"], r["resource"], r["name"])
+                  for r in requests_since(ctx, last)
+                  if r["userAgent"].startswith("kcm/") and r["verb"] in ("create", "delete")
+                  and r["resource"] in ("pods", "replicasets")]
+        assert not writes, "the restarted kcm wrote: %s" % writes
+    finally:
+        if kcm:
+            kcm.stop()
+        env.start_kcm("kcm-after-faults.log")
