@@ -132,6 +132,7 @@ struct kcm_client_request_options {
   kcm_client_done_cb done;  /* always called exactly once, on the loop */
   void *data;
   unsigned limiter;         /* which rate limiter to draw from, < KCM_CLIENT_LIMITERS */
+  uint64_t delay_ms;        /* wait this long before going to the limiter and curl */
 };
 
 struct kcm_client_stats {

@@ -13,7 +13,10 @@
  * queue and are sent one at a time, as client-go's single event writer
  * sends them, so a burst of events never holds up the controller's own
  * requests. Beyond `max_queued` waiting events further ones are dropped and
- * counted. Queued events are dropped when the client closes.
+ * counted. A post the server did not answer (a network error or timeout)
+ * is tried again, up to 12 times, `retry_ms` apart (the first wait random),
+ * as client-go tries; one the server refused is not. Queued events are
+ * dropped when the client closes.
  */
 #ifndef KCM_EVENTS_H
 #define KCM_EVENTS_H
@@ -77,6 +80,8 @@ struct kcm_events {
   struct kcm_event_post *head, *tail; /* owned: waiting to be sent, oldest first */
   size_t queued;
   size_t max_queued;         /* beyond it new events are dropped (default 1000) */
+  uint64_t retry_ms;         /* wait between tries of an unanswered post (default 10 s;
+                              * the first wait is random up to it) */
   bool sending;              /* one post is in flight */
   struct kcm_event_correlator correlator;
   uint64_t sent;

@@ -702,6 +702,11 @@ static void on_gate(uv_timer_t *t) {
   while (c->parked && c->parked->start_at <= now) {
     struct kcm_client_request *r = c->parked;
     list_unlink(&c->parked, r);
+    if (r->delayed) {
+      r->delayed = false;
+      admit(r);
+      continue;
+    }
     if (c->cfg->exec && !kcm_client_creds_fresh(c)) {
       list_push(&c->waiting, r); /* credentials expired while it waited */
       kcm_client_creds_fetch(c);
@@ -971,7 +976,13 @@ int kcm_client_request(struct kcm_client *c, const struct kcm_client_request_opt
   c->pending++;
   if (out)
     *out = r;
-  admit(r);
+  if (o->delay_ms) {
+    r->delayed = true;
+    r->start_at = uv_now(c->loop) + o->delay_ms;
+    park(c, r);
+  } else {
+    admit(r);
+  }
   return 0;
 nomem:
   free_request(r);

@@ -55,6 +55,7 @@ struct kcm_client_request {
   bool has_retry_after;  /* the answer carried Retry-After */
   bool canceled;
   bool streamed;         /* body bytes went to on_chunk */
+  bool delayed;          /* parked for its delay_ms, not yet admitted */
   struct kcm_client_request *prev, *next;
   char errbuf[CURL_ERROR_SIZE];
 };

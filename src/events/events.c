@@ -12,6 +12,8 @@
 #include "kcm/log.h"
 
 #define DEFAULT_MAX_QUEUED 1000 /* client-go's maxQueuedEvents */
+#define DEFAULT_RETRY_MS 10000  /* client-go's sleep between tries of one event */
+#define MAX_TRIES 12            /* client-go's maxTriesPerEvent */
 
 struct kcm_event_post {
   struct kcm_event_post *next;
@@ -21,6 +23,8 @@ struct kcm_event_post {
   char path[512];
   char name[400];
   char what[160];
+  unsigned tries;    /* sends that failed in transport */
+  uint64_t delay_ms; /* before the next send */
 };
 
 void kcm_events_init(struct kcm_events *ev, struct kcm_client *client, const char *component) {
@@ -28,6 +32,7 @@ void kcm_events_init(struct kcm_events *ev, struct kcm_client *client, const cha
   ev->client = client;
   snprintf(ev->component, sizeof(ev->component), "%s", component);
   ev->max_queued = DEFAULT_MAX_QUEUED;
+  ev->retry_ms = DEFAULT_RETRY_MS;
   kcm_event_correlator_init(&ev->correlator);
 }
 
@@ -71,6 +76,7 @@ static void send_next(struct kcm_events *ev) {
     o.done = on_posted;
     o.data = p;
     o.limiter = ev->limiter;
+    o.delay_ms = p->delay_ms;
     if (kcm_client_request(ev->client, &o, NULL) == 0) {
       ev->sending = true;
     } else {
@@ -80,20 +86,36 @@ static void send_next(struct kcm_events *ev) {
   }
 }
 
+/* Put p back at the head of the queue, to be sent next. */
+static void resend(struct kcm_events *ev, struct kcm_event_post *p) {
+  p->next = ev->head;
+  ev->head = p;
+  if (!ev->tail)
+    ev->tail = p;
+  ev->queued++;
+  send_next(ev);
+}
+
 static void on_posted(const struct kcm_client_response *resp, void *data) {
   struct kcm_event_post *p = data;
   struct kcm_events *ev = p->ev;
   ev->sending = false;
+  p->delay_ms = 0;
   if (resp->err == KCM_ENOTFOUND && p->patch) {
     /* The earlier event is gone (events expire): create it anew. */
     free(p->patch);
     p->patch = NULL;
-    p->next = ev->head;
-    ev->head = p;
-    if (!ev->tail)
-      ev->tail = p;
-    ev->queued++;
-    send_next(ev);
+    resend(ev, p);
+    return;
+  }
+  if ((resp->err == KCM_ENETWORK || resp->err == KCM_ETIMEOUT) && ++p->tries < MAX_TRIES) {
+    /* Not answered (the server restarting, say): as client-go, try again
+     * after a while, the first wait random so that clients spread out,
+     * holding back the events behind it meanwhile. */
+    p->delay_ms = p->tries == 1 ? (uint64_t)rand() % (ev->retry_ms + 1) : ev->retry_ms;
+    kcm_v(2, "could not post an event; retrying event=\"%s\" err=\"%s: %s\" in=\"%llums\"",
+          p->what, kcm_strerror(resp->err), resp->message, (unsigned long long)p->delay_ms);
+    resend(ev, p);
     return;
   }
   if (resp->err) {

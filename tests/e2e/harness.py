@@ -112,7 +112,9 @@ class Env:
         else:
             # A service-account token for kcm, authorized by the roles in manifests/.
             self.sa_token = "kcm-sa-" + os.urandom(8).hex()
+            # Its objects kept in a file, so a scenario can kill and restart it.
             self.sim = SimProcess("--kubelet", "--ready-delay", "0.5",
+                                  "--state", os.path.join(self.workdir, "sim-state.jsonl"),
                                   "--sa-token", self.sa_token + ":kube-system:kcm")
             self.kubeconfig = self.sim.kubeconfig
             self.real = False

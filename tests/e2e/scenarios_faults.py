@@ -2,6 +2,7 @@
 Deployments scale and roll. In the end every Deployment has exactly its
 replicas, and at no sampled moment more active pods than it may have."""
 
+import http.client
 import random
 import signal
 import threading
@@ -33,7 +34,11 @@ class ActivePods:
 
     def _run(self):
         while not self.stopping.is_set():
-            for app, n in active_by_app(self.api, self.ns).items():
+            try:
+                seen = active_by_app(self.api, self.ns)
+            except (OSError, http.client.HTTPException, ValueError):
+                continue  # the server is being restarted
+            for app, n in seen.items():
                 self.most[app] = max(self.most[app], n)
             self.samples += 1
             self.stopping.wait(0.05)
@@ -64,12 +69,17 @@ def exactly(ctx, name, n, timeout=90):
     assert len([rs for rs in rses if rs["spec"]["replicas"]]) == (1 if n else 0), summary(d, rses)
 
 
+def settled(ctx, name, n):
+    """Create a Deployment of n replicas, wait for it, then start sampling."""
+    ctx.apply(deployment(name, n))
+    exactly(ctx, name, n)
+    return ActivePods(ctx)
+
+
 @scenario("with watch events 5 s late, a Deployment scaled from 0 to 100 never runs more than "
           "100 pods", needs_sim=True)
 def late_watch(ctx):
-    ctx.apply(deployment("late", 0))
-    exactly(ctx, "late", 0)
-    sampler = ActivePods(ctx)
+    sampler = settled(ctx, "late", 0)
     ctx.api.faults(watchDelayMs=5000)
     try:
         ctx.k("scale", "deployment/late", "--replicas=100")
@@ -142,9 +152,7 @@ def dropped_watches(ctx):
           "converges", needs_sim=True)
 def error_storm(ctx):
     ns = ctx.ns
-    ctx.apply(deployment("storm", 2))
-    exactly(ctx, "storm", 2)
-    sampler = ActivePods(ctx)
+    sampler = settled(ctx, "storm", 2)
     # Too many requests: the server asks for a second's pause.
     last = last_request(ctx)
     ctx.api.faults(rules=[
@@ -179,6 +187,31 @@ def error_storm(ctx):
     ctx.api.faults(clear=True)
     most = sampler.stop()
     assert most["storm"] <= 9, "%d active pods at one moment" % most["storm"]
+
+
+@scenario("the API server killed mid-rollout and started again on its kept state: kcm carries "
+          "on, relisting each kind once at most", needs_sim=True)
+def server_restarted(ctx):
+    env = ctx.env
+    sampler = settled(ctx, "restarted", 10)
+    pid = env.kcm.proc.pid if env.kcm else None
+    ctx.k("set", "image", "deployment/restarted", "c=nginx:2")
+    wait_for(lambda: any(p["spec"]["containers"][0]["image"] == "nginx:2" for p in ctx.api.get(
+        "/api/v1/namespaces/%s/pods" % ctx.ns).json()["items"]), timeout=30, interval=0.05,
+        what="the rollout to start")
+    env.sim.restart()
+    d, rses = wait_state(ctx, "restarted", lambda d, rses: complete(d) and len(
+        [rs for rs in rses if rs["spec"]["replicas"]]) == 1 and rses[-1]["spec"]["template"][
+        "spec"]["containers"][0]["image"] == "nginx:2", "the rollout to finish", timeout=90)
+    exactly(ctx, "restarted", 10)
+    most = sampler.stop()
+    # maxSurge 25 % of 10, rounded up.
+    assert most["restarted"] <= 13, "%d active pods at one moment" % most["restarted"]
+    if env.kcm and env.kcm_binary.endswith("/kcm"):
+        assert env.kcm.alive() and env.kcm.proc.pid == pid, "kcm restarted"
+        lists = Counter(r["resource"] for r in requests_since(ctx, 0)
+                        if r["verb"] == "list" and r["userAgent"].startswith("kcm/"))
+        assert all(n <= 1 for n in lists.values()), lists
 
 
 def _own_kcm(ctx, log_name):

@@ -120,6 +120,9 @@ def parse_args(argv):
                    help="seconds between watch bookmarks")
     p.add_argument("--max-events", type=int, default=100000,
                    help="watch history kept per resource before the oldest is compacted")
+    p.add_argument("--state", default="", metavar="FILE",
+                   help="keep every object in FILE, loaded at start, so the server can be "
+                   "killed and started again (with the same --dir, --port and --token)")
     args = p.parse_args(argv)
     if args.nodes < 1:
         p.error("--nodes must be at least 1")
@@ -155,7 +158,8 @@ def build(args):
     """Create the certificates, server, kubelet and collector (not yet serving)."""
     d = os.path.abspath(args.dir)
     os.makedirs(d, exist_ok=True)
-    make_certs(d)
+    if not os.path.exists(os.path.join(d, "ca.crt")):
+        make_certs(d)  # else started again: the same certificates
     token = args.token or secrets.token_hex(16)
     tokens = {token: ("kcm-admin", ["system:masters", "system:authenticated"])}
     for spec in args.extra_token:
@@ -180,6 +184,8 @@ def build(args):
     srv = SimServer(("127.0.0.1", args.port), ctx, tokens, basic, args.bookmark_interval,
                     args.max_events)
     srv.api.ctx.manager = "kube-apiserver"
+    if args.state:
+        srv.api.store.keep(os.path.abspath(args.state))
     for ns in SYSTEM_NAMESPACES:
         try:
             srv.api.create(resources.BY_PLURAL["namespaces"], "",

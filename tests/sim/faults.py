@@ -5,8 +5,9 @@ delayed watch delivery.
 A rule matches on any of verb, resource, subresource, namespace and name
 (a missing field matches anything) and answers with `code` (and optional
 `reason`, `message`, `retryAfter`), with a raw `body` (status `code`,
-default 200, and `contentType`, default text/html) in place of a Status, or
-only adds `latencyMs`. `count` limits
+default 200, and `contentType`, default text/html) in place of a Status,
+closes the connection without an answer (`close`: true), or only adds
+`latencyMs`. `count` limits
 how many requests a rule answers; without it the rule stays until cleared.
 """
 
@@ -50,15 +51,17 @@ class Faults:
         if not isinstance(rule, dict):
             raise ValueError("a rule must be an object")
         unknown = set(rule) - set(MATCH_FIELDS) - {"code", "reason", "message", "retryAfter",
-                                                   "count", "latencyMs", "body", "contentType"}
+                                                   "count", "latencyMs", "body", "contentType",
+                                                   "close"}
         if unknown:
             raise ValueError("unknown rule fields: %s" % ", ".join(sorted(unknown)))
         code = rule.get("code")
         low = 200 if "body" in rule else 400
         if code is not None and (not isinstance(code, int) or not low <= code <= 599):
             raise ValueError("code must be an HTTP status (%d-599)" % low)
-        if code is None and not rule.get("latencyMs") and "body" not in rule:
-            raise ValueError("a rule needs a code, a body or latencyMs")
+        if code is None and not rule.get("latencyMs") and "body" not in rule and \
+                not rule.get("close"):
+            raise ValueError("a rule needs a code, a body, close or latencyMs")
         if "body" in rule and not isinstance(rule["body"], str):
             raise ValueError("body must be a string")
         return dict(rule)

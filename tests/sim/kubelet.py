@@ -60,7 +60,24 @@ class Kubelet:
         self.api.ctx.manager = "kubelet"
         for i, name in enumerate(self.nodes):
             self._register_node(name, i)
+        self._resume()
         self.thread.start()
+
+    def _resume(self):
+        """Started again on kept state: take up each pod where it was."""
+        for key, entry in self.api.store.items("pods"):
+            pod = entry.obj
+            meta, spec = pod["metadata"], pod.get("spec") or {}
+            phase = (pod.get("status") or {}).get("phase")
+            if meta.get("deletionTimestamp"):
+                grace = meta.get("deletionGracePeriodSeconds") or 0
+                self._schedule(min(grace, self.terminate_delay), "kill", key, meta.get("uid"))
+            elif not spec.get("nodeName"):
+                self._schedule(0, "bind", key, meta.get("uid"))
+            elif not phase:
+                self._schedule(0, "accept", key, meta.get("uid"))
+            elif phase == "Pending":
+                self._schedule(self.ready_delay, "start", key, meta.get("uid"))
 
     def stop(self):
         with self.cond:

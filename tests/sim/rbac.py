@@ -283,14 +283,19 @@ BOOTSTRAP_CLUSTER_ROLE_BINDINGS = {
 
 
 def bootstrap(api):
-    """Create the default ClusterRoles and ClusterRoleBindings."""
+    """Create the default ClusterRoles and ClusterRoleBindings (those kept
+    from before a restart stay as they are)."""
     roles = resources.BY_PLURAL["clusterroles"]
     bindings = resources.BY_PLURAL["clusterrolebindings"]
     for name, rules in BOOTSTRAP_CLUSTER_ROLES.items():
+        if api.store.get(roles.plural, ("", name)):
+            continue
         api.create(roles, "", {"kind": "ClusterRole", "apiVersion": roles.api_version,
                                "metadata": dict(copy.deepcopy(_DEFAULT_META), name=name),
                                "rules": copy.deepcopy(rules)})
     for name, group_names in BOOTSTRAP_CLUSTER_ROLE_BINDINGS.items():
+        if api.store.get(bindings.plural, ("", name)):
+            continue
         api.create(bindings, "", {
             "kind": "ClusterRoleBinding", "apiVersion": bindings.api_version,
             "metadata": dict(copy.deepcopy(_DEFAULT_META), name=name),

@@ -40,6 +40,10 @@ class RawResponse(Exception):
         self.code, self.body, self.content_type = code, body, content_type
 
 
+class DropConnection(Exception):
+    """An injected fault: close the connection without an answer."""
+
+
 class Route:
     __slots__ = ("kind", "res", "ns", "name", "sub", "group", "version")
 
@@ -441,6 +445,9 @@ class Handler(BaseHTTPRequestHandler):
             self.send_error_status(e)
         except RawResponse as e:
             self.send_json(e.code, e.body, content_type=e.content_type)
+        except DropConnection:
+            self.status_code = 0
+            self.close_connection = True
         except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
             self.close_connection = True
         finally:
@@ -626,6 +633,10 @@ class Handler(BaseHTTPRequestHandler):
             return
         if rule.get("latencyMs"):
             time.sleep(rule["latencyMs"] / 1000.0)
+        if rule.get("close"):
+            if self.command in ("POST", "PUT", "PATCH", "DELETE"):
+                self.read_body()
+            raise DropConnection()
         code = rule.get("code")
         if "body" in rule:
             if self.command in ("POST", "PUT", "PATCH", "DELETE"):

@@ -199,6 +199,12 @@ class SimProcess:
 
     def __init__(self, *args):
         self.dir = tempfile.mkdtemp(prefix="kcm-sim-")
+        self.args = list(args)
+        self._start(self.args)
+        self.kubeconfig = os.path.join(self.dir, "kubeconfig")
+        self.client = Client.from_sim_dir(self.dir)
+
+    def _start(self, args):
         self.proc = subprocess.Popen(
             [sys.executable, os.path.join(HERE, "apiserver.py"), "--dir", self.dir, *args],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -208,8 +214,19 @@ class SimProcess:
             raise RuntimeError("local API server did not start: %s %s"
                                % (line, self.proc.stderr.read()))
         self.url = line.split()[1]
-        self.kubeconfig = os.path.join(self.dir, "kubeconfig")
-        self.client = Client.from_sim_dir(self.dir)
+
+    def restart(self):
+        """Kill the server (SIGKILL) and start it again on the same port, with
+        the same certificates and token; its objects survive if it was started
+        with --state."""
+        self.proc.kill()
+        self.proc.wait()
+        self.proc.stdout.close()
+        self.proc.stderr.close()
+        with open(os.path.join(self.dir, "token")) as f:
+            token = f.read().strip()
+        port = self.url.rsplit(":", 1)[1]
+        self._start(self.args + ["--port", port, "--token", token])
 
     def stop(self):
         if self.proc.poll() is None:

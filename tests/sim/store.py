@@ -14,6 +14,7 @@ watch events are served without re-encoding.
 
 import bisect
 import json
+import os
 import threading
 import time
 
@@ -94,6 +95,44 @@ class Store:
         self.snapshots = {}  # (plural, rv) -> Snapshot
         self.drop_epoch = 0  # bumped to make every open watch drop its connection
         self.watch_delay = 0.0  # seconds each watch event is held back
+        self.journal = None  # every write, a JSON line each, when the state is kept
+
+    # --- kept state ------------------------------------------------------------
+
+    def keep(self, path):
+        """Keep every write in the file at `path`, as etcd keeps a real API
+        server's: load what it holds first (objects and the resourceVersion,
+        with no watch history, as a restarted server's watch cache has none),
+        then append each write and flush it, so a killed server loses none."""
+        if os.path.exists(path):
+            with open(path) as f:
+                for line in f:
+                    try:
+                        op, plural, key, value = json.loads(line)
+                    except ValueError:
+                        break  # the last line, cut short when the server was killed
+                    key = tuple(key)
+                    old = self.objects[plural].get(key)
+                    if op == "put":
+                        self.objects[plural][key] = Entry(value)
+                        self.uids[value["metadata"].get("uid")] = (plural, key)
+                        rv = int(value["metadata"]["resourceVersion"])
+                    else:
+                        del self.objects[plural][key]
+                        self.uids.pop(old.obj["metadata"].get("uid"), None)
+                        rv = value
+                    self._index_owners(plural, key, old.obj if old else None,
+                                       value if op == "put" else None)
+                    self.rv = max(self.rv, rv)
+            self.uids.pop(None, None)
+            for log in self.logs.values():
+                log.compacted = self.rv
+        self.journal = open(path, "a")
+
+    def _journal(self, op, plural, key, value):
+        if self.journal:
+            self.journal.write(dumps([op, plural, list(key), value]) + "\n")
+            self.journal.flush()
 
     # --- reads -----------------------------------------------------------------
 
@@ -145,6 +184,7 @@ class Store:
         if uid:
             self.uids[uid] = (plural, key)
         self._index_owners(plural, key, old.obj if old else None, obj)
+        self._journal("put", plural, key, obj)
         self._append(plural, Event(rv, "MODIFIED" if old else "ADDED", entry,
                                    old.obj if old else None, time.monotonic()))
         return entry
@@ -156,6 +196,7 @@ class Store:
         if uid:
             self.uids.pop(uid, None)
         self._index_owners(plural, key, old.obj, None)
+        self._journal("delete", plural, key, int(final["metadata"]["resourceVersion"]))
         entry = Entry(final)
         self._append(plural, Event(int(final["metadata"]["resourceVersion"]), "DELETED", entry,
                                    old.obj, time.monotonic()))

@@ -5,8 +5,12 @@ Each test class starts one server as a child process; each test works in its
 own namespace.
 """
 
+import http.client
 import itertools
+import json
 import os
+import shutil
+import tempfile
 import time
 import unittest
 
@@ -697,6 +701,19 @@ class Basics(SimTestCase):
 
 
 class Faults(SimTestCase):
+    def test_a_close_rule_drops_the_connection_without_an_answer(self):
+        self.create(PODS, pod("a"))
+        last = self.c.get("/_sim/requests").json()["last"]
+        # Two: the test client tries a dropped request once more.
+        self.c.faults(rules=[{"verb": "get", "resource": "pods", "name": "a", "close": True,
+                              "count": 2}])
+        with self.assertRaises((http.client.HTTPException, OSError)):
+            self.c.get(PODS % self.ns + "/a")
+        self.assertEqual(self.c.get(PODS % self.ns + "/a").status, 200)
+        codes = [r["code"] for r in self.c.get("/_sim/requests?since=%d" % last).json()["items"]
+                 if r["name"] == "a"]
+        self.assertEqual(codes, [0, 0, 200])
+
     def test_injected_429_with_retry_after(self):
         self.c.faults(rules=[{"verb": "create", "resource": "pods", "code": 429, "retryAfter": 3,
                               "count": 1}])
@@ -790,6 +807,52 @@ class Faults(SimTestCase):
         w.close()
 
 @unittest.skipIf(COMPARE, "needs the local API server")
+class KeptState(unittest.TestCase):
+    """--state: killed and started again, the server serves the same objects."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="kcm-sim-state-")
+        self.sim = SimProcess("--kubelet", "--ready-delay", "0.2",
+                              "--state", os.path.join(self.tmp, "state.jsonl"))
+        self.c = self.sim.client
+
+    def tearDown(self):
+        self.sim.stop()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def test_objects_and_versions_survive_a_kill_and_watches_from_before_expire(self):
+        self.c.post("/api/v1/namespaces", {"metadata": {"name": "kept"}})
+        a = self.c.post(PODS % "kept", pod("a")).json()
+        gone = self.c.post(PODS % "kept", pod("gone")).json()
+        self.c.delete(PODS % "kept" + "/gone?gracePeriodSeconds=0")
+        d = self.c.post(APPS % "kept", deployment("web")).json()
+        wait_for(lambda: self.c.get(PODS % "kept" + "/a").json()["status"].get("phase") ==
+                 "Running", what="the pod to run")
+        before = self.c.get(PODS % "kept").json()
+        self.sim.restart()
+        after = self.c.get(PODS % "kept").json()
+        self.assertEqual([p["metadata"]["name"] for p in after["items"]], ["a"])
+        self.assertEqual(after["items"], before["items"])
+        self.assertEqual(after["metadata"]["resourceVersion"],
+                         before["metadata"]["resourceVersion"])
+        got = self.c.get(APPS % "kept" + "/web").json()
+        self.assertEqual(got["metadata"]["uid"], d["metadata"]["uid"])
+        self.assertEqual(self.c.get(PODS % "kept" + "/gone").status, 404)
+        # New writes go on from the kept resourceVersion.
+        b = self.c.post(PODS % "kept", pod("b")).json()
+        self.assertGreater(int(b["metadata"]["resourceVersion"]),
+                           int(before["metadata"]["resourceVersion"]))
+        # The kubelet is back at work.
+        wait_for(lambda: self.c.get(PODS % "kept" + "/b").json()["status"].get("phase") ==
+                 "Running", what="the new pod to run")
+        # No history: a watch from before the restart expires at once.
+        r = self.c.get(PODS % "kept" + "?watch=1&timeoutSeconds=1&resourceVersion=" +
+                       gone["metadata"]["resourceVersion"])
+        event = json.loads(r.body.decode().splitlines()[0])
+        self.assertEqual((event["type"], event["object"]["code"]), ("ERROR", 410))
+        self.assertNotEqual(a["metadata"]["uid"], b["metadata"]["uid"])
+
+
 class FakeKubelet(SimTestCase):
     args = ("--kubelet", "--ready-delay", "0.2", "--terminate-delay", "0.2")
 

@@ -107,6 +107,42 @@ static void posts_the_event_upstream_posts(void **state) {
   fixture_close(&f);
 }
 
+/* A post the server leaves unanswered is tried again, until it is posted;
+ * one the server refuses is not. */
+static void unanswered_posts_are_tried_again(void **state) {
+  struct fixture f;
+  struct kcm_event_object o;
+  struct json_object *list;
+  char rule[256];
+  fixture_init(&f);
+  f.ev.retry_ms = 50;
+  snprintf(rule, sizeof(rule),
+           "{\"rules\":[{\"verb\":\"create\",\"resource\":\"events\",\"namespace\":\"%s\","
+           "\"close\":true,\"count\":3}]}",
+           f.ns);
+  support_faults(&f.loop, f.client, rule);
+  o = object(&f, "web-1");
+  kcm_events_record(&f.ev, &o, false, "SuccessfulCreate", "Created pod: %s", "web-1-abcde");
+  assert_true(support_run_until(&f.loop, all_settled, &f.ev, 10000));
+  assert_int_equal(f.ev.sent, 1);
+  assert_int_equal(f.ev.failed, 0);
+  list = list_events(&f);
+  assert_string_equal(field(only_item(list), "message", NULL), "Created pod: web-1-abcde");
+  json_object_put(list);
+  /* Refused: given up at once. */
+  snprintf(rule, sizeof(rule),
+           "{\"rules\":[{\"verb\":\"create\",\"resource\":\"events\",\"namespace\":\"%s\","
+           "\"code\":400}]}",
+           f.ns);
+  support_faults(&f.loop, f.client, rule);
+  kcm_events_record(&f.ev, &o, true, "FailedCreate", "Error creating: %s", "quota");
+  assert_true(support_run_until(&f.loop, all_settled, &f.ev, 10000));
+  assert_int_equal(f.ev.sent, 1);
+  assert_int_equal(f.ev.failed, 1);
+  support_faults(&f.loop, f.client, "{\"clear\":true}");
+  fixture_close(&f);
+}
+
 /* Quotes, backslashes and control bytes in a message reach the server
  * intact; so does a Warning. */
 static void messages_keep_every_character(void **state) {
@@ -306,6 +342,7 @@ static int stop_sim(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(posts_the_event_upstream_posts),
+      cmocka_unit_test(unanswered_posts_are_tried_again),
       cmocka_unit_test(messages_keep_every_character),
       cmocka_unit_test(sends_one_at_a_time_and_bounds_the_queue),
       cmocka_unit_test(closing_drops_what_waits),
