@@ -3,6 +3,8 @@ Deployments scale and roll. In the end every Deployment has exactly its
 replicas, and at no sampled moment more active pods than it may have."""
 
 import http.client
+import json
+import os
 import random
 import signal
 import threading
@@ -10,7 +12,7 @@ import time
 from collections import Counter
 
 from harness import Kcm, scenario, wait_for
-from scenarios_deployment import complete, deployment, summary, wait_state
+from scenarios_deployment import complete, deployment, rolling, summary, wait_state
 
 
 def active_by_app(api, ns):
@@ -261,3 +263,120 @@ def killed_mid_scale(ctx):
         if kcm:
             kcm.stop()
         env.start_kcm("kcm-after-faults.log")
+
+
+SOAK_SECONDS = float(os.environ.get("KCM_E2E_SOAK_SECONDS", "30"))
+
+
+def _surge(replicas, value):
+    """maxSurge (int or percent, rounded up) for a number of replicas."""
+    if isinstance(value, str):
+        return -(-replicas * int(value.rstrip("%")) // 100)
+    return value
+
+
+def replicas_by_owner(api, ns):
+    """The ReplicaSets' spec.replicas summed by their controller's name."""
+    owned = Counter()
+    for rs in api.get("/apis/apps/v1/namespaces/%s/replicasets" % ns).json()["items"]:
+        for ref in rs["metadata"].get("ownerReferences") or []:
+            if ref.get("controller"):
+                owned[ref["name"]] += rs["spec"]["replicas"]
+    return owned
+
+
+@scenario("soak: 20 Deployments scaled, rolled, paused, resumed, rolled back and robbed of pods "
+          "at random; never more replicas than replicas + maxSurge, every spec met in the end",
+          needs_sim=True)
+def soak(ctx):
+    """KCM_E2E_SOAK_SECONDS sets how long the changes go on (CI: 30 s). The
+    bound is upstream's: the ReplicaSets of a Deployment ask for at most
+    replicas + maxSurge pods (pods of a ReplicaSet scaled down may outlive
+    that for a moment, as the ReplicaSet controller deletes them)."""
+    rng = random.Random(int(os.environ.get("KCM_E2E_SOAK_SEED", "11")))
+    api, ns = ctx.api, ctx.ns
+    base = "/apis/apps/v1/namespaces/%s/deployments" % ns
+    strategies = [("25%", "25%"), (1, 0), (0, 1), (2, 1)]
+    names = ["soak%d" % i for i in range(20)]
+    surge, history, paused = {}, {}, set()
+    for i, name in enumerate(names):
+        s, u = strategies[i % len(strategies)]
+        n = rng.randint(1, 5)
+        surge[name] = s
+        history[name] = [(time.monotonic(), n)]
+        r = api.post(base, json.loads(deployment(name, n, strategy=rolling(s, u),
+                                                 revisionHistoryLimit=3)))
+        assert r.status == 201, r.body
+    for name in names:
+        exactly(ctx, name, history[name][-1][1])
+
+    violations, stop = [], threading.Event()
+
+    def allowed(name, now):
+        # The most replicas asked for in the last 10 s, the value in force
+        # 10 s ago included: kcm may not have seen a change yet.
+        before = [n for t, n in history[name] if t < now - 10][-1:]
+        most = max(before + [n for t, n in history[name] if t >= now - 10])
+        return most + _surge(most, surge[name])
+
+    def watch():
+        samples = 0
+        while not stop.is_set():
+            now = time.monotonic()
+            try:
+                seen = replicas_by_owner(api, ns)
+            except (OSError, http.client.HTTPException, ValueError):
+                continue
+            samples += 1
+            for name in names:
+                if seen[name] > allowed(name, now):
+                    violations.append("%s: its ReplicaSets ask for %d pods, at most %d allowed" % (
+                        name, seen[name], allowed(name, now)))
+            stop.wait(0.1)
+        assert samples > 10
+
+    checker = threading.Thread(target=watch, daemon=True)
+    checker.start()
+    ops = Counter()
+    try:
+        deadline = time.monotonic() + SOAK_SECONDS
+        while time.monotonic() < deadline and not violations:
+            name = rng.choice(names)
+            op = rng.choice(["scale", "scale", "image", "image", "pause", "undo", "kill"])
+            ops[op] += 1
+            if op == "scale":
+                n = rng.randint(0, 8)
+                history[name].append((time.monotonic(), n))
+                api.patch(base + "/" + name, {"spec": {"replicas": n}})
+            elif op == "image":
+                api.patch(base + "/" + name, {"spec": {"template": {"spec": {"containers": [
+                    {"name": "c", "image": "nginx:%d" % rng.randint(1, 40)}]}}}}, "strategic")
+            elif op == "pause":
+                api.patch(base + "/" + name, {"spec": {"paused": name not in paused}})
+                paused.symmetric_difference_update({name})
+            elif op == "undo":
+                ctx.k.run("rollout", "undo", "deployment/" + name, check=False)
+            else:
+                pods = api.get("/api/v1/namespaces/%s/pods?labelSelector=app%%3D%s" % (
+                    ns, name)).json()["items"]
+                if pods:
+                    victim = rng.choice(pods)["metadata"]["name"]
+                    api.delete("/api/v1/namespaces/%s/pods/%s" % (ns, victim))
+            time.sleep(rng.uniform(0.05, 0.3))
+        for name in paused:
+            api.patch(base + "/" + name, {"spec": {"paused": False}})
+        for name in names:
+            d = api.get(base + "/" + name).json()
+            exactly(ctx, name, d["spec"]["replicas"], timeout=120)
+            image = d["spec"]["template"]["spec"]["containers"][0]["image"]
+            pods = api.get("/api/v1/namespaces/%s/pods?labelSelector=app%%3D%s" % (
+                ns, name)).json()["items"]
+            stale = [p["metadata"]["name"] for p in pods if not p["metadata"].get(
+                "deletionTimestamp") and p["spec"]["containers"][0]["image"] != image]
+            assert not stale, "%s: pods of an old template: %s" % (name, stale)
+    finally:
+        stop.set()
+        checker.join()
+    assert not violations, violations[:5]
+    print("    soak: %.0f s, %s" % (SOAK_SECONDS, ", ".join(
+        "%s %d" % kv for kv in sorted(ops.items()))), flush=True)
