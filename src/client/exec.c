@@ -63,28 +63,26 @@ static void set_error(struct kcm_client_creds *k, const char *fmt, ...) {
   k->error = msg;
 }
 
-/* Parse the plugin's ExecCredential. */
-static void parse_output(struct kcm_client *c) {
-  struct kcm_client_creds *k = &c->creds;
-  const char *want = c->cfg->exec->api_version;
-  struct json_object *doc = json_tokener_parse(k->output.data ? k->output.data : "");
+void kcm_client_exec_parse(struct kcm_client_creds *k, const char *text, const char *want,
+                           const char *command) {
+  struct json_object *doc = json_tokener_parse(text);
   struct json_object *v, *status;
   const char *token = NULL, *cert = NULL, *key = NULL, *exp = NULL;
   int64_t expires = 0;
 
   if (!doc || !json_object_is_type(doc, json_type_object)) {
-    set_error(k, "exec plugin %s wrote no ExecCredential JSON to stdout", c->cfg->exec->command);
+    set_error(k, "exec plugin %s wrote no ExecCredential JSON to stdout", command);
     goto out;
   }
   if (!json_object_object_get_ex(doc, "apiVersion", &v) ||
-      strcmp(json_object_get_string(v), want) != 0) {
+      !json_object_is_type(v, json_type_string) || strcmp(json_object_get_string(v), want) != 0) {
     set_error(k, "exec plugin answered with an ExecCredential of another apiVersion than %s",
               want);
     goto out;
   }
   if (!json_object_object_get_ex(doc, "status", &status) ||
       !json_object_is_type(status, json_type_object)) {
-    set_error(k, "exec plugin %s: the ExecCredential has no status", c->cfg->exec->command);
+    set_error(k, "exec plugin %s: the ExecCredential has no status", command);
     goto out;
   }
   if (json_object_object_get_ex(status, "token", &v) && json_object_is_type(v, json_type_string))
@@ -100,17 +98,16 @@ static void parse_output(struct kcm_client *c) {
     exp = json_object_get_string(v);
   if ((!token || !*token) && (!cert || !key)) {
     set_error(k, "exec plugin %s: the ExecCredential carries neither a token nor a client "
-              "certificate and key", c->cfg->exec->command);
+              "certificate and key", command);
     goto out;
   }
   if (!cert != !key) {
     set_error(k, "exec plugin %s: clientCertificateData and clientKeyData must come together",
-              c->cfg->exec->command);
+              command);
     goto out;
   }
   if (exp && kcm_api_parse_time(exp, &expires)) {
-    set_error(k, "exec plugin %s: expirationTimestamp is not an RFC 3339 time",
-              c->cfg->exec->command);
+    set_error(k, "exec plugin %s: expirationTimestamp is not an RFC 3339 time", command);
     goto out;
   }
   clear(k);
@@ -127,6 +124,19 @@ static void parse_output(struct kcm_client *c) {
   k->error = k->valid ? NULL : strdup("out of memory");
 out:
   json_object_put(doc);
+}
+
+void kcm_client_exec_creds_clear(struct kcm_client_creds *k) {
+  clear(k);
+  free(k->error);
+  k->error = NULL;
+}
+
+/* Parse the plugin's ExecCredential, then wipe what it wrote. */
+static void parse_output(struct kcm_client *c) {
+  struct kcm_client_creds *k = &c->creds;
+  kcm_client_exec_parse(k, k->output.data ? k->output.data : "", c->cfg->exec->api_version,
+                        c->cfg->exec->command);
   if (k->output.data)
     explicit_bzero(k->output.data, k->output.len);
   kcm_buf_release(&k->output);

@@ -122,6 +122,13 @@ struct kcm_client {
 };
 
 /* exec.c */
+/* Read an ExecCredential (NUL-terminated text) of apiVersion `want` from
+ * the plugin `command` into k: fresh credentials (k->valid), or k->error
+ * saying why not, the earlier credentials kept then. */
+void kcm_client_exec_parse(struct kcm_client_creds *k, const char *text, const char *want,
+                           const char *command);
+/* Drop k's credentials and error. */
+void kcm_client_exec_creds_clear(struct kcm_client_creds *k);
 /* True when exec credentials are there and not about to expire. */
 bool kcm_client_creds_fresh(struct kcm_client *c);
 /* Start the plugin unless it runs; kcm_client_creds_ready() is called when

@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../../src/client/internal.h"
 #include "exposition.h"
 #include "kcm/client.h"
 #include "kcm/error.h"
@@ -994,6 +995,51 @@ static void exec_plugin_client_certificate(void **state) {
   assert_non_null(strstr(a.body, "\"name\":\"default\""));
 }
 
+/* The ExecCredential parser on its own: good answers, and bad ones that
+ * must be refused with a reason and leave the earlier credentials. */
+static void exec_credentials_are_parsed_strictly(void **state) {
+  static const char v1[] = "client.authentication.k8s.io/v1";
+  static const char *const bad[] = {
+      "", "[]", "null", "{\"apiVersion\":null,\"status\":{\"token\":\"t\"}}",
+      "{\"apiVersion\":5,\"status\":{\"token\":\"t\"}}",
+      "{\"apiVersion\":\"client.authentication.k8s.io/v1beta1\",\"status\":{\"token\":\"t\"}}",
+      "{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"status\":null}",
+      "{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"status\":{\"token\":\"\"}}",
+      "{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"status\":{\"token\":7}}",
+      "{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"status\":{\"clientKeyData\":\"k\"}}",
+      "{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"status\":{\"token\":\"t\","
+      "\"clientCertificateData\":\"c\"}}",
+      "{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"status\":{\"token\":\"t\","
+      "\"expirationTimestamp\":\"tomorrow\"}}",
+  };
+  struct kcm_client_creds k;
+  size_t i;
+  memset(&k, 0, sizeof(k));
+  kcm_client_exec_parse(&k,
+                        "{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"status\":{"
+                        "\"token\":\"abc\",\"expirationTimestamp\":\"2030-01-02T03:04:05Z\"}}",
+                        v1, "plugin");
+  assert_true(k.valid);
+  assert_null(k.error);
+  assert_string_equal(k.token, "abc");
+  assert_int_equal(k.expires, 1893553445);
+  for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    kcm_client_exec_parse(&k, bad[i], v1, "plugin");
+    assert_non_null(k.error);
+    assert_string_equal(k.token, "abc"); /* kept */
+  }
+  kcm_client_exec_parse(&k,
+                        "{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"status\":{"
+                        "\"clientCertificateData\":\"C\",\"clientKeyData\":\"K\"}}",
+                        v1, "plugin");
+  assert_true(k.valid);
+  assert_null(k.token);
+  assert_string_equal(k.cert_pem, "C");
+  assert_string_equal(k.key_pem, "K");
+  kcm_client_exec_creds_clear(&k);
+  assert_false(k.valid);
+}
+
 static void exec_plugin_failures_are_clear(void **state) {
   struct result a;
   uint64_t runs;
@@ -1295,6 +1341,7 @@ int main(void) {
       cmocka_unit_test(missing_file_and_no_config),
       cmocka_unit_test(shared_credential_files_are_warned_of),
       cmocka_unit_test(base64_decoding),
+      cmocka_unit_test(exec_credentials_are_parsed_strictly),
       cmocka_unit_test(bad_exec_settings),
   };
   const struct CMUnitTest http_tests[] = {
