@@ -3,7 +3,8 @@
 # tests and the e2e scenarios (kubectl against the local API server and
 # kcm); then the unit tests and the e2e scenarios again in a build with
 # AddressSanitizer and UndefinedBehaviorSanitizer (leak checks included:
-# every kcm the scenarios start and stop must exit with nothing leaked).
+# every kcm the scenarios start and stop must exit with nothing leaked);
+# then each libFuzzer target for KCM_FUZZ_SECONDS (15) seconds.
 #
 #   bash tests/run.sh              # everything
 #   bash tests/run.sh -L unit      # extra arguments go to the first ctest run
@@ -21,4 +22,8 @@ if [ -z "${KCM_NO_SANITIZE:-}" ]; then
   KCM_BUILD_DIR="$build-sanitize" KCM_SANITIZE=ON bash "$root/tests/setup.sh" >/dev/null
   ctest --test-dir "$build-sanitize" --output-on-failure -L unit
   python3 "$root/tests/e2e/run.py" --kcm "$build-sanitize/kcm"
+fi
+if [ -z "${KCM_NO_FUZZ:-}" ]; then
+  echo "== fuzz targets, ${KCM_FUZZ_SECONDS:-15} s each"
+  KCM_FUZZ_BUILD_DIR="$build-fuzz" bash "$root/tests/fuzz/run.sh" "${KCM_FUZZ_SECONDS:-15}"
 fi

@@ -150,6 +150,9 @@ static void write_json(FILE *out, enum kcm_log_severity sev, int level,
 }
 
 static void vwrite(enum kcm_log_severity sev, int level, const char *file, int line,
+                   const char *fmt, va_list args) __attribute__((format(printf, 5, 0)));
+
+static void vwrite(enum kcm_log_severity sev, int level, const char *file, int line,
                    const char *fmt, va_list args) {
   char small[1024];
   char *buf = small;
