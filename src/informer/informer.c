@@ -603,18 +603,25 @@ static void format_rv(char *out, uint64_t v) {
 static int read_event(struct kcm_informer *inf, const char *text, size_t len, bool in_place) {
   static const char *const rv_path[] = {"metadata", "resourceVersion", NULL};
   struct kcm_json *j = &inf->page;
-  const char *obj = NULL, *s, *why, *rest, *end = text + len;
-  size_t objlen = 0, n;
-  char type[16] = "";
-  struct kcm_object *o = NULL;
+  const char *obj, *s, *why, *rest, *end = text + len;
+  size_t objlen, n;
+  char type[16];
+  struct kcm_object *o;
   struct kcm_api_error e;
-  bool decoded = false;
+  bool decoded;
 
+next: /* the next event on the line: a loop, not a call, as a line may hold very many */
+  obj = NULL;
+  objlen = 0;
+  type[0] = '\0';
+  o = NULL;
+  decoded = false;
   kcm_json_start(j, text, len);
   if (kcm_json_object(j)) {
     while (kcm_json_member(j)) {
       if (kcm_json_key_is(j, "type") && kcm_json_peek(j) == KCM_JSON_STRING) {
-        kcm_json_string(j, &s, &n);
+        if (!kcm_json_string(j, &s, &n))
+          break; /* a broken string: j->err says why */
         if (n < sizeof(type))
           memcpy(type, s, n + 1);
         else
@@ -685,7 +692,12 @@ static int read_event(struct kcm_informer *inf, const char *text, size_t len, bo
     kcm_error("skipping a watch event of unknown type kind=\"%s\" type=\"%s\"",
               kcm_api_kind_name(inf->opts.kind), type);
   }
-  return rest < end ? read_event(inf, rest, (size_t)(end - rest), in_place) : 0;
+  if (rest < end) {
+    text = rest;
+    len = (size_t)(end - rest);
+    goto next;
+  }
+  return 0;
 }
 
 static int on_event(const char *text, size_t len, const char *why, void *data) {

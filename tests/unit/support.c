@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,6 +23,7 @@ const char *support_tmpdir(void) { return tmp_dir; }
 int support_start_sim(const char *const *extra) {
   const char *argv[32];
   int fds[2], n = 0;
+  pid_t parent;
   char line[256] = {0};
   FILE *out;
 
@@ -38,10 +40,14 @@ int support_start_sim(const char *const *extra) {
   argv[n] = NULL;
   if (pipe(fds))
     return -1;
+  parent = getpid();
   sim_pid = fork();
   if (sim_pid < 0)
     return -1;
   if (sim_pid == 0) {
+    /* A test that crashes must not leave its server running. */
+    if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != parent)
+      _exit(127);
     dup2(fds[1], 1);
     close(fds[0]);
     execvp("python3", (char *const *)(uintptr_t)argv);

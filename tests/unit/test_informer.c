@@ -475,6 +475,29 @@ static void garbage_is_counted_and_skipped(void **state) {
   fixture_free(&f);
 }
 
+/* An event whose type is a broken string (a control character in it, a bad
+ * escape, cut short) is counted and skipped like any malformed event. */
+static void broken_event_type_is_skipped(void **state) {
+  struct fixture f;
+  struct lookup after = {&f, "after"};
+
+  fixture_init(&f);
+  kcm_informer_start(&f.inf);
+  wait_converged(&f);
+  support_faults(&f.loop, f.client,
+                 "{\"watchInject\":{\"resource\":\"pods\",\"line\":\"{\\\"type\\\":\\\"ADD\\tED\\\","
+                 "\\\"object\\\":{}}\"}}");
+  support_faults(&f.loop, f.client,
+                 "{\"watchInject\":{\"resource\":\"pods\",\"line\":\"{\\\"type\\\":\\\"\\\\x\\\"}\"}}");
+  support_faults(&f.loop, f.client,
+                 "{\"watchInject\":{\"resource\":\"pods\",\"line\":\"{\\\"type\\\":\\\"ADDED\"}}");
+  make_pod(&f, "after", NULL);
+  assert_true(support_run_until(&f.loop, cached, &after, 10000));
+  assert_int_equal(f.inf.stats.decode_errors, 3);
+  assert_int_equal(f.inf.stats.relists, 0);
+  fixture_free(&f);
+}
+
 /* Events are lines, but a line holding two events gives both; text after an
  * event that is no event is reported, and the event kept. */
 static void events_sharing_a_line(void **state) {
@@ -506,6 +529,35 @@ static void events_sharing_a_line(void **state) {
   assert_true(support_run_until(&f.loop, cached, &after, 10000));
   assert_non_null(kcm_informer_get(&f.inf, f.ns, "third"));
   assert_int_equal(f.inf.stats.decode_errors, 1);
+  assert_int_equal(f.inf.stats.relists, 0);
+  fixture_free(&f);
+}
+
+/* A line may hold very many events (here 50000 bookmarks, 1.5 MB): each is
+ * read in turn, however many there are. */
+static void many_events_on_one_line(void **state) {
+  static const char head[] = "{\"watchInject\":{\"resource\":\"pods\",\"line\":\"";
+  static const char bookmark[] = "{\\\"type\\\":\\\"BOOKMARK\\\",\\\"object\\\":{}}";
+  struct fixture f;
+  struct lookup after = {&f, "after"};
+  struct kcm_buf inject = KCM_BUF_INIT(4u << 20);
+  uint64_t before;
+  int i;
+
+  fixture_init(&f);
+  kcm_informer_start(&f.inf);
+  wait_converged(&f);
+  assert_int_equal(kcm_buf_append_str(&inject, head), 0);
+  for (i = 0; i < 50000; i++)
+    assert_int_equal(kcm_buf_append_str(&inject, bookmark), 0);
+  assert_int_equal(kcm_buf_append_str(&inject, "\"}}"), 0);
+  before = f.inf.stats.bookmarks;
+  support_faults(&f.loop, f.client, inject.data);
+  kcm_buf_release(&inject);
+  make_pod(&f, "after", NULL);
+  assert_true(support_run_until(&f.loop, cached, &after, 20000));
+  assert_true(f.inf.stats.bookmarks >= before + 50000);
+  assert_int_equal(f.inf.stats.decode_errors, 0);
   assert_int_equal(f.inf.stats.relists, 0);
   fixture_free(&f);
 }
@@ -597,7 +649,9 @@ int main(void) {
       cmocka_unit_test(throttled_list_honours_retry_after),
       cmocka_unit_test(server_errors_and_latency),
       cmocka_unit_test(garbage_is_counted_and_skipped),
+      cmocka_unit_test(broken_event_type_is_skipped),
       cmocka_unit_test(events_sharing_a_line),
+      cmocka_unit_test(many_events_on_one_line),
       cmocka_unit_test(writes_the_cache_has_not_seen),
       cmocka_unit_test(periodic_resync),
   };
