@@ -298,6 +298,9 @@ static int get_int(struct dctx *d, struct json_object *o, const char *key, const
     return bad(d, field, "must be an integer");
   errno = 0;
   x = json_object_get_int64(v);
+  /* json-c holds numbers past INT64_MAX as unsigned and saturates them. */
+  if (x == INT64_MAX && json_object_get_uint64(v) != (uint64_t)INT64_MAX)
+    return bad(d, field, "out of range");
   if (errno || x < lo || x > hi)
     return bad(d, field, "out of range");
   *out = x;

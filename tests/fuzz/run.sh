@@ -1,41 +1,106 @@
 #!/usr/bin/env bash
 # Build the libFuzzer targets with clang, AddressSanitizer and
-# UndefinedBehaviorSanitizer, and run each for a bounded time from a copy
-# of its seed corpus (tests/fuzz/corpus/<target>). Exits non-zero, naming
-# the target and the input, if one crashes, leaks or times out.
+# UndefinedBehaviorSanitizer, and run each in turn for a bounded time from
+# a copy of its seed corpus (tests/fuzz/corpus/<target>; the copy grows,
+# the corpus in the tree does not). Installs nothing. Exits 0 only when
+# every target ran clean; else names each target that crashed, leaked,
+# timed out or ran out of memory, with the input kept under
+# <build>/crashes/<target>/ and the command that replays it.
 #
-#   bash tests/fuzz/run.sh          # 30 s per target
-#   bash tests/fuzz/run.sh 600      # longer
-#   KCM_FUZZ_BUILD_DIR=... bash tests/fuzz/run.sh
+#   bash tests/fuzz/run.sh            # 30 s per target
+#   bash tests/fuzz/run.sh 600        # longer
+#   KCM_FUZZ_RUNS=1000 bash tests/fuzz/run.sh   # smoke: 1000 inputs per target
+#   KCM_FUZZ_TARGETS="decode framing" bash tests/fuzz/run.sh
+#   KCM_FUZZ_BUILD_DIR=... KCM_FUZZ_CC=clang-15 KCM_WERROR=ON bash tests/fuzz/run.sh
 set -euo pipefail
 
 seconds=${1:-30}
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=${KCM_FUZZ_BUILD_DIR:-$root/build-fuzz}
-targets=(decode framing kubeconfig selector exec_credential)
+cc=${KCM_FUZZ_CC:-clang-14}
+read -r -a targets <<<"${KCM_FUZZ_TARGETS:-decode framing kubeconfig selector exec_credential}"
 
-CC=${KCM_FUZZ_CC:-clang-14} cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DKCM_FUZZ=ON -DKCM_WERROR="${KCM_WERROR:-OFF}" >/dev/null
-cmake --build "$build" -j"$(nproc)" --target "${targets[@]/#/fuzz_}" >/dev/null
+if ! [[ $seconds =~ ^[0-9]+$ ]] || [ "$seconds" -lt 1 ]; then
+  echo "usage: $0 [seconds-per-target]" >&2
+  exit 2
+fi
+if ! command -v "$cc" >/dev/null 2>&1; then
+  echo "fuzz: $cc not found (Debian: apt-get install clang-14 libclang-rt-14-dev)" >&2
+  exit 2
+fi
 
-work=$(mktemp -d /tmp/kcm-fuzz-run-XXXXXX)
-trap 'rm -rf "$work"' EXIT
-failed=0
-for t in "${targets[@]}"; do
-  mkdir -p "$work/$t/corpus" "$work/$t/crashes"
-  cp "$root/tests/fuzz/corpus/$t/"* "$work/$t/corpus/"
-  if (cd "$work/$t" && "$build/tests/fuzz/fuzz_$t" -max_total_time="$seconds" -timeout=10 \
-        -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$work/$t/crashes/" \
-        corpus </dev/null >log 2>&1); then
-    echo "fuzz_$t: clean, $(grep -o 'stat::number_of_executed_units: *[0-9]*' "$work/$t/log" |
-      grep -o '[0-9]*$') runs in ${seconds}s, $(grep -o 'cov: [0-9]* ft: [0-9]*' "$work/$t/log" |
-      tail -1)"
-  else
-    failed=1
-    echo "fuzz_$t: FAILED; the input is kept in $root/build-fuzz-crashes/$t:" >&2
-    mkdir -p "$root/build-fuzz-crashes/$t"
-    cp "$work/$t/crashes/"* "$root/build-fuzz-crashes/$t/" 2>/dev/null || true
-    grep -E "ERROR|SUMMARY|runtime error|Test unit written" "$work/$t/log" | head -20 >&2
+work=$(mktemp -d "${TMPDIR:-/tmp}/kcm-fuzz-run-XXXXXX")
+pid=""
+cleanup() {
+  if [ -n "$pid" ]; then
+    kill "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
   fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'echo "fuzz: interrupted" >&2; exit 130' INT
+trap 'echo "fuzz: stopped" >&2; exit 143' TERM
+# Leaks fail a run (the default, made explicit); UBSan reports carry a stack.
+export ASAN_OPTIONS="detect_leaks=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+export UBSAN_OPTIONS="print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
+
+mkdir -p "$build"
+if ! CC=$cc cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKCM_FUZZ=ON \
+       -DKCM_WERROR="${KCM_WERROR:-OFF}" >"$work/configure.log" 2>&1 ||
+   ! cmake --build "$build" -j"$(nproc)" --target "${targets[@]/#/fuzz_}" \
+       >"$work/build.log" 2>&1; then
+  cat "$work/configure.log" "$work/build.log" 2>/dev/null | tail -40 >&2
+  echo "fuzz: the build failed" >&2
+  exit 1
+fi
+
+if [ -n "${KCM_FUZZ_RUNS:-}" ]; then
+  budget=(-runs="$KCM_FUZZ_RUNS")
+  limit=$((600 + seconds))
+else
+  budget=(-max_total_time="$seconds")
+  limit=$((seconds + 120)) # the last input, the final leak check and the stats
+fi
+
+rm -rf "$build/crashes"
+failed=()
+for t in "${targets[@]}"; do
+  dir=$work/$t
+  mkdir -p "$dir/corpus" "$dir/artifacts"
+  cp "$root/tests/fuzz/corpus/$t/"* "$dir/corpus/"
+  # In the background, so that a signal to this script stops it at once.
+  (cd "$dir" && exec timeout -k 10 "$limit" "$build/tests/fuzz/fuzz_$t" "${budget[@]}" \
+     -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$dir/artifacts/" \
+     corpus </dev/null >"$dir/log" 2>&1) &
+  pid=$!
+  rc=0
+  wait "$pid" || rc=$?
+  pid=""
+  runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$dir/log" | tail -1)
+  cov=$(grep -o 'cov: [0-9]* ft: [0-9]*' "$dir/log" | tail -1 || true)
+  if [ "$rc" -eq 0 ] && [ -z "$(ls -A "$dir/artifacts")" ]; then
+    echo "fuzz_$t: clean, ${runs:-?} inputs, ${cov:-no coverage figures}"
+    continue
+  fi
+  failed+=("$t")
+  keep=$build/crashes/$t
+  mkdir -p "$keep"
+  echo "fuzz_$t: FAILED (exit status $rc) after ${runs:-?} inputs" >&2
+  grep -E "ERROR|SUMMARY|runtime error|check failed|timeout|out-of-memory" \
+    "$dir/log" | head -20 >&2 || true
+  cp "$dir/log" "$keep/log"
+  for a in "$dir/artifacts/"*; do
+    [ -e "$a" ] || continue
+    cp "$a" "$keep/"
+    echo "fuzz_$t: input kept in $keep/$(basename "$a"); replay: $build/tests/fuzz/fuzz_$t" \
+      "$keep/$(basename "$a")" >&2
+  done
+  echo "fuzz_$t: full log in $keep/log" >&2
 done
-exit $failed
+
+if ((${#failed[@]})); then
+  echo "fuzz: ${#failed[@]} target(s) failed: ${failed[*]}" >&2
+  exit 1
+fi
+echo "fuzz: all ${#targets[@]} targets clean"

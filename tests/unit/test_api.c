@@ -685,6 +685,13 @@ static void bad_objects_name_the_field(void **state) {
                "a623-3c83746df9f3\",\"resourceVersion\":\"12a\"}}",
                "metadata.resourceVersion");
   decode_fails(KCM_KIND_POD, "{" META(",\"labels\":{\"a\":1}") "}", "metadata.labels");
+  /* Past int64, both decoders refuse (json-c would saturate it). */
+  decode_fails(KCM_KIND_POD, "{" META(",\"generation\":9223372036854775808") "}",
+               "metadata.generation");
+  decode_fails(KCM_KIND_POD, "{" META(",\"generation\":33333333333333333331") "}",
+               "metadata.generation");
+  kcm_api_unref(decode_ok(KCM_KIND_POD, "{" META(",\"generation\":9223372036854775807") "}"),
+                &pool);
   decode_fails(KCM_KIND_POD, "{" META(",\"creationTimestamp\":\"yesterday\"") "}",
                "metadata.creationTimestamp");
   decode_fails(KCM_KIND_POD, "{" META(",\"ownerReferences\":[{\"controller\":true}]") "}",
