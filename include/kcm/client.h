@@ -107,6 +107,9 @@ struct kcm_client_response {
   const char *message;  /* what went wrong, for logs: the Status message,
                            the transport error, or ""; never NULL */
   double retry_after;   /* seconds from a Retry-After header, or 0 */
+  bool unanswered;      /* the request was sent but no answer came (the
+                           connection broke, or the deadline passed): the
+                           server may have carried it out */
 };
 
 typedef void (*kcm_client_done_cb)(const struct kcm_client_response *resp, void *data);

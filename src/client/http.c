@@ -462,8 +462,12 @@ static void report(struct kcm_client_request *r, CURLcode code) {
     resp.err = r->stop_err;
     resp.message = r->stop_err == KCM_ETOOBIG ? "response body over the size limit" : "stopped";
   } else if (code != CURLE_OK) {
+    long sent = 0;
     resp.err = code == CURLE_OPERATION_TIMEDOUT ? KCM_ETIMEOUT : KCM_ENETWORK;
     resp.message = r->errbuf[0] ? r->errbuf : curl_easy_strerror(code);
+    if (r->easy)
+      curl_easy_getinfo(r->easy, CURLINFO_REQUEST_SIZE, &sent);
+    resp.unanswered = sent > 0 && resp.status == 0;
   } else {
     resp.err = status_error(resp.status);
     if (resp.err) {

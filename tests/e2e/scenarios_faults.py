@@ -273,7 +273,15 @@ def server_restarted(ctx):
     # specs: pods of one scaled down may outlive that for a moment (see the soak).
     assert most["restarted"] <= 13, "the ReplicaSets asked for %d pods at one moment" % (
         most["restarted"])
-    no_pod_too_many(most, "restarted")
+    # A create sent as the server died may have been made with its answer
+    # lost. kcm then counts it as not made, as upstream does, and deletes the
+    # pod too many when it sees it; each such create is logged.
+    unanswered = 0
+    if env.kcm:
+        with open(env.kcm.log_path) as f:
+            unanswered = sum("a pod create went unanswered" in line for line in f)
+    assert most["+restarted"] <= unanswered, "one of the ReplicaSets had %d active pods more " \
+        "than it ever asked for; %d creates went unanswered" % (most["+restarted"], unanswered)
     if env.kcm and env.kcm_binary.endswith("/kcm"):
         assert env.kcm.alive() and env.kcm.proc.pid == pid, "kcm restarted"
         lists = Counter(r["resource"] for r in requests_since(ctx, 0)

@@ -14,6 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -385,6 +388,7 @@ struct result {
   uint64_t retries;
   uint64_t elapsed_ms;
   double retry_after;
+  bool unanswered;
   char body[4096];
   char message[512];
   size_t streamed;
@@ -396,6 +400,7 @@ static void on_done(const struct kcm_client_response *resp, void *data) {
   r->err = resp->err;
   r->status = resp->status;
   r->retry_after = resp->retry_after;
+  r->unanswered = resp->unanswered;
   snprintf(r->body, sizeof(r->body), "%s", resp->body);
   snprintf(r->message, sizeof(r->message), "%s", resp->message);
 }
@@ -555,6 +560,49 @@ static void set_faults(const char *json) {
   struct result r;
   request(sim_file("kubeconfig"), "POST", "/_sim/faults", json, 0, &r);
   assert_int_equal(r.err, 0);
+}
+
+/* A request whose connection broke after it was sent may have been carried
+ * out; one that never reached the server was not. */
+static void unanswered_requests_are_told_apart(void **state) {
+  struct kcm_client_config cfg;
+  struct kcm_client *c;
+  struct sockaddr_in a = {0};
+  socklen_t alen = sizeof(a);
+  struct result r;
+  char *err = NULL, master[64];
+  uv_loop_t loop;
+  int fd;
+
+  set_faults("{\"rules\":[{\"verb\":\"create\",\"resource\":\"events\","
+             "\"close\":true,\"count\":1}]}");
+  request(sim_file("kubeconfig"), "POST", "/api/v1/namespaces/default/events",
+          "{\"metadata\":{\"name\":\"unanswered\"}}", 0, &r);
+  assert_int_equal(r.err, KCM_ENETWORK);
+  assert_int_equal(r.status, 0);
+  assert_true(r.unanswered);
+  set_faults("{\"clear\":true}");
+  /* A refusal is an answer. */
+  request(sim_file("kubeconfig"), "POST", "/api/v1/namespaces/default/events", "{", 0, &r);
+  assert_int_equal(r.status, 400);
+  assert_false(r.unanswered);
+
+  /* Nothing listens on a port just freed. */
+  fd = socket(AF_INET, SOCK_STREAM, 0);
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+  assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &alen), 0);
+  close(fd);
+  snprintf(master, sizeof(master), "https://127.0.0.1:%d", ntohs(a.sin_port));
+  assert_int_equal(load(&cfg, sim_file("kubeconfig"), NULL, master, &err), 0);
+  uv_loop_init(&loop);
+  assert_int_equal(kcm_client_new(&c, &loop, &cfg), 0);
+  send_on(&loop, c, "POST", "/api/v1/namespaces/default/events", "{}", 0, &r);
+  assert_int_equal(r.err, KCM_ENETWORK);
+  assert_false(r.unanswered);
+  close_client(&loop, c);
+  kcm_client_config_release(&cfg);
 }
 
 static void throttling_is_retried_as_the_server_asks(void **state) {
@@ -1352,6 +1400,7 @@ int main(void) {
       cmocka_unit_test(wrong_token_is_refused),
       cmocka_unit_test(untrusted_server_certificate_is_refused),
       cmocka_unit_test(body_over_limit_is_refused),
+      cmocka_unit_test(unanswered_requests_are_told_apart),
       cmocka_unit_test(throttling_is_retried_as_the_server_asks),
       cmocka_unit_test(rate_limit_spaces_requests),
       cmocka_unit_test(limiters_are_independent),

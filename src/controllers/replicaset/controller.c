@@ -430,6 +430,11 @@ static void on_create(const struct kcm_client_response *resp, void *data) {
   } else if (namespace_terminating(resp)) {
     j->created++; /* the namespace is going away: nothing to do */
   } else {
+    /* Counted as not made, as upstream does: if it was, the cache shows the
+     * pod later and a sync deletes the one too many. */
+    if (resp->unanswered)
+      kcm_warn("a pod create went unanswered; the pod may exist replicaset=\"%s\" err=\"%s\"",
+                  j->key, resp->message);
     kcm_events_record(&c->events, &ref, true, "FailedCreate", "Error creating: %s",
                       resp->message);
     manage_failed(j, resp->message);
