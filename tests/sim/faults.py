@@ -6,8 +6,9 @@ A rule matches on any of verb, resource, subresource, namespace and name
 (a missing field matches anything) and answers with `code` (and optional
 `reason`, `message`, `retryAfter`), with a raw `body` (status `code`,
 default 200, and `contentType`, default text/html) in place of a Status,
-closes the connection without an answer (`close`: true), or only adds
-`latencyMs`. `count` limits
+closes the connection without an answer (`close`: true), carries the
+request out and then closes it without an answer (`closeAfter`: true), or
+only adds `latencyMs`. `count` limits
 how many requests a rule answers; without it the rule stays until cleared.
 """
 
@@ -52,7 +53,7 @@ class Faults:
             raise ValueError("a rule must be an object")
         unknown = set(rule) - set(MATCH_FIELDS) - {"code", "reason", "message", "retryAfter",
                                                    "count", "latencyMs", "body", "contentType",
-                                                   "close"}
+                                                   "close", "closeAfter"}
         if unknown:
             raise ValueError("unknown rule fields: %s" % ", ".join(sorted(unknown)))
         code = rule.get("code")
@@ -60,8 +61,8 @@ class Faults:
         if code is not None and (not isinstance(code, int) or not low <= code <= 599):
             raise ValueError("code must be an HTTP status (%d-599)" % low)
         if code is None and not rule.get("latencyMs") and "body" not in rule and \
-                not rule.get("close"):
-            raise ValueError("a rule needs a code, a body, close or latencyMs")
+                not rule.get("close") and not rule.get("closeAfter"):
+            raise ValueError("a rule needs a code, a body, close, closeAfter or latencyMs")
         if "body" in rule and not isinstance(rule["body"], str):
             raise ValueError("body must be a string")
         return dict(rule)

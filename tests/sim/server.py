@@ -338,6 +338,11 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
 
     def send_json(self, code, body, headers=None, content_type="application/json"):
+        if self.drop_answer:
+            # Carried out, but the answer is lost (a `closeAfter` fault).
+            self.status_code = 0
+            self.close_connection = True
+            return
         raw = body if isinstance(body, bytes) else dumps(body).encode()
         self.send_response(code)
         self.send_header("Content-Type", content_type)
@@ -407,6 +412,7 @@ class Handler(BaseHTTPRequestHandler):
         self.audit_id = str(uuid.uuid4())
         self.status_code = 0
         self.body_read = False
+        self.drop_answer = False
         started = time.monotonic()
         url = urllib.parse.urlsplit(self.path)
         query = {k: v[-1] for k, v in urllib.parse.parse_qs(url.query,
@@ -637,6 +643,9 @@ class Handler(BaseHTTPRequestHandler):
             if self.command in ("POST", "PUT", "PATCH", "DELETE"):
                 self.read_body()
             raise DropConnection()
+        if rule.get("closeAfter"):
+            self.drop_answer = True
+            return
         code = rule.get("code")
         if "body" in rule:
             if self.command in ("POST", "PUT", "PATCH", "DELETE"):
@@ -899,6 +908,9 @@ class Handler(BaseHTTPRequestHandler):
                 return self.send_json(200, {"resourceVersion": store.rv, "objects": counts,
                                             "compacted": {p: lg.compacted
                                                           for p, lg in store.logs.items()}})
+        if r.name == "peaks" and self.command == "GET":
+            with store.cond:
+                return self.send_json(200, {"items": dict(store.peaks)})
         if r.name == "bulk" and self.command == "POST":
             try:
                 body = json.loads(self.read_body() or b"{}")

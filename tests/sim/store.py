@@ -96,6 +96,7 @@ class Store:
         self.drop_epoch = 0  # bumped to make every open watch drop its connection
         self.watch_delay = 0.0  # seconds each watch event is held back
         self.journal = None  # every write, a JSON line each, when the state is kept
+        self.peaks = {}  # uid -> the most spec.replicas any stored version had
 
     # --- kept state ------------------------------------------------------------
 
@@ -115,6 +116,7 @@ class Store:
                     old = self.objects[plural].get(key)
                     if op == "put":
                         self.objects[plural][key] = Entry(value)
+                        self._peak(value)
                         self.uids[value["metadata"].get("uid")] = (plural, key)
                         rv = int(value["metadata"]["resourceVersion"])
                     else:
@@ -184,6 +186,7 @@ class Store:
         if uid:
             self.uids[uid] = (plural, key)
         self._index_owners(plural, key, old.obj if old else None, obj)
+        self._peak(obj)
         self._journal("put", plural, key, obj)
         self._append(plural, Event(rv, "MODIFIED" if old else "ADDED", entry,
                                    old.obj if old else None, time.monotonic()))
@@ -201,6 +204,14 @@ class Store:
         self._append(plural, Event(int(final["metadata"]["resourceVersion"]), "DELETED", entry,
                                    old.obj, time.monotonic()))
         return entry
+
+    def _peak(self, obj):
+        """Note the object's spec.replicas, for tests that bound what a
+        controller did by what it was ever asked for."""
+        replicas = (obj.get("spec") or {}).get("replicas")
+        uid = obj["metadata"].get("uid")
+        if uid and isinstance(replicas, int):
+            self.peaks[uid] = max(self.peaks.get(uid, replicas), replicas)
 
     def _index_owners(self, plural, key, old, new):
         def uids(o):

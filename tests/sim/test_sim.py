@@ -714,6 +714,20 @@ class Faults(SimTestCase):
                  if r["name"] == "a"]
         self.assertEqual(codes, [0, 0, 200])
 
+    def test_a_close_after_rule_carries_the_request_out_first(self):
+        last = self.c.get("/_sim/requests").json()["last"]
+        # Two: the test client sends a dropped request once more, which then
+        # finds the pod made.
+        self.c.faults(rules=[{"verb": "create", "resource": "pods", "closeAfter": True,
+                              "count": 2}])
+        with self.assertRaises((http.client.HTTPException, OSError)):
+            self.c.post(PODS % self.ns, pod("a"))
+        self.assertEqual(self.c.get(PODS % self.ns + "/a").status, 200)
+        self.assertStatus(self.c.post(PODS % self.ns, pod("a")), 409, "AlreadyExists")
+        codes = [r["code"] for r in self.c.get("/_sim/requests?since=%d" % last).json()["items"]
+                 if r["resource"] == "pods"]
+        self.assertEqual(codes, [0, 0, 200, 409])
+
     def test_injected_429_with_retry_after(self):
         self.c.faults(rules=[{"verb": "create", "resource": "pods", "code": 429, "retryAfter": 3,
                               "count": 1}])
@@ -852,6 +866,18 @@ class KeptState(unittest.TestCase):
         event = json.loads(r.body.decode().splitlines()[0])
         self.assertEqual((event["type"], event["object"]["code"]), ("ERROR", 410))
         self.assertNotEqual(a["metadata"]["uid"], b["metadata"]["uid"])
+
+
+    def test_peaks_keep_the_most_replicas_of_every_version_across_a_kill(self):
+        self.c.post("/api/v1/namespaces", {"metadata": {"name": "peaks"}})
+        uid = self.c.post(APPS % "peaks", deployment("web", replicas=1)).json()[
+            "metadata"]["uid"]
+        for n in (5, 2):
+            self.assertEqual(self.c.patch(APPS % "peaks" + "/web",
+                                          {"spec": {"replicas": n}}).status, 200)
+        self.assertEqual(self.c.get("/_sim/peaks").json()["items"][uid], 5)
+        self.sim.restart()
+        self.assertEqual(self.c.get("/_sim/peaks").json()["items"][uid], 5)
 
 
 class FakeKubelet(SimTestCase):
