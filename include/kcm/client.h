@@ -13,7 +13,7 @@
  * transfer and returns; the callback runs on the loop when it completes.
  * Each client has a token bucket in front of the network; a 429, or a 5xx
  * carrying Retry-After, is retried after the time the server asked for (up
- * to 10 times); a 401 drops cached credentials (token file, exec plugin
+ * to 10 times, counting the resends of a repeatable request); a 401 drops cached credentials (token file, exec plugin
  * output) so the next request fetches fresh ones. Exec plugin credentials
  * are cached until their expirationTimestamp.
  * Only this module knows HTTP: callers get a KCM_E* code mapped from the
@@ -107,9 +107,9 @@ struct kcm_client_response {
   const char *message;  /* what went wrong, for logs: the Status message,
                            the transport error, or ""; never NULL */
   double retry_after;   /* seconds from a Retry-After header, or 0 */
-  bool unanswered;      /* the request was sent but no answer came (the
-                           connection broke, or the deadline passed): the
-                           server may have carried it out */
+  bool unanswered;      /* it failed without an answer after it went out
+                           (the connection broke, or the deadline passed):
+                           the server may have carried it out */
 };
 
 typedef void (*kcm_client_done_cb)(const struct kcm_client_response *resp, void *data);
@@ -136,11 +136,22 @@ struct kcm_client_request_options {
   void *data;
   unsigned limiter;         /* which rate limiter to draw from, < KCM_CLIENT_LIMITERS */
   uint64_t delay_ms;        /* wait this long before going to the limiter and curl */
+  bool repeatable;          /* sending it again does no more than sending it once (a
+                               create of a named object, a delete): an attempt that
+                               got no answer is sent again 1, 2, 4, 8, 8, ... s
+                               later, until one is answered, the retry limit is
+                               reached or timeout_ms has passed since the request
+                               was made, so that the caller learns what the server
+                               did. The answer may then be a create's 409
+                               AlreadyExists or a delete's 404 for its own work;
+                               so may any answer on a connection kept alive, which
+                               curl itself sends again on a new connection when the
+                               old one closes before answering */
 };
 
 struct kcm_client_stats {
   uint64_t requests;        /* requests sent to the network, retries included */
-  uint64_t retries;         /* resent after 429 or 5xx with Retry-After */
+  uint64_t retries;         /* resent after 429 or 5xx with Retry-After, or unanswered */
   uint64_t throttled_ms;    /* total time requests waited for the rate limiter */
   uint64_t exec_runs;       /* credential plugin runs */
   uint64_t unauthorized;    /* 401 answers */

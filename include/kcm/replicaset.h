@@ -120,8 +120,21 @@ int kcm_replicaset_status_patch(const struct kcm_replicaset *rs, const struct kc
                                 struct kcm_buf *out);
 
 /* The pod to create from the ReplicaSet's template (labels, annotations and
- * finalizers of the template, its spec, and the controller reference). */
-int kcm_replicaset_pod_body(const struct kcm_replicaset *rs, struct kcm_buf *out);
+ * finalizers of the template, its spec, and the controller reference).
+ * kcm names it as the API server would name it from its generateName, which
+ * it carries too: the prefix cut to 58 characters, then 5 random ones. With
+ * a name chosen before it is sent, a create whose answer was lost can be
+ * sent again and its AlreadyExists tells that the pod was made. The name
+ * is the len bytes at out->data + *name_at, ending in placeholders for
+ * kcm_replicaset_pod_name_fill() to replace before each create. */
+#define KCM_REPLICASET_NAME_MAX 63
+#define KCM_REPLICASET_NAME_RANDOM 5
+int kcm_replicaset_pod_body(const struct kcm_replicaset *rs, struct kcm_buf *out,
+                            size_t *name_at, size_t *name_len);
+/* Draw the random end of a pod name of len bytes as the API server draws
+ * it: 5 characters, each uniform over bcdfghjklmnpqrstvwxz2456789, from one
+ * call of uniform(n), a random number below n. */
+void kcm_replicaset_pod_name_fill(char *name, size_t len, uint32_t (*uniform)(uint32_t n));
 
 /* --- the controller -------------------------------------------------------------------- */
 

@@ -442,6 +442,21 @@ static char *error_message(const char *body, size_t len) {
   return out;
 }
 
+/* Did this attempt fail in transit after it went out? Counted as sent once
+ * curl began the transfer on a connection: a request that may have reached
+ * the server is taken to have reached it. */
+static bool went_unanswered(struct kcm_client_request *r, CURLcode code) {
+  long status = 0, sent = 0;
+  curl_off_t started = 0;
+  if (code == CURLE_OK || r->canceled || r->fail_err || !r->easy ||
+      (code == CURLE_WRITE_ERROR && r->stop_err))
+    return false;
+  curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &status);
+  curl_easy_getinfo(r->easy, CURLINFO_REQUEST_SIZE, &sent);
+  curl_easy_getinfo(r->easy, CURLINFO_PRETRANSFER_TIME_T, &started);
+  return status == 0 && (sent > 0 || started > 0);
+}
+
 static void report(struct kcm_client_request *r, CURLcode code) {
   struct kcm_client_response resp = {0};
   char *msg = NULL;
@@ -462,12 +477,9 @@ static void report(struct kcm_client_request *r, CURLcode code) {
     resp.err = r->stop_err;
     resp.message = r->stop_err == KCM_ETOOBIG ? "response body over the size limit" : "stopped";
   } else if (code != CURLE_OK) {
-    long sent = 0;
     resp.err = code == CURLE_OPERATION_TIMEDOUT ? KCM_ETIMEOUT : KCM_ENETWORK;
     resp.message = r->errbuf[0] ? r->errbuf : curl_easy_strerror(code);
-    if (r->easy)
-      curl_easy_getinfo(r->easy, CURLINFO_REQUEST_SIZE, &sent);
-    resp.unanswered = sent > 0 && resp.status == 0;
+    resp.unanswered = r->after_unanswered || went_unanswered(r, code);
   } else {
     resp.err = status_error(resp.status);
     if (resp.err) {
@@ -547,6 +559,25 @@ static bool wants_retry(struct kcm_client_request *r, CURLcode code) {
   return status >= 500 && r->has_retry_after;
 }
 
+/* Should this failure be sent again? A repeatable request is, whenever no
+ * answer came, while its time limit since it was made allows: curl itself
+ * sends a request again on a new connection when a kept-alive one closes
+ * before answering, so that a refused connection may follow an attempt
+ * that went out. */
+/* 1, 2, 4, 8, 8, ... s between attempts that got no answer. */
+static uint64_t resend_wait(const struct kcm_client_request *r) {
+  return 1000u << (r->resends < 3 ? r->resends : 3);
+}
+
+static bool wants_resend(struct kcm_client_request *r, CURLcode code) {
+  if (went_unanswered(r, code))
+    r->after_unanswered = true;
+  if (!r->repeatable || r->streamed || r->retries >= MAX_RETRIES || code == CURLE_OK ||
+      r->canceled || (code == CURLE_WRITE_ERROR && r->stop_err))
+    return false;
+  return uv_now(r->client->loop) + resend_wait(r) < r->created + r->timeout_ms;
+}
+
 static void note_unauthorized(struct kcm_client_request *r) {
   struct kcm_client *c = r->client;
   long status = 0;
@@ -575,10 +606,18 @@ static void check_multi_info(struct kcm_client *c) {
     list_unlink(&c->active, r);
     count_attempt(r);
     note_unauthorized(r);
-    if (wants_retry(r, code)) {
+    if (wants_retry(r, code) || wants_resend(r, code)) {
       double wait = r->has_retry_after ? r->retry_after : 1;
-      kcm_v(2, "retrying after the server asked for a pause seconds=%.1f attempt=%u",
-            wait, r->retries + 1);
+      if (code != CURLE_OK) {
+        wait = (double)resend_wait(r) / 1000.0;
+        r->resends++;
+        kcm_v(2, "sending again a request that got no answer method=\"%s\" err=\"%s\" "
+              "seconds=%.0f attempt=%u", r->method,
+              r->errbuf[0] ? r->errbuf : curl_easy_strerror(code), wait, r->retries + 1);
+      } else {
+        kcm_v(2, "retrying after the server asked for a pause seconds=%.1f attempt=%u",
+              wait, r->retries + 1);
+      }
       r->retries++;
       c->stats.retries++;
       kcm_buf_reset(&r->resp);
@@ -896,6 +935,8 @@ int kcm_client_request(struct kcm_client *c, const struct kcm_client_request_opt
   r->done = o->done;
   r->data = o->data;
   r->limiter = o->limiter;
+  r->repeatable = o->repeatable;
+  r->timeout_ms = (uint64_t)(o->timeout_ms > 0 ? o->timeout_ms : DEFAULT_TIMEOUT_MS);
   r->verb = verb_of(o->method);
   r->created = uv_now(c->loop);
   snprintf(r->method, sizeof(r->method), "%s", o->method);

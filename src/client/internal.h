@@ -45,10 +45,12 @@ struct kcm_client_request {
   double retry_after;
   uint64_t start_at;     /* parked: when to send (loop ms) */
   uint64_t created;      /* loop ms when the caller asked */
+  uint64_t timeout_ms;   /* the limit of each attempt; no resend starts after it */
   int stop_err;          /* why the write callback stopped the transfer */
   int fail_err;          /* set when it failed before reaching the network */
   char *fail_msg;
   uint32_t retries;
+  uint32_t resends;      /* of them, after no answer came */
   unsigned limiter;      /* index into the client's limit[] */
   uint8_t verb;          /* index of the method, for the metrics */
   char method[8];
@@ -56,6 +58,8 @@ struct kcm_client_request {
   bool canceled;
   bool streamed;         /* body bytes went to on_chunk */
   bool delayed;          /* parked for its delay_ms, not yet admitted */
+  bool repeatable;       /* resent when an attempt gets no answer */
+  bool after_unanswered; /* an earlier attempt went out and got no answer */
   struct kcm_client_request *prev, *next;
   char errbuf[CURL_ERROR_SIZE];
 };

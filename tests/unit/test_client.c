@@ -562,17 +562,27 @@ static void set_faults(const char *json) {
   assert_int_equal(r.err, 0);
 }
 
+/* A server URL on loopback where nothing listens: a port just freed. */
+static void closed_port(char *master, size_t len) {
+  struct sockaddr_in a = {0};
+  socklen_t alen = sizeof(a);
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+  assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &alen), 0);
+  close(fd);
+  snprintf(master, len, "https://127.0.0.1:%d", ntohs(a.sin_port));
+}
+
 /* A request whose connection broke after it was sent may have been carried
  * out; one that never reached the server was not. */
 static void unanswered_requests_are_told_apart(void **state) {
   struct kcm_client_config cfg;
   struct kcm_client *c;
-  struct sockaddr_in a = {0};
-  socklen_t alen = sizeof(a);
   struct result r;
   char *err = NULL, master[64];
   uv_loop_t loop;
-  int fd;
 
   set_faults("{\"rules\":[{\"verb\":\"create\",\"resource\":\"events\","
              "\"close\":true,\"count\":1}]}");
@@ -587,20 +597,78 @@ static void unanswered_requests_are_told_apart(void **state) {
   assert_int_equal(r.status, 400);
   assert_false(r.unanswered);
 
-  /* Nothing listens on a port just freed. */
-  fd = socket(AF_INET, SOCK_STREAM, 0);
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-  assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &alen), 0);
-  close(fd);
-  snprintf(master, sizeof(master), "https://127.0.0.1:%d", ntohs(a.sin_port));
+  closed_port(master, sizeof(master));
   assert_int_equal(load(&cfg, sim_file("kubeconfig"), NULL, master, &err), 0);
   uv_loop_init(&loop);
   assert_int_equal(kcm_client_new(&c, &loop, &cfg), 0);
   send_on(&loop, c, "POST", "/api/v1/namespaces/default/events", "{}", 0, &r);
   assert_int_equal(r.err, KCM_ENETWORK);
   assert_false(r.unanswered);
+  close_client(&loop, c);
+  kcm_client_config_release(&cfg);
+}
+
+/* A repeatable request whose attempt was carried out but got no answer is
+ * sent again, and its answer tells that the first did the work. */
+static void unanswered_repeatable_requests_are_sent_again(void **state) {
+  struct kcm_client_config cfg;
+  struct kcm_client_request_options o = {0};
+  struct kcm_client *c;
+  struct result r = {0};
+  char *err = NULL, master[64];
+  uv_loop_t loop;
+
+  assert_int_equal(load(&cfg, sim_file("kubeconfig"), NULL, NULL, &err), 0);
+  uv_loop_init(&loop);
+  assert_int_equal(kcm_client_new(&c, &loop, &cfg), 0);
+  set_faults("{\"rules\":[{\"verb\":\"create\",\"resource\":\"namespaces\","
+             "\"closeAfter\":true,\"count\":1}]}");
+  o.method = "POST";
+  o.path = "/api/v1/namespaces";
+  o.body = "{\"metadata\":{\"name\":\"sent-again\"}}";
+  o.body_len = strlen(o.body);
+  o.timeout_ms = 10000;
+  o.done = on_done;
+  o.data = &r;
+  o.repeatable = true;
+  assert_int_equal(kcm_client_request(c, &o, NULL), 0);
+  run_until_done(&loop, &r);
+  set_faults("{\"clear\":true}");
+  assert_int_equal(r.status, 409);
+  assert_int_equal(r.err, KCM_ECONFLICT);
+  assert_false(r.unanswered);
+  assert_int_equal(kcm_client_stats(c)->retries, 1);
+  close_client(&loop, c);
+  kcm_client_config_release(&cfg);
+
+  /* Not repeatable, on a new connection: the loss is reported, though the
+   * server did the work. */
+  set_faults("{\"rules\":[{\"verb\":\"create\",\"resource\":\"namespaces\","
+             "\"closeAfter\":true,\"count\":1}]}");
+  request(sim_file("kubeconfig"), "POST", "/api/v1/namespaces",
+          "{\"metadata\":{\"name\":\"sent-once\"}}", 0, &r);
+  set_faults("{\"clear\":true}");
+  assert_int_equal(r.err, KCM_ENETWORK);
+  assert_true(r.unanswered);
+  assert_int_equal(r.retries, 0);
+  request(sim_file("kubeconfig"), "GET", "/api/v1/namespaces/sent-once", NULL, 0, &r);
+  assert_int_equal(r.status, 200);
+
+  /* A refused connection may follow an attempt that went out (curl sends
+   * again on a new connection): tried again while the time limit allows,
+   * 1 s later, and not 2 s after that. */
+  closed_port(master, sizeof(master));
+  assert_int_equal(load(&cfg, sim_file("kubeconfig"), NULL, master, &err), 0);
+  uv_loop_init(&loop);
+  assert_int_equal(kcm_client_new(&c, &loop, &cfg), 0);
+  memset(&r, 0, sizeof(r));
+  o.timeout_ms = 2500;
+  assert_int_equal(kcm_client_request(c, &o, NULL), 0);
+  run_until_done(&loop, &r);
+  assert_int_equal(r.err, KCM_ENETWORK);
+  assert_false(r.unanswered);
+  assert_int_equal(kcm_client_stats(c)->retries, 1);
+  assert_int_equal(kcm_client_stats(c)->requests, 2);
   close_client(&loop, c);
   kcm_client_config_release(&cfg);
 }
@@ -1401,6 +1469,7 @@ int main(void) {
       cmocka_unit_test(untrusted_server_certificate_is_refused),
       cmocka_unit_test(body_over_limit_is_refused),
       cmocka_unit_test(unanswered_requests_are_told_apart),
+      cmocka_unit_test(unanswered_repeatable_requests_are_sent_again),
       cmocka_unit_test(throttling_is_retried_as_the_server_asks),
       cmocka_unit_test(rate_limit_spaces_requests),
       cmocka_unit_test(limiters_are_independent),

@@ -466,17 +466,73 @@ static void status_only_gains_may_wait(void **state) {
   kcm_api_unref(&old_gen->o, &pool);
 }
 
+static uint32_t first(uint32_t n) { return 0; }
+static uint32_t last(uint32_t n) { return n - 1; }
+
+/* The name of the pod made from a ReplicaSet called rsname. */
+static void pod_name_of(const char *rsname, char *name, size_t size, char *prefix, size_t psize) {
+  char json[1024];
+  struct kcm_replicaset *rs;
+  struct kcm_buf b = KCM_BUF_INIT(1 << 16);
+  struct json_object *pod, *meta, *v;
+  size_t at, len;
+  snprintf(json, sizeof(json),
+           "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"ns\",\"uid\":\"" RS_UID "\","
+           "\"resourceVersion\":\"1\"},\"spec\":{\"replicas\":1,\"selector\":{\"matchLabels\":{\"app\":\"web\"}},"
+           "\"template\":{\"metadata\":{\"labels\":{\"app\":\"web\"}},\"spec\":{}}}}",
+           rsname);
+  rs = (struct kcm_replicaset *)decode(KCM_KIND_REPLICASET, json);
+  assert_int_equal(kcm_replicaset_pod_body(rs, &b, &at, &len), 0);
+  kcm_replicaset_pod_name_fill(b.data + at, len, last);
+  pod = json_tokener_parse(b.data);
+  json_object_object_get_ex(pod, "metadata", &meta);
+  json_object_object_get_ex(meta, "name", &v);
+  snprintf(name, size, "%s", json_object_get_string(v));
+  assert_int_equal(strlen(name), len);
+  json_object_object_get_ex(meta, "generateName", &v);
+  snprintf(prefix, psize, "%s", json_object_get_string(v));
+  json_object_put(pod);
+  kcm_buf_release(&b);
+  kcm_api_unref(&rs->o, &pool);
+}
+
+/* Pod names as the API server makes them from generateName: the prefix cut
+ * to 58 characters, then 5 drawn from its alphabet. */
+static void pod_names_as_the_server_makes_them(void **state) {
+  char name[300], prefix[300], rsname[300], want[300];
+  pod_name_of("web-5f6bc87678", name, sizeof(name), prefix, sizeof(prefix));
+  assert_string_equal(name, "web-5f6bc87678-99999");
+  assert_string_equal(prefix, "web-5f6bc87678-");
+  memset(rsname, 'a', 80);
+  rsname[80] = '\0';
+  pod_name_of(rsname, name, sizeof(name), prefix, sizeof(prefix));
+  snprintf(want, sizeof(want), "%.58s99999", rsname);
+  assert_string_equal(name, want);
+  assert_int_equal(strlen(prefix), 81);
+  /* A ReplicaSet name of 253 characters leaves no room for the dash. */
+  memset(rsname, 'a', 253);
+  rsname[253] = '\0';
+  pod_name_of(rsname, name, sizeof(name), prefix, sizeof(prefix));
+  assert_string_equal(prefix, rsname);
+  assert_int_equal(strlen(name), KCM_REPLICASET_NAME_MAX);
+}
+
 static void pods_from_the_template(void **state) {
   struct kcm_replicaset *rs = make_rs(1, NULL, 0, NULL);
   struct kcm_buf b = KCM_BUF_INIT(1 << 16);
   struct json_object *pod, *meta, *v, *ref;
-  assert_int_equal(kcm_replicaset_pod_body(rs, &b), 0);
+  size_t at, len;
+  assert_int_equal(kcm_replicaset_pod_body(rs, &b, &at, &len), 0);
+  assert_int_equal(len, 8);
+  assert_memory_equal(b.data + at, "rs-", 3);
+  kcm_replicaset_pod_name_fill(b.data + at, len, first);
   pod = json_tokener_parse(b.data);
   assert_non_null(pod);
   json_object_object_get_ex(pod, "metadata", &meta);
   json_object_object_get_ex(meta, "generateName", &v);
   assert_string_equal(json_object_get_string(v), "rs-");
-  assert_false(json_object_object_get_ex(meta, "name", &v)); /* the template's name is not */
+  json_object_object_get_ex(meta, "name", &v); /* not the template's name */
+  assert_string_equal(json_object_get_string(v), "rs-bbbbb");
   json_object_object_get_ex(meta, "labels", &v);
   assert_string_equal(json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN),
                       "{\"app\":\"web\",\"tier\":\"fe\"}");
@@ -502,6 +558,7 @@ static void pods_from_the_template(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(diff_and_burst),
+      cmocka_unit_test(pod_names_as_the_server_makes_them),
       cmocka_unit_test(slow_start_batches),
       cmocka_unit_test(expectations_hold_managing),
       cmocka_unit_test(claiming),

@@ -42,6 +42,8 @@ struct kcm_rs_job {
   int32_t to_create;   /* creates not yet sent */
   int32_t batch;       /* slow-start batch size */
   int32_t created;     /* successful creates */
+  struct kcm_buf pod_body; /* the pod to create, its name the name_len bytes at name_at */
+  size_t name_at, name_len;
   int outstanding;     /* calls in flight */
   int err;             /* first error of the sync */
   char *err_msg;
@@ -281,6 +283,7 @@ static void finish(struct kcm_rs_job *j) {
     kcm_api_unref(j->held[i], c->pool);
   free(j->held);
   kcm_replicaset_claim_release(&j->claim);
+  kcm_buf_release(&j->pod_body);
   free(j->del);
   free(j->err_msg);
   free(j->manage_msg);
@@ -295,19 +298,16 @@ struct call {
   struct kcm_rs_job *job;
   struct kcm_pod *pod; /* held by the job */
   char podkey[600];
+  char name[KCM_REPLICASET_NAME_MAX + 1]; /* of the pod a create makes */
+  unsigned names;      /* names a create has tried */
 };
 
-static int send_call(struct kcm_rs_job *j, const char *method, const char *path, const char *body,
-                const char *content_type, kcm_client_done_cb done, struct kcm_pod *pod) {
+/* Send a request for the job; the call is freed here on failure, else by
+ * its callback. */
+static int issue(struct kcm_rs_job *j, struct call *call, const char *method, const char *path,
+                 const char *body, const char *content_type, kcm_client_done_cb done) {
   struct kcm_client_request_options o = {0};
-  struct call *call = calloc(1, sizeof(*call));
   int err;
-  if (!call)
-    return KCM_ENOMEM;
-  call->job = j;
-  call->pod = pod;
-  if (pod)
-    key_of(&pod->o, call->podkey, sizeof(call->podkey));
   o.method = method;
   o.path = path;
   o.body = body;
@@ -316,6 +316,10 @@ static int send_call(struct kcm_rs_job *j, const char *method, const char *path,
   o.done = done;
   o.data = call;
   o.limiter = KCM_REPLICASET_LIMITER;
+  /* A create names its pod; a delete or a read may be done twice: sent
+   * again after a lost answer, each does nothing more and tells what was
+   * done. A status write is not: it fails and the sync is retried. */
+  o.repeatable = strcmp(method, "PATCH") != 0;
   err = kcm_client_request(j->c->client, &o, NULL);
   if (err) {
     free(call);
@@ -323,6 +327,18 @@ static int send_call(struct kcm_rs_job *j, const char *method, const char *path,
   }
   j->outstanding++;
   return 0;
+}
+
+static int send_call(struct kcm_rs_job *j, const char *method, const char *path, const char *body,
+                const char *content_type, kcm_client_done_cb done, struct kcm_pod *pod) {
+  struct call *call = calloc(1, sizeof(*call));
+  if (!call)
+    return KCM_ENOMEM;
+  call->job = j;
+  call->pod = pod;
+  if (pod)
+    key_of(&pod->o, call->podkey, sizeof(call->podkey));
+  return issue(j, call, method, path, body, content_type, done);
 }
 
 /* Called when a call of the current phase has answered. */
@@ -408,38 +424,40 @@ static void manage_failed(struct kcm_rs_job *j, const char *message) {
   j->manage_msg = strdup(message);
 }
 
-static void send_create_batch(struct kcm_rs_job *j);
+#define NAME_TRIES 8 /* names a create tries, as the API server tries generated names */
 
-static void on_create(const struct kcm_client_response *resp, void *data) {
-  struct call *call = data;
-  struct kcm_rs_job *j = call->job;
+static void send_create_batch(struct kcm_rs_job *j);
+static int send_create(struct kcm_rs_job *j, unsigned names);
+
+static void created(struct kcm_rs_job *j, const char *name) {
   struct kcm_replicaset_controller *c = j->c;
   struct kcm_event_object ref;
-
-  free(call);
+  j->created++;
+  c->stats.creates++;
   kcm_events_object_of(&j->rs->o, &ref);
-  if (!resp->err) {
-    static const char *const name_path[] = {"metadata", "name", NULL};
-    const char *name;
-    size_t len;
-    j->created++;
-    c->stats.creates++;
-    kcm_json_start(&c->json, resp->body ? resp->body : "", resp->body ? resp->body_len : 0);
-    if (kcm_json_find(&c->json, name_path) && kcm_json_string(&c->json, &name, &len))
-      kcm_events_record(&c->events, &ref, false, "SuccessfulCreate", "Created pod: %s", name);
-  } else if (namespace_terminating(resp)) {
-    j->created++; /* the namespace is going away: nothing to do */
-  } else {
-    /* Counted as not made, as upstream does: if it was, the cache shows the
-     * pod later and a sync deletes the one too many. */
-    if (resp->unanswered)
-      kcm_warn("a pod create went unanswered; the pod may exist replicaset=\"%s\" err=\"%s\"",
-                  j->key, resp->message);
-    kcm_events_record(&c->events, &ref, true, "FailedCreate", "Error creating: %s",
-                      resp->message);
-    manage_failed(j, resp->message);
-    fail(j, resp->err, "failed to create pods: %s", resp->message);
-  }
+  kcm_events_record(&c->events, &ref, false, "SuccessfulCreate", "Created pod: %s", name);
+}
+
+static void create_failed(struct kcm_rs_job *j, const struct kcm_client_response *resp) {
+  struct kcm_event_object ref;
+  /* Counted as not made, as upstream does: if it was, the cache shows the
+   * pod later and a sync deletes the one too many. */
+  if (resp->unanswered)
+    kcm_warn("a pod create went unanswered; the pod may exist replicaset=\"%s\" err=\"%s\"",
+             j->key, resp->message);
+  kcm_events_object_of(&j->rs->o, &ref);
+  kcm_events_record(&j->c->events, &ref, true, "FailedCreate", "Error creating: %s",
+                    resp->message);
+  manage_failed(j, resp->message);
+  fail(j, resp->err, "failed to create pods: %s", resp->message);
+}
+
+/* A create has answered for good: send the next batch after the last of
+ * this one, then account for the creates that will never be observed. */
+static void create_done(struct kcm_rs_job *j) {
+  struct kcm_replicaset_controller *c = j->c;
+  int32_t skipped, i;
+
   if (--j->outstanding)
     return;
   if (!j->manage_failed && j->to_create > 0) {
@@ -448,33 +466,99 @@ static void on_create(const struct kcm_client_response *resp, void *data) {
       return;
   }
   /* The creates that failed or were never sent will never be observed. */
-  {
-    int32_t skipped = j->change - j->created, i;
-    char key[600];
-    snprintf(key, sizeof(key), "%s", j->key);
-    for (i = 0; i < skipped; i++)
-      kcm_expectations_creation_observed(&c->expectations, key);
-    if (skipped > 0 && j->manage_failed)
-      kcm_v(2, "slow-start stopped replicaset=\"%s\" skipped=%d", j->key, skipped);
-  }
+  skipped = j->change - j->created;
+  for (i = 0; i < skipped; i++)
+    kcm_expectations_creation_observed(&c->expectations, j->key);
+  if (skipped > 0 && j->manage_failed)
+    kcm_v(2, "slow-start stopped replicaset=\"%s\" skipped=%d", j->key, skipped);
   next_phase(j);
 }
 
+/* The pod a create's AlreadyExists named: made by this create (an attempt
+ * whose answer was lost, sent again by kcm or by curl), or another pod's
+ * name, in which case the create tries a new one. */
+static void on_name_taken(const struct kcm_client_response *resp, void *data) {
+  struct call *call = data;
+  struct kcm_rs_job *j = call->job;
+  struct kcm_replicaset_controller *c = j->c;
+  struct kcm_object *pod = NULL;
+  struct kcm_api_error why;
+
+  if (!resp->err && !kcm_api_decode_text(KCM_KIND_POD, resp->body, resp->body_len, &c->json,
+                                         NULL, c->pool, &pod, &why) &&
+      pod->has_controller && kcm_api_uid_equal(&pod->controller.uid, &j->rs->o.uid)) {
+    kcm_v(2, "a pod create answered late was made replicaset=\"%s\" pod=\"%s\"", j->key,
+          call->name);
+    created(j, call->name);
+  } else if ((!resp->err || resp->err == KCM_ENOTFOUND) && call->names < NAME_TRIES) {
+    if (send_create(j, call->names + 1)) {
+      manage_failed(j, "out of memory");
+      fail(j, KCM_ENOMEM, "%s", "out of memory");
+    }
+  } else if (!resp->err || resp->err == KCM_ENOTFOUND) {
+    struct kcm_client_response taken = {.err = KCM_ECONFLICT,
+                                        .message = "every pod name tried is taken"};
+    create_failed(j, &taken);
+  } else {
+    create_failed(j, resp);
+  }
+  if (pod)
+    kcm_api_unref(pod, c->pool);
+  free(call);
+  create_done(j);
+}
+
+static void on_create(const struct kcm_client_response *resp, void *data) {
+  struct call *call = data;
+  struct kcm_rs_job *j = call->job;
+
+  if (!resp->err) {
+    created(j, call->name);
+  } else if (namespace_terminating(resp)) {
+    j->created++; /* the namespace is going away: nothing to do */
+  } else if (resp->err == KCM_ECONFLICT && strstr(resp->body, "\"AlreadyExists\"")) {
+    char path[700];
+    snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", j->rs->o.ns, call->name);
+    if (!issue(j, call, "GET", path, NULL, NULL, on_name_taken)) {
+      j->outstanding--; /* the create goes on as the GET */
+      return;
+    }
+    call = NULL; /* issue() freed it */
+    manage_failed(j, "out of memory");
+    fail(j, KCM_ENOMEM, "%s", "out of memory");
+  } else {
+    create_failed(j, resp);
+  }
+  free(call);
+  create_done(j);
+}
+
+/* Send one create, under a new name. */
+static int send_create(struct kcm_rs_job *j, unsigned names) {
+  struct call *call = calloc(1, sizeof(*call));
+  char *name = j->pod_body.data + j->name_at, path[600];
+  if (!call)
+    return KCM_ENOMEM;
+  call->job = j;
+  call->names = names;
+  kcm_replicaset_pod_name_fill(name, j->name_len, arc4random_uniform);
+  snprintf(call->name, sizeof(call->name), "%.*s", (int)j->name_len, name);
+  snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods", j->rs->o.ns);
+  return issue(j, call, "POST", path, j->pod_body.data, NULL, on_create);
+}
+
 static void send_create_batch(struct kcm_rs_job *j) {
-  struct kcm_buf body = KCM_BUF_INIT(8u << 20);
-  char path[600];
   int32_t i, n = j->batch < j->to_create ? j->batch : j->to_create;
 
-  if (kcm_replicaset_pod_body(j->rs, &body)) {
-    kcm_buf_release(&body);
+  if (!j->pod_body.len &&
+      kcm_replicaset_pod_body(j->rs, &j->pod_body, &j->name_at, &j->name_len)) {
     manage_failed(j, "cannot build a pod from the template");
     fail(j, KCM_EINVAL, "%s", "cannot build a pod from the template");
     j->to_create = 0;
     return;
   }
-  snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods", j->rs->o.ns);
   for (i = 0; i < n; i++) {
-    if (send_call(j, "POST", path, body.data, NULL, on_create, NULL)) {
+    if (send_create(j, 1)) {
       manage_failed(j, "out of memory");
       fail(j, KCM_ENOMEM, "%s", "out of memory");
       break;
@@ -482,7 +566,6 @@ static void send_create_batch(struct kcm_rs_job *j) {
   }
   j->to_create -= n;
   j->batch = kcm_replicaset_next_batch(j->batch, j->to_create);
-  kcm_buf_release(&body);
 }
 
 static void on_delete(const struct kcm_client_response *resp, void *data) {
@@ -703,6 +786,7 @@ static void start_job(struct kcm_replicaset_controller *c, const char *key) {
     return;
   }
   j->c = c;
+  kcm_buf_init(&j->pod_body, 8u << 20);
   j->next = c->jobs;
   c->jobs = j;
   snprintf(ns, sizeof(ns), "%.*s", (int)(slash - key), key);

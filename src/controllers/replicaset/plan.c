@@ -301,10 +301,14 @@ int kcm_replicaset_status_patch(const struct kcm_replicaset *rs, const struct kc
 
 /* --- pods from the template ------------------------------------------------------------- */
 
-int kcm_replicaset_pod_body(const struct kcm_replicaset *rs, struct kcm_buf *out) {
+int kcm_replicaset_pod_body(const struct kcm_replicaset *rs, struct kcm_buf *out,
+                            size_t *name_at, size_t *name_len) {
+  static const char name_key[] = "\"metadata\":{\"name\":\"";
   struct json_object *tmpl = json_tokener_parse(rs->template), *tmeta = NULL, *v;
   struct json_object *pod, *meta, *ref, *refs;
-  char uid[37], prefix[300];
+  char uid[37], prefix[300], name[KCM_REPLICASET_NAME_MAX + 1];
+  const char *at, *end;
+  size_t base;
   int err;
 
   if (!tmpl)
@@ -313,7 +317,16 @@ int kcm_replicaset_pod_body(const struct kcm_replicaset *rs, struct kcm_buf *out
   meta = json_object_new_object();
   json_object_object_add(pod, "apiVersion", json_object_new_string("v1"));
   json_object_object_add(pod, "kind", json_object_new_string("Pod"));
-  snprintf(prefix, sizeof(prefix), "%s-", rs->o.name);
+  /* As the API server names it from generateName: the prefix cut short,
+   * then the random characters (placeholders here). A prefix too long to be
+   * a name is the ReplicaSet's name without the dash, as upstream. */
+  snprintf(prefix, sizeof(prefix), "%s%s", rs->o.name, strlen(rs->o.name) < 253 ? "-" : "");
+  base = strlen(prefix);
+  if (base > KCM_REPLICASET_NAME_MAX - KCM_REPLICASET_NAME_RANDOM)
+    base = KCM_REPLICASET_NAME_MAX - KCM_REPLICASET_NAME_RANDOM;
+  snprintf(name, sizeof(name), "%.*s%.*s", (int)base, prefix, KCM_REPLICASET_NAME_RANDOM,
+           "xxxxxxxxxx");
+  json_object_object_add(meta, "name", json_object_new_string(name));
   json_object_object_add(meta, "generateName", json_object_new_string(prefix));
   json_object_object_add(meta, "namespace", json_object_new_string(rs->o.ns));
   json_object_object_get_ex(tmpl, "metadata", &tmeta);
@@ -342,5 +355,23 @@ int kcm_replicaset_pod_body(const struct kcm_replicaset *rs, struct kcm_buf *out
                                     pod, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
   json_object_put(pod);
   json_object_put(tmpl);
-  return err;
+  if (err)
+    return err;
+  /* The name is metadata's first member. */
+  at = strstr(out->data, name_key);
+  end = at ? strchr(at + sizeof(name_key) - 1, '"') : NULL;
+  if (!end || end - (at + sizeof(name_key) - 1) < KCM_REPLICASET_NAME_RANDOM)
+    return KCM_EINVAL;
+  *name_at = (size_t)(at + sizeof(name_key) - 1 - out->data);
+  *name_len = (size_t)(end - out->data) - *name_at;
+  return 0;
+}
+
+void kcm_replicaset_pod_name_fill(char *name, size_t len, uint32_t (*uniform)(uint32_t n)) {
+  static const char alphabet[] = "bcdfghjklmnpqrstvwxz2456789";
+  const uint32_t base = sizeof(alphabet) - 1;
+  uint32_t v = uniform(base * base * base * base * base); /* one draw: its base-27 digits */
+  size_t i;
+  for (i = len - KCM_REPLICASET_NAME_RANDOM; i < len; i++, v /= base)
+    name[i] = alphabet[v % base];
 }
