@@ -96,6 +96,33 @@ static void resend(struct kcm_events *ev, struct kcm_event_post *p) {
   send_next(ev);
 }
 
+/* Did the server refuse the post because its namespace is gone or going?
+ * Then every event waiting for that namespace would be refused too. */
+static bool namespace_gone(const struct kcm_client_response *resp,
+                           const struct kcm_event_post *p) {
+  return (resp->err == KCM_ENOTFOUND && !p->patch) ||
+         (resp->status == 403 && strstr(resp->body, "\"NamespaceTerminating\"") != NULL);
+}
+
+/* Drop the waiting posts to `path` (one namespace's events); returns how many. */
+static size_t drop_path(struct kcm_events *ev, const char *path) {
+  struct kcm_event_post **pp = &ev->head, *p;
+  size_t n = 0;
+  ev->tail = NULL;
+  while ((p = *pp)) {
+    if (strcmp(p->path, path) == 0) {
+      *pp = p->next;
+      free_post(p);
+      n++;
+    } else {
+      ev->tail = p;
+      pp = &p->next;
+    }
+  }
+  ev->queued -= n;
+  return n;
+}
+
 static void on_posted(const struct kcm_client_response *resp, void *data) {
   struct kcm_event_post *p = data;
   struct kcm_events *ev = p->ev;
@@ -118,7 +145,12 @@ static void on_posted(const struct kcm_client_response *resp, void *data) {
     resend(ev, p);
     return;
   }
-  if (resp->err) {
+  if (resp->err && namespace_gone(resp, p)) {
+    size_t n = drop_path(ev, p->path);
+    ev->failed += 1 + n;
+    kcm_v(2, "could not post an event; dropping the others of its namespace event=\"%s\" "
+          "err=\"%s: %s\" dropped=%zu", p->what, kcm_strerror(resp->err), resp->message, n);
+  } else if (resp->err) {
     ev->failed++;
     if (resp->err != KCM_ECANCELED)
       kcm_v(2, "could not post an event event=\"%s\" err=\"%s: %s\"", p->what,

@@ -87,7 +87,9 @@ class Kcm:
     def alive(self):
         return self.proc.poll() is None
 
-    def stop(self, sig=signal.SIGTERM, timeout=30):
+    def stop(self, sig=signal.SIGTERM, timeout=45):
+        # 45 s: as the manifest's terminationGracePeriodSeconds, above kcm's
+        # 30 s --shutdown-grace-period.
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
             try:

@@ -188,6 +188,30 @@ static void sends_one_at_a_time_and_bounds_the_queue(void **state) {
   fixture_close(&f);
 }
 
+/* Refused because its namespace is gone: the events waiting for that
+ * namespace are dropped unsent, the others are posted. */
+static void a_gone_namespace_drops_its_waiting_events(void **state) {
+  struct fixture f;
+  struct kcm_event_object gone, here;
+  uint64_t before;
+  int i;
+  fixture_init(&f);
+  gone = object(&f, "web-4");
+  gone.ns = "no-such-namespace";
+  here = object(&f, "web-4");
+  before = kcm_client_stats(f.client)->requests;
+  for (i = 0; i < 5; i++) {
+    kcm_events_record(&f.ev, &gone, false, "SuccessfulCreate", "Created pod: %d", i);
+    if (i % 2)
+      kcm_events_record(&f.ev, &here, false, "SuccessfulCreate", "Created pod: %d", i);
+  }
+  assert_true(support_run_until(&f.loop, all_settled, &f.ev, 10000));
+  assert_int_equal(f.ev.failed, 5);
+  assert_int_equal(f.ev.sent, 2);
+  assert_int_equal(kcm_client_stats(f.client)->requests - before, 3);
+  fixture_close(&f);
+}
+
 static void closing_drops_what_waits(void **state) {
   struct fixture f;
   struct kcm_event_object o;
@@ -346,6 +370,7 @@ int main(void) {
       cmocka_unit_test(messages_keep_every_character),
       cmocka_unit_test(sends_one_at_a_time_and_bounds_the_queue),
       cmocka_unit_test(closing_drops_what_waits),
+      cmocka_unit_test(a_gone_namespace_drops_its_waiting_events),
       cmocka_unit_test(repeats_patch_the_server_event),
   };
   const struct CMUnitTest pure[] = {
