@@ -559,16 +559,16 @@ static bool wants_retry(struct kcm_client_request *r, CURLcode code) {
   return status >= 500 && r->has_retry_after;
 }
 
-/* Should this failure be sent again? A repeatable request is, whenever no
- * answer came, while its time limit since it was made allows: curl itself
- * sends a request again on a new connection when a kept-alive one closes
- * before answering, so that a refused connection may follow an attempt
- * that went out. */
 /* 1, 2, 4, 8, 8, ... s between attempts that got no answer. */
 static uint64_t resend_wait(const struct kcm_client_request *r) {
   return 1000u << (r->resends < 3 ? r->resends : 3);
 }
 
+/* Should this failure be sent again? A repeatable request is, whenever no
+ * answer came, while its time limit since it was made allows: curl itself
+ * sends a request again on a new connection when a kept-alive one closes
+ * before answering, so that a refused connection may follow an attempt
+ * that went out. */
 static bool wants_resend(struct kcm_client_request *r, CURLcode code) {
   if (went_unanswered(r, code))
     r->after_unanswered = true;
