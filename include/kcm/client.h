@@ -113,6 +113,10 @@ struct kcm_client_response {
 };
 
 typedef void (*kcm_client_done_cb)(const struct kcm_client_response *resp, void *data);
+
+/* Was the request refused because its namespace is being deleted (403
+ * with the NamespaceTerminating cause)? */
+bool kcm_client_namespace_terminating(const struct kcm_client_response *resp);
 /* Streamed body bytes (watches). Return 0 to continue, non-zero to stop the
  * transfer, which then completes with KCM_ECANCELED. */
 typedef int (*kcm_client_chunk_cb)(const char *p, size_t n, void *data);

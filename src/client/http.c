@@ -442,6 +442,10 @@ static char *error_message(const char *body, size_t len) {
   return out;
 }
 
+bool kcm_client_namespace_terminating(const struct kcm_client_response *resp) {
+  return resp->status == 403 && strstr(resp->body, "\"NamespaceTerminating\"") != NULL;
+}
+
 /* Did this attempt fail in transit after it went out? Counted as sent once
  * curl began the transfer on a connection: a request that may have reached
  * the server is taken to have reached it. */

@@ -101,7 +101,7 @@ static void resend(struct kcm_events *ev, struct kcm_event_post *p) {
 static bool namespace_gone(const struct kcm_client_response *resp,
                            const struct kcm_event_post *p) {
   return (resp->err == KCM_ENOTFOUND && !p->patch) ||
-         (resp->status == 403 && strstr(resp->body, "\"NamespaceTerminating\"") != NULL);
+         kcm_client_namespace_terminating(resp);
 }
 
 /* Drop the waiting posts to `path` (one namespace's events); returns how many. */

@@ -322,10 +322,6 @@ static int request(struct kcm_dp_job *j, const char *method, const char *path, c
   return 0;
 }
 
-static bool namespace_terminating(const struct kcm_client_response *resp) {
-  return resp->status == 403 && strstr(resp->body, "\"NamespaceTerminating\"") != NULL;
-}
-
 /* --- checking and claiming ------------------------------------------------------------------- */
 
 static void on_check(const struct kcm_client_response *resp, void *data) {
@@ -621,7 +617,7 @@ static void on_created(const struct kcm_client_response *resp, void *data) {
     }
     return;
   }
-  if (namespace_terminating(resp)) {
+  if (kcm_client_namespace_terminating(resp)) {
     fail(j, resp->err, "%s", resp->message);
     j->forget = true;
     j->phase = PHASE_DONE;

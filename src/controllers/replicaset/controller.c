@@ -413,10 +413,6 @@ static void send_claims(struct kcm_rs_job *j) {
 
 /* --- phase: create or delete pods --------------------------------------------------------- */
 
-static bool namespace_terminating(const struct kcm_client_response *resp) {
-  return resp->status == 403 && strstr(resp->body, "\"NamespaceTerminating\"") != NULL;
-}
-
 static void manage_failed(struct kcm_rs_job *j, const char *message) {
   if (j->manage_failed)
     return;
@@ -514,7 +510,7 @@ static void on_create(const struct kcm_client_response *resp, void *data) {
 
   if (!resp->err) {
     created(j, call->name);
-  } else if (namespace_terminating(resp)) {
+  } else if (kcm_client_namespace_terminating(resp)) {
     j->created++; /* the namespace is going away: nothing to do */
   } else if (resp->err == KCM_ECONFLICT && strstr(resp->body, "\"AlreadyExists\"")) {
     char path[700];
