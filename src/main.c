@@ -16,6 +16,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "kcm/auth.h"
 #include "kcm/client.h"
 #include "kcm/deployment.h"
 #include "kcm/error.h"
@@ -23,30 +24,14 @@
 #include "kcm/leader.h"
 #include "kcm/log.h"
 #include "kcm/metrics.h"
+#include "kcm/options.h"
 #include "kcm/replicaset.h"
 #include "kcm/server.h"
-
-struct flags {
-  const char *kubeconfig;
-  const char *context;
-  const char *master;
-  int verbosity;
-  double qps;
-  int burst;
-  int rs_workers;
-  int d_workers;
-  bool leader_elect;
-  uint64_t lease_ms, renew_ms, retry_ms, grace_ms;
-  const char *lease_ns, *lease_name;
-  const char *health_addr, *metrics_addr;
-  const char *controllers;
-  uint64_t min_resync_ms;
-  uint64_t status_interval_ms;
-  uint64_t failed_backoff_ms;
-};
+#include "kcm/tls.h"
 
 struct app {
   uv_loop_t *loop;
+  const struct kcm_options *opt;
   struct kcm_client_config cfg;
   struct kcm_client *client;
   struct kcm_intern pool;
@@ -66,8 +51,15 @@ struct app {
   uint64_t grace_ms;
   uint64_t grace_deadline; /* loop ms; 0 once the grace period is over */
   bool flushed;
-  struct kcm_server health, metrics;
-  bool serving_health, serving_metrics;
+  /* Serving: HTTPS with authentication and authorization on --secure-port,
+   * and the plain listeners for local runs. */
+  struct kcm_tls *tls;
+  struct kcm_server secure, health, metrics;
+  bool serving_secure, serving_health, serving_metrics;
+  struct kcm_auth auth;
+  struct kcm_client_config authn_cfg, authz_cfg;
+  struct kcm_client *authn, *authz; /* owned; authz may be authn */
+  uv_timer_t cert_reload;
   uv_signal_t sigterm, sigint;
   uv_timer_t retry;
   uv_timer_t sync_check;
@@ -76,66 +68,6 @@ struct app {
   bool connected;
   bool synced;
 };
-
-static void usage(FILE *out) {
-  fprintf(out,
-          "Usage: kcm [flags]\n"
-          "\n"
-          "kcm runs the Deployment and ReplicaSet controllers against a Kubernetes API "
-          "server.\n"
-          "\n"
-          "Flags:\n"
-          "  --kubeconfig PATH   kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or\n"
-          "                      the in-cluster service account)\n"
-          "  --context NAME      kubeconfig context to use (default: current-context)\n"
-          "  --master URL        API server URL; overrides the kubeconfig's server\n"
-          "  --kube-api-qps N    requests per second to the API server, per controller\n"
-          "                      (default 20)\n"
-          "  --kube-api-burst N  requests allowed in a burst, per controller (default 30)\n"
-          "  --controllers LIST  controllers to run: names, * for all, -name to leave one\n"
-          "                      out; known: deployment, replicaset (default *)\n"
-          "  --min-resync-period D\n"
-          "                      caches resync at a random period in [D, 2D) (default 12h)\n"
-          "  --concurrent-deployment-syncs N\n"
-          "                      Deployments synced at once (default 5)\n"
-          "  --concurrent-replicaset-syncs N\n"
-          "                      ReplicaSets synced at once (default 5)\n"
-          "  --status-write-interval D\n"
-          "                      a ReplicaSet status write that only reports more pods\n"
-          "                      (created, ready, available) waits until D after the\n"
-          "                      last one; 0 writes it at once, as kube-controller-manager\n"
-          "                      (default 100ms)\n"
-          "  --failed-pod-backoff D\n"
-          "                      when a ReplicaSet's pods keep failing, wait 1s, 2s, 4s, ...\n"
-          "                      up to D before creating replacements; 0 replaces at once,\n"
-          "                      as kube-controller-manager (default 5m)\n"
-          "  --leader-elect[=BOOL]\n"
-          "                      run the controllers only while holding the lease (default\n"
-          "                      true)\n"
-          "  --leader-elect-lease-duration D\n"
-          "                      how long a lease not renewed stays held (default 15s)\n"
-          "  --leader-elect-renew-deadline D\n"
-          "                      how long the leader tries to renew before giving up\n"
-          "                      (default 10s)\n"
-          "  --leader-elect-retry-period D\n"
-          "                      time between tries to acquire or renew (default 2s)\n"
-          "  --leader-elect-resource-namespace NS\n"
-          "                      namespace of the Lease (default kube-system)\n"
-          "  --leader-elect-resource-name NAME\n"
-          "                      name of the Lease (default kcm)\n"
-          "  --health-probe-bind-address ADDR\n"
-          "                      where /healthz, /livez and /readyz are served; 0 turns\n"
-          "                      them off (default :8081)\n"
-          "  --metrics-bind-address ADDR\n"
-          "                      where /metrics is served; 0 turns it off (default :8080)\n"
-          "  --shutdown-grace-period D\n"
-          "                      how long syncs in progress may run on after SIGTERM\n"
-          "                      (default 30s)\n"
-          "  -v, --v N           log verbosity (default 0)\n"
-          "  --logging-format F  text (klog lines, the default) or json\n"
-          "  --version           print the version and exit\n"
-          "  -h, --help          print this help and exit\n");
-}
 
 /* Exit 2 after a flag error, as kube-controller-manager does. */
 static void flag_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
@@ -147,230 +79,8 @@ static void flag_error(const char *fmt, ...) {
   vfprintf(stderr, fmt, ap);
   va_end(ap);
   fprintf(stderr, "\n\n");
-  usage(stderr);
+  kcm_options_usage(stderr);
   exit(2);
-}
-
-static int parse_int(const char *s, int *out) {
-  char *end;
-  long v;
-  errno = 0;
-  v = strtol(s, &end, 10);
-  if (errno || end == s || *end || v < INT_MIN || v > INT_MAX)
-    return -1;
-  *out = (int)v;
-  return 0;
-}
-
-/* A Go duration ("15s", "1m30s", "1.5s", "500ms", "0") in milliseconds. */
-static int parse_duration(const char *s, uint64_t *out) {
-  static const struct {
-    const char *unit;
-    double ms;
-  } units[] = {{"ns", 1e-6}, {"us", 1e-3}, {"\xc2\xb5s", 1e-3}, {"ms", 1}, {"s", 1000},
-               {"m", 60000}, {"h", 3600000}};
-  double total = 0;
-  const char *p = s;
-  if (!strcmp(s, "0")) {
-    *out = 0;
-    return 0;
-  }
-  if (!*p)
-    return -1;
-  while (*p) {
-    char *end;
-    double v;
-    size_t i, best = 0, best_len = 0;
-    if (*p == '-' || *p == '+')
-      return -1;
-    errno = 0;
-    v = strtod(p, &end);
-    if (end == p || errno)
-      return -1;
-    p = end;
-    for (i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-      size_t n = strlen(units[i].unit);
-      if (!strncmp(p, units[i].unit, n) && n > best_len) {
-        best = i;
-        best_len = n;
-      }
-    }
-    if (!best_len)
-      return -1;
-    total += v * units[best].ms;
-    p += best_len;
-  }
-  if (total > 1e15)
-    return -1;
-  *out = (uint64_t)(total + 0.5);
-  return 0;
-}
-
-static bool is_bool_flag(const char *key) { return !strcmp(key, "leader-elect"); }
-
-static bool known_flag(const char *key) {
-  static const char *const names[] = {
-      "kubeconfig", "context", "master", "v", "kube-api-qps", "kube-api-burst",
-      "concurrent-replicaset-syncs", "concurrent-deployment-syncs", "leader-elect",
-      "leader-elect-lease-duration", "leader-elect-renew-deadline", "leader-elect-retry-period",
-      "leader-elect-resource-namespace", "leader-elect-resource-name", "shutdown-grace-period",
-      "health-probe-bind-address", "metrics-bind-address", "controllers", "min-resync-period",
-      "logging-format", "status-write-interval", "failed-pod-backoff"};
-  size_t i;
-  for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-    if (!strcmp(key, names[i]))
-      return true;
-  return false;
-}
-
-static void duration_flag(const char *key, const char *value, uint64_t *out) {
-  if (parse_duration(value, out) != 0)
-    flag_error("invalid value \"%s\" for flag --%s: must be a duration such as 15s, 500ms "
-               "or 1m30s", value, key);
-}
-
-/* --controllers as kube-controller-manager reads it: a name turns a
- * controller on, "-name" off, and "*" every controller not turned off. */
-static void parse_controllers(const char *list, bool *dc_on, bool *rs_on) {
-  static const char *const known[] = {"deployment", "replicaset"};
-  bool named[2] = {false, false}, off[2] = {false, false}, star = false;
-  const char *p = list;
-  size_t i;
-  while (*p) {
-    size_t n = strcspn(p, ",");
-    bool minus = *p == '-';
-    const char *name = p + minus;
-    size_t len = n - minus;
-    if (len == 1 && *name == '*' && !minus) {
-      star = true;
-    } else {
-      for (i = 0; i < 2; i++)
-        if (strlen(known[i]) == len && !strncmp(name, known[i], len))
-          break;
-      if (i == 2)
-        flag_error("invalid value \"%s\" for flag --controllers: \"%.*s\" is not in the list "
-                   "of known controllers (deployment, replicaset)", list, (int)len, name);
-      if (minus)
-        off[i] = true;
-      else
-        named[i] = true;
-    }
-    p += n;
-    if (*p == ',')
-      p++;
-  }
-  *dc_on = !off[0] && (named[0] || star);
-  *rs_on = !off[1] && (named[1] || star);
-}
-
-static void parse_flags(int argc, char **argv, struct flags *f) {
-  int i;
-  for (i = 1; i < argc; i++) {
-    const char *arg = argv[i];
-    const char *name, *value = NULL, *eq;
-    char key[64];
-    size_t klen;
-
-    if (arg[0] != '-' || !arg[1])
-      flag_error("unexpected argument \"%s\"", arg);
-    name = arg + (arg[1] == '-' ? 2 : 1);
-    eq = strchr(name, '=');
-    klen = eq ? (size_t)(eq - name) : strlen(name);
-    if (klen >= sizeof(key))
-      flag_error("unknown flag: %s", arg);
-    memcpy(key, name, klen);
-    key[klen] = '\0';
-    if (eq)
-      value = eq + 1;
-
-    if (!strcmp(key, "h") || !strcmp(key, "help")) {
-      usage(stdout);
-      exit(0);
-    }
-    if (!strcmp(key, "version")) {
-      printf("kcm %s\n", KCM_VERSION);
-      exit(0);
-    }
-    if (!known_flag(key))
-      flag_error("unknown flag: %s", arg);
-    if (is_bool_flag(key)) {
-      if (!value || !strcmp(value, "true") || !strcmp(value, "1"))
-        f->leader_elect = true;
-      else if (!strcmp(value, "false") || !strcmp(value, "0"))
-        f->leader_elect = false;
-      else
-        flag_error("invalid value \"%s\" for flag --%s: must be true or false", value, key);
-      continue;
-    }
-    if (!value) {
-      if (i + 1 >= argc)
-        flag_error("flag needs an argument: %s", arg);
-      value = argv[++i];
-    }
-    if (!strcmp(key, "kubeconfig"))
-      f->kubeconfig = value;
-    else if (!strcmp(key, "context"))
-      f->context = value;
-    else if (!strcmp(key, "master"))
-      f->master = value;
-    else if (!strcmp(key, "kube-api-qps")) {
-      char *end;
-      f->qps = strtod(value, &end);
-      if (end == value || *end || f->qps < 0)
-        flag_error("invalid value \"%s\" for flag --kube-api-qps: must be a non-negative "
-                   "number", value);
-    } else if (!strcmp(key, "concurrent-replicaset-syncs")) {
-      if (parse_int(value, &f->rs_workers) != 0 || f->rs_workers < 1)
-        flag_error("invalid value \"%s\" for flag --concurrent-replicaset-syncs: must be a "
-                   "positive integer", value);
-    } else if (!strcmp(key, "concurrent-deployment-syncs")) {
-      if (parse_int(value, &f->d_workers) != 0 || f->d_workers < 1)
-        flag_error("invalid value \"%s\" for flag --concurrent-deployment-syncs: must be a "
-                   "positive integer", value);
-    } else if (!strcmp(key, "leader-elect-lease-duration")) {
-      duration_flag(key, value, &f->lease_ms);
-    } else if (!strcmp(key, "leader-elect-renew-deadline")) {
-      duration_flag(key, value, &f->renew_ms);
-    } else if (!strcmp(key, "leader-elect-retry-period")) {
-      duration_flag(key, value, &f->retry_ms);
-    } else if (!strcmp(key, "min-resync-period")) {
-      duration_flag(key, value, &f->min_resync_ms);
-    } else if (!strcmp(key, "status-write-interval")) {
-      duration_flag(key, value, &f->status_interval_ms);
-    } else if (!strcmp(key, "failed-pod-backoff")) {
-      duration_flag(key, value, &f->failed_backoff_ms);
-    } else if (!strcmp(key, "logging-format")) {
-      if (!strcmp(value, "json"))
-        kcm_log_set_format(KCM_LOG_JSON);
-      else if (strcmp(value, "text"))
-        flag_error("invalid value \"%s\" for flag --logging-format: must be text or json",
-                   value);
-    } else if (!strcmp(key, "controllers")) {
-      f->controllers = value;
-    } else if (!strcmp(key, "shutdown-grace-period")) {
-      duration_flag(key, value, &f->grace_ms);
-    } else if (!strcmp(key, "health-probe-bind-address") ||
-               !strcmp(key, "metrics-bind-address")) {
-      char host[64];
-      int port;
-      if (strcmp(value, "0") &&
-          kcm_server_parse_address(value, host, sizeof(host), &port) != 0)
-        flag_error("invalid value \"%s\" for flag --%s: must be [host]:port or 0", value, key);
-      if (key[0] == 'h')
-        f->health_addr = value;
-      else
-        f->metrics_addr = value;
-    } else if (!strcmp(key, "leader-elect-resource-namespace")) {
-      f->lease_ns = value;
-    } else if (!strcmp(key, "leader-elect-resource-name")) {
-      f->lease_name = value;
-    } else if (!strcmp(key, "kube-api-burst")) {
-      if (parse_int(value, &f->burst) != 0 || f->burst < 1)
-        flag_error("invalid value \"%s\" for flag --kube-api-burst: must be a positive "
-                   "integer", value);
-    } else if (parse_int(value, &f->verbosity) != 0 || f->verbosity < 0)
-      flag_error("invalid value \"%s\" for flag -v: must be a non-negative integer", value);
-  }
 }
 
 static void check_server(struct app *a);
@@ -412,110 +122,33 @@ static void check_server(struct app *a) {
 /* --- health probes and metrics --------------------------------------------------------------- */
 
 #define LEADER_HEALTH_TOLERANCE_MS 20000 /* kube-controller-manager's */
+#define CERT_RELOAD_MS 60000
 
-struct check {
-  const char *name;
-  bool ok;
-};
-
-static bool excluded(const char *query, const char *name) {
-  const char *p = query;
-  size_t n = strlen(name);
-  while ((p = strstr(p, "exclude="))) {
-    p += 8;
-    if (!strncmp(p, name, n) && (p[n] == '\0' || p[n] == '&'))
-      return true;
-  }
-  return false;
-}
-
-static bool has_param(const char *query, const char *param) {
-  size_t n = strlen(param);
-  const char *p = query;
-  for (; p && *p; p = strchr(p, '&'), p = p ? p + 1 : NULL)
-    if (!strncmp(p, param, n) && (p[n] == '\0' || p[n] == '&' || p[n] == '='))
-      return true;
-  return false;
-}
-
-/* Answer as kube-apiserver's healthz handlers do: "ok", or with ?verbose
- * (and always on failure) one "[+]name ok" / "[-]name failed" line per
- * check, then "<endpoint> check passed|failed". /<endpoint>/<check> runs one. */
-static void serve_checks(const char *endpoint, const struct check *checks, size_t n,
-                         const struct kcm_server_request *req,
-                         struct kcm_server_response *resp) {
-  const char *sub = req->path + 1 + strlen(endpoint);
-  bool failed = false;
-  size_t i;
-  if (*sub == '/') {
-    for (i = 0; i < n; i++)
-      if (!strcmp(sub + 1, checks[i].name)) {
-        resp->status = checks[i].ok ? 200 : 500;
-        kcm_buf_appendf(&resp->body, checks[i].ok ? "ok" : "internal server error: %s check "
-                                                           "failed\n", checks[i].name);
-        return;
-      }
-    resp->status = 404;
-    kcm_buf_append_str(&resp->body, "404 page not found\n");
-    return;
-  }
-  for (i = 0; i < n; i++)
-    if (!checks[i].ok && !excluded(req->query, checks[i].name))
-      failed = true;
-  resp->status = failed ? 500 : 200;
-  if (!failed && !has_param(req->query, "verbose")) {
-    kcm_buf_append_str(&resp->body, "ok");
-    return;
-  }
-  for (i = 0; i < n; i++) {
-    if (excluded(req->query, checks[i].name))
-      kcm_buf_appendf(&resp->body, "[+]%s excluded: ok\n", checks[i].name);
-    else if (checks[i].ok)
-      kcm_buf_appendf(&resp->body, "[+]%s ok\n", checks[i].name);
-    else
-      kcm_buf_appendf(&resp->body, "[-]%s failed: reason withheld\n", checks[i].name);
-  }
-  kcm_buf_appendf(&resp->body, "%s check %s\n", endpoint, failed ? "failed" : "passed");
-}
-
-static bool under(const char *path, const char *prefix) {
-  size_t n = strlen(prefix);
-  return !strncmp(path, prefix, n) && (path[n] == '\0' || path[n] == '/');
-}
-
-static void on_health(void *data, const struct kcm_server_request *req,
-                      struct kcm_server_response *resp) {
-  struct app *a = data;
+/* /healthz, /livez and /readyz. Returns false for another path. */
+static bool answer_health(struct app *a, const struct kcm_server_request *req,
+                          struct kcm_server_response *resp) {
   bool leader_ok = !a->elect || kcm_leader_healthy(&a->leader, uv_now(a->loop),
                                                     LEADER_HEALTH_TOLERANCE_MS);
-  struct check live[] = {{"ping", true}, {"leaderElection", leader_ok}};
-  struct check ready[] = {{"ping", true}, {"informer-sync", a->synced},
-                          {"shutdown", !a->stopping}};
-  if (under(req->path, "/healthz"))
-    serve_checks("healthz", live, 2, req, resp);
-  else if (under(req->path, "/livez"))
-    serve_checks("livez", live, 2, req, resp);
-  else if (under(req->path, "/readyz"))
-    serve_checks("readyz", ready, 3, req, resp);
-  else {
-    resp->status = 404;
-    kcm_buf_append_str(&resp->body, "404 page not found\n");
-  }
+  struct kcm_server_check live[] = {{"ping", true}, {"leaderElection", leader_ok}};
+  struct kcm_server_check ready[] = {{"ping", true}, {"informer-sync", a->synced},
+                                     {"shutdown", !a->stopping}};
+  if (kcm_server_path_under(req->path, "/healthz"))
+    kcm_server_checks("healthz", live, 2, req, resp);
+  else if (kcm_server_path_under(req->path, "/livez"))
+    kcm_server_checks("livez", live, 2, req, resp);
+  else if (kcm_server_path_under(req->path, "/readyz"))
+    kcm_server_checks("readyz", ready, 3, req, resp);
+  else
+    return false;
+  return true;
 }
 
-static void on_metrics(void *data, const struct kcm_server_request *req,
-                       struct kcm_server_response *resp) {
-  struct app *a = data;
+static void answer_metrics(struct app *a, struct kcm_server_response *resp) {
   const struct kcm_workqueue *queues[2];
   const char *names[2];
   const char *lease[] = {"name", a->elect ? a->leader.name : "kcm", NULL};
   char labels[600];
   size_t n = 0;
-  if (strcmp(req->path, "/metrics")) {
-    resp->status = 404;
-    kcm_buf_append_str(&resp->body, "404 page not found\n");
-    return;
-  }
   if (a->dc_on) {
     queues[n] = &a->dc.queue;
     names[n++] = "deployment";
@@ -534,6 +167,7 @@ static void on_metrics(void *data, const struct kcm_server_request *req,
                          a->elect ? a->leading : 1) ||
       kcm_metrics_process(&resp->body)) {
     resp->status = 500;
+    resp->content_type = "text/plain; charset=utf-8";
     kcm_buf_reset(&resp->body);
     kcm_buf_append_str(&resp->body, "could not render the metrics\n");
     return;
@@ -543,21 +177,169 @@ static void on_metrics(void *data, const struct kcm_server_request *req,
   kcm_workqueue_metrics_many(queues, names, n, uv_now(a->loop), &resp->body);
 }
 
-static void serve(struct app *a, const char *addr, bool health) {
+static void on_health(void *data, struct kcm_server_exchange *x,
+                      const struct kcm_server_request *req, struct kcm_server_response *resp) {
+  if (!answer_health(data, req, resp))
+    kcm_server_not_found(resp);
+  kcm_server_reply(x);
+}
+
+static void on_metrics(void *data, struct kcm_server_exchange *x,
+                       const struct kcm_server_request *req, struct kcm_server_response *resp) {
+  if (strcmp(req->path, "/metrics"))
+    kcm_server_not_found(resp);
+  else
+    answer_metrics(data, resp);
+  kcm_server_reply(x);
+}
+
+/* A request on the secure port, waiting for authentication and
+ * authorization. */
+struct secure_request {
+  struct app *a;
+  struct kcm_server_exchange *x;
+  const struct kcm_server_request *req;
+  struct kcm_server_response *resp;
+};
+
+static void on_decision(void *data, const struct kcm_auth_decision *d) {
+  struct secure_request *r = data;
+  if (d->status != 200) {
+    const char *type;
+    kcm_v(4, "refused a request status=%d user=\"%s\" path=\"%s\" peer=\"%s\" reason=\"%s\"",
+          d->status, d->user, r->req->path, r->req->peer, d->message);
+    r->resp->status = d->status;
+    if ((type = kcm_auth_refusal(d, &r->resp->body)))
+      r->resp->content_type = type;
+  } else if (strcmp(r->req->path, "/metrics") == 0) {
+    answer_metrics(r->a, r->resp);
+  } else if (!answer_health(r->a, r->req, r->resp)) {
+    kcm_server_not_found(r->resp);
+  }
+  kcm_server_reply(r->x);
+  free(r);
+}
+
+static void on_secure(void *data, struct kcm_server_exchange *x,
+                      const struct kcm_server_request *req, struct kcm_server_response *resp) {
+  struct app *a = data;
+  struct secure_request *r = malloc(sizeof(*r));
+  struct kcm_auth_request ar = {req->method, req->path, req->authorization, req->cert};
+  if (r) {
+    *r = (struct secure_request){a, x, req, resp};
+    if (kcm_auth_check(&a->auth, &ar, on_decision, r) == 0)
+      return;
+    free(r);
+  }
+  resp->status = 500;
+  kcm_buf_append_str(&resp->body, "out of memory\n");
+  kcm_server_reply(x);
+}
+
+static void listen_or_exit(struct app *a, struct kcm_server *s, const char *what,
+                           const struct kcm_server_options *so) {
   const char *why = NULL;
-  struct kcm_server *s = health ? &a->health : &a->metrics;
-  if (!strcmp(addr, "0"))
-    return;
-  if (kcm_server_listen(s, a->loop, addr, health ? on_health : on_metrics, a, &why)) {
-    fprintf(stderr, "kcm: cannot serve %s on %s: %s\n", health ? "health probes" : "metrics",
-            addr, why);
+  if (kcm_server_listen(s, a->loop, so, &why)) {
+    fprintf(stderr, "kcm: cannot serve %s on %s: %s\n", what, so->address, why);
     exit(1);
   }
+  kcm_info("serving %s address=\"%s\"", what, s->address);
+}
+
+/* The plain listener for local runs, if its flag turned it on. */
+static void serve_plain(struct app *a, const char *flag, bool health) {
+  char buf[96];
+  struct kcm_server_options so = {0};
+  if (!strcmp(flag, "0"))
+    return;
+  so.address = kcm_options_local_address(flag, buf, sizeof(buf));
+  so.handler = health ? on_health : on_metrics;
+  so.data = a;
+  listen_or_exit(a, health ? &a->health : &a->metrics, health ? "health probes" : "metrics",
+                 &so);
   if (health)
     a->serving_health = true;
   else
     a->serving_metrics = true;
-  kcm_info("serving %s address=\"%s\"", health ? "health probes" : "metrics", s->address);
+}
+
+static void on_cert_reload(uv_timer_t *t) {
+  struct app *a = t->data;
+  char *err = NULL;
+  int rc = kcm_tls_reload(a->tls, &err);
+  if (rc == 1)
+    kcm_info("serving a new certificate");
+  else if (rc < 0)
+    kcm_error("cannot serve the changed certificate files, keeping the old ones err=\"%s\"",
+              err ? err : kcm_strerror(rc));
+  free(err);
+}
+
+/* A client for TokenReviews or SubjectAccessReviews: on its own
+ * kubeconfig (loaded into *cfg), or on kcm's connection; 200 qps and 400
+ * burst, as upstream's delegated clients. */
+static struct kcm_client *auth_client(struct app *a, const char *kubeconfig,
+                                      struct kcm_client_config *cfg) {
+  struct kcm_client_config_options co = {kubeconfig, NULL, NULL};
+  struct kcm_client *c;
+  char *err = NULL;
+  int rc = kubeconfig ? kcm_client_config_load(cfg, &co, &err) : 0;
+  if (rc) {
+    fprintf(stderr, "kcm: %s\n", err ? err : kcm_strerror(rc));
+    exit(1);
+  }
+  if ((rc = kcm_client_new(&c, a->loop, kubeconfig ? cfg : &a->cfg))) {
+    fprintf(stderr, "kcm: cannot set up the client for %s: %s\n", cfg->server,
+            kcm_strerror(rc));
+    exit(1);
+  }
+  kcm_client_set_rate_limit(c, 200, 400);
+  return c;
+}
+
+/* HTTPS on --secure-port, as kube-controller-manager serves it. */
+static void serve_secure(struct app *a) {
+  const struct kcm_options *o = a->opt;
+  struct kcm_tls_options to = {o->tls_cert_file, o->tls_key_file, o->cert_dir, "kcm",
+                               o->client_ca_file, o->bind_address, o->tls13_only};
+  struct kcm_auth_options ao = {0};
+  struct kcm_server_options so = {0};
+  char address[96], *err = NULL;
+  int rc;
+  if (o->secure_port == 0)
+    return;
+  if ((rc = kcm_tls_new(&a->tls, &to, &err))) {
+    fprintf(stderr, "kcm: %s\n", err ? err : kcm_strerror(rc));
+    exit(1);
+  }
+  if (!o->tls_cert_file)
+    kcm_info("serving a self-signed certificate dir=\"%s\"", o->cert_dir);
+  a->authn = auth_client(a, o->authn_kubeconfig, &a->authn_cfg);
+  a->authz = a->authn;
+  if (!o->authz_kubeconfig != !o->authn_kubeconfig ||
+      (o->authz_kubeconfig && strcmp(o->authz_kubeconfig, o->authn_kubeconfig)))
+    a->authz = auth_client(a, o->authz_kubeconfig, &a->authz_cfg);
+  ao.authn = a->authn;
+  ao.authz = a->authz;
+  ao.always_allow_paths = o->always_allow_paths;
+  ao.token_ttl_ms = o->token_ttl_ms;
+  ao.allow_ttl_ms = o->allow_ttl_ms;
+  ao.deny_ttl_ms = o->deny_ttl_ms;
+  if (kcm_auth_init(&a->auth, a->loop, &ao)) {
+    fprintf(stderr, "kcm: out of memory\n");
+    exit(1);
+  }
+  snprintf(address, sizeof(address), strchr(o->bind_address, ':') ? "[%s]:%d" : "%s:%d",
+           o->bind_address, o->secure_port);
+  so.address = address;
+  so.tls = a->tls;
+  so.handler = on_secure;
+  so.data = a;
+  listen_or_exit(a, &a->secure, "securely", &so);
+  a->serving_secure = true;
+  uv_timer_init(a->loop, &a->cert_reload);
+  a->cert_reload.data = a;
+  uv_timer_start(&a->cert_reload, on_cert_reload, CERT_RELOAD_MS, CERT_RELOAD_MS);
 }
 
 /* The controllers run once every cache is synced and, with leader election,
@@ -620,6 +402,14 @@ static void informer_closed(struct kcm_informer *inf) {
 
 static void stop_informers(struct app *a) {
   int k;
+  if (a->serving_secure) {
+    kcm_server_close(&a->secure, NULL);
+    uv_timer_stop(&a->cert_reload);
+    uv_close((uv_handle_t *)&a->cert_reload, NULL);
+    if (a->authz != a->authn)
+      kcm_client_close(a->authz);
+    kcm_client_close(a->authn);
+  }
   if (a->serving_health)
     kcm_server_close(&a->health, NULL);
   if (a->serving_metrics)
@@ -729,20 +519,33 @@ static void on_signal(uv_signal_t *s, int signum) {
 }
 
 int main(int argc, char **argv) {
-  struct flags f = {NULL, NULL, NULL, 0, 20, 30, 5, 5, true, 15000, 10000, 2000, 30000,
-                    "kube-system", "kcm", ":8081", ":8080", "*", 12 * 3600 * 1000ULL, 100,
-                    300000};
+  struct kcm_options f;
   struct kcm_leader_options lo = {0};
   const char *why;
   struct kcm_client_config_options copts;
   struct app a = {0};
-  char *errmsg = NULL;
+  char *errmsg = NULL, flag_err[512];
   int err, k;
 
-  parse_flags(argc, argv, &f);
-  parse_controllers(f.controllers, &a.dc_on, &a.rs_on);
+  switch (kcm_options_parse(&f, argc, argv, flag_err, sizeof(flag_err))) {
+  case KCM_OPTIONS_HELP:
+    kcm_options_usage(stdout);
+    return 0;
+  case KCM_OPTIONS_VERSION:
+    printf("kcm %s\n", KCM_VERSION);
+    return 0;
+  case KCM_OPTIONS_INVALID:
+    flag_error("%s", flag_err);
+  case KCM_OPTIONS_RUN:
+    break;
+  }
+  a.opt = &f;
+  a.dc_on = f.deployment_on;
+  a.rs_on = f.replicaset_on;
   kcm_log_set_verbosity(f.verbosity);
-  lo.ns = f.lease_ns;
+  if (f.json_logs)
+    kcm_log_set_format(KCM_LOG_JSON);
+  lo.ns = f.lease_namespace;
   lo.name = f.lease_name;
   lo.lease_ms = f.lease_ms;
   lo.renew_ms = f.renew_ms;
@@ -810,8 +613,8 @@ int main(int argc, char **argv) {
                                        &a.informers[KCM_KIND_REPLICASET],
                                        &a.informers[KCM_KIND_POD], &a.pool,
                                        &(struct kcm_replicaset_options){
-                                           (uint32_t)f.rs_workers, f.status_interval_ms,
-                                           f.failed_backoff_ms});
+                                           (uint32_t)f.replicaset_workers,
+                                           f.status_interval_ms, f.failed_pod_backoff_ms});
   if (err) {
     fprintf(stderr, "kcm: cannot set up the ReplicaSet controller: %s\n", kcm_strerror(err));
     return 1;
@@ -821,7 +624,7 @@ int main(int argc, char **argv) {
                                        &a.informers[KCM_KIND_DEPLOYMENT],
                                        &a.informers[KCM_KIND_REPLICASET],
                                        &a.informers[KCM_KIND_POD], &a.pool,
-                                       (uint32_t)f.d_workers);
+                                       (uint32_t)f.deployment_workers);
   if (err) {
     fprintf(stderr, "kcm: cannot set up the Deployment controller: %s\n", kcm_strerror(err));
     return 1;
@@ -837,8 +640,9 @@ int main(int argc, char **argv) {
     a.leader.on_lost = on_lost_lease;
     a.leader.on_released = on_lease_released;
   }
-  serve(&a, f.health_addr, true);
-  serve(&a, f.metrics_addr, false);
+  serve_secure(&a);
+  serve_plain(&a, f.health_address, true);
+  serve_plain(&a, f.metrics_address, false);
   check_server(&a);
   if (a.elect)
     kcm_leader_start(&a.leader);
@@ -858,7 +662,13 @@ int main(int argc, char **argv) {
     if (a.used[k])
       kcm_informer_release(&a.informers[k]);
   kcm_intern_release(&a.pool);
+  if (a.serving_secure) {
+    kcm_auth_release(&a.auth);
+    kcm_tls_free(a.tls);
+  }
   uv_loop_close(a.loop);
+  kcm_client_config_release(&a.authz_cfg);
+  kcm_client_config_release(&a.authn_cfg);
   kcm_client_config_release(&a.cfg);
   kcm_info("stopped");
   return 0;

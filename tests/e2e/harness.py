@@ -9,6 +9,7 @@ a fresh namespace and a kubectl bound to it; a scenario fails by raising.
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -62,6 +63,14 @@ class Kubectl:
         return self.run(*args, "-o", "jsonpath=" + expr, **kw).stdout
 
 
+def free_port():
+    """A port free on 127.0.0.1 now (kcm takes 0 to mean "off" for
+    --secure-port, so the harness picks one)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 class Kcm:
     """kcm run as a child process, its log kept in a file. kubeconfig None
     leaves kcm to find its settings (env: extra environment variables)."""
@@ -70,9 +79,12 @@ class Kcm:
         self.log_path = os.path.join(workdir, log_name)
         self.log = open(self.log_path, "w")
         args = [binary, "-v", "2", *extra]
+        self.secure_port = None
         if os.path.basename(binary) == "kcm":  # probes and metrics on loopback, free ports
+            self.secure_port = free_port()
             args[1:1] = ["--health-probe-bind-address=127.0.0.1:0",
-                         "--metrics-bind-address=127.0.0.1:0"]
+                         "--metrics-bind-address=127.0.0.1:0",
+                         "--bind-address=127.0.0.1", "--secure-port=%d" % self.secure_port]
         if kubeconfig:
             args[1:1] = ["--kubeconfig", kubeconfig]
         full_env = dict(os.environ)

@@ -1,0 +1,74 @@
+/*
+ * options — kcm's command line: one table of flags drives parsing,
+ * validation and --help, in sections as kube-controller-manager prints
+ * them, with kube-controller-manager's names and defaults.
+ *
+ * Flags are "--name=value", "--name value", or "-v N"; a boolean flag alone
+ * means true. A bad flag is reported as "invalid value "x" for flag --name:
+ * why" (or "unknown flag: ..."); the caller prints it with the usage and
+ * exits 2, as kube-controller-manager does.
+ */
+#ifndef KCM_OPTIONS_H
+#define KCM_OPTIONS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* Every value is borrowed from argv or static; nothing needs freeing. */
+struct kcm_options {
+  /* connection */
+  const char *kubeconfig, *context, *master;
+  double qps;
+  int burst;
+  /* controllers */
+  const char *controllers;
+  bool deployment_on, replicaset_on; /* from controllers */
+  uint64_t min_resync_ms;
+  int deployment_workers, replicaset_workers;
+  uint64_t status_interval_ms, failed_pod_backoff_ms;
+  /* leader election */
+  bool leader_elect;
+  uint64_t lease_ms, renew_ms, retry_ms;
+  const char *lease_namespace, *lease_name;
+  uint64_t grace_ms;
+  /* secure serving */
+  int secure_port; /* 0: off */
+  const char *bind_address;
+  const char *cert_dir, *tls_cert_file, *tls_key_file;
+  bool tls13_only; /* --tls-min-version=VersionTLS13 */
+  /* authentication and authorization */
+  const char *client_ca_file, *authn_kubeconfig, *authz_kubeconfig;
+  uint64_t token_ttl_ms, allow_ttl_ms, deny_ttl_ms;
+  const char *always_allow_paths;
+  /* plain HTTP, for local runs: "0" when off; ":port" means loopback */
+  const char *health_address, *metrics_address;
+  /* logs */
+  int verbosity;
+  bool json_logs;
+};
+
+enum kcm_options_result {
+  KCM_OPTIONS_RUN,     /* parsed: run */
+  KCM_OPTIONS_HELP,    /* --help: print the usage, exit 0 */
+  KCM_OPTIONS_VERSION, /* --version */
+  KCM_OPTIONS_INVALID, /* err says why */
+};
+
+/* Fill *o with the defaults, then argv[1..argc). */
+enum kcm_options_result kcm_options_parse(struct kcm_options *o, int argc, char **argv,
+                                          char *err, size_t err_len);
+
+/* The usage text, every flag with its section, value and default. */
+void kcm_options_usage(FILE *out);
+
+/* A plain-HTTP address as served: "0" stays off, ":8081" becomes
+ * "127.0.0.1:8081" (enabled without an address: loopback only). */
+const char *kcm_options_local_address(const char *addr, char *buf, size_t len);
+
+/* A Go duration ("15s", "1m30s", "1.5s", "500ms", "0") in milliseconds.
+ * Returns 0 or -1. */
+int kcm_options_duration(const char *s, uint64_t *ms);
+
+#endif

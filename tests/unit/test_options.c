@@ -1,0 +1,199 @@
+/*
+ * Tests for kcm's command line: defaults, every kind of value, refusals
+ * with the flag named, and the usage text drawn from the same table.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kcm/options.h"
+
+static enum kcm_options_result parse(struct kcm_options *o, char *err, size_t len, ...) {
+  static char name[] = "kcm";
+  char *argv[32] = {name};
+  int argc = 1;
+  va_list ap;
+  va_start(ap, len);
+  while (argc < 31 && (argv[argc] = va_arg(ap, char *)))
+    argc++;
+  va_end(ap);
+  err[0] = '\0';
+  return kcm_options_parse(o, argc, argv, err, len);
+}
+
+static void defaults_are_kube_controller_managers(void **state) {
+  struct kcm_options o;
+  char err[256];
+  assert_int_equal(parse(&o, err, sizeof(err), NULL), KCM_OPTIONS_RUN);
+  assert_int_equal(o.secure_port, 10257);
+  assert_string_equal(o.bind_address, "0.0.0.0");
+  assert_string_equal(o.cert_dir, "");
+  assert_null(o.tls_cert_file);
+  assert_false(o.tls13_only);
+  assert_string_equal(o.always_allow_paths, "/healthz,/readyz,/livez");
+  assert_int_equal(o.token_ttl_ms, 10000);
+  assert_int_equal(o.allow_ttl_ms, 10000);
+  assert_int_equal(o.deny_ttl_ms, 10000);
+  assert_string_equal(o.health_address, "0"); /* plain listeners off */
+  assert_string_equal(o.metrics_address, "0");
+  assert_true(o.leader_elect);
+  assert_int_equal(o.lease_ms, 15000);
+  assert_int_equal(o.renew_ms, 10000);
+  assert_int_equal(o.retry_ms, 2000);
+  assert_string_equal(o.lease_namespace, "kube-system");
+  assert_true(o.qps == 20);
+  assert_int_equal(o.burst, 30);
+  assert_int_equal(o.deployment_workers, 5);
+  assert_int_equal(o.replicaset_workers, 5);
+  assert_true(o.deployment_on && o.replicaset_on);
+  assert_int_equal(o.verbosity, 0);
+  assert_false(o.json_logs);
+}
+
+static void values_of_every_kind(void **state) {
+  struct kcm_options o;
+  char err[256];
+  assert_int_equal(parse(&o, err, sizeof(err), "--secure-port=0", "--bind-address", "::1",
+                         "--tls-cert-file=/c", "--tls-private-key-file", "/k",
+                         "--tls-min-version=VersionTLS13", "--client-ca-file=",
+                         "--authentication-token-webhook-cache-ttl=1m30s",
+                         "--authorization-always-allow-paths=/healthz,/debug/*",
+                         "--leader-elect=false", "--kube-api-qps=0.5", "-v", "4",
+                         "--logging-format=json", "--controllers=*,-deployment",
+                         "--health-probe-bind-address=:8081", NULL),
+                   KCM_OPTIONS_RUN);
+  assert_int_equal(o.secure_port, 0);
+  assert_string_equal(o.bind_address, "::1");
+  assert_string_equal(o.tls_cert_file, "/c");
+  assert_string_equal(o.tls_key_file, "/k");
+  assert_true(o.tls13_only);
+  assert_null(o.client_ca_file); /* empty is unset */
+  assert_int_equal(o.token_ttl_ms, 90000);
+  assert_string_equal(o.always_allow_paths, "/healthz,/debug/*");
+  assert_false(o.leader_elect);
+  assert_true(o.qps == 0.5);
+  assert_int_equal(o.verbosity, 4);
+  assert_true(o.json_logs);
+  assert_false(o.deployment_on);
+  assert_true(o.replicaset_on);
+  assert_string_equal(o.health_address, ":8081");
+  assert_int_equal(parse(&o, err, sizeof(err), "--leader-elect", "--v=2", NULL),
+                   KCM_OPTIONS_RUN);
+  assert_true(o.leader_elect);
+  assert_int_equal(o.verbosity, 2);
+  assert_int_equal(parse(&o, err, sizeof(err), "--help", NULL), KCM_OPTIONS_HELP);
+  assert_int_equal(parse(&o, err, sizeof(err), "-h", NULL), KCM_OPTIONS_HELP);
+  assert_int_equal(parse(&o, err, sizeof(err), "--version", NULL), KCM_OPTIONS_VERSION);
+}
+
+static void refusals_name_the_flag(void **state) {
+  static const struct {
+    const char *args[3];
+    const char *message;
+  } cases[] = {
+      {{"--secure-port=70000"}, "invalid value \"70000\" for flag --secure-port: must be a port"},
+      {{"--secure-port=-1"}, "invalid value \"-1\" for flag --secure-port"},
+      {{"--bind-address=localhost"},
+       "invalid value \"localhost\" for flag --bind-address: must be an IP address"},
+      {{"--tls-min-version=VersionTLS10"},
+       "invalid value \"VersionTLS10\" for flag --tls-min-version: must be VersionTLS12 or "
+       "VersionTLS13"},
+      {{"--tls-cert-file=/c"}, "--tls-cert-file and --tls-private-key-file must be given "
+                               "together"},
+      {{"--authorization-webhook-cache-authorized-ttl=10"},
+       "invalid value \"10\" for flag --authorization-webhook-cache-authorized-ttl: must be a "
+       "duration"},
+      {{"--concurrent-deployment-syncs=0"},
+       "invalid value \"0\" for flag --concurrent-deployment-syncs: must be a positive integer"},
+      {{"-v", "-1"}, "invalid value \"-1\" for flag -v: must be a non-negative integer"},
+      {{"--kube-api-qps=nan"}, "invalid value \"nan\" for flag --kube-api-qps"},
+      {{"--leader-elect=maybe"}, "invalid value \"maybe\" for flag --leader-elect"},
+      {{"--metrics-bind-address=8080"},
+       "invalid value \"8080\" for flag --metrics-bind-address: must be [host]:port or 0"},
+      {{"--min-resync-period=1e300h"}, "invalid value \"1e300h\" for flag --min-resync-period"},
+      {{"--controllers=endpoint"}, "\"endpoint\" is not in the list of known controllers"},
+      {{"--no-such-flag"}, "unknown flag: --no-such-flag"},
+      {{"--kubeconfig"}, "flag needs an argument: --kubeconfig"},
+      {{"stray"}, "unexpected argument \"stray\""},
+  };
+  struct kcm_options o;
+  char err[256];
+  size_t i;
+  for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    enum kcm_options_result r =
+        parse(&o, err, sizeof(err), cases[i].args[0], cases[i].args[1], cases[i].args[2]);
+    if (r != KCM_OPTIONS_INVALID || !strstr(err, cases[i].message))
+      fail_msg("%s: got %d \"%s\", want \"%s\"", cases[i].args[0], r, err, cases[i].message);
+  }
+}
+
+static void durations(void **state) {
+  uint64_t ms;
+  assert_int_equal(kcm_options_duration("1m30s", &ms), 0);
+  assert_int_equal(ms, 90000);
+  assert_int_equal(kcm_options_duration("1.5s", &ms), 0);
+  assert_int_equal(ms, 1500);
+  assert_int_equal(kcm_options_duration("500ms", &ms), 0);
+  assert_int_equal(ms, 500);
+  assert_int_equal(kcm_options_duration("0", &ms), 0);
+  assert_int_equal(ms, 0);
+  assert_int_equal(kcm_options_duration("15", &ms), -1);
+  assert_int_equal(kcm_options_duration("-1s", &ms), -1);
+  assert_int_equal(kcm_options_duration("", &ms), -1);
+  assert_int_equal(kcm_options_duration("nans", &ms), -1);
+  assert_int_equal(kcm_options_duration("infh", &ms), -1);
+}
+
+static void local_addresses_default_to_loopback(void **state) {
+  char buf[64];
+  assert_string_equal(kcm_options_local_address(":8081", buf, sizeof(buf)), "127.0.0.1:8081");
+  assert_string_equal(kcm_options_local_address("0.0.0.0:8081", buf, sizeof(buf)),
+                      "0.0.0.0:8081");
+  assert_string_equal(kcm_options_local_address("[::1]:0", buf, sizeof(buf)), "[::1]:0");
+}
+
+static void usage_lists_every_flag_in_sections(void **state) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  static const char *const expected[] = {
+      "Secure serving flags:", "--secure-port PORT", "--bind-address IP", "--cert-dir DIR",
+      "--tls-cert-file PATH", "--tls-private-key-file PATH", "--tls-min-version V",
+      "Authentication flags:", "--authentication-kubeconfig PATH", "--client-ca-file PATH",
+      "--authentication-token-webhook-cache-ttl D", "Authorization flags:",
+      "--authorization-kubeconfig PATH", "--authorization-always-allow-paths LIST",
+      "--authorization-webhook-cache-authorized-ttl D",
+      "--authorization-webhook-cache-unauthorized-ttl D", "--leader-elect[=BOOL]",
+      "--concurrent-deployment-syncs N", "--concurrent-replicaset-syncs N", "-v N, --v N",
+      "--kubeconfig PATH", "--health-probe-bind-address ADDR", "--metrics-bind-address ADDR",
+      "(default 10257)", "--help"};
+  size_t i;
+  kcm_options_usage(f);
+  fclose(f);
+  for (i = 0; i < sizeof(expected) / sizeof(expected[0]); i++)
+    if (!strstr(text, expected[i]))
+      fail_msg("usage lacks \"%s\":\n%s", expected[i], text);
+  /* Sections in kube-controller-manager's order. */
+  assert_true(strstr(text, "Generic flags:") < strstr(text, "Secure serving flags:"));
+  assert_true(strstr(text, "Secure serving flags:") < strstr(text, "Authentication flags:"));
+  assert_true(strstr(text, "Authentication flags:") < strstr(text, "Authorization flags:"));
+  free(text);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(defaults_are_kube_controller_managers),
+      cmocka_unit_test(values_of_every_kind),
+      cmocka_unit_test(refusals_name_the_flag),
+      cmocka_unit_test(durations),
+      cmocka_unit_test(local_addresses_default_to_loopback),
+      cmocka_unit_test(usage_lists_every_flag_in_sections),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
