@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 #include <uv.h>
@@ -518,6 +519,17 @@ static void on_signal(uv_signal_t *s, int signum) {
     after_controllers(a);
 }
 
+/* Go programs, kube-controller-manager among them, raise their soft limit
+ * on open files to the hard one at start; so does kcm, so that a flood of
+ * connections meets the server's own limits first. */
+static void raise_descriptor_limit(void) {
+  struct rlimit r;
+  if (getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur < r.rlim_max) {
+    r.rlim_cur = r.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &r);
+  }
+}
+
 int main(int argc, char **argv) {
   struct kcm_options f;
   struct kcm_leader_options lo = {0};
@@ -540,6 +552,7 @@ int main(int argc, char **argv) {
     break;
   }
   a.opt = &f;
+  raise_descriptor_limit();
   a.dc_on = f.deployment_on;
   a.rs_on = f.replicaset_on;
   kcm_log_set_verbosity(f.verbosity);

@@ -300,24 +300,31 @@ static void send_text(struct kcm_server_conn *c, int status, const char *text) {
   kcm_buf_release(&body);
 }
 
+/* A control byte other than tab: never part of a header or request line. */
+static bool has_control(const char *p) {
+  for (; *p; p++)
+    if (((unsigned char)*p < 0x20 && *p != '\t') || *p == 0x7f)
+      return true;
+  return false;
+}
+
 static bool is_token_char(char ch) {
   return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
          (ch && strchr("!#$%&'*+-.^_`|~", ch));
 }
 
-/* Read the header lines between p and end (each ending "\r\n", NUL-cut by
- * the caller's split), keeping the first Authorization. Returns 0 or -1
- * for a malformed line. */
+/* Read the header lines in [p, end), each ending "\r\n", keeping the
+ * first Authorization. Returns 0 or -1 for a malformed line. */
 static int read_headers(char *p, char *end, const char **authorization) {
   while (p < end) {
     char *eol = strstr(p, "\r\n"), *colon, *v, *ve;
-    if (!eol || eol > end)
-      eol = end;
+    if (!eol || eol >= end)
+      return -1;
     *eol = '\0';
     colon = p;
     while (is_token_char(*colon))
       colon++;
-    if (colon == p || *colon != ':')
+    if (colon == p || *colon != ':' || has_control(colon))
       return -1;
     *colon = '\0';
     for (v = colon + 1; *v == ' ' || *v == '\t'; v++)
@@ -332,41 +339,48 @@ static int read_headers(char *p, char *end, const char **authorization) {
   return 0;
 }
 
-/* The head is complete: parse it and hand the exchange to the handler. */
-static void serve(struct kcm_server_conn *c, size_t head_len) {
-  struct kcm_server *s = c->s;
-  char *line = c->in.data, *end = c->in.data + head_len, *eol, *sp1, *sp2, *q;
+int kcm_server_parse_head(char *head, size_t len, struct kcm_server_request *req) {
+  char *end = head + len, *eol, *sp1, *sp2, *q;
   const char *authorization = NULL;
-
-  if (memchr(line, '\0', head_len)) {
-    send_text(c, 400, "bad request\n");
-    return;
-  }
-  eol = strstr(line, "\r\n");
+  if (len < 4 || memcmp(end - 4, "\r\n\r\n", 4) || memchr(head, '\0', len))
+    return 400;
+  end[-2] = '\0'; /* the blank line: the headers end before it */
+  eol = strstr(head, "\r\n");
+  if (!eol)
+    return 400;
   *eol = '\0';
-  sp1 = strchr(line, ' ');
+  if (has_control(head))
+    return 400;
+  sp1 = strchr(head, ' ');
   sp2 = sp1 ? strchr(sp1 + 1, ' ') : NULL;
   if (!sp1 || !sp2 || (strcmp(sp2 + 1, "HTTP/1.1") && strcmp(sp2 + 1, "HTTP/1.0")) ||
-      sp1[1] != '/' || read_headers(eol + 2, end - 2, &authorization)) {
-    send_text(c, 400, "bad request\n");
-    return;
-  }
+      sp1[1] != '/' || read_headers(eol + 2, end - 2, &authorization))
+    return 400;
   *sp1 = *sp2 = '\0';
-  if (strcmp(line, "GET") && strcmp(line, "HEAD")) {
-    send_text(c, 405, "method not allowed\n");
-    return;
-  }
+  if (strcmp(head, "GET") && strcmp(head, "HEAD"))
+    return 405;
   q = strchr(sp1 + 1, '?');
   if (q)
     *q = '\0';
+  req->method = head;
+  req->path = sp1 + 1;
+  req->query = q ? q + 1 : "";
+  req->authorization = authorization;
+  return 0;
+}
+
+/* The head is complete: parse it and hand the exchange to the handler. */
+static void serve(struct kcm_server_conn *c, size_t head_len) {
+  struct kcm_server *s = c->s;
+  int status = kcm_server_parse_head(c->in.data, head_len, &c->req);
+  if (status) {
+    send_text(c, status, status == 405 ? "method not allowed\n" : "bad request\n");
+    return;
+  }
   if (c->tls && kcm_tls_session_peer(c->tls, &c->cert)) {
     close_conn(c);
     return;
   }
-  c->req.method = line;
-  c->req.path = sp1 + 1;
-  c->req.query = q ? q + 1 : "";
-  c->req.authorization = authorization;
   c->req.peer = c->addr;
   c->req.cert = &c->cert;
   c->resp.status = 200;

@@ -225,6 +225,10 @@ static void serves_and_refuses(void **state) {
   assert_non_null(strstr(f.answer, "HTTP/1.1 400 Bad Request\r\n"));
   fetch(&loop, s.port, "GET /hello HTTP/1.1\r\nno colon here\r\n\r\n", &f);
   assert_non_null(strstr(f.answer, "HTTP/1.1 400 Bad Request\r\n"));
+  fetch(&loop, s.port, "GET /hello HTTP/1.1\r\nAuthorization: Bearer x\nT\rH\r\n\r\n", &f);
+  assert_non_null(strstr(f.answer, "HTTP/1.1 400 Bad Request\r\n"));
+  fetch(&loop, s.port, "GET /hel\x01lo HTTP/1.1\r\n\r\n", &f);
+  assert_non_null(strstr(f.answer, "HTTP/1.1 400 Bad Request\r\n"));
   fetch(&loop, s.port, "GET /hello HTTP/2.0\r\n\r\n", &f);
   assert_non_null(strstr(f.answer, "HTTP/1.1 400 Bad Request\r\n"));
   fetch(&loop, s.port, "GET http://x/hello HTTP/1.1\r\n\r\n", &f);
