@@ -41,8 +41,9 @@ kubectl() { command kubectl --cache-dir "$demo/kubectl-cache" "$@"; }
 echo "   $(cat "$demo/apiserver.log")"
 
 echo "== starting kcm --kubeconfig $KUBECONFIG"
-"$build/kcm" --kubeconfig "$KUBECONFIG" --health-probe-bind-address=127.0.0.1:0 \
-  --metrics-bind-address=127.0.0.1:0 >"$demo/kcm.log" 2>&1 &
+secure_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+"$build/kcm" --kubeconfig "$KUBECONFIG" --bind-address=127.0.0.1 --secure-port="$secure_port" \
+  >"$demo/kcm.log" 2>&1 &
 pids+=($!)
 wait_for_line "$demo/kcm.log" 'connected to the API server' 20
 sed 's/^/   /' "$demo/kcm.log"
@@ -73,6 +74,8 @@ echo "== kubectl rollout history deployment/nginx-deployment"
 kubectl rollout history deployment/nginx-deployment
 echo "== kubectl describe deployment nginx-deployment (events)"
 kubectl describe deployment nginx-deployment | sed -n '/^Events:/,$p'
+echo "== curl -k https://127.0.0.1:$secure_port/readyz?verbose (kcm's secure port)"
+curl -sk "https://127.0.0.1:$secure_port/readyz?verbose" | sed 's/^/   /'
 echo
 echo "kcm's Deployment controller rolled nginx-deployment out, then rolled it"
 echo "to nginx:1.9.1 (two ReplicaSets, revisions 1 and 2); its ReplicaSet"

@@ -9,7 +9,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${KCM_BUILD_DIR:-$root/build}
 
-packages=(gcc make cmake pkg-config python3 openssl ca-certificates
+packages=(gcc make cmake pkg-config python3 openssl ca-certificates curl
           libcurl4-openssl-dev libssl-dev libjson-c-dev libyaml-dev libuv1-dev libcmocka-dev
           clang-14 libclang-rt-14-dev)  # clang: the fuzz targets (tests/fuzz/run.sh)
 missing=()
