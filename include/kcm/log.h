@@ -33,7 +33,7 @@
  * key="value" pairs as fields, keys from the format only; an unquoted value
  * of numbers and format text that is a JSON number stays a number, anything
  * else is a JSON string escaped as zap's encoder does (bytes that are not
- * UTF-8 become U+FFFD).
+ * UTF-8 become U+FFFD; code points that are not printable are escaped).
  */
 #ifndef KCM_LOG_H
 #define KCM_LOG_H

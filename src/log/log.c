@@ -194,12 +194,15 @@ static bool harmless(const char *s, size_t n) {
 
 /* A JSON string of s[0..n), escaped as zap (component-base's JSON logger)
  * does: " and \, \n \r \t, other control bytes as \u00NN, bytes that are
- * not UTF-8 as \ufffd; DEL and the C1 controls are escaped as well. */
+ * not UTF-8 as \ufffd. Code points that are not printable (see put_escaped)
+ * are escaped as well, as \uNNNN or a surrogate pair: the same string to a
+ * JSON reader, and U+2028, a C1 control or a bidirectional override reach
+ * no terminal and no reader that takes them for line ends. */
 static void put_json(struct line *l, const char *s, size_t n) {
   const unsigned char *u = (const unsigned char *)s;
   size_t i = 0, len;
   uint32_t r;
-  char esc[8];
+  char esc[16];
   put(l, "\"", 1);
   while (i < n) {
     len = utf8_rune(u + i, n - i, &r);
@@ -212,11 +215,15 @@ static void put_json(struct line *l, const char *s, size_t n) {
       put(l, esc, 2);
     } else if (r == '\n' || r == '\r' || r == '\t') {
       put(l, r == '\n' ? "\\n" : r == '\r' ? "\\r" : "\\t", 2);
-    } else if (r < 0x20 || (r >= 0x7f && r < 0xa0)) {
+    } else if (printable(r)) {
+      put(l, s + i, len);
+    } else if (r < 0x10000) {
       snprintf(esc, sizeof(esc), "\\u%04x", (unsigned)r);
       put(l, esc, 6);
     } else {
-      put(l, s + i, len);
+      snprintf(esc, sizeof(esc), "\\u%04x\\u%04x", 0xd800 + ((unsigned)(r - 0x10000) >> 10),
+               0xdc00 + ((unsigned)(r - 0x10000) & 0x3ff));
+      put(l, esc, 12);
     }
     i += len;
   }

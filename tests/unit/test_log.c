@@ -202,8 +202,10 @@ static void write_escapes(void) {
   kcm_error("watch error kind=\"%s\" code=%d message=\"%s\"", "Pod", 500, HOSTILE);
   kcm_info("serving %s address=\"%s\"", "x evil=\"1\"", "a");
   /* \r, a terminal escape, a byte that is not UTF-8, U+2028, U+009B (CSI),
-   * U+202E (right-to-left override), and a printable é. */
-  kcm_info("control value=\"%s\"", "a\rb\x1b[31mc\xff\xe2\x80\xa8\xc2\x9b\xe2\x80\xae\xc3\xa9");
+   * U+202E (right-to-left override), U+E0001 (a language tag), and a
+   * printable é. */
+  kcm_info("control value=\"%s\"",
+           "a\rb\x1b[31mc\xff\xe2\x80\xa8\xc2\x9b\xe2\x80\xae\xf3\xa0\x80\x81\xc3\xa9");
   kcm_info("serving %s address=\"%s\"", "health probes", "b");
 }
 
@@ -216,7 +218,8 @@ static void text_escapes_as_klog_quotes(void **state) {
                                "evil=\\\"1\\\"\"\n"));
   assert_non_null(strstr(text, "] serving \"x evil=\\\"1\\\"\" address=\"a\"\n"));
   assert_non_null(
-      strstr(text, "] control value=\"a\\rb\\x1b[31mc\\xff\\u2028\\u009b\\u202e\xc3\xa9\"\n"));
+      strstr(text, "] control value=\"a\\rb\\x1b[31mc\\xff\\u2028\\u009b\\u202e\\U000e0001"
+                   "\xc3\xa9\"\n"));
   assert_non_null(strstr(text, "] serving health probes address=\"b\"\n"));
   free(text);
 }
@@ -247,7 +250,8 @@ static void write_forged_json(void) {
   kcm_error("list failed kind=\"%s\" err=\"%s\"", "Pod", "x\" evil=\"1");
   kcm_info("serving %s address=\"%s\"", "x\n{\"evil\":1} y=\"2\"", "a");
   kcm_info("bare value w=%s n=%d", "12", 3);
-  kcm_info("control value=\"%s\"", "a\rb\x1b[31mc\xff\xc2\x9b\xc3\xa9");
+  kcm_info("control value=\"%s\"",
+           "a\rb\x1b[31mc\xff\xc2\x9b\xe2\x80\xa8\xe2\x80\xae\xf3\xa0\x80\x81\xc3\xa9");
   kcm_log_set_format(KCM_LOG_TEXT);
 }
 
@@ -277,8 +281,11 @@ static void json_values_cannot_forge_keys(void **state) {
   assert_json_keys(o[3], bare_keys, 6);
   assert_non_null(strstr(lines[3], ",\"w\":\"12\",\"n\":3}")); /* a string stays one */
   assert_true(json_object_object_get_ex(o[4], "value", &v));
-  assert_string_equal(json_object_get_string(v), "a\rb\x1b[31mc\xef\xbf\xbd\xc2\x9b\xc3\xa9");
-  assert_non_null(strstr(lines[4], "\"a\\rb\\u001b[31mc\\ufffd\\u009b\xc3\xa9\""));
+  assert_string_equal(
+      json_object_get_string(v),
+      "a\rb\x1b[31mc\xef\xbf\xbd\xc2\x9b\xe2\x80\xa8\xe2\x80\xae\xf3\xa0\x80\x81\xc3\xa9");
+  assert_non_null(strstr(lines[4], "\"a\\rb\\u001b[31mc\\ufffd\\u009b\\u2028\\u202e"
+                                   "\\udb40\\udc01\xc3\xa9\""));
   for (i = 0; i < 5; i++)
     json_object_put(o[i]);
   free(text);
