@@ -3,18 +3,37 @@
  *
  * Lines look like upstream Kubernetes components' logs:
  *
- *   I1122 05:08:20.312959    1234 main.c:123] message key="value"
+ *   I1122 05:08:20.312959    1234 main.c:123] message key="value" n=7
  *
  * Severity letter, month and day, local time with microseconds, pid, file
  * and line, then the message. Info lines with a level above the verbosity
- * set with kcm_log_set_verbosity() (the -v flag) are dropped. Each line is
- * written with one write call, so lines from one process never interleave.
- * The logger holds no resources; nothing needs freeing.
+ * set with kcm_log_set_verbosity() (the -v flag) are dropped. Each call
+ * writes exactly one line, with one write call, so lines from one process
+ * never interleave. The logger holds no resources; nothing needs freeing.
+ *
+ * A call's format is its structure, the arguments only data: the message
+ * runs to the format's first " key=", a value to the closing quote the
+ * format gives it or, unquoted, to the format's next space. Arguments are
+ * formatted one conversion at a time, as printf does, and escaped where
+ * they land, so no text from outside (a server's message, a name) can end
+ * a line, a value or the message, or add a key:
+ *   - values are written quoted as Go's strconv.Quote does, as klog writes
+ *     strings (\n, \", \x1b, \xff for a byte that is not UTF-8, \u2028);
+ *     an unquoted value stays bare only when it holds no string argument
+ *     and needs no escaping (numbers, format text);
+ *   - data in a message stays as it is when it has nothing to escape and no
+ *     =, " or \, else it is quoted the same way; the format's own text has
+ *     its control bytes escaped.
+ * Text after a value that is no key="value" pair is kept in text lines and
+ * left out of JSON ones.
  *
  * With KCM_LOG_JSON (--logging-format=json) each line is a JSON object as
  * Kubernetes components write them: {"ts":<Unix seconds>,"caller":"file:line",
  * "msg":"...","v":<level>} for info ("err" for errors), then the message's
- * key="value" pairs as fields (numbers stay numbers).
+ * key="value" pairs as fields, keys from the format only; an unquoted value
+ * of numbers and format text that is a JSON number stays a number, anything
+ * else is a JSON string escaped as zap's encoder does (bytes that are not
+ * UTF-8 become U+FFFD; code points that are not printable are escaped).
  */
 #ifndef KCM_LOG_H
 #define KCM_LOG_H

@@ -1,6 +1,7 @@
 """Scenarios about the kcm process itself."""
 
 import base64
+import contextlib
 import json
 import os
 import re
@@ -559,3 +560,140 @@ def least_privilege(ctx):
         wait_for(lambda: "caches synced" in env.kcm.text() or not env.kcm.alive(), timeout=30,
                  what="the suite's kcm to start again")
 
+
+
+# Text a server might send back: a line break and a forged klog line, quotes
+# and a forged JSON field, a carriage return, a terminal escape, a line
+# separator and a right-to-left override.
+FORGED = 'I1125 08:00:00.000000       1 forged.go:1] "forged" evil="1"'
+HOSTILE = 'denied\n' + FORGED + '\r\x1b[31m x","evil":"1\u2028\u202e'
+KLOG_HEADER = re.compile(r'[IWEF]\d{4} \d\d:\d\d:\d\d\.\d{6} +\d+ [^ ]+:\d+\] ')
+KLOG_QUOTED = re.compile(r'"(?:[^"\\]|\\.)*"')
+KLOG_PAIR = re.compile(r' ([A-Za-z0-9_.-]+)=("(?:[^"\\]|\\.)*"|[^ "]*)')
+JSON_BASE = {"ts", "caller", "msg", "v"}
+
+
+def _go_quote(s):
+    """s as Go's strconv.Quote writes it (for code points below U+10000)."""
+    named = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t",
+             "\v": "\\v", '"': '\\"', "\\": "\\\\"}
+    return '"%s"' % "".join(named.get(c) or ("\\x%02x" % ord(c) if ord(c) < 0x20 or c == "\x7f"
+                                             else c if c.isprintable() else "\\u%04x" % ord(c))
+                            for c in s)
+
+
+@contextlib.contextmanager
+def _own_kcm(ctx, log_name):
+    """A directory for a scenario's own kcm processes, the suite's kcm
+    stopped meanwhile and started again after (its log in log_name)."""
+    env = ctx.env
+    d = os.path.join(env.workdir, ctx.ns)
+    os.makedirs(d, exist_ok=True)
+    assert env.kcm.stop() == 0
+    try:
+        yield d
+    finally:
+        env.start_kcm(log_name)
+        wait_for(lambda: "caches synced" in env.kcm.text() or not env.kcm.alive(), timeout=30,
+                 what="the suite's kcm to start again")
+
+
+def _klog_keys(line):
+    """The keys of one klog text line: the header, a message (quoted strings
+    in it skipped) to the first ' key=', then only key=value pairs."""
+    m = KLOG_HEADER.match(line)
+    assert m, "not a klog line: %r" % line
+    i = m.end()
+    while i < len(line) and not KLOG_PAIR.match(line, i):
+        q = KLOG_QUOTED.match(line, i) if line[i] == '"' else None
+        assert line[i] != '"' or q, "an unterminated string: %r" % line
+        i = q.end() if q else i + 1
+    keys = []
+    while i < len(line):
+        p = KLOG_PAIR.match(line, i)
+        assert p, "text after the pairs: %r" % line[i:]
+        keys.append(p.group(1))
+        i = p.end()
+    return keys
+
+
+def _log_hostile_text(ctx, d, mode, git_version, error_event):
+    """kcm's log (mode: text or json) while the API server's answers carry HOSTILE."""
+    from scenarios_replicaset import rs_manifest
+    # /version first fails with the message, then answers the version;
+    # every pod create here is refused with it.
+    ctx.api.faults(clear=True, rules=[
+        {"path": "/version", "code": 503, "message": HOSTILE, "count": 1},
+        {"path": "/version", "code": 200, "contentType": "application/json",
+         "body": json.dumps({"major": "1", "minor": "31", "gitVersion": git_version})},
+        {"verb": "create", "resource": "pods", "namespace": ctx.ns, "code": 422,
+         "reason": "Invalid", "message": HOSTILE}])
+    extra = ["-v", "4", "--leader-elect=false"] + (
+        ["--logging-format=json"] if mode == "json" else [])
+    kcm = Kcm(ctx.env.kcm_binary, ctx.env.kubeconfig, d, log_name="hostile-%s.log" % mode,
+              extra=extra)
+    try:
+        wait_for(lambda: "caches synced" in kcm.text() or not kcm.alive(), timeout=30,
+                 what="kcm (%s) to sync its caches" % mode)
+        assert kcm.alive(), kcm.text()[-2000:]
+        ctx.apply(rs_manifest("web", 2))
+
+        def told():  # the watch may open after the event: send it again
+            if "watch error" not in kcm.text():
+                ctx.api.faults(watchInject={"resource": "pods", "line": error_event})
+            return all(s in kcm.text() for s in ("watch error", "sync failed",
+                                                 "Error creating", "connected to"))
+        wait_for(told, timeout=30, interval=0.5,
+                 what="kcm (%s) to log the server's messages" % mode)
+    finally:
+        code = kcm.stop()
+    assert code == 0, "kcm (%s) exited %s" % (mode, code)
+    return kcm.text()
+
+
+@scenario("text from the API server cannot forge kcm's log lines or keys, in text and JSON",
+          needs_sim=True)
+def hostile_text_in_logs(ctx):
+    if ctx.env.kcm is None or not ctx.env.kcm_binary.endswith("/kcm"):
+        return
+    git_version = "v1.31.0\n" + FORGED + '","evil":"1'
+    error_event = json.dumps({"type": "ERROR", "object": {
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": HOSTILE, "reason": "InternalError", "code": 500}})
+    logs = {}
+    with _own_kcm(ctx, "kcm-after-hostile.log") as d:
+        try:
+            for mode in ("text", "json"):
+                logs[mode] = _log_hostile_text(ctx, d, mode, git_version, error_event)
+        finally:
+            ctx.api.faults(clear=True)
+
+    # Text: every line is one klog line with the program's keys.
+    lines = logs["text"].splitlines()
+    for line in lines:
+        assert "evil" not in _klog_keys(line) and not line.startswith(FORGED[:20]), line
+    quoted = _go_quote(HOSTILE)
+    connected = next(ln for ln in lines if "] connected to the API server " in ln)
+    assert _klog_keys(connected) == ["server", "version"], connected
+    assert connected.endswith(" version=" + _go_quote(git_version)), connected
+    watch = next(ln for ln in lines if "] watch error " in ln)
+    assert _klog_keys(watch) == ["kind", "code", "message"], watch
+    assert watch.endswith(" message=" + quoted), watch
+    for what in ("] cannot reach the API server ", "] sync failed", "] event "):
+        line = next(ln for ln in lines if what in ln)
+        assert quoted[1:-1] in line, line
+
+    # JSON: every line is one object; data is in values, never in keys.
+    objs = [json.loads(line) for line in logs["json"].splitlines()]
+    for o in objs:
+        assert isinstance(o, dict) and isinstance(o["msg"], str) and "evil" not in o, o
+    connected = next(o for o in objs if o["msg"] == "connected to the API server")
+    assert set(connected) == JSON_BASE | {"server", "version"}, connected
+    assert connected["version"] == git_version, connected
+    watch = next(o for o in objs if o["msg"] == "watch error")
+    assert set(watch) == JSON_BASE - {"v"} | {"kind", "code", "message"}, watch
+    assert (watch["code"], watch["message"]) == (500, HOSTILE), watch
+    for what in ("cannot reach the API server", "sync failed; retrying", "event"):
+        o = next(o for o in objs if o["msg"] == what)
+        assert any(HOSTILE in v for v in o.values() if isinstance(v, str)), o
+    print("    %d text lines and %d JSON lines checked" % (len(lines), len(objs)))

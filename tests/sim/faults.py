@@ -2,8 +2,9 @@
 added latency, and (through the store) dropped watches, compaction and
 delayed watch delivery.
 
-A rule matches on any of verb, resource, subresource, namespace and name
-(a missing field matches anything) and answers with `code` (and optional
+A rule matches on any of verb, resource, subresource, namespace, name and
+path (a missing field matches anything; a request outside the resources,
+such as /version, matches only the rules that name its path) and answers with `code` (and optional
 `reason`, `message`, `retryAfter`), with a raw `body` (status `code`,
 default 200, and `contentType`, default text/html) in place of a Status,
 closes the connection without an answer (`close`: true), carries the
@@ -27,7 +28,7 @@ DEFAULTS = {
     504: ("Timeout", "injected fault"),
 }
 
-MATCH_FIELDS = ("verb", "resource", "subresource", "namespace", "name")
+MATCH_FIELDS = ("verb", "resource", "subresource", "namespace", "name", "path")
 
 
 class Faults:
@@ -67,13 +68,15 @@ class Faults:
             raise ValueError("body must be a string")
         return dict(rule)
 
-    def match(self, verb, resource, subresource, namespace, name):
+    def match(self, verb, resource, subresource, namespace, name, path=""):
         """Return the first matching rule (consuming one of its count) or None."""
         req = {"verb": verb, "resource": resource, "subresource": subresource or "",
-               "namespace": namespace or "", "name": name or ""}
+               "namespace": namespace or "", "name": name or "", "path": path}
         with self.lock:
             for rule in self.rules:
                 if any(f in rule and rule[f] != req[f] for f in MATCH_FIELDS):
+                    continue
+                if not resource and "path" not in rule:
                     continue
                 if "count" in rule:
                     if rule["count"] <= 0:

@@ -470,6 +470,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def handle_static(self, r, path):
         port = self.server.server_address[1]
+        self.apply_faults("get", r)
         if r.kind == "version":
             return self.send_json(200, VERSION)
         if r.kind == "health":
@@ -632,9 +633,10 @@ class Handler(BaseHTTPRequestHandler):
 
     def apply_faults(self, verb, r):
         faults = self.server.faults
-        if faults.latency_ms:
+        if faults.latency_ms and r.res:
             time.sleep(faults.latency_ms / 1000.0)
-        rule = faults.match(verb, r.res.plural, r.sub, r.ns, r.name)
+        rule = faults.match(verb, r.res.plural if r.res else "", r.sub, r.ns, r.name,
+                            self.path.split("?", 1)[0])
         if rule is None:
             return
         if rule.get("latencyMs"):
@@ -657,7 +659,8 @@ class Handler(BaseHTTPRequestHandler):
         reason, message = DEFAULTS.get(code, ("", "injected fault"))
         reason = rule.get("reason", reason)
         message = rule.get("message", message)
-        headers, details = {}, {"name": r.name, "group": r.res.group, "kind": r.res.plural}
+        headers, details = {}, {"name": r.name, "group": r.res.group if r.res else "",
+                                "kind": r.res.plural if r.res else ""}
         if rule.get("retryAfter") is not None:
             headers["Retry-After"] = str(rule["retryAfter"])
             details["retryAfterSeconds"] = rule["retryAfter"]

@@ -792,6 +792,21 @@ class Faults(SimTestCase):
         self.assertEqual(e["object"]["metadata"]["name"], "after")
         w.close()
 
+    def test_rules_for_paths_outside_the_resources(self):
+        # A rule without a path leaves /version alone; one with its path answers it.
+        self.c.faults(rules=[{"code": 503}, {"path": "/version", "code": 500, "message": "m\n",
+                                             "count": 1},
+                             {"path": "/version", "body": '{"gitVersion":"x"}', "code": 200,
+                              "contentType": "application/json", "count": 1}])
+        try:
+            r = self.c.get("/version")
+            self.assertEqual((r.status, r.json()["message"]), (500, "m\n"))
+            self.assertEqual(self.c.get("/version").json(), {"gitVersion": "x"})
+            self.assertEqual(self.c.get("/version").json()["gitVersion"], "v1.31.0-kcmsim")
+            self.assertEqual(self.c.get(PODS % self.ns).status, 503)
+        finally:
+            self.c.faults(clear=True)
+
     def test_bad_fault_requests(self):
         r = self.c.post("/_sim/faults", {"rules": [{"verb": "get", "cdoe": 500}]})
         self.assertEqual(r.status, 400)
