@@ -10,7 +10,7 @@ import urllib.error
 import urllib.request
 import time
 
-from harness import ROOT, Kcm, scenario, wait_for
+from harness import Kcm, manifest_objects, scenario, wait_for
 
 
 @scenario("kcm connects to the API server and keeps running")
@@ -172,8 +172,10 @@ def leader_election(ctx):
     d = os.path.join(env.workdir, ctx.ns)
     os.makedirs(d, exist_ok=True)
 
+    env.allow_lease(ctx.ns)
+
     def start(name):
-        kcm = Kcm(env.kcm_binary, env.kubeconfig, d, extra=args, log_name=name + ".log")
+        kcm = Kcm(env.kcm_binary, env.kcm_kubeconfig, d, extra=args, log_name=name + ".log")
         wait_for(lambda: "caches synced" in kcm.text() or not kcm.alive(), timeout=30,
                  what="%s to sync its caches" % name)
         assert kcm.alive(), kcm.text()[-2000:]
@@ -391,7 +393,7 @@ def chosen_controllers(ctx):
     kcm = None
     try:
         # Only the ReplicaSet controller: a ReplicaSet gets pods, a Deployment nothing.
-        kcm = Kcm(env.kcm_binary, env.kubeconfig, d, log_name="rs-only.log",
+        kcm = Kcm(env.kcm_binary, env.kcm_kubeconfig, d, log_name="rs-only.log",
                   extra=["--controllers=replicaset", "--leader-elect=false"])
         wait_for(lambda: "caches synced" in kcm.text(), timeout=30, what="kcm to sync")
         assert "deployments=0" in kcm.text() and 'name="deployment"' not in kcm.text()
@@ -402,7 +404,7 @@ def chosen_controllers(ctx):
         assert ctx.k.json("get", "replicasets", "-l", "app=web")["items"] == []
         assert kcm.stop() == 0
         # Everything but the ReplicaSet controller: the ReplicaSet appears, no pods.
-        kcm = Kcm(env.kcm_binary, env.kubeconfig, d, log_name="no-rs.log",
+        kcm = Kcm(env.kcm_binary, env.kcm_kubeconfig, d, log_name="no-rs.log",
                   extra=["--controllers=*,-replicaset", "--leader-elect=false"])
         rses = wait_for(lambda: ctx.k.json("get", "replicasets", "-l", "app=web")["items"],
                         timeout=30, what="the Deployment's ReplicaSet")
@@ -445,26 +447,9 @@ def events_flushed(ctx):
              what="the suite's kcm to start again")
 
 
-def _manifests():
-    """The objects in manifests/ (not examples/), parsed by kubectl without a server."""
-    p = subprocess.run(["kubectl", "label", "--local", "-f", os.path.join(ROOT, "manifests"),
-                        "checked=yes", "-o", "json"], capture_output=True, text=True, timeout=60,
-                       env=dict(os.environ, KUBECONFIG=os.devnull))
-    assert p.returncode == 0, p.stderr
-    objects, text, i = [], p.stdout, 0
-    decoder = json.JSONDecoder()
-    while i < len(text):
-        if text[i].isspace():
-            i += 1
-            continue
-        obj, i = decoder.raw_decode(text, i)
-        objects.extend(obj["items"] if obj.get("kind") == "List" else [obj])
-    return {(o["kind"], o["metadata"]["name"]): o for o in objects}
-
-
 @scenario("the manifests install kcm with least privilege, probes and a hardened pod")
 def manifests(ctx):
-    objs = _manifests()
+    objs = manifest_objects()
     assert set(objs) == {("ServiceAccount", "kcm"), ("ClusterRole", "kcm"),
                          ("ClusterRoleBinding", "kcm"), ("Role", "kcm-leader-election"),
                          ("RoleBinding", "kcm-leader-election"), ("Deployment", "kcm")}, set(objs)
@@ -526,36 +511,21 @@ def least_privilege(ctx):
     if env.kcm is None or not env.kcm_binary.endswith("/kcm"):
         return
     from scenarios_deployment import deployment, wait_complete
-    roles = [o for o in _manifests().values() if o["kind"] not in ("ServiceAccount", "Deployment")]
-    ctx.k("apply", "--validate=false", "-f", "-", namespaced=False,
-          stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": roles}))
-    d = os.path.join(env.workdir, ctx.ns)
-    os.makedirs(d, exist_ok=True)
-    server, ca = _sim_cluster(env)
-    path = os.path.join(d, "kubeconfig-sa")
-    _kubeconfig(path, server, ca, "    token: %s\n" % env.sa_token)
-    assert env.kcm.stop() == 0
-    kcm = Kcm(env.kcm_binary, path, d, log_name="sa.log", extra=["-v", "6"])
-    try:
-        wait_for(lambda: "successfully acquired lease" in kcm.text() or not kcm.alive(),
-                 timeout=30, what="kcm with its ServiceAccount to lead")
-        ctx.apply(deployment("web", 2))
-        wait_complete(ctx, "web")
-        ctx.k("scale", "deployment/web", "--replicas=3")
-        ctx.k("set", "image", "deployment/web", "c=nginx:1.9.1")
-        wait_complete(ctx, "web", rev=2)
-        ctx.k("rollout", "undo", "deployment/web")
-        wait_complete(ctx, "web", rev=3)
-        events = ctx.k.json("get", "events", "--field-selector", "reason=ScalingReplicaSet")
-        assert events["items"], "no ScalingReplicaSet events"
-        denied = [line for line in kcm.text().splitlines() if " 403 in " in line]
-        assert not denied, denied
-        assert kcm.stop() == 0
-    finally:
-        kcm.stop()
-        ctx.k.run("delete", "-f", "-", namespaced=False, check=False,
-                  stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": roles}))
-        env.start_kcm("kcm-after-least-privilege.log")
-        wait_for(lambda: "caches synced" in env.kcm.text() or not env.kcm.alive(), timeout=30,
-                 what="the suite's kcm to start again")
+    # The harness runs kcm as its ServiceAccount, with manifests/' RBAC objects.
+    assert env.kcm_kubeconfig != env.kubeconfig, "kcm runs with the harness's credentials"
+    last = env.api.get("/_sim/requests?since=999999999").json()["last"]
+    ctx.apply(deployment("web", 2))
+    wait_complete(ctx, "web")
+    ctx.k("scale", "deployment/web", "--replicas=3")
+    ctx.k("set", "image", "deployment/web", "c=nginx:1.9.1")
+    wait_complete(ctx, "web", rev=2)
+    ctx.k("rollout", "undo", "deployment/web")
+    wait_complete(ctx, "web", rev=3)
+    events = ctx.k.json("get", "events", "--field-selector", "reason=ScalingReplicaSet")
+    assert events["items"], "no ScalingReplicaSet events"
+    mine = [r for r in env.api.get("/_sim/requests?since=%d" % last).json()["items"]
+            if r["user"] == "system:serviceaccount:kube-system:kcm"]
+    assert mine, "no request from kcm's ServiceAccount"
+    denied = ["%s %s" % (r["method"], r["path"]) for r in mine if r["code"] == 403]
+    assert not denied, denied
 
