@@ -469,9 +469,8 @@ def manifests(ctx):
         ("apps", "replicasets/finalizers"): {"update"},
         ("apps", "replicasets"): {"get", "list", "watch", "create", "patch", "delete"},
         ("apps", "replicasets/status"): {"patch"},
-        ("", "pods"): {"list", "watch", "create", "patch", "delete"},
-        ("", "events"): {"create", "update", "patch"},
-        ("events.k8s.io", "events"): {"create", "update", "patch"},
+        ("", "pods"): {"get", "list", "watch", "create", "patch", "delete"},
+        ("", "events"): {"create", "patch"},
     }, granted
     lease_rules = objs[("Role", "kcm-leader-election")]["rules"]
     assert all(r["apiGroups"] == ["coordination.k8s.io"] and r["resources"] == ["leases"]
