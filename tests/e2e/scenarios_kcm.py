@@ -452,7 +452,9 @@ def manifests(ctx):
     objs = manifest_objects()
     assert set(objs) == {("ServiceAccount", "kcm"), ("ClusterRole", "kcm"),
                          ("ClusterRoleBinding", "kcm"), ("Role", "kcm-leader-election"),
-                         ("RoleBinding", "kcm-leader-election"), ("Deployment", "kcm")}, set(objs)
+                         ("RoleBinding", "kcm-leader-election"), ("Deployment", "kcm"),
+                         ("ClusterRoleBinding", "kcm:system:auth-delegator"),
+                         ("ClusterRole", "kcm-metrics-reader"), ("Service", "kcm")}, set(objs)
     for (kind, _), o in objs.items():
         if kind not in ("ClusterRole", "ClusterRoleBinding"):
             assert o["metadata"]["namespace"] == "kube-system", o["metadata"]
@@ -477,10 +479,17 @@ def manifests(ctx):
                for r in lease_rules), lease_rules
     assert {v for r in lease_rules for v in r["verbs"]} == {"create", "get", "update"}
     assert all(r.get("resourceNames") == ["kcm"] for r in lease_rules if "update" in r["verbs"])
-    for key in (("ClusterRoleBinding", "kcm"), ("RoleBinding", "kcm-leader-election")):
+    for key in (("ClusterRoleBinding", "kcm"), ("RoleBinding", "kcm-leader-election"),
+                ("ClusterRoleBinding", "kcm:system:auth-delegator")):
         b = objs[key]
         assert b["subjects"] == [{"kind": "ServiceAccount", "name": "kcm",
                                   "namespace": "kube-system"}], b
+    # The secure port's reviews, as kube-controller-manager delegates them.
+    assert objs[("ClusterRoleBinding", "kcm:system:auth-delegator")]["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+        "name": "system:auth-delegator"}
+    assert objs[("ClusterRole", "kcm-metrics-reader")]["rules"] == [
+        {"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
     d = objs[("Deployment", "kcm")]
     pod = d["spec"]["template"]["spec"]
     (c,) = pod["containers"]
@@ -492,9 +501,25 @@ def manifests(ctx):
             sc["capabilities"]) == (True, False, {"drop": ["ALL"]}), sc
     assert c["resources"]["requests"] == {"cpu": "10m", "memory": "16Mi"}, c["resources"]
     ports = {p["name"]: p["containerPort"] for p in c["ports"]}
-    assert ports == {"health": 8081, "metrics": 8080}, ports
-    assert (c["livenessProbe"]["httpGet"]["path"], c["readinessProbe"]["httpGet"]["path"]) == (
-        "/healthz", "/readyz")
+    assert ports == {"probe-port": 10257}, ports
+    # Probes on the secure port, with kubeadm's timings for kube-controller-manager.
+    probes = {k: c[k] for k in ("livenessProbe", "startupProbe", "readinessProbe")}
+    for name, probe in probes.items():
+        assert probe["httpGet"]["port"] == "probe-port", (name, probe)
+        assert probe["httpGet"]["scheme"] == "HTTPS", (name, probe)
+    for name, threshold in (("livenessProbe", 8), ("startupProbe", 24)):
+        assert probes[name]["httpGet"]["path"] == "/healthz", probes[name]
+        assert {k: probes[name].get(k) for k in ("initialDelaySeconds", "periodSeconds",
+                                                 "timeoutSeconds", "failureThreshold")} == {
+            "initialDelaySeconds": 10, "periodSeconds": 10, "timeoutSeconds": 15,
+            "failureThreshold": threshold}, probes[name]
+    assert probes["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert not [a for a in c["args"] if a.startswith(("--health-probe-bind-address",
+                                                       "--metrics-bind-address"))], c["args"]
+    svc = objs[("Service", "kcm")]["spec"]
+    assert svc["selector"] == d["spec"]["selector"]["matchLabels"], svc
+    assert svc["ports"] == [{"name": "https-metrics", "port": 10257, "targetPort": "probe-port",
+                             "protocol": "TCP"}], svc["ports"]
     assert pod["terminationGracePeriodSeconds"] > 30
     # kcm accepts the arguments: it gets past its flags to the missing kubeconfig.
     if ctx.env.kcm_binary.endswith("/kcm"):
