@@ -143,6 +143,12 @@ def rbac_path(obj):
         "/namespaces/" + ns if ns else "", RBAC_KINDS[obj["kind"]])
 
 
+# The ServiceAccounts whose tokens the local API server accepts from the
+# start, in USER_NAMESPACE (which needs not exist).
+USER_ACCOUNTS = ("metrics-reader", "nobody")
+USER_NAMESPACE = "kcm-e2e"
+
+
 class Env:
     def __init__(self, kcm_binary, kcm_args=()):
         self.workdir = tempfile.mkdtemp(prefix="kcm-e2e-")
@@ -156,10 +162,15 @@ class Env:
         else:
             # A service-account token for kcm, authorized by the roles in manifests/.
             self.sa_token = "kcm-sa-" + os.urandom(8).hex()
+            # Tokens of ServiceAccounts for scenarios that need users of their own.
+            self.user_tokens = {name: "kcm-e2e-%s-%s" % (name, os.urandom(8).hex())
+                                for name in USER_ACCOUNTS}
+            users = [a for name, token in self.user_tokens.items()
+                     for a in ("--sa-token", "%s:%s:%s" % (token, USER_NAMESPACE, name))]
             # Its objects kept in a file, so a scenario can kill and restart it.
             self.sim = SimProcess("--kubelet", "--ready-delay", "0.5",
                                   "--state", os.path.join(self.workdir, "sim-state.jsonl"),
-                                  "--sa-token", self.sa_token + ":kube-system:kcm")
+                                  "--sa-token", self.sa_token + ":kube-system:kcm", *users)
             self.kubeconfig = self.sim.kubeconfig
             self.real = False
         self.kcm_binary = kcm_binary
@@ -186,6 +197,17 @@ class Env:
         write_kubeconfig(path, self.sim.url, os.path.join(self.sim.dir, "ca.crt"),
                          {"token": self.sa_token})
         return path
+
+    def user_token(self, namespace, name):
+        """A bearer token of the ServiceAccount `name` (one of
+        USER_ACCOUNTS) and the namespace it is in: on a real cluster made
+        in `namespace` with kubectl, on the local API server one it
+        accepts from the start."""
+        if self.sim:
+            return USER_NAMESPACE, self.user_tokens[name]
+        k = self.kubectl(namespace)
+        k("create", "serviceaccount", name)
+        return namespace, k("create", "token", name).strip()
 
     def allow_lease(self, name):
         """Let kcm's service account hold the Lease `name` in kube-system
