@@ -113,6 +113,42 @@ class Kcm:
         return self.proc.returncode
 
 
+def manifest_objects():
+    """The objects in manifests/ (not examples/), parsed by kubectl without a
+    server, by (kind, name)."""
+    p = subprocess.run(["kubectl", "label", "--local", "-f", os.path.join(ROOT, "manifests"),
+                        "checked=yes", "-o", "json"], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, KUBECONFIG=os.devnull))
+    if p.returncode != 0:
+        raise CommandError("kubectl cannot read manifests/: " + p.stderr.strip())
+    objects, text, i = [], p.stdout, 0
+    decoder = json.JSONDecoder()
+    while i < len(text):
+        if text[i].isspace():
+            i += 1
+            continue
+        obj, i = decoder.raw_decode(text, i)
+        objects.extend(obj["items"] if obj.get("kind") == "List" else [obj])
+    return {(o["kind"], o["metadata"]["name"]): o for o in objects}
+
+
+RBAC_KINDS = {"ClusterRole": "clusterroles", "ClusterRoleBinding": "clusterrolebindings",
+              "Role": "roles", "RoleBinding": "rolebindings"}
+
+
+def rbac_path(obj):
+    """The API path of an RBAC object's collection."""
+    ns = obj["metadata"].get("namespace")
+    return "/apis/rbac.authorization.k8s.io/v1%s/%s" % (
+        "/namespaces/" + ns if ns else "", RBAC_KINDS[obj["kind"]])
+
+
+# The ServiceAccounts whose tokens the local API server accepts from the
+# start, in USER_NAMESPACE (which needs not exist).
+USER_ACCOUNTS = ("metrics-reader", "nobody")
+USER_NAMESPACE = "kcm-e2e"
+
+
 class Env:
     def __init__(self, kcm_binary, kcm_args=()):
         self.workdir = tempfile.mkdtemp(prefix="kcm-e2e-")
@@ -126,16 +162,71 @@ class Env:
         else:
             # A service-account token for kcm, authorized by the roles in manifests/.
             self.sa_token = "kcm-sa-" + os.urandom(8).hex()
+            # Tokens of ServiceAccounts for scenarios that need users of their own.
+            self.user_tokens = {name: "kcm-e2e-%s-%s" % (name, os.urandom(8).hex())
+                                for name in USER_ACCOUNTS}
+            users = [a for name, token in self.user_tokens.items()
+                     for a in ("--sa-token", "%s:%s:%s" % (token, USER_NAMESPACE, name))]
             # Its objects kept in a file, so a scenario can kill and restart it.
             self.sim = SimProcess("--kubelet", "--ready-delay", "0.5",
                                   "--state", os.path.join(self.workdir, "sim-state.jsonl"),
-                                  "--sa-token", self.sa_token + ":kube-system:kcm")
+                                  "--sa-token", self.sa_token + ":kube-system:kcm", *users)
             self.kubeconfig = self.sim.kubeconfig
             self.real = False
         self.kcm_binary = kcm_binary
         self.kcm_args = tuple(kcm_args)
+        # The kubeconfig kcm runs with: against the local API server, its
+        # service account's token, authorized by the RBAC objects in
+        # manifests/ only; elsewhere (or for another controller-manager) the
+        # harness's own.
+        self.kcm_kubeconfig = self.kubeconfig
+        if self.sim and os.path.basename(kcm_binary) == "kcm":
+            self.kcm_kubeconfig = self._service_account_kubeconfig()
         if os.environ.get("KCM_E2E_START_KCM", "1") != "0":
-            self.kcm = Kcm(kcm_binary, self.kubeconfig, self.workdir, extra=kcm_args)
+            self.kcm = Kcm(kcm_binary, self.kcm_kubeconfig, self.workdir, extra=kcm_args)
+
+    def _service_account_kubeconfig(self):
+        from apiserver import write_kubeconfig
+        for obj in manifest_objects().values():
+            if obj["kind"] in RBAC_KINDS:
+                r = self.api.post(rbac_path(obj), obj)
+                if r.status != 201:
+                    raise RuntimeError("the local API server refused %s %s: %s" % (
+                        obj["kind"], obj["metadata"]["name"], r.body.decode()))
+        path = os.path.join(self.workdir, "kubeconfig-kcm")
+        write_kubeconfig(path, self.sim.url, os.path.join(self.sim.dir, "ca.crt"),
+                         {"token": self.sa_token})
+        return path
+
+    def user_token(self, namespace, name):
+        """A bearer token of the ServiceAccount `name` (one of
+        USER_ACCOUNTS) and the namespace it is in: on a real cluster made
+        in `namespace` with kubectl, on the local API server one it
+        accepts from the start."""
+        if self.sim:
+            return USER_NAMESPACE, self.user_tokens[name]
+        k = self.kubectl(namespace)
+        k("create", "serviceaccount", name)
+        return namespace, k("create", "token", name).strip()
+
+    def allow_lease(self, name):
+        """Let kcm's service account hold the Lease `name` in kube-system
+        too, as an operator renaming --leader-elect-resource-name would
+        (nothing to do when kcm does not run as its service account)."""
+        if self.kcm_kubeconfig == self.kubeconfig:
+            return
+        role = "kcm-lease-" + name
+        ref = {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role}
+        for obj in ({"kind": "Role", "rules": [{"apiGroups": ["coordination.k8s.io"],
+                                                "resources": ["leases"], "resourceNames": [name],
+                                                "verbs": ["get", "update"]}]},
+                    {"kind": "RoleBinding", "roleRef": ref, "subjects": [
+                        {"kind": "ServiceAccount", "name": "kcm", "namespace": "kube-system"}]}):
+            obj.update(apiVersion="rbac.authorization.k8s.io/v1",
+                       metadata={"name": role, "namespace": "kube-system"})
+            r = self.api.post(rbac_path(obj), obj)
+            if r.status not in (201, 409):
+                raise RuntimeError("cannot grant the Lease %s: %s" % (name, r.body.decode()))
 
     def restart_kcm(self, log_name):
         """Stop kcm with SIGTERM and start it again; returns the old exit status."""
@@ -144,7 +235,7 @@ class Env:
         return code
 
     def start_kcm(self, log_name):
-        self.kcm = Kcm(self.kcm_binary, self.kubeconfig, self.workdir, extra=self.kcm_args,
+        self.kcm = Kcm(self.kcm_binary, self.kcm_kubeconfig, self.workdir, extra=self.kcm_args,
                        log_name=log_name)
 
     @property

@@ -308,7 +308,8 @@ def server_restarted(ctx):
 
 def _own_kcm(ctx, log_name):
     """A kcm with its own short lease, so one killed is followed within seconds."""
-    return Kcm(ctx.env.kcm_binary, ctx.env.kubeconfig, ctx.env.workdir, log_name=log_name,
+    ctx.env.allow_lease(ctx.ns)
+    return Kcm(ctx.env.kcm_binary, ctx.env.kcm_kubeconfig, ctx.env.workdir, log_name=log_name,
                extra=("--leader-elect-resource-name=" + ctx.ns,
                       "--leader-elect-lease-duration=3s", "--leader-elect-renew-deadline=2s",
                       "--leader-elect-retry-period=0.5s"))

@@ -11,7 +11,7 @@ import urllib.error
 import urllib.request
 import time
 
-from harness import ROOT, Kcm, scenario, wait_for
+from harness import Kcm, manifest_objects, scenario, wait_for
 
 
 @scenario("kcm connects to the API server and keeps running")
@@ -173,8 +173,10 @@ def leader_election(ctx):
     d = os.path.join(env.workdir, ctx.ns)
     os.makedirs(d, exist_ok=True)
 
+    env.allow_lease(ctx.ns)
+
     def start(name):
-        kcm = Kcm(env.kcm_binary, env.kubeconfig, d, extra=args, log_name=name + ".log")
+        kcm = Kcm(env.kcm_binary, env.kcm_kubeconfig, d, extra=args, log_name=name + ".log")
         wait_for(lambda: "caches synced" in kcm.text() or not kcm.alive(), timeout=30,
                  what="%s to sync its caches" % name)
         assert kcm.alive(), kcm.text()[-2000:]
@@ -392,7 +394,7 @@ def chosen_controllers(ctx):
     kcm = None
     try:
         # Only the ReplicaSet controller: a ReplicaSet gets pods, a Deployment nothing.
-        kcm = Kcm(env.kcm_binary, env.kubeconfig, d, log_name="rs-only.log",
+        kcm = Kcm(env.kcm_binary, env.kcm_kubeconfig, d, log_name="rs-only.log",
                   extra=["--controllers=replicaset", "--leader-elect=false"])
         wait_for(lambda: "caches synced" in kcm.text(), timeout=30, what="kcm to sync")
         assert "deployments=0" in kcm.text() and 'name="deployment"' not in kcm.text()
@@ -403,7 +405,7 @@ def chosen_controllers(ctx):
         assert ctx.k.json("get", "replicasets", "-l", "app=web")["items"] == []
         assert kcm.stop() == 0
         # Everything but the ReplicaSet controller: the ReplicaSet appears, no pods.
-        kcm = Kcm(env.kcm_binary, env.kubeconfig, d, log_name="no-rs.log",
+        kcm = Kcm(env.kcm_binary, env.kcm_kubeconfig, d, log_name="no-rs.log",
                   extra=["--controllers=*,-replicaset", "--leader-elect=false"])
         rses = wait_for(lambda: ctx.k.json("get", "replicasets", "-l", "app=web")["items"],
                         timeout=30, what="the Deployment's ReplicaSet")
@@ -446,29 +448,14 @@ def events_flushed(ctx):
              what="the suite's kcm to start again")
 
 
-def _manifests():
-    """The objects in manifests/ (not examples/), parsed by kubectl without a server."""
-    p = subprocess.run(["kubectl", "label", "--local", "-f", os.path.join(ROOT, "manifests"),
-                        "checked=yes", "-o", "json"], capture_output=True, text=True, timeout=60,
-                       env=dict(os.environ, KUBECONFIG=os.devnull))
-    assert p.returncode == 0, p.stderr
-    objects, text, i = [], p.stdout, 0
-    decoder = json.JSONDecoder()
-    while i < len(text):
-        if text[i].isspace():
-            i += 1
-            continue
-        obj, i = decoder.raw_decode(text, i)
-        objects.extend(obj["items"] if obj.get("kind") == "List" else [obj])
-    return {(o["kind"], o["metadata"]["name"]): o for o in objects}
-
-
 @scenario("the manifests install kcm with least privilege, probes and a hardened pod")
 def manifests(ctx):
-    objs = _manifests()
+    objs = manifest_objects()
     assert set(objs) == {("ServiceAccount", "kcm"), ("ClusterRole", "kcm"),
                          ("ClusterRoleBinding", "kcm"), ("Role", "kcm-leader-election"),
-                         ("RoleBinding", "kcm-leader-election"), ("Deployment", "kcm")}, set(objs)
+                         ("RoleBinding", "kcm-leader-election"), ("Deployment", "kcm"),
+                         ("ClusterRoleBinding", "kcm:system:auth-delegator"),
+                         ("ClusterRole", "kcm-metrics-reader"), ("Service", "kcm")}, set(objs)
     for (kind, _), o in objs.items():
         if kind not in ("ClusterRole", "ClusterRoleBinding"):
             assert o["metadata"]["namespace"] == "kube-system", o["metadata"]
@@ -485,19 +472,25 @@ def manifests(ctx):
         ("apps", "replicasets/finalizers"): {"update"},
         ("apps", "replicasets"): {"get", "list", "watch", "create", "patch", "delete"},
         ("apps", "replicasets/status"): {"patch"},
-        ("", "pods"): {"list", "watch", "create", "patch", "delete"},
-        ("", "events"): {"create", "update", "patch"},
-        ("events.k8s.io", "events"): {"create", "update", "patch"},
+        ("", "pods"): {"get", "list", "watch", "create", "patch", "delete"},
+        ("", "events"): {"create", "patch"},
     }, granted
     lease_rules = objs[("Role", "kcm-leader-election")]["rules"]
     assert all(r["apiGroups"] == ["coordination.k8s.io"] and r["resources"] == ["leases"]
                for r in lease_rules), lease_rules
     assert {v for r in lease_rules for v in r["verbs"]} == {"create", "get", "update"}
     assert all(r.get("resourceNames") == ["kcm"] for r in lease_rules if "update" in r["verbs"])
-    for key in (("ClusterRoleBinding", "kcm"), ("RoleBinding", "kcm-leader-election")):
+    for key in (("ClusterRoleBinding", "kcm"), ("RoleBinding", "kcm-leader-election"),
+                ("ClusterRoleBinding", "kcm:system:auth-delegator")):
         b = objs[key]
         assert b["subjects"] == [{"kind": "ServiceAccount", "name": "kcm",
                                   "namespace": "kube-system"}], b
+    # The secure port's reviews, as kube-controller-manager delegates them.
+    assert objs[("ClusterRoleBinding", "kcm:system:auth-delegator")]["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+        "name": "system:auth-delegator"}
+    assert objs[("ClusterRole", "kcm-metrics-reader")]["rules"] == [
+        {"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
     d = objs[("Deployment", "kcm")]
     pod = d["spec"]["template"]["spec"]
     (c,) = pod["containers"]
@@ -509,9 +502,25 @@ def manifests(ctx):
             sc["capabilities"]) == (True, False, {"drop": ["ALL"]}), sc
     assert c["resources"]["requests"] == {"cpu": "10m", "memory": "16Mi"}, c["resources"]
     ports = {p["name"]: p["containerPort"] for p in c["ports"]}
-    assert ports == {"health": 8081, "metrics": 8080}, ports
-    assert (c["livenessProbe"]["httpGet"]["path"], c["readinessProbe"]["httpGet"]["path"]) == (
-        "/healthz", "/readyz")
+    assert ports == {"probe-port": 10257}, ports
+    # Probes on the secure port, with kubeadm's timings for kube-controller-manager.
+    probes = {k: c[k] for k in ("livenessProbe", "startupProbe", "readinessProbe")}
+    for name, probe in probes.items():
+        assert probe["httpGet"]["port"] == "probe-port", (name, probe)
+        assert probe["httpGet"]["scheme"] == "HTTPS", (name, probe)
+    for name, threshold in (("livenessProbe", 8), ("startupProbe", 24)):
+        assert probes[name]["httpGet"]["path"] == "/healthz", probes[name]
+        assert {k: probes[name].get(k) for k in ("initialDelaySeconds", "periodSeconds",
+                                                 "timeoutSeconds", "failureThreshold")} == {
+            "initialDelaySeconds": 10, "periodSeconds": 10, "timeoutSeconds": 15,
+            "failureThreshold": threshold}, probes[name]
+    assert probes["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert not [a for a in c["args"] if a.startswith(("--health-probe-bind-address",
+                                                       "--metrics-bind-address"))], c["args"]
+    svc = objs[("Service", "kcm")]["spec"]
+    assert svc["selector"] == d["spec"]["selector"]["matchLabels"], svc
+    assert svc["ports"] == [{"name": "https-metrics", "port": 10257, "targetPort": "probe-port",
+                             "protocol": "TCP"}], svc["ports"]
     assert pod["terminationGracePeriodSeconds"] > 30
     # kcm accepts the arguments: it gets past its flags to the missing kubeconfig.
     if ctx.env.kcm_binary.endswith("/kcm"):
@@ -527,38 +536,23 @@ def least_privilege(ctx):
     if env.kcm is None or not env.kcm_binary.endswith("/kcm"):
         return
     from scenarios_deployment import deployment, wait_complete
-    roles = [o for o in _manifests().values() if o["kind"] not in ("ServiceAccount", "Deployment")]
-    ctx.k("apply", "--validate=false", "-f", "-", namespaced=False,
-          stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": roles}))
-    d = os.path.join(env.workdir, ctx.ns)
-    os.makedirs(d, exist_ok=True)
-    server, ca = _sim_cluster(env)
-    path = os.path.join(d, "kubeconfig-sa")
-    _kubeconfig(path, server, ca, "    token: %s\n" % env.sa_token)
-    assert env.kcm.stop() == 0
-    kcm = Kcm(env.kcm_binary, path, d, log_name="sa.log", extra=["-v", "6"])
-    try:
-        wait_for(lambda: "successfully acquired lease" in kcm.text() or not kcm.alive(),
-                 timeout=30, what="kcm with its ServiceAccount to lead")
-        ctx.apply(deployment("web", 2))
-        wait_complete(ctx, "web")
-        ctx.k("scale", "deployment/web", "--replicas=3")
-        ctx.k("set", "image", "deployment/web", "c=nginx:1.9.1")
-        wait_complete(ctx, "web", rev=2)
-        ctx.k("rollout", "undo", "deployment/web")
-        wait_complete(ctx, "web", rev=3)
-        events = ctx.k.json("get", "events", "--field-selector", "reason=ScalingReplicaSet")
-        assert events["items"], "no ScalingReplicaSet events"
-        denied = [line for line in kcm.text().splitlines() if " 403 in " in line]
-        assert not denied, denied
-        assert kcm.stop() == 0
-    finally:
-        kcm.stop()
-        ctx.k.run("delete", "-f", "-", namespaced=False, check=False,
-                  stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": roles}))
-        env.start_kcm("kcm-after-least-privilege.log")
-        wait_for(lambda: "caches synced" in env.kcm.text() or not env.kcm.alive(), timeout=30,
-                 what="the suite's kcm to start again")
+    # The harness runs kcm as its ServiceAccount, with manifests/' RBAC objects.
+    assert env.kcm_kubeconfig != env.kubeconfig, "kcm runs with the harness's credentials"
+    last = env.api.get("/_sim/requests?since=999999999").json()["last"]
+    ctx.apply(deployment("web", 2))
+    wait_complete(ctx, "web")
+    ctx.k("scale", "deployment/web", "--replicas=3")
+    ctx.k("set", "image", "deployment/web", "c=nginx:1.9.1")
+    wait_complete(ctx, "web", rev=2)
+    ctx.k("rollout", "undo", "deployment/web")
+    wait_complete(ctx, "web", rev=3)
+    events = ctx.k.json("get", "events", "--field-selector", "reason=ScalingReplicaSet")
+    assert events["items"], "no ScalingReplicaSet events"
+    mine = [r for r in env.api.get("/_sim/requests?since=%d" % last).json()["items"]
+            if r["user"] == "system:serviceaccount:kube-system:kcm"]
+    assert mine, "no request from kcm's ServiceAccount"
+    denied = ["%s %s" % (r["method"], r["path"]) for r in mine if r["code"] == 403]
+    assert not denied, denied
 
 
 

@@ -49,6 +49,9 @@ def gv_document(group, version):
             "post": _op("post", gvk, write, ("application/json",)),
             "delete": _op("deletecollection", gvk, ("labelSelector", "fieldSelector")),
         }
+        if res.review:  # only created
+            paths[base] = {"post": paths[base]["post"]}
+            continue
         item = base + "/{name}"
         paths[item] = {
             "get": _op("get", gvk, ()),

@@ -11,8 +11,10 @@ subjects name the user, one of its groups, or its service account. A denial
 is answered with the 403 Status kube-apiserver sends.
 
 The default ClusterRoles and ClusterRoleBindings that make discovery,
-/version and the health paths readable (and cluster-admin) are created at
-start, as the apiserver's RBAC bootstrap does.
+/version and the health paths readable, cluster-admin, system:monitoring
+and system:auth-delegator are created at start, as the apiserver's RBAC
+bootstrap does. SubjectAccessReviews (reviews.py) are answered by the same
+authorizer.
 """
 
 import copy
@@ -147,6 +149,27 @@ def rule_allows(attrs, rule):
             and (not names or attrs.name in names))
 
 
+def _describe_subject(subject, binding_ns):
+    """As rbac's describeSubject: a service account as NAME/NAMESPACE."""
+    kind, name = subject.get("kind"), subject.get("name")
+    if kind == "ServiceAccount":
+        return "%s %s" % (kind, _q("%s/%s" % (name, subject.get("namespace") or binding_ns)))
+    return "%s %s" % (kind, _q(name))
+
+
+def _describe_source(binding, subject, binding_ns):
+    """What allowed a request, as the binding describers' String() words it
+    (a RoleBinding as NAME/NAMESPACE)."""
+    ref = binding.get("roleRef") or {}
+    name = binding["metadata"]["name"]
+    if binding_ns:
+        kind, name = "RoleBinding", "%s/%s" % (name, binding_ns)
+    else:
+        kind = "ClusterRoleBinding"
+    return "%s %s of %s %s to %s" % (kind, _q(name), ref.get("kind"), _q(ref.get("name")),
+                                     _describe_subject(subject, binding_ns))
+
+
 def _applies(subject, user, groups, namespace):
     kind, name = subject.get("kind"), subject.get("name")
     if kind == "User":
@@ -178,8 +201,9 @@ class Authorizer:
         return entry.obj.get("rules") or []
 
     def visit_rules(self, user, groups, namespace):
-        """Yield (rule, error) for every rule bound to the user at the
-        cluster scope and, with a namespace, in that namespace."""
+        """Yield (rule, source, error) for every rule bound to the user at
+        the cluster scope and, with a namespace, in that namespace; source
+        describes the binding and subject that bring the rule."""
         store = self.api.store
         scopes = [("clusterrolebindings", None, "")]
         if namespace:
@@ -187,27 +211,31 @@ class Authorizer:
         for plural, selector_ns, binding_ns in scopes:
             for _, entry in sorted(store.items(plural, selector_ns), key=lambda kv: kv[0]):
                 binding = entry.obj
-                if not any(_applies(s, user, groups, binding_ns)
-                           for s in binding.get("subjects") or [] if isinstance(s, dict)):
+                subject = next((s for s in binding.get("subjects") or []
+                                if isinstance(s, dict) and _applies(s, user, groups, binding_ns)),
+                               None)
+                if subject is None:
                     continue
                 try:
                     rules = self._role_rules(binding.get("roleRef") or {}, binding_ns)
                 except LookupError as e:
-                    yield None, str(e)
+                    yield None, None, str(e)
                     continue
                 for rule in rules:
                     if isinstance(rule, dict):
-                        yield rule, None
+                        yield rule, (binding, subject, binding_ns), None
 
     def authorize(self, user, groups, attrs):
-        """(allowed, reason), as the privileged-group and RBAC authorizers answer."""
+        """(allowed, reason), as the privileged-group and RBAC authorizers
+        answer: an allowing reason names the binding, a refusing one the
+        roles that could not be found."""
         if PRIVILEGED_GROUP in groups:
             return True, ""
         errors = []
         with self.api.lock:
-            for rule, err in self.visit_rules(user, groups, attrs.namespace):
+            for rule, source, err in self.visit_rules(user, groups, attrs.namespace):
                 if rule is not None and rule_allows(attrs, rule):
-                    return True, ""
+                    return True, "RBAC: allowed by " + _describe_source(*source)
                 if err:
                     errors.append(err)
         if not errors:
@@ -272,6 +300,17 @@ BOOTSTRAP_CLUSTER_ROLES = {
     "system:public-info-viewer": [
         {"verbs": ["get"], "nonResourceURLs": [
             "/healthz", "/livez", "/readyz", "/version", "/version/"]}],
+    # For servers that delegate authentication and authorization here; bound
+    # by whoever runs one (no default binding).
+    "system:auth-delegator": [
+        {"verbs": ["create"], "apiGroups": ["authentication.k8s.io"],
+         "resources": ["tokenreviews"]},
+        {"verbs": ["create"], "apiGroups": ["authorization.k8s.io"],
+         "resources": ["subjectaccessreviews"]}],
+    "system:monitoring": [
+        {"verbs": ["get"], "nonResourceURLs": [
+            "/healthz", "/healthz/*", "/livez", "/livez/*", "/metrics", "/metrics/slis",
+            "/readyz", "/readyz/*"]}],
 }
 
 BOOTSTRAP_CLUSTER_ROLE_BINDINGS = {
@@ -279,6 +318,7 @@ BOOTSTRAP_CLUSTER_ROLE_BINDINGS = {
     "system:discovery": ["system:authenticated"],
     "system:basic-user": ["system:authenticated"],
     "system:public-info-viewer": ["system:authenticated", "system:unauthenticated"],
+    "system:monitoring": ["system:monitoring"],
 }
 
 

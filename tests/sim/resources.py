@@ -446,6 +446,7 @@ class Resource:
     field_labels = ()
     has_generation = False
     create_on_update = False
+    review = False  # created and answered, never stored (TokenReview, SubjectAccessReview)
 
     @property
     def api_version(self):
@@ -1071,8 +1072,26 @@ class RoleBindings(_Bindings):
     plural, singular, kind = "rolebindings", "rolebinding", "RoleBinding"
 
 
+class _Review(Resource):
+    namespaced = False
+    verbs = ("create",)
+    review = True
+
+
+class TokenReviews(_Review):
+    group = "authentication.k8s.io"
+    plural, singular, kind = "tokenreviews", "tokenreview", "TokenReview"
+
+
+class SubjectAccessReviews(_Review):
+    group = "authorization.k8s.io"
+    plural, singular, kind = ("subjectaccessreviews", "subjectaccessreview",
+                              "SubjectAccessReview")
+
+
 ALL = [Namespaces(), Nodes(), Pods(), Events(), Leases(), Deployments(), ReplicaSets(),
-       ClusterRoles(), ClusterRoleBindings(), Roles(), RoleBindings()]
+       ClusterRoles(), ClusterRoleBindings(), Roles(), RoleBindings(), TokenReviews(),
+       SubjectAccessReviews()]
 BY_PATH = {(r.group, r.version, r.plural): r for r in ALL}
 BY_KIND = {(r.api_version, r.kind): r for r in ALL}
 BY_PLURAL = {r.plural: r for r in ALL}

@@ -17,6 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import openapi
 import rbac
 import resources
+import reviews
 import tables
 from api import Api, ApiError, bad_request, go_json_error
 from faults import DEFAULTS, Faults
@@ -542,6 +543,8 @@ class Handler(BaseHTTPRequestHandler):
             raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on "
                            "the requested resource")
         self.apply_faults(verb, r)
+        if res.review:
+            return self.handle_review(r, verb)
         api = self.server.api
         dry = query.get("dryRun") == "All"
         table = wants_table(self.headers.get("Accept")) and verb in ("get", "list", "watch") \
@@ -584,6 +587,18 @@ class Handler(BaseHTTPRequestHandler):
         lst = api.delete_collection(res, r.ns, query.get("labelSelector", ""),
                                     query.get("fieldSelector", ""), opts, dry)
         return self.send_json(200, lst)
+
+    def handle_review(self, r, verb):
+        """A TokenReview or SubjectAccessReview: answered, not stored."""
+        if verb != "create" or r.name:
+            raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on "
+                           "the requested resource")
+        self.check_accept()
+        body = self.decode_body(self.read_body(), r.res.kind)
+        self.server.api._check_kind(r.res, body)
+        if r.res.plural == "tokenreviews":
+            return self.send_json(201, reviews.token_review(body, self.server.tokens))
+        return self.send_json(201, reviews.access_review(body, self.server.authorizer))
 
     def check_accept(self):
         accept = self.headers.get("Accept") or ""

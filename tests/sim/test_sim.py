@@ -969,8 +969,8 @@ def rule(groups, res, verbs, names=None):
 
 
 @unittest.skipIf(COMPARE, "needs the local API server")
-class Authorization(SimTestCase):
-    """RBAC: what users outside system:masters may do."""
+class RbacCase(SimTestCase):
+    """A server with users outside system:masters, and RBAC objects made for a test."""
 
     args = ("--extra-token", "alice-token:alice",
             "--extra-token", "bob-token:bob:devs,qa",
@@ -1030,6 +1030,10 @@ class Authorization(SimTestCase):
         w = client.watch(path)
         w.close()
         return w.status
+
+
+class Authorization(RbacCase):
+    """RBAC: what users outside system:masters may do."""
 
     def test_denials_are_worded_as_kube_apiserver_words_them(self):
         r = self.kcm.get("/api/v1/pods")
@@ -1370,6 +1374,173 @@ class Authorization(SimTestCase):
         accept = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
         t = self.c.get(roles, headers={"Accept": accept}).json()
         self.assertEqual([c["name"] for c in t["columnDefinitions"]], ["Name", "Created At"])
+
+
+TOKEN_REVIEWS = "/apis/authentication.k8s.io/v1/tokenreviews"
+ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/subjectaccessreviews"
+
+
+def token_review(token):
+    return {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
+            "spec": {"token": token}}
+
+
+def access_review(user_name="", groups=(), path=None, verb="get", **attrs):
+    spec = {"user": user_name, "groups": list(groups)}
+    if path is not None:
+        spec["nonResourceAttributes"] = {"path": path, "verb": verb}
+    if attrs:
+        spec["resourceAttributes"] = dict(attrs, verb=verb)
+    return {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+            "spec": spec}
+
+
+class Reviews(RbacCase):
+    """TokenReview and SubjectAccessReview, for servers that delegate
+    authentication and authorization to the API server."""
+
+    def delegate(self):
+        """Let kcm's service account review, as system:auth-delegator does."""
+        self.bind("kcm-delegator", "ClusterRole", "system:auth-delegator",
+                  [{"kind": "ServiceAccount", "name": "kcm", "namespace": "kube-system"}])
+
+    def review(self, body, code=201):
+        r = self.kcm.post(TOKEN_REVIEWS if body["kind"] == "TokenReview" else ACCESS_REVIEWS,
+                          body)
+        self.assertEqual(r.status, code, r.body)
+        return r.json()
+
+    def allowed(self, **kw):
+        return self.review(access_review(**kw))["status"]
+
+    def test_reviews_need_create_on_their_resource(self):
+        who = 'User "system:serviceaccount:kube-system:kcm"'
+        self.assertForbidden(self.kcm.post(TOKEN_REVIEWS, token_review("alice-token")),
+                             'tokenreviews.authentication.k8s.io is forbidden: %s cannot create '
+                             'resource "tokenreviews" in API group "authentication.k8s.io" at '
+                             'the cluster scope' % who)
+        self.assertForbidden(self.kcm.post(ACCESS_REVIEWS, access_review("alice", path="/x")),
+                             'subjectaccessreviews.authorization.k8s.io is forbidden: %s cannot '
+                             'create resource "subjectaccessreviews" in API group '
+                             '"authorization.k8s.io" at the cluster scope' % who)
+        role = self.c.get(RBAC + "/clusterroles/system:auth-delegator").json()
+        self.assertEqual(role["rules"], [
+            rule(["authentication.k8s.io"], ["tokenreviews"], ["create"]),
+            rule(["authorization.k8s.io"], ["subjectaccessreviews"], ["create"])])
+        self.delegate()
+        self.review(token_review("alice-token"))
+        self.review(access_review("alice", path="/x"))
+        # Created, never stored: nothing else may be done with them.
+        for method in ("GET", "DELETE"):
+            for path in (TOKEN_REVIEWS, TOKEN_REVIEWS + "/x", ACCESS_REVIEWS):
+                self.assertStatus(self.c.request(method, path), 405, "MethodNotAllowed")
+        disc = {r["name"]: r for r in self.c.get("/apis/authentication.k8s.io/v1")
+                .json()["resources"]}
+        self.assertEqual(disc["tokenreviews"]["verbs"], ["create"])
+
+    def test_token_reviews_name_the_token_s_user(self):
+        self.delegate()
+        r = self.review(token_review("alice-token"))
+        self.assertEqual((r["kind"], r["apiVersion"]), ("TokenReview", "authentication.k8s.io/v1"))
+        self.assertEqual(r["status"], {
+            "authenticated": True,
+            "user": {"username": "alice", "groups": ["system:authenticated"]},
+            "audiences": ["https://kubernetes.default.svc.cluster.local"]})
+        user_ = self.review(token_review("builder-token"))["status"]["user"]
+        self.assertEqual(user_["username"], "system:serviceaccount:ci:builder")
+        self.assertEqual(user_["groups"], ["ci-bots", "system:serviceaccounts",
+                                           "system:serviceaccounts:ci", "system:authenticated"])
+        self.assertEqual(len(user_["uid"]), 36)
+        self.assertEqual(self.review(token_review("builder-token"))["status"]["user"]["uid"],
+                         user_["uid"])
+        # An unknown token is no error: the answer says nothing of it, as the
+        # omitempty fields of kube-apiserver's answer leave it.
+        self.assertEqual(self.review(token_review("nobody-token"))["status"], {"user": {}})
+        body = self.assertStatus(self.kcm.post(TOKEN_REVIEWS, token_review("")), 400,
+                                 "BadRequest")
+        self.assertEqual(body["message"], "token is required for TokenReview in authentication")
+        self.assertStatus(self.kcm.post(TOKEN_REVIEWS, dict(token_review("x"), kind="Pod")),
+                          400, "BadRequest")
+        self.assertStatus(self.kcm.post(TOKEN_REVIEWS, b"{", content_type="application/json"),
+                          400, "BadRequest")
+
+    def test_access_reviews_evaluate_rbac_for_non_resource_urls(self):
+        self.delegate()
+        self.assertEqual(self.allowed(user_name="alice", path="/metrics"), {"allowed": False})
+        self.role("metrics-reader", [{"verbs": ["get"], "nonResourceURLs": ["/metrics"]},
+                                     {"verbs": ["get"], "nonResourceURLs": ["/debug/*"]}])
+        self.bind("alice-metrics", "ClusterRole", "metrics-reader", [user("alice")])
+        self.assertEqual(self.allowed(user_name="alice", path="/metrics"), {
+            "allowed": True, "reason": 'RBAC: allowed by ClusterRoleBinding "alice-metrics" of '
+                                       'ClusterRole "metrics-reader" to User "alice"'})
+        self.assertFalse(self.allowed(user_name="alice", path="/metrics", verb="post")["allowed"])
+        self.assertFalse(self.allowed(user_name="alice", path="/metrics/slis")["allowed"])
+        self.assertTrue(self.allowed(user_name="alice", path="/debug/pprof/heap")["allowed"])
+        self.assertTrue(self.allowed(user_name="alice", path="/debug/")["allowed"])
+        self.assertFalse(self.allowed(user_name="alice", path="/debug")["allowed"])
+        self.assertFalse(self.allowed(user_name="alice", path="/debugging")["allowed"])
+        # The default policy: health for everyone, /metrics for system:monitoring.
+        self.assertEqual(self.allowed(user_name="system:anonymous",
+                                      groups=["system:unauthenticated"], path="/healthz"), {
+            "allowed": True, "reason": 'RBAC: allowed by ClusterRoleBinding '
+                                       '"system:public-info-viewer" of ClusterRole '
+                                       '"system:public-info-viewer" to Group '
+                                       '"system:unauthenticated"'})
+        self.assertFalse(self.allowed(user_name="system:anonymous",
+                                      groups=["system:unauthenticated"], path="/metrics")["allowed"])
+        self.assertTrue(self.allowed(user_name="prom", groups=["system:monitoring"],
+                                     path="/readyz/informer-sync")["allowed"])
+        self.assertTrue(self.allowed(groups=["system:monitoring"], path="/metrics")["allowed"])
+        self.assertEqual(self.allowed(user_name="root", groups=["system:masters"], path="/x"),
+                         {"allowed": True})
+
+    def test_access_reviews_evaluate_rbac_for_resources(self):
+        self.delegate()
+        self.role("pods", [rule([""], ["pods"], ["get"]), rule(["apps"], ["replicasets/status"],
+                                                              ["patch"])], ns=self.ns)
+        self.bind("devs-pods", "Role", "pods", [group("devs")], ns=self.ns)
+        self.bind("kcm-pods", "Role", "pods", [{"kind": "ServiceAccount", "name": "kcm"}],
+                  ns=self.ns)
+        st = self.allowed(user_name="bob", groups=["devs"], namespace=self.ns, resource="pods",
+                          name="p")
+        self.assertEqual(st["reason"], 'RBAC: allowed by RoleBinding "devs-pods/%s" of Role '
+                                       '"pods" to Group "devs"' % self.ns)
+        st = self.allowed(user_name="system:serviceaccount:kube-system:kcm", namespace=self.ns,
+                          resource="pods")
+        self.assertFalse(st["allowed"])  # bound in this namespace, not kube-system's
+        st = self.allowed(user_name="system:serviceaccount:%s:kcm" % self.ns, namespace=self.ns,
+                          resource="pods")
+        self.assertEqual(st["reason"], 'RBAC: allowed by RoleBinding "kcm-pods/%s" of Role '
+                                       '"pods" to ServiceAccount "kcm/%s"' % (self.ns, self.ns))
+        for attrs, verdict in (({"namespace": "other", "resource": "pods"}, False),
+                               ({"namespace": self.ns, "resource": "pods", "verb": "list"}, False),
+                               ({"namespace": self.ns, "group": "apps", "resource": "replicasets",
+                                 "subresource": "status", "verb": "patch"}, True),
+                               ({"namespace": self.ns, "group": "apps",
+                                 "resource": "replicasets", "verb": "patch"}, False)):
+            self.assertEqual(self.allowed(groups=["devs"], **attrs)["allowed"], verdict, attrs)
+        # A missing role is named in the reason, as RBAC's resolution errors are.
+        self.bind("devs-gone", "Role", "gone", [group("devs")], ns=self.ns)
+        st = self.allowed(groups=["devs"], namespace=self.ns, resource="pods", verb="delete")
+        self.assertEqual(st, {"allowed": False, "reason":
+                              'RBAC: role.rbac.authorization.k8s.io "gone" not found'})
+
+    def test_access_reviews_are_validated(self):
+        self.delegate()
+
+        def invalid(body, message):
+            b = self.assertStatus(self.kcm.post(ACCESS_REVIEWS, body), 422, "Invalid")
+            self.assertEqual(b["message"], 'SubjectAccessReview.authorization.k8s.io "" is '
+                             'invalid: ' + message)
+        invalid(access_review("alice"), 'spec.resourceAttributes: Invalid value: null: exactly '
+                'one of nonResourceAttributes or resourceAttributes must be specified')
+        invalid(access_review(path="/metrics"),
+                'spec.user: Invalid value: "": at least one of user or group must be specified')
+        both = access_review("alice", path="/metrics", resource="pods")
+        invalid(both, 'spec.nonResourceAttributes: Invalid value: {"path":"/metrics",'
+                '"verb":"get"}: cannot be specified in combination with resourceAttributes')
+        invalid(access_review("alice", path=7),
+                'spec.nonResourceAttributes.path: Invalid value: 7: must be a string')
 
 
 if __name__ == "__main__":
