@@ -624,7 +624,7 @@ def _log_hostile_text(ctx, d, mode, git_version, error_event):
          "reason": "Invalid", "message": HOSTILE}])
     extra = ["-v", "4", "--leader-elect=false"] + (
         ["--logging-format=json"] if mode == "json" else [])
-    kcm = Kcm(ctx.env.kcm_binary, ctx.env.kubeconfig, d, log_name="hostile-%s.log" % mode,
+    kcm = Kcm(ctx.env.kcm_binary, ctx.env.kcm_kubeconfig, d, log_name="hostile-%s.log" % mode,
               extra=extra)
     try:
         wait_for(lambda: "caches synced" in kcm.text() or not kcm.alive(), timeout=30,
