@@ -656,6 +656,51 @@ static void pairs_and_conditions(void **state) {
   kcm_api_conditions_release(&d);
 }
 
+static bool not_x(const char *key) { return strcmp(key, "x") != 0; }
+static bool is_x(const char *key) { return !not_x(key); }
+
+/* update merges a sorted map into another, keep filters one; adopt sorts,
+ * the last of a repeated key kept. */
+static void pairs_merge(void **state) {
+  struct kcm_pairs dst = {0}, src = {0}, made;
+  struct kcm_pair *items = calloc(3, sizeof(*items));
+  bool changed = false;
+  assert_int_equal(kcm_api_pairs_set(&dst, "b", "1"), 0);
+  assert_int_equal(kcm_api_pairs_set(&dst, "d", "2"), 0);
+  assert_int_equal(kcm_api_pairs_set(&src, "a", "3"), 0);
+  assert_int_equal(kcm_api_pairs_set(&src, "d", "2"), 0);
+  assert_int_equal(kcm_api_pairs_set(&src, "x", "4"), 0);
+  assert_int_equal(kcm_api_pairs_update(&dst, &src, is_x, &changed), 0);
+  assert_true(changed); /* a came */
+  assert_int_equal(dst.n, 3);
+  assert_string_equal(dst.items[0].key, "a");
+  assert_string_equal(dst.items[2].value, "2");
+  changed = false;
+  assert_int_equal(kcm_api_pairs_update(&dst, &src, is_x, &changed), 0);
+  assert_false(changed); /* nothing new */
+  assert_int_equal(kcm_api_pairs_set(&src, "b", "5"), 0);
+  assert_int_equal(kcm_api_pairs_update(&dst, &src, NULL, &changed), 0);
+  assert_true(changed);
+  assert_int_equal(dst.n, 4);
+  assert_string_equal(kcm_api_pairs_get(&dst, "b"), "5");
+  assert_string_equal(kcm_api_pairs_get(&dst, "x"), "4");
+  kcm_api_pairs_keep(&dst, not_x);
+  assert_int_equal(dst.n, 3);
+  assert_null(kcm_api_pairs_get(&dst, "x"));
+  kcm_api_pairs_release(&dst);
+  kcm_api_pairs_release(&src);
+
+  assert_non_null(items);
+  items[0] = (struct kcm_pair){strdup("k"), strdup("first")};
+  items[1] = (struct kcm_pair){strdup("a"), strdup("1")};
+  items[2] = (struct kcm_pair){strdup("k"), strdup("last")};
+  assert_int_equal(kcm_api_pairs_adopt(&made, items, 3), 0);
+  assert_int_equal(made.n, 2);
+  assert_string_equal(made.items[0].key, "a");
+  assert_string_equal(kcm_api_pairs_get(&made, "k"), "last");
+  kcm_api_pairs_release(&made);
+}
+
 /* Reading an object back before adopting for it. */
 static void rechecks(void **state) {
   struct kcm_uid u;
@@ -1134,6 +1179,7 @@ int main(void) {
       cmocka_unit_test(last_applied_is_dropped),
       cmocka_unit_test(template_keys_ignore_the_hash),
       cmocka_unit_test(pairs_and_conditions),
+      cmocka_unit_test(pairs_merge),
       cmocka_unit_test(rechecks),
       cmocka_unit_test(bad_objects_name_the_field),
       cmocka_unit_test(huge_strings_are_kept_whole),

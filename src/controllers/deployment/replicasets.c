@@ -87,11 +87,9 @@ static bool set_new_rs_annotations(struct dp_sync *s, struct kcm_dp_rs *r, int64
   int64_t old_rev = 0;
   bool changed = false, had;
   char buf[24];
-  uint32_t i;
 
-  for (i = 0; i < da->n; i++)
-    if (!dp_skip_annotation(da->items[i].key))
-      changed |= dp_set_annotation(s, &r->annotations, da->items[i].key, da->items[i].value);
+  if (kcm_api_pairs_update(&r->annotations, da, dp_skip_annotation, &changed))
+    nomem(s);
   old = kcm_api_pairs_get(&r->annotations, KCM_DEPLOYMENT_REVISION);
   had = old != NULL;
   if (had && !kcm_deployment_parse_int(old, &old_rev)) {
