@@ -83,7 +83,8 @@ int kcm_labels_sort_unique(void **items, uint32_t *n, size_t size,
   }
   for (i = 0; i < *n; i++)
     order[i] = (char *)*items + (size_t)i * size;
-  qsort_r(order, *n, sizeof(*order), cmp_at, &key);
+  if (*n > 1)
+    qsort_r(order, *n, sizeof(*order), cmp_at, &key);
   for (i = 0; i < *n; i++) {
     if (i + 1 < *n && !strcmp(key(order[i]), key(order[i + 1])))
       drop(order[i], ctx);
