@@ -1451,8 +1451,80 @@ static void many_annotations_in_one_walk(void **state) {
   free(rsann);
 }
 
+/* --- numbers at their limits ------------------------------------------------------------- */
+
+/* The API's largest numbers (int32 replicas and surges, int64 revisions)
+ * never overflow: a surge of MaxInt32 means all at once, sums saturate. */
+static void numbers_at_their_limits(void **state) {
+  struct dspec s = dspec(3);
+  struct run r = {0};
+  const struct kcm_dp_rs *v;
+  struct kcm_buf b = KCM_BUF_INIT(4096);
+  char w[256];
+
+  /* maxSurge 2147483647: the new ReplicaSet at full size at once. */
+  s.surge = "2147483647";
+  s.unavailable = "0";
+  r.d = make_d(&s);
+  r.rs[r.n++] = make_rs(&(struct rsspec){.name = "one", .age = 900, .image = "nginx:0",
+                                         .replicas = 3, .available = 3, .revision = 1});
+  plan(&r);
+  writes(&r, w, sizeof(w));
+  assert_string_equal(w, "+new=3");
+  v = &r.plan.rs[find_step(&r, KCM_DP_CREATE)->rs];
+  assert_string_equal(kcm_api_pairs_get(&v->annotations, KCM_DEPLOYMENT_MAX), "2147483647");
+  done(&r);
+
+  /* 2147483647 replicas with a surge of 100%, a revision at int64's
+   * limit, collisionCount at int32's. */
+  memset(&r, 0, sizeof(r));
+  s = dspec(2147483647);
+  s.surge = "\"100%\"";
+  s.unavailable = "\"100%\"";
+  s.status = "{\"collisionCount\":2147483647}";
+  r.d = make_d(&s);
+  r.rs[r.n++] = make_rs(&(struct rsspec){.name = "one", .age = 900, .image = "nginx:0",
+                                         .replicas = 2147483647, .status_replicas = 2147483647,
+                                         .ready = 2147483647, .available = 2147483647,
+                                         .revision = 1});
+  r.rs[r.n++] = make_rs(&(struct rsspec){
+      .name = "two", .age = 800, .image = "nginx:9", .replicas = 2147483647,
+      .status_replicas = 2147483647, .ready = 2147483647, .available = 2147483647,
+      .annotations = ",\"deployment.kubernetes.io/revision\":\"9223372036854775807\""});
+  plan(&r);
+  assert_true(r.plan.status.replicas >= 0);
+  assert_true(r.plan.status.ready >= 0);
+  assert_true(r.plan.status.available >= 0);
+  assert_int_equal(kcm_deployment_collision_body(r.d, 1, &b), 0);
+  assert_non_null(strstr(b.data, "\"collisionCount\":2147483647"));
+  kcm_buf_release(&b);
+  done(&r);
+
+  /* Proportional scaling of two full ReplicaSets to 2147483647. */
+  memset(&r, 0, sizeof(r));
+  s = dspec(2147483647);
+  s.surge = "2147483647";
+  s.unavailable = "0";
+  r.d = make_d(&s);
+  r.rs[r.n++] = make_rs(&(struct rsspec){
+      .name = "one", .age = 900, .image = "nginx:0", .replicas = 2000000000, .revision = 1,
+      .annotations = ",\"deployment.kubernetes.io/desired-replicas\":\"10\","
+                     "\"deployment.kubernetes.io/max-replicas\":\"1\""});
+  r.rs[r.n++] = make_rs(&(struct rsspec){
+      .name = "two", .age = 500, .replicas = 2000000000, .revision = 2,
+      .annotations = ",\"deployment.kubernetes.io/desired-replicas\":\"10\","
+                     "\"deployment.kubernetes.io/max-replicas\":\"1\""});
+  plan(&r);
+  writes(&r, w, sizeof(w));
+  print_message("proportional: %s\n", w);
+  for (size_t i = 0; i < r.plan.nsteps; i++)
+    assert_true(r.plan.steps[i].replicas >= 0);
+  done(&r);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(numbers_at_their_limits),
       cmocka_unit_test(many_annotations_in_one_walk),
       cmocka_unit_test(fenceposts),
       cmocka_unit_test(max_unavailable),
