@@ -3,6 +3,7 @@
  * first (upstream's ActivePodsWithRanks). See include/kcm/replicaset.h.
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -82,26 +83,61 @@ static int compare(const void *x, const void *y, void *arg) {
   return 0;
 }
 
+static int node_order(const void *x, const void *y) {
+  uintptr_t a = (uintptr_t)*(const char *const *)x, b = (uintptr_t)*(const char *const *)y;
+  return a < b ? -1 : a > b;
+}
+
+/* How many of nodes[0..n) (sorted by node_order) are `node`. */
+static int count_on(const char **nodes, size_t n, const char *node) {
+  size_t lo = 0, hi = n, first;
+  while (lo < hi) { /* the first not before node */
+    size_t mid = lo + (hi - lo) / 2;
+    if ((uintptr_t)nodes[mid] < (uintptr_t)node)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  first = lo;
+  hi = n;
+  while (lo < hi) { /* the first after node */
+    size_t mid = lo + (hi - lo) / 2;
+    if ((uintptr_t)nodes[mid] <= (uintptr_t)node)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo - first > INT32_MAX ? INT32_MAX : (int)(lo - first);
+}
+
 void kcm_replicaset_rank(struct kcm_pod **pods, size_t n, struct kcm_pod *const *related,
                          size_t nrelated, uint64_t now_ms) {
   struct ranked *r;
+  const char **nodes;
   uint64_t now_ns;
-  size_t i, j;
+  size_t i, nnodes = 0;
   if (n < 2)
     return;
   r = malloc(n * sizeof(*r));
-  if (!r)
+  nodes = malloc((nrelated ? nrelated : 1) * sizeof(*nodes));
+  if (!r || !nodes) {
+    free(r);
+    free(nodes);
     return; /* leave the order as it is: any order is valid, just not preferred */
+  }
+  /* Rank: active related pods on the same node, counted from the nodes of
+   * the active ones in order (node names are pooled, so equal names are
+   * the same pointer; unscheduled pods share NULL, as upstream's ""). */
+  for (i = 0; i < nrelated; i++)
+    if (kcm_replicaset_pod_active(related[i]))
+      nodes[nnodes++] = related[i]->node;
+  if (nnodes > 1)
+    qsort(nodes, nnodes, sizeof(*nodes), node_order);
   for (i = 0; i < n; i++) {
     r[i].pod = pods[i];
-    r[i].rank = 0;
-    /* Rank: active related pods on the same node (node names are pooled,
-     * so equal names are the same pointer). */
-    for (j = 0; j < nrelated; j++) {
-      if (related[j]->node == pods[i]->node && kcm_replicaset_pod_active(related[j]))
-        r[i].rank++;
-    }
+    r[i].rank = count_on(nodes, nnodes, pods[i]->node);
   }
+  free(nodes);
   now_ns = now_ms * 1000000ULL;
   qsort_r(r, n, sizeof(*r), compare, &now_ns);
   for (i = 0; i < n; i++)
