@@ -89,6 +89,19 @@ const char *kcm_api_pairs_get(const struct kcm_pairs *p, const char *key);
 int kcm_api_pairs_set(struct kcm_pairs *p, const char *key, const char *value);
 void kcm_api_pairs_remove(struct kcm_pairs *p, const char *key);
 void kcm_api_pairs_sort(struct kcm_pairs *p);
+/* Make a map of `items` (n pairs of owned strings), taking over the array
+ * and its strings: sorted by key, and of a key given twice the last pair
+ * kept, as a JSON object decodes; n log n comparisons. Returns 0 or
+ * KCM_ENOMEM (the items freed, *out empty). */
+int kcm_api_pairs_adopt(struct kcm_pairs *out, struct kcm_pair *items, uint32_t n);
+/* Set every key of src that skip (may be NULL) does not refuse to a copy of
+ * its value in dst, in one walk of both; *changed set when dst changed.
+ * Returns 0 or KCM_ENOMEM (dst then holds some of the changes, still a
+ * valid map). */
+int kcm_api_pairs_update(struct kcm_pairs *dst, const struct kcm_pairs *src,
+                         bool (*skip)(const char *key), bool *changed);
+/* Drop, in one walk, every pair whose key keep refuses. */
+void kcm_api_pairs_keep(struct kcm_pairs *p, bool (*keep)(const char *key));
 int kcm_api_pairs_copy(struct kcm_pairs *dst, const struct kcm_pairs *src);
 void kcm_api_pairs_release(struct kcm_pairs *p);
 

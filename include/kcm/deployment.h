@@ -69,6 +69,14 @@ void kcm_deployment_fenceposts(const struct kcm_intstr *surge, const struct kcm_
 int32_t kcm_deployment_max_surge(const struct kcm_deployment *d);
 /* 0 for Recreate or 0 replicas; never above spec.replicas. */
 int32_t kcm_deployment_max_unavailable(const struct kcm_deployment *d);
+/* spec.replicas + maxSurge, at most MaxInt32: a surge of MaxInt32 means
+ * all at once. */
+int32_t kcm_deployment_max_total(const struct kcm_deployment *d);
+/* The collisionCount after a hash collision: 1 when unset, at most
+ * MaxInt32. */
+int32_t kcm_deployment_next_collision_count(const struct kcm_deployment *d);
+/* v within int32's range: sums of API numbers saturate, never wrap. */
+int32_t kcm_deployment_clamp32(int64_t v);
 
 /* The hash that names a new ReplicaSet: FNV-32a of the canonical template
  * and the collision count, written with the letters upstream uses

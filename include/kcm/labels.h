@@ -55,9 +55,18 @@ int kcm_labels_decode(struct kcm_labels *out, struct kcm_intern *pool,
                       struct json_object *obj, const char **why);
 /* Make a set of `items` (n pairs of pooled strings, one reference each),
  * taking over the array and its references: sorted by key, and of a key
- * given twice the last pair kept, as a JSON object decodes. */
-void kcm_labels_adopt(struct kcm_labels *out, struct kcm_intern *pool, struct kcm_label *items,
-                      uint32_t n);
+ * given twice the last pair kept, as a JSON object decodes; n log n
+ * comparisons. Returns 0 or KCM_ENOMEM (the items released, *out empty). */
+int kcm_labels_adopt(struct kcm_labels *out, struct kcm_intern *pool, struct kcm_label *items,
+                     uint32_t n);
+/* Sort the *n items of `size` bytes at *items (a heap array, replaced) by
+ * the string key() gives, with n log n comparisons; of a key given twice
+ * only the last item stays, the others go to drop(item, ctx). Returns 0
+ * (*items and *n the sorted set, NULL when empty) or KCM_ENOMEM (nothing
+ * changed). Label sets and annotation maps are both made with it. */
+int kcm_labels_sort_unique(void **items, uint32_t *n, size_t size,
+                           const char *(*key)(const void *item),
+                           void (*drop)(void *item, void *ctx), void *ctx);
 void kcm_labels_release(struct kcm_labels *l, struct kcm_intern *pool);
 /* The value for key, or NULL. */
 const char *kcm_labels_get(const struct kcm_labels *l, const char *key);

@@ -50,8 +50,12 @@ void kcm_map_iter_init(struct kcm_map_iter *it, const struct kcm_map *m);
 /* The next entry, or NULL at the end. */
 void *kcm_map_next(struct kcm_map_iter *it);
 
-/* FNV-1a, for building hash functions. */
+/* For building hash functions: the hash of p[0..n) continuing from h
+ * (KCM_MAP_HASH_INIT to start). Keyed (SipHash-1-3 under a key drawn from
+ * getrandom() when the process starts), so keys chosen by whoever writes
+ * labels or names cannot be made to share slots; values differ from one
+ * process to the next and are never to be kept or sent. */
 uint64_t kcm_map_hash_bytes(uint64_t h, const void *p, size_t n);
-#define KCM_MAP_HASH_INIT 0xcbf29ce484222325ULL
+#define KCM_MAP_HASH_INIT 0
 
 #endif

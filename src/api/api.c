@@ -177,7 +177,7 @@ int kcm_api_json_string(struct kcm_buf *b, const char *s, size_t n) {
   return err;
 }
 
-static int cmp_keys(const void *a, const void *b) {
+int kcm_api_cmp_str(const void *a, const void *b) {
   return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
@@ -216,7 +216,7 @@ int kcm_api_canonical_json(struct json_object *v, struct kcm_buf *b) {
     for (; !json_object_iter_equal(&it, &end); json_object_iter_next(&it))
       keys[i++] = json_object_iter_peek_name(&it);
     if (n)
-      qsort(keys, n, sizeof(*keys), cmp_keys);
+      qsort(keys, n, sizeof(*keys), kcm_api_cmp_str);
     err = kcm_buf_append(b, "{", 1);
     for (i = 0; !err && i < n; i++) {
       struct json_object *child = NULL;
@@ -599,6 +599,52 @@ enum kcm_pod_phase kcm_api_pod_phase(const char *phase) {
   return KCM_POD_PENDING;
 }
 
+/* The most restarts of a restartable init container (a sidecar), from the
+ * statuses in `list` (checked first): the sidecars' names sorted once, each
+ * status looked up among them. */
+static int sidecar_restarts(struct dctx *d, struct kcm_pod *p, struct json_object *spec,
+                            struct json_object *list) {
+  struct json_object *inits;
+  const char **sidecars = NULL, *name;
+  size_t i, m, k = 0, n = json_object_array_length(list);
+  int32_t r = 0;
+  int err;
+
+  for (i = 0; i < n; i++) {
+    struct json_object *cs = json_object_array_get_idx(list, i);
+    if ((err = get_string(d, cs, "name", "status.initContainerStatuses.name", &name)) ||
+        (err = get_i32(d, cs, "restartCount", "status.initContainerStatuses.restartCount", &r)))
+      return err;
+  }
+  if ((err = get_array(d, spec, "initContainers", "spec.initContainers", &inits)))
+    return err;
+  m = inits ? json_object_array_length(inits) : 0;
+  if (m && !(sidecars = malloc(m * sizeof(*sidecars))))
+    return KCM_ENOMEM;
+  for (i = 0; i < m; i++) {
+    struct json_object *c = json_object_array_get_idx(inits, i);
+    const char *cname = NULL, *policy = NULL;
+    get_string(d, c, "name", "spec.initContainers.name", &cname);
+    get_string(d, c, "restartPolicy", "spec.initContainers.restartPolicy", &policy);
+    if (cname && policy && !strcmp(policy, "Always"))
+      sidecars[k++] = cname;
+  }
+  if (k)
+    qsort(sidecars, k, sizeof(*sidecars), kcm_api_cmp_str);
+  for (i = 0; k && i < n; i++) {
+    struct json_object *cs = json_object_array_get_idx(list, i);
+    name = NULL;
+    r = 0;
+    get_string(d, cs, "name", "", &name);
+    get_i32(d, cs, "restartCount", "", &r);
+    if (name && bsearch(&name, sidecars, k, sizeof(*sidecars), kcm_api_cmp_str) &&
+        r > p->sidecar_restarts)
+      p->sidecar_restarts = r;
+  }
+  free(sidecars);
+  return 0;
+}
+
 static int decode_pod(struct dctx *d, struct kcm_pod *p, struct json_object *obj,
                       struct json_object *meta) {
   struct json_object *spec, *status, *list;
@@ -658,29 +704,7 @@ static int decode_pod(struct dctx *d, struct kcm_pod *p, struct json_object *obj
                        &list)))
     return err;
   n = list ? json_object_array_length(list) : 0;
-  for (i = 0; i < n; i++) {
-    struct json_object *cs = json_object_array_get_idx(list, i), *inits;
-    const char *name = NULL;
-    int32_t r = 0;
-    size_t j, m;
-    bool sidecar = false;
-    if ((err = get_string(d, cs, "name", "status.initContainerStatuses.name", &name)) ||
-        (err = get_i32(d, cs, "restartCount", "status.initContainerStatuses.restartCount", &r)) ||
-        (err = get_array(d, spec, "initContainers", "spec.initContainers", &inits)))
-      return err;
-    m = inits ? json_object_array_length(inits) : 0;
-    for (j = 0; name && j < m; j++) {
-      struct json_object *c = json_object_array_get_idx(inits, j);
-      const char *cname = NULL, *policy = NULL;
-      get_string(d, c, "name", "spec.initContainers.name", &cname);
-      get_string(d, c, "restartPolicy", "spec.initContainers.restartPolicy", &policy);
-      if (cname && !strcmp(cname, name) && policy && !strcmp(policy, "Always"))
-        sidecar = true;
-    }
-    if (sidecar && r > p->sidecar_restarts)
-      p->sidecar_restarts = r;
-  }
-  return 0;
+  return n ? sidecar_restarts(d, p, spec, list) : 0;
 }
 
 static int decode_replicaset(struct dctx *d, struct kcm_replicaset *rs, struct json_object *obj,

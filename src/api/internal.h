@@ -16,6 +16,9 @@ int kcm_api_decode_spec_parts(struct kcm_object *o, struct json_object *spec,
                               struct kcm_intern *pool, const char *canonical, uint64_t key,
                               struct kcm_api_error *err);
 
+/* strcmp() of two `const char *` array elements, for qsort and bsearch. */
+int kcm_api_cmp_str(const void *a, const void *b);
+
 /* "N%" with 0 <= N <= INT32_MAX: true with *out = N. */
 bool kcm_api_parse_percent(const char *s, int32_t *out);
 

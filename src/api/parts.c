@@ -22,6 +22,88 @@ void kcm_api_pairs_sort(struct kcm_pairs *p) {
     qsort(p->items, p->n, sizeof(*p->items), cmp_pair);
 }
 
+static const char *pair_key(const void *item) { return ((const struct kcm_pair *)item)->key; }
+
+static void drop_pair(void *item, void *ctx) {
+  (void)ctx;
+  free(((struct kcm_pair *)item)->key);
+  free(((struct kcm_pair *)item)->value);
+}
+
+int kcm_api_pairs_adopt(struct kcm_pairs *out, struct kcm_pair *items, uint32_t n) {
+  void *map = items;
+  out->items = NULL;
+  out->n = 0;
+  if (kcm_labels_sort_unique(&map, &n, sizeof(*items), pair_key, drop_pair, NULL)) {
+    struct kcm_pairs all = {items, n};
+    kcm_api_pairs_release(&all);
+    return KCM_ENOMEM;
+  }
+  out->items = map;
+  out->n = n;
+  return 0;
+}
+
+int kcm_api_pairs_update(struct kcm_pairs *dst, const struct kcm_pairs *src,
+                         bool (*skip)(const char *key), bool *changed) {
+  struct kcm_pair *merged;
+  uint32_t i = 0, k = 0, n = 0;
+  int err = 0;
+
+  if (!src->n)
+    return 0;
+  if (!(merged = malloc(((size_t)dst->n + src->n) * sizeof(*merged))))
+    return KCM_ENOMEM;
+  /* One walk of both sorted arrays; dst's strings move, src's are copied. */
+  while (!err && k < src->n) {
+    const struct kcm_pair *s = &src->items[k];
+    int c = i == dst->n ? 1 : strcmp(dst->items[i].key, s->key);
+    char *v, *key;
+    if (c < 0) {
+      merged[n++] = dst->items[i++];
+      continue;
+    }
+    k++;
+    if (skip && skip(s->key))
+      continue;
+    if (c == 0 && !strcmp(dst->items[i].value, s->value)) {
+      merged[n++] = dst->items[i++];
+      continue;
+    }
+    v = strdup(s->value);
+    key = c ? strdup(s->key) : dst->items[i].key;
+    if (!v || !key) {
+      free(v);
+      err = KCM_ENOMEM; /* what is merged so far stays */
+      break;
+    }
+    if (!c)
+      free(dst->items[i++].value);
+    merged[n].key = key;
+    merged[n++].value = v;
+    *changed = true;
+  }
+  while (i < dst->n)
+    merged[n++] = dst->items[i++];
+  free(dst->items);
+  dst->items = merged;
+  dst->n = n;
+  return err;
+}
+
+void kcm_api_pairs_keep(struct kcm_pairs *p, bool (*keep)(const char *key)) {
+  uint32_t i, n = 0;
+  for (i = 0; i < p->n; i++) {
+    if (keep(p->items[i].key)) {
+      p->items[n++] = p->items[i];
+    } else {
+      free(p->items[i].key);
+      free(p->items[i].value);
+    }
+  }
+  p->n = n;
+}
+
 const char *kcm_api_pairs_get(const struct kcm_pairs *p, const char *key) {
   struct kcm_pair k = {(char *)(uintptr_t)key, NULL};
   struct kcm_pair *hit = p->n ? bsearch(&k, p->items, p->n, sizeof(k), cmp_pair) : NULL;

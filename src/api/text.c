@@ -163,8 +163,7 @@ static int labels(struct tctx *t, struct kcm_object *o) {
     kcm_labels_release(&l, t->pool);
     return rc;
   }
-  kcm_labels_adopt(&o->labels, t->pool, items, n);
-  return 0;
+  return kcm_labels_adopt(&o->labels, t->pool, items, n);
 }
 
 /* One ownerReference; only the first with controller: true is kept, and
@@ -283,7 +282,7 @@ static int annotations(struct tctx *t, struct kcm_pod *p) {
  * key given twice keeps its last value. */
 static int pairs(struct tctx *t, struct kcm_pairs *out) {
   struct kcm_pair *items = NULL;
-  uint32_t n = 0, cap = 0, i;
+  uint32_t n = 0, cap = 0;
   int rc = 0;
 
   kcm_api_pairs_release(out);
@@ -294,45 +293,33 @@ static int pairs(struct tctx *t, struct kcm_pairs *out) {
   while (!rc && kcm_json_member(t->j)) {
     const char *s;
     size_t len;
-    char *value;
     if (!kcm_json_string(t->j, &s, &len)) {
       rc = mismatch(t, "metadata.annotations", "must be an object of strings");
       break;
     }
     if (kcm_json_key_is(t->j, KCM_API_LAST_APPLIED))
       continue;
-    if (!(value = strndup(s, len))) {
-      rc = KCM_ENOMEM;
-      break;
-    }
-    for (i = 0; i < n; i++)
-      if (strlen(items[i].key) == t->j->keylen && !memcmp(items[i].key, t->j->key, t->j->keylen))
-        break;
-    if (i < n) {
-      free(items[i].value);
-      items[i].value = value;
-      continue;
-    }
     if (n == cap) {
       struct kcm_pair *grown = realloc(items, (cap = cap ? cap * 2 : 8) * sizeof(*items));
       if (!grown) {
-        free(value);
         rc = KCM_ENOMEM;
         break;
       }
       items = grown;
     }
-    items[n].value = value;
-    if (!(items[n++].key = strndup(t->j->key, t->j->keylen)))
+    items[n].key = strndup(t->j->key, t->j->keylen);
+    items[n].value = strndup(s, len);
+    if (!items[n++].key || !items[n - 1].value)
       rc = KCM_ENOMEM;
   }
   if (!rc)
     rc = ended(t);
-  out->items = items;
-  out->n = n;
-  if (!rc)
-    kcm_api_pairs_sort(out);
-  return rc;
+  if (rc) {
+    struct kcm_pairs all = {items, n};
+    kcm_api_pairs_release(&all);
+    return rc;
+  }
+  return kcm_api_pairs_adopt(out, items, n);
 }
 
 static int metadata(struct tctx *t, struct kcm_object *o) {
@@ -594,19 +581,33 @@ static int status(struct tctx *t, struct kcm_pod *p) {
   return ended(t);
 }
 
-/* Restartable init containers (sidecars) count their restarts apart. */
-static void sidecar_restarts(struct tctx *t) {
-  size_t off = 0;
+/* Restartable init containers (sidecars) count their restarts apart: their
+ * names sorted once, each status looked up among them. */
+static int sidecar_restarts(struct tctx *t) {
+  const char **names, *side;
+  size_t n = 0, off = 0;
+  for (side = t->sidecars.data; side && side < t->sidecars.data + t->sidecars.len;
+       side += strlen(side) + 1)
+    n++;
+  if (!n || !t->inits.len)
+    return 0;
+  if (!(names = malloc(n * sizeof(*names))))
+    return KCM_ENOMEM;
+  n = 0;
+  for (side = t->sidecars.data; side < t->sidecars.data + t->sidecars.len;
+       side += strlen(side) + 1)
+    names[n++] = side;
+  qsort(names, n, sizeof(*names), kcm_api_cmp_str);
   while (off < t->inits.len) {
     int32_t r;
-    const char *name = t->inits.data + off + sizeof(r), *side;
+    const char *name = t->inits.data + off + sizeof(r);
     memcpy(&r, t->inits.data + off, sizeof(r));
     off += sizeof(r) + strlen(name) + 1;
-    for (side = t->sidecars.data; side && side < t->sidecars.data + t->sidecars.len;
-         side += strlen(side) + 1)
-      if (!strcmp(side, name) && r > t->pod->sidecar_restarts)
-        t->pod->sidecar_restarts = r;
+    if (r > t->pod->sidecar_restarts && bsearch(&name, names, n, sizeof(*names), kcm_api_cmp_str))
+      t->pod->sidecar_restarts = r;
   }
+  free(names);
+  return 0;
 }
 
 static int pod(struct tctx *t) {
@@ -631,8 +632,7 @@ static int pod(struct tctx *t) {
   TRY(metadata_complete(t, &p->o));
   if (t->init_statuses && t->init_bad)
     return bad(t, "spec.initContainers", "must be a list");
-  sidecar_restarts(t);
-  return 0;
+  return sidecar_restarts(t);
 }
 
 static int decode_pod(struct kcm_json *j, bool whole, struct kcm_intern *pool,

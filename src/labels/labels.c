@@ -60,33 +60,71 @@ int kcm_labels_decode(struct kcm_labels *out, struct kcm_intern *pool, struct js
   return 0;
 }
 
-void kcm_labels_adopt(struct kcm_labels *out, struct kcm_intern *pool, struct kcm_label *items,
-                      uint32_t n) {
-  uint32_t i, k, kept = 0;
-  /* Insertion sort: stable, and label sets are small. */
-  for (i = 1; i < n; i++) {
-    struct kcm_label x = items[i];
-    for (k = i; k > 0 && strcmp(items[k - 1].key, x.key) > 0; k--)
-      items[k] = items[k - 1];
-    items[k] = x;
+/* Pointers to items by key, then by place: of a key given twice, the
+ * later item sorts last. */
+static int cmp_at(const void *a, const void *b, void *key_of) {
+  const char *(*key)(const void *) = *(const char *(**)(const void *))key_of;
+  const void *x = *(const void *const *)a, *y = *(const void *const *)b;
+  int c = strcmp(key(x), key(y));
+  return c ? c : (x > y) - (x < y);
+}
+
+int kcm_labels_sort_unique(void **items, uint32_t *n, size_t size,
+                           const char *(*key)(const void *item),
+                           void (*drop)(void *item, void *ctx), void *ctx) {
+  char **order = *n ? malloc(*n * sizeof(*order)) : NULL;
+  char *kept = *n ? malloc((size_t)*n * size) : NULL, *fit;
+  uint32_t i, k = 0;
+
+  if (*n && (!order || !kept)) {
+    free(order);
+    free(kept);
+    return KCM_ENOMEM;
   }
-  for (i = 0; i < n; i++) {
-    if (i + 1 < n && !strcmp(items[i].key, items[i + 1].key)) {
-      kcm_intern_put(pool, items[i].key);
-      kcm_intern_put(pool, items[i].value);
-      continue;
-    }
-    items[kept++] = items[i];
+  for (i = 0; i < *n; i++)
+    order[i] = (char *)*items + (size_t)i * size;
+  if (*n > 1)
+    qsort_r(order, *n, sizeof(*order), cmp_at, &key);
+  for (i = 0; i < *n; i++) {
+    if (i + 1 < *n && !strcmp(key(order[i]), key(order[i + 1])))
+      drop(order[i], ctx);
+    else
+      memcpy(kept + (size_t)k++ * size, order[i], size);
   }
-  out->n = kept;
+  free(order);
+  free(*items);
+  *items = NULL;
+  *n = k;
+  if (!k) {
+    free(kept);
+    return 0;
+  }
+  /* Fit the array: cached objects keep it for their lifetime. */
+  fit = realloc(kept, (size_t)k * size);
+  *items = fit ? fit : kept;
+  return 0;
+}
+
+static const char *label_key(const void *item) { return ((const struct kcm_label *)item)->key; }
+
+static void drop_label(void *item, void *pool) {
+  kcm_intern_put(pool, ((struct kcm_label *)item)->key);
+  kcm_intern_put(pool, ((struct kcm_label *)item)->value);
+}
+
+int kcm_labels_adopt(struct kcm_labels *out, struct kcm_intern *pool, struct kcm_label *items,
+                     uint32_t n) {
+  void *set = items;
   out->items = NULL;
-  if (kept) {
-    /* Fit the array: cached objects keep it for their lifetime. */
-    struct kcm_label *fit = realloc(items, kept * sizeof(*items));
-    out->items = fit ? fit : items;
-  } else {
-    free(items);
+  out->n = 0;
+  if (kcm_labels_sort_unique(&set, &n, sizeof(*items), label_key, drop_label, pool)) {
+    struct kcm_labels all = {items, n};
+    kcm_labels_release(&all, pool);
+    return KCM_ENOMEM;
   }
+  out->items = set;
+  out->n = n;
+  return 0;
 }
 
 void kcm_labels_release(struct kcm_labels *l, struct kcm_intern *pool) {
@@ -175,11 +213,13 @@ static int add_req(struct kcm_selector *s, size_t *cap, const char *key, enum kc
   return 0;
 }
 
+/* Room for n values, made once: no growing one at a time. */
+static int reserve_values(struct kcm_requirement *r, size_t n) {
+  r->values = calloc(n, sizeof(*r->values));
+  return r->values ? 0 : KCM_ENOMEM;
+}
+
 static int add_value(struct kcm_requirement *r, const char *v) {
-  char **grown = realloc(r->values, (r->nvalues + 1) * sizeof(*grown));
-  if (!grown)
-    return KCM_ENOMEM;
-  r->values = grown;
   if (!(r->values[r->nvalues] = strdup(v)))
     return KCM_ENOMEM;
   r->nvalues++;
@@ -229,7 +269,8 @@ static int decode_expression(struct kcm_selector *s, size_t *cap, struct json_ob
     *why = "Exists and DoesNotExist take no values";
     return KCM_EINVAL;
   }
-  if ((err = add_req(s, cap, json_object_get_string(key), kind)))
+  if ((err = add_req(s, cap, json_object_get_string(key), kind)) ||
+      (n && (err = reserve_values(&s->reqs[s->n - 1], n))))
     return err;
   for (i = 0; i < n; i++) {
     struct json_object *v = json_object_array_get_idx(values, i);
@@ -277,6 +318,8 @@ int kcm_labels_selector_decode(struct kcm_selector *out, struct json_object *obj
         break;
       }
       err = add_req(out, &cap, json_object_iter_peek_name(&it), KCM_LABELS_IN);
+      if (!err)
+        err = reserve_values(&out->reqs[out->n - 1], 1);
       if (!err)
         err = add_value(&out->reqs[out->n - 1], json_object_get_string(v));
     }

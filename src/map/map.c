@@ -3,17 +3,78 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "kcm/error.h"
 
-uint64_t kcm_map_hash_bytes(uint64_t h, const void *p, size_t n) {
-  const unsigned char *s = p;
-  size_t i;
-  for (i = 0; i < n; i++) {
-    h ^= s[i];
-    h *= 0x100000001b3ULL;
+/* The key of every table's hash, drawn once before main so that no thread
+ * sees it change; the same for the life of the process. */
+static uint64_t hash_key[2];
+
+__attribute__((constructor)) static void draw_hash_key(void) {
+  struct timespec ts;
+  size_t got = 0;
+  while (got < sizeof(hash_key)) {
+    ssize_t n = getrandom((char *)hash_key + got, sizeof(hash_key) - got, 0);
+    if (n < 0)
+      break;
+    got += (size_t)n;
   }
-  return h;
+  if (got == sizeof(hash_key))
+    return;
+  /* No getrandom (an old kernel or a seccomp filter): less secret, still
+   * different per process. */
+  clock_gettime(CLOCK_REALTIME, &ts);
+  hash_key[0] ^= (uint64_t)ts.tv_sec * 0x9e3779b97f4a7c15ULL ^ (uint64_t)ts.tv_nsec;
+  hash_key[1] ^= (uint64_t)getpid() << 32 ^ (uint64_t)(uintptr_t)&got;
+}
+
+#define ROTL(x, b) (((x) << (b)) | ((x) >> (64 - (b))))
+
+static inline void sip_round(uint64_t v[4]) {
+  v[0] += v[1];
+  v[1] = ROTL(v[1], 13) ^ v[0];
+  v[0] = ROTL(v[0], 32);
+  v[2] += v[3];
+  v[3] = ROTL(v[3], 16) ^ v[2];
+  v[0] += v[3];
+  v[3] = ROTL(v[3], 21) ^ v[0];
+  v[2] += v[1];
+  v[1] = ROTL(v[1], 17) ^ v[2];
+  v[2] = ROTL(v[2], 32);
+}
+
+/* SipHash-1-3 of p[0..n) under the key (k0, k1). */
+static uint64_t siphash13(uint64_t k0, uint64_t k1, const unsigned char *p, size_t n) {
+  uint64_t v[4] = {k0 ^ 0x736f6d6570736575ULL, k1 ^ 0x646f72616e646f6dULL,
+                   k0 ^ 0x6c7967656e657261ULL, k1 ^ 0x7465646279746573ULL};
+  uint64_t m, last = (uint64_t)n << 56;
+  size_t i;
+  for (; n >= 8; n -= 8, p += 8) {
+    memcpy(&m, p, 8);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    m = __builtin_bswap64(m);
+#endif
+    v[3] ^= m;
+    sip_round(v);
+    v[0] ^= m;
+  }
+  for (i = 0; i < n; i++)
+    last |= (uint64_t)p[i] << (8 * i);
+  v[3] ^= last;
+  sip_round(v);
+  v[0] ^= last;
+  v[2] ^= 0xff;
+  sip_round(v);
+  sip_round(v);
+  sip_round(v);
+  return v[0] ^ v[1] ^ v[2] ^ v[3];
+}
+
+uint64_t kcm_map_hash_bytes(uint64_t h, const void *p, size_t n) {
+  return siphash13(hash_key[0] ^ h, hash_key[1], p, n);
 }
 
 void kcm_map_init(struct kcm_map *m, const struct kcm_map_type *type) {

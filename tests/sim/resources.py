@@ -291,7 +291,7 @@ def validate_object_meta(errs, meta, namespaced, name_re=DNS1123_SUBDOMAIN, name
             if not isinstance(v, str):
                 errs.invalid("metadata.annotations", v, "must be a string")
                 continue
-            total += len(k) + len(v)
+            total += len(k.encode()) + len(v.encode())  # bytes, as Go's len()
         if total > 256 * 1024:
             errs.items.append(("metadata.annotations", "FieldValueTooLong",
                                "Too long: must have at most 262144 bytes"))

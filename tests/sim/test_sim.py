@@ -325,6 +325,22 @@ class Basics(SimTestCase):
         body = self.assertStatus(self.c.post(APPS % self.ns, empty), 422, "Invalid")
         self.assertIn("spec.template.spec.containers: Required value", body["message"])
 
+    def test_annotations_total_at_most_256_kib(self):
+        # 50,000 keys "a00000".. with 0-byte values: 300,000 bytes, refused
+        # as the real server refuses them; at 262,144 bytes exactly, kept.
+        big = deployment("big")
+        big["metadata"]["annotations"] = {"a%05d" % i: "" for i in range(50000)}
+        body = self.assertStatus(self.c.post(APPS % self.ns, big), 422, "Invalid")
+        self.assertIn("metadata.annotations: Too long: must have at most 262144 bytes",
+                      body["message"])
+        fits = deployment("fits")
+        fits["metadata"]["annotations"] = {"k": "\u00e9" * ((262144 - 1) // 2)}
+        r = self.c.post(APPS % self.ns, fits)
+        self.assertEqual(r.status, 201, r.body)
+        over = deployment("over")
+        over["metadata"]["annotations"] = {"k": "\u00e9" * (262144 // 2)}  # 2 bytes each
+        self.assertStatus(self.c.post(APPS % self.ns, over), 422, "Invalid")
+
     def test_bad_input_gets_status_codes(self):
         r = self.c.post(APPS % self.ns, b'{"kind":')
         self.assertStatus(r, 400, "BadRequest")

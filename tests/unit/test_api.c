@@ -9,7 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "budget.h"
 #include "kcm/api.h"
+#include "kcm/buf.h"
 #include "kcm/error.h"
 
 static struct kcm_intern pool;
@@ -173,6 +175,16 @@ static void same_pod(const struct kcm_pod *a, const struct kcm_pod *b) {
   assert_int_equal(kcm_api_size(&a->o), kcm_api_size(&b->o));
 }
 
+static void same_object(enum kcm_kind kind, const struct kcm_object *a,
+                        const struct kcm_object *b) {
+  if (kind == KCM_KIND_POD)
+    same_pod((const struct kcm_pod *)a, (const struct kcm_pod *)b);
+  else if (kind == KCM_KIND_REPLICASET)
+    same_replicaset((const struct kcm_replicaset *)a, (const struct kcm_replicaset *)b);
+  else
+    same_deployment((const struct kcm_deployment *)a, (const struct kcm_deployment *)b);
+}
+
 static struct kcm_object *decode_ok(enum kcm_kind kind, const char *json) {
   struct json_object *o = json_tokener_parse(json);
   struct kcm_object *obj = NULL, *text = NULL;
@@ -187,12 +199,7 @@ static struct kcm_object *decode_ok(enum kcm_kind kind, const char *json) {
   if (rc)
     fail_msg("decode from text failed: %s %s", err.field, err.problem);
   assert_int_equal(text->kind, kind);
-  if (kind == KCM_KIND_POD)
-    same_pod((struct kcm_pod *)obj, (struct kcm_pod *)text);
-  else if (kind == KCM_KIND_REPLICASET)
-    same_replicaset((struct kcm_replicaset *)obj, (struct kcm_replicaset *)text);
-  else
-    same_deployment((struct kcm_deployment *)obj, (struct kcm_deployment *)text);
+  same_object(kind, obj, text);
   kcm_api_unref(text, &pool);
   return obj;
 }
@@ -649,6 +656,51 @@ static void pairs_and_conditions(void **state) {
   kcm_api_conditions_release(&d);
 }
 
+static bool not_x(const char *key) { return strcmp(key, "x") != 0; }
+static bool is_x(const char *key) { return !not_x(key); }
+
+/* update merges a sorted map into another, keep filters one; adopt sorts,
+ * the last of a repeated key kept. */
+static void pairs_merge(void **state) {
+  struct kcm_pairs dst = {0}, src = {0}, made;
+  struct kcm_pair *items = calloc(3, sizeof(*items));
+  bool changed = false;
+  assert_int_equal(kcm_api_pairs_set(&dst, "b", "1"), 0);
+  assert_int_equal(kcm_api_pairs_set(&dst, "d", "2"), 0);
+  assert_int_equal(kcm_api_pairs_set(&src, "a", "3"), 0);
+  assert_int_equal(kcm_api_pairs_set(&src, "d", "2"), 0);
+  assert_int_equal(kcm_api_pairs_set(&src, "x", "4"), 0);
+  assert_int_equal(kcm_api_pairs_update(&dst, &src, is_x, &changed), 0);
+  assert_true(changed); /* a came */
+  assert_int_equal(dst.n, 3);
+  assert_string_equal(dst.items[0].key, "a");
+  assert_string_equal(dst.items[2].value, "2");
+  changed = false;
+  assert_int_equal(kcm_api_pairs_update(&dst, &src, is_x, &changed), 0);
+  assert_false(changed); /* nothing new */
+  assert_int_equal(kcm_api_pairs_set(&src, "b", "5"), 0);
+  assert_int_equal(kcm_api_pairs_update(&dst, &src, NULL, &changed), 0);
+  assert_true(changed);
+  assert_int_equal(dst.n, 4);
+  assert_string_equal(kcm_api_pairs_get(&dst, "b"), "5");
+  assert_string_equal(kcm_api_pairs_get(&dst, "x"), "4");
+  kcm_api_pairs_keep(&dst, not_x);
+  assert_int_equal(dst.n, 3);
+  assert_null(kcm_api_pairs_get(&dst, "x"));
+  kcm_api_pairs_release(&dst);
+  kcm_api_pairs_release(&src);
+
+  assert_non_null(items);
+  items[0] = (struct kcm_pair){strdup("k"), strdup("first")};
+  items[1] = (struct kcm_pair){strdup("a"), strdup("1")};
+  items[2] = (struct kcm_pair){strdup("k"), strdup("last")};
+  assert_int_equal(kcm_api_pairs_adopt(&made, items, 3), 0);
+  assert_int_equal(made.n, 2);
+  assert_string_equal(made.items[0].key, "a");
+  assert_string_equal(kcm_api_pairs_get(&made, "k"), "last");
+  kcm_api_pairs_release(&made);
+}
+
 /* Reading an object back before adopting for it. */
 static void rechecks(void **state) {
   struct kcm_uid u;
@@ -958,6 +1010,162 @@ static void references_keep_objects_alive(void **state) {
   assert_int_equal(kcm_intern_count(&pool), 0);
 }
 
+/* --- hostile sizes --------------------------------------------------------------------- */
+
+/* Each repeated field at 50,000 entries (keys in reverse order, the worst
+ * for an insertion sort): both decoders spend comparisons and reallocations
+ * that grow as n log n at most. */
+enum { MANY = 50000 };
+#define N_LOG_N(fields) ((fields) * 40u * MANY) /* comparisons: n log2 n is about 16 n */
+#define FEW_REALLOCS 64u
+
+/* Append prefix, then MANY items, comma-separated, then suffix. In an
+ * item, # stands for its index counting down (five digits) and @ for the
+ * same number unpadded. */
+static void many(struct kcm_buf *b, const char *prefix, const char *item, const char *suffix) {
+  unsigned i;
+  assert_int_equal(kcm_buf_append_str(b, prefix), 0);
+  for (i = 0; i < MANY; i++) {
+    unsigned k = MANY - 1 - i;
+    const char *c;
+    if (i)
+      assert_int_equal(kcm_buf_append(b, ",", 1), 0);
+    for (c = item; *c; c++) {
+      if (*c == '#' || *c == '@')
+        assert_int_equal(kcm_buf_appendf(b, *c == '#' ? "%05u" : "%u", k), 0);
+      else
+        assert_int_equal(kcm_buf_append(b, c, 1), 0);
+    }
+  }
+  assert_int_equal(kcm_buf_append_str(b, suffix), 0);
+}
+
+#define HOSTILE_META                                                                           \
+  "{\"metadata\":{\"name\":\"h\",\"namespace\":\"d\",\"uid\":\"30478c2c-7480-4d2d-a623-"     \
+  "3c83746df9f3\",\"resourceVersion\":\"9\","
+#define HOSTILE_SPEC                                                                           \
+  "\"spec\":{\"selector\":{\"matchLabels\":{\"app\":\"a\"}},\"template\":{\"metadata\":{"    \
+  "\"labels\":{\"app\":\"a\"}}}}}"
+
+/* Decode text both ways, each within the budget for so many repeated
+ * fields. */
+static struct kcm_object *decode_within_budget(enum kcm_kind kind, const char *what,
+                                               unsigned fields, const struct kcm_buf *b) {
+  struct json_object *tree = json_tokener_parse(b->data);
+  struct kcm_object *a = NULL, *t = NULL;
+  struct kcm_api_error err;
+  struct budget_use used;
+  int rc;
+  if (!tree)
+    fail_msg("%s: not JSON", what);
+  budget_start(N_LOG_N(fields), FEW_REALLOCS);
+  rc = kcm_api_decode(kind, tree, &pool, &a, &err);
+  budget_stop(&used);
+  if (rc)
+    fail_msg("%s: %s %s", what, err.field, err.problem);
+  print_message("%s: tree %llu comparisons, %llu reallocations\n", what,
+                (unsigned long long)used.compares, (unsigned long long)used.reallocs);
+  json_object_put(tree);
+  budget_start(N_LOG_N(fields), FEW_REALLOCS);
+  rc = kcm_api_decode_text(kind, b->data, b->len, NULL, NULL, &pool, &t, &err);
+  budget_stop(&used);
+  if (rc)
+    fail_msg("%s: text: %s %s", what, err.field, err.problem);
+  print_message("%s: text %llu comparisons, %llu reallocations\n", what,
+                (unsigned long long)used.compares, (unsigned long long)used.reallocs);
+  same_object(kind, a, t);
+  kcm_api_unref(t, &pool);
+  return a;
+}
+
+static void many_labels_and_annotations(void **state) {
+  struct kcm_buf b = KCM_BUF_INIT(64u << 20);
+  struct kcm_deployment *d;
+  char key[16];
+  many(&b, HOSTILE_META "\"labels\":{", "\"l#\":\"v@\"", ",\"l49999\":\"last\"},");
+  many(&b, "\"annotations\":{", "\"a#\":\"v@\"", ",\"a49999\":\"last\"}},");
+  assert_int_equal(kcm_buf_append_str(&b, HOSTILE_SPEC), 0);
+  d = (struct kcm_deployment *)decode_within_budget(KCM_KIND_DEPLOYMENT, "labels, annotations",
+                                                    2, &b);
+  assert_int_equal(d->o.labels.n, MANY);
+  assert_int_equal(d->annotations.n, MANY);
+  assert_string_equal(kcm_labels_get(&d->o.labels, "l49999"), "last");
+  assert_string_equal(kcm_api_pairs_get(&d->annotations, "a49999"), "last");
+  snprintf(key, sizeof(key), "a%05u", 123);
+  assert_string_equal(kcm_api_pairs_get(&d->annotations, key), "v123");
+  kcm_api_unref(&d->o, &pool);
+  kcm_buf_release(&b);
+}
+
+static void many_owners_finalizers_and_conditions(void **state) {
+  struct kcm_buf b = KCM_BUF_INIT(64u << 20);
+  struct kcm_deployment *d;
+  many(&b, HOSTILE_META "\"ownerReferences\":[",
+       "{\"apiVersion\":\"v1\",\"kind\":\"K\",\"name\":\"o@\",\"uid\":"
+       "\"00000000-0000-0000-0000-0000000#\"}",
+       "],");
+  many(&b, "\"finalizers\":[", "\"f@\"", "],");
+  many(&b, "\"managedFields\":[", "{\"manager\":\"m@\",\"fieldsV1\":{\"f:a@\":{}}}", "]},");
+  many(&b, "\"status\":{\"conditions\":[", "{\"type\":\"T@\",\"status\":\"True\"}", "]},");
+  assert_int_equal(kcm_buf_append_str(&b, HOSTILE_SPEC), 0);
+  d = (struct kcm_deployment *)decode_within_budget(KCM_KIND_DEPLOYMENT,
+                                                    "owners, finalizers, conditions", 4, &b);
+  assert_int_equal(d->o.nowners, MANY);
+  assert_int_equal(d->status.conditions.n, MANY);
+  kcm_api_unref(&d->o, &pool);
+  kcm_buf_release(&b);
+}
+
+/* The template: 50,000 labels, annotations and containers, and a selector
+ * of 50,000 values; then the template compared with its own copy. */
+static void many_template_entries(void **state) {
+  struct kcm_buf b = KCM_BUF_INIT(64u << 20);
+  struct kcm_replicaset *rs;
+  struct kcm_deployment *d;
+  size_t at;
+  many(&b, HOSTILE_META "\"labels\":{}},\"spec\":{\"selector\":{\"matchExpressions\":["
+       "{\"key\":\"app\",\"operator\":\"In\",\"values\":[",
+       "\"v@\"", ",\"a\"]}]},\"template\":{\"metadata\":{\"labels\":{\"app\":\"a\",");
+  many(&b, "", "\"l#\":\"v@\"", "},");
+  many(&b, "\"annotations\":{", "\"a#\":\"v@\"", "}},");
+  many(&b, "\"spec\":{\"containers\":[", "{\"name\":\"c@\",\"image\":\"i@\"}", "]}}}}");
+  rs = (struct kcm_replicaset *)decode_within_budget(KCM_KIND_REPLICASET, "template", 4, &b);
+  assert_int_equal(rs->template_labels.n, MANY + 1);
+  assert_true(kcm_labels_matches(&rs->selector, &rs->template_labels));
+  at = (size_t)(strstr(b.data, "\"app\":\"a\",") - b.data);
+  memcpy(b.data + at, "\"app\":\"b\",", 10);
+  d = (struct kcm_deployment *)decode_within_budget(KCM_KIND_DEPLOYMENT, "template", 4, &b);
+  budget_start(N_LOG_N(4), FEW_REALLOCS);
+  assert_false(kcm_api_template_equal(rs->template, d->template));
+  budget_stop(NULL);
+  kcm_api_unref(&d->o, &pool);
+  memcpy(b.data + at, "\"app\":\"a\",", 10);
+  d = (struct kcm_deployment *)decode_within_budget(KCM_KIND_DEPLOYMENT, "template", 4, &b);
+  budget_start(N_LOG_N(4), FEW_REALLOCS);
+  assert_true(kcm_api_template_equal(rs->template, d->template));
+  budget_stop(NULL);
+  kcm_api_unref(&d->o, &pool);
+  kcm_api_unref(&rs->o, &pool);
+  kcm_buf_release(&b);
+}
+
+/* A pod of 50,000 init containers (sidecars), statuses and conditions. */
+static void many_pod_entries(void **state) {
+  struct kcm_buf b = KCM_BUF_INIT(64u << 20);
+  struct kcm_pod *p;
+  many(&b, HOSTILE_META "\"labels\":{}},\"spec\":{\"initContainers\":[",
+       "{\"name\":\"s@\",\"restartPolicy\":\"Always\"}", "]},");
+  many(&b, "\"status\":{\"initContainerStatuses\":[", "{\"name\":\"s@\",\"restartCount\":@}",
+       "],");
+  many(&b, "\"containerStatuses\":[", "{\"name\":\"c@\",\"restartCount\":@}", "],");
+  many(&b, "\"conditions\":[", "{\"type\":\"T@\",\"status\":\"True\"}", "]}}");
+  p = (struct kcm_pod *)decode_within_budget(KCM_KIND_POD, "pod", 4, &b);
+  assert_int_equal(p->sidecar_restarts, MANY - 1);
+  assert_int_equal(p->restarts, MANY - 1);
+  kcm_api_unref(&p->o, &pool);
+  kcm_buf_release(&b);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(pod_fields),
@@ -971,6 +1179,7 @@ int main(void) {
       cmocka_unit_test(last_applied_is_dropped),
       cmocka_unit_test(template_keys_ignore_the_hash),
       cmocka_unit_test(pairs_and_conditions),
+      cmocka_unit_test(pairs_merge),
       cmocka_unit_test(rechecks),
       cmocka_unit_test(bad_objects_name_the_field),
       cmocka_unit_test(huge_strings_are_kept_whole),
@@ -978,6 +1187,10 @@ int main(void) {
       cmocka_unit_test(times),
       cmocka_unit_test(uids),
       cmocka_unit_test(references_keep_objects_alive),
+      cmocka_unit_test(many_labels_and_annotations),
+      cmocka_unit_test(many_owners_finalizers_and_conditions),
+      cmocka_unit_test(many_template_entries),
+      cmocka_unit_test(many_pod_entries),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

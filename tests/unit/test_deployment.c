@@ -14,6 +14,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "budget.h"
+#include "kcm/buf.h"
 #include "kcm/deployment.h"
 #include "kcm/error.h"
 
@@ -75,7 +77,8 @@ static struct dspec dspec(int replicas) {
 }
 
 static struct kcm_deployment *make_d(const struct dspec *s) {
-  char json[8192], strategy[256], extra[256] = "", del[96] = "";
+  struct kcm_deployment *d;
+  char *json, strategy[256], extra[256] = "", del[96] = "";
   if (s->recreate)
     snprintf(strategy, sizeof(strategy), "{\"type\":\"Recreate\"}");
   else
@@ -91,7 +94,8 @@ static struct kcm_deployment *make_d(const struct dspec *s) {
              ",\"progressDeadlineSeconds\":%d", s->deadline);
   if (s->deleting)
     snprintf(del, sizeof(del), ",\"deletionTimestamp\":\"2026-01-01T00:00:00Z\"");
-  snprintf(json, sizeof(json),
+  assert_true(asprintf(
+      &json,
            "{\"metadata\":{\"name\":\"web\",\"namespace\":\"ns\",\"uid\":\"" D_UID "\","
            "\"resourceVersion\":\"40\",\"generation\":%lld,\"creationTimestamp\":"
            "\"2026-01-01T00:00:00Z\",\"annotations\":%s%s},"
@@ -100,8 +104,10 @@ static struct kcm_deployment *make_d(const struct dspec *s) {
            "\"creationTimestamp\":null},\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":"
            "\"%s\"}]}}},\"status\":%s}",
            (long long)s->generation, s->annotations, del, s->replicas, s->min_ready,
-           s->paused ? "true" : "false", s->selector, strategy, extra, s->image, s->status);
-  return (struct kcm_deployment *)decode(KCM_KIND_DEPLOYMENT, json);
+           s->paused ? "true" : "false", s->selector, strategy, extra, s->image, s->status) > 0);
+  d = (struct kcm_deployment *)decode(KCM_KIND_DEPLOYMENT, json);
+  free(json);
+  return d;
 }
 
 struct rsspec {
@@ -120,7 +126,8 @@ struct rsspec {
 };
 
 static struct kcm_replicaset *make_rs(const struct rsspec *s) {
-  char json[12288], owner[512] = "", created[32], ann[4096], labels[256], del[96] = "";
+  struct kcm_replicaset *rs;
+  char *json, *ann, owner[512] = "", created[32], labels[256], del[96] = "";
   const char *owner_uid = s->owner ? s->owner : D_UID;
   if (*owner_uid)
     snprintf(owner, sizeof(owner),
@@ -129,14 +136,15 @@ static struct kcm_replicaset *make_rs(const struct rsspec *s) {
              owner_uid);
   iso(NOW_S - (s->age ? s->age : 1000), created, sizeof(created));
   if (s->revision)
-    snprintf(ann, sizeof(ann), "{\"deployment.kubernetes.io/revision\":\"%d\"%s}", s->revision,
-             s->annotations ? s->annotations : "");
+    assert_true(asprintf(&ann, "{\"deployment.kubernetes.io/revision\":\"%d\"%s}", s->revision,
+                         s->annotations ? s->annotations : "") > 0);
   else
-    snprintf(ann, sizeof(ann), "{\"x\":\"y\"%s}", s->annotations ? s->annotations : "");
+    assert_true(asprintf(&ann, "{\"x\":\"y\"%s}", s->annotations ? s->annotations : "") > 0);
   snprintf(labels, sizeof(labels), "{\"app\":\"web\",\"pod-template-hash\":\"%s\"}", s->name);
   if (s->deleting)
     snprintf(del, sizeof(del), ",\"deletionTimestamp\":\"2026-01-01T00:00:00Z\"");
-  snprintf(json, sizeof(json),
+  assert_true(asprintf(
+      &json,
            "{\"metadata\":{\"name\":\"web-%s\",\"namespace\":\"ns\",\"uid\":"
            "\"aaaaaaaa-0000-0000-0000-%012x\",\"resourceVersion\":\"7\",\"generation\":%lld,"
            "\"creationTimestamp\":\"%s\",\"labels\":%s,\"annotations\":%s%s%s},"
@@ -151,8 +159,11 @@ static struct kcm_replicaset *make_rs(const struct rsspec *s) {
            s->image ? s->image : "nginx:1", s->status_replicas ? s->status_replicas : s->replicas,
            s->ready, s->available,
            (long long)(s->observed ? s->observed : (s->generation ? s->generation : 1)),
-           s->conditions ? s->conditions : "[]");
-  return (struct kcm_replicaset *)decode(KCM_KIND_REPLICASET, json);
+           s->conditions ? s->conditions : "[]") > 0);
+  rs = (struct kcm_replicaset *)decode(KCM_KIND_REPLICASET, json);
+  free(json);
+  free(ann);
+  return rs;
 }
 
 /* One planned sync over a Deployment and its ReplicaSets. */
@@ -1347,8 +1358,174 @@ static void request_bodies(void **state) {
   done(&r);
 }
 
+/* --- hostile sizes ---------------------------------------------------------------------- */
+
+/* 50,000 annotations go from the Deployment to its ReplicaSets and back in
+ * one walk of each map: comparisons grow as n log n, reallocations not at
+ * all with n. */
+enum { MANY = 50000 };
+#define N_LOG_N (4u * 40u * MANY)
+#define FEW_REALLOCS 64u
+
+/* first (a JSON fragment, may be empty) then MANY members "<prefix>NNNNN":
+ * "<value>": an object, or without braces a fragment whose members each
+ * start with a comma. */
+static char *many_annotations(const char *first, const char *prefix, const char *value,
+                              bool braces) {
+  struct kcm_buf b = KCM_BUF_INIT(16u << 20);
+  unsigned i;
+  assert_int_equal(kcm_buf_appendf(&b, "%s%s", braces ? "{" : "", first), 0);
+  for (i = 0; i < MANY; i++)
+    assert_int_equal(kcm_buf_appendf(&b, "%s\"%s%05u\":\"%s\"",
+                                     i || *first || !braces ? "," : "", prefix, MANY - 1 - i,
+                                     value),
+                     0);
+  assert_int_equal(kcm_buf_append_str(&b, braces ? "}" : ""), 0);
+  return kcm_buf_take(&b);
+}
+
+static void plan_within_budget(struct run *r) {
+  struct budget_use used;
+  budget_start(N_LOG_N, FEW_REALLOCS);
+  plan(r);
+  budget_stop(&used);
+  print_message("plan: %llu comparisons, %llu reallocations\n",
+                (unsigned long long)used.compares, (unsigned long long)used.reallocs);
+}
+
+static void many_annotations_in_one_walk(void **state) {
+  struct dspec s = dspec(2);
+  struct run r = {0};
+  char *dann = many_annotations("\"deployment.kubernetes.io/revision\":\"1\"", "a", "new", true);
+  char *rsann = many_annotations("", "b", "old", false), key[16];
+  const struct kcm_dp_rs *v;
+
+  /* A rollout: the new ReplicaSet takes the Deployment's annotations. */
+  s.image = "nginx:2";
+  s.annotations = dann;
+  r.d = make_d(&s);
+  r.rs[r.n++] = make_rs(&(struct rsspec){.name = "one", .age = 900, .replicas = 2,
+                                         .available = 2, .revision = 1});
+  plan_within_budget(&r);
+  v = &r.plan.rs[find_step(&r, KCM_DP_CREATE)->rs];
+  snprintf(key, sizeof(key), "a%05u", 77);
+  assert_string_equal(kcm_api_pairs_get(&v->annotations, key), "new");
+  assert_string_equal(kcm_api_pairs_get(&v->annotations, KCM_DEPLOYMENT_REVISION), "2");
+  done(&r);
+
+  /* The new ReplicaSet exists with 50,000 other keys, between the
+   * Deployment's in order. */
+  memset(&r, 0, sizeof(r));
+  s.image = "nginx:1";
+  r.d = make_d(&s);
+  r.rs[r.n++] = make_rs(&(struct rsspec){.name = "one", .age = 900, .replicas = 2,
+                                         .available = 2, .revision = 1, .annotations = rsann});
+  plan_within_budget(&r);
+  v = &r.plan.rs[r.plan.new_rs];
+  assert_string_equal(kcm_api_pairs_get(&v->annotations, key), "new");
+  key[0] = 'b';
+  assert_string_equal(kcm_api_pairs_get(&v->annotations, key), "old");
+  done(&r);
+
+  /* A legacy rollback to it: the Deployment's 50,000 go, its 50,000 come. */
+  free(dann);
+  dann = many_annotations("\"deployment.kubernetes.io/revision\":\"2\","
+                          "\"deprecated.deployment.rollback.to\":\"1\"",
+                          "a", "new", true);
+  memset(&r, 0, sizeof(r));
+  s.image = "nginx:2";
+  s.annotations = dann;
+  r.d = make_d(&s);
+  r.rs[r.n++] = make_rs(&(struct rsspec){.name = "one", .age = 900, .image = "nginx:0",
+                                         .revision = 1, .annotations = rsann});
+  r.rs[r.n++] = make_rs(&(struct rsspec){.name = "two", .age = 500, .replicas = 2,
+                                         .available = 2, .revision = 2});
+  plan_within_budget(&r);
+  assert_int_equal(r.plan.steps[r.plan.nsteps - 1].op, KCM_DP_ROLLBACK);
+  assert_non_null(strstr(r.plan.rollback_ops,
+                         "{\"op\":\"remove\",\"path\":\"/metadata/annotations/a00077\"}"));
+  assert_non_null(strstr(r.plan.rollback_ops, "{\"op\":\"add\",\"path\":"
+                                              "\"/metadata/annotations/b00077\",\"value\":\"old\"}"));
+  done(&r);
+  free(dann);
+  free(rsann);
+}
+
+/* --- numbers at their limits ------------------------------------------------------------- */
+
+/* The API's largest numbers (int32 replicas and surges, int64 revisions)
+ * never overflow: a surge of MaxInt32 means all at once, sums saturate. */
+static void numbers_at_their_limits(void **state) {
+  struct dspec s = dspec(3);
+  struct run r = {0};
+  const struct kcm_dp_rs *v;
+  struct kcm_buf b = KCM_BUF_INIT(4096);
+  char w[256];
+
+  /* maxSurge 2147483647: the new ReplicaSet at full size at once. */
+  s.surge = "2147483647";
+  s.unavailable = "0";
+  r.d = make_d(&s);
+  r.rs[r.n++] = make_rs(&(struct rsspec){.name = "one", .age = 900, .image = "nginx:0",
+                                         .replicas = 3, .available = 3, .revision = 1});
+  plan(&r);
+  writes(&r, w, sizeof(w));
+  assert_string_equal(w, "+new=3");
+  v = &r.plan.rs[find_step(&r, KCM_DP_CREATE)->rs];
+  assert_string_equal(kcm_api_pairs_get(&v->annotations, KCM_DEPLOYMENT_MAX), "2147483647");
+  done(&r);
+
+  /* 2147483647 replicas with a surge of 100%, a revision at int64's
+   * limit, collisionCount at int32's. */
+  memset(&r, 0, sizeof(r));
+  s = dspec(2147483647);
+  s.surge = "\"100%\"";
+  s.unavailable = "\"100%\"";
+  s.status = "{\"collisionCount\":2147483647}";
+  r.d = make_d(&s);
+  r.rs[r.n++] = make_rs(&(struct rsspec){.name = "one", .age = 900, .image = "nginx:0",
+                                         .replicas = 2147483647, .status_replicas = 2147483647,
+                                         .ready = 2147483647, .available = 2147483647,
+                                         .revision = 1});
+  r.rs[r.n++] = make_rs(&(struct rsspec){
+      .name = "two", .age = 800, .image = "nginx:9", .replicas = 2147483647,
+      .status_replicas = 2147483647, .ready = 2147483647, .available = 2147483647,
+      .annotations = ",\"deployment.kubernetes.io/revision\":\"9223372036854775807\""});
+  plan(&r);
+  assert_true(r.plan.status.replicas >= 0);
+  assert_true(r.plan.status.ready >= 0);
+  assert_true(r.plan.status.available >= 0);
+  assert_int_equal(kcm_deployment_collision_body(r.d, 1, &b), 0);
+  assert_non_null(strstr(b.data, "\"collisionCount\":2147483647"));
+  kcm_buf_release(&b);
+  done(&r);
+
+  /* Proportional scaling of two full ReplicaSets to 2147483647. */
+  memset(&r, 0, sizeof(r));
+  s = dspec(2147483647);
+  s.surge = "2147483647";
+  s.unavailable = "0";
+  r.d = make_d(&s);
+  r.rs[r.n++] = make_rs(&(struct rsspec){
+      .name = "one", .age = 900, .image = "nginx:0", .replicas = 2000000000, .revision = 1,
+      .annotations = ",\"deployment.kubernetes.io/desired-replicas\":\"10\","
+                     "\"deployment.kubernetes.io/max-replicas\":\"1\""});
+  r.rs[r.n++] = make_rs(&(struct rsspec){
+      .name = "two", .age = 500, .replicas = 2000000000, .revision = 2,
+      .annotations = ",\"deployment.kubernetes.io/desired-replicas\":\"10\","
+                     "\"deployment.kubernetes.io/max-replicas\":\"1\""});
+  plan(&r);
+  writes(&r, w, sizeof(w));
+  print_message("proportional: %s\n", w);
+  for (size_t i = 0; i < r.plan.nsteps; i++)
+    assert_true(r.plan.steps[i].replicas >= 0);
+  done(&r);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(numbers_at_their_limits),
+      cmocka_unit_test(many_annotations_in_one_walk),
       cmocka_unit_test(fenceposts),
       cmocka_unit_test(max_unavailable),
       cmocka_unit_test(hash_names),

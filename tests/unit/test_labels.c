@@ -6,8 +6,10 @@
 
 #include <cmocka.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
+#include "budget.h"
 #include "kcm/error.h"
 #include "kcm/labels.h"
 
@@ -145,6 +147,80 @@ static void bad_selectors(void **state) {
   }
 }
 
+/* Hostile sizes: the work of each step grows as n log n at most. */
+enum { MANY = 50000 };
+#define N_LOG_N (40u * MANY) /* comparisons: n log2 n is about 16 n */
+#define FEW_REALLOCS 64u
+
+/* 50,000 labels in reverse order, each given twice: sorted and the last
+ * of each key kept with n log n comparisons. */
+static void many_labels_adopt(void **state) {
+  struct kcm_label *items = malloc(2 * MANY * sizeof(*items));
+  struct kcm_labels l;
+  char key[16], value[16];
+  uint32_t i;
+  assert_non_null(items);
+  for (i = 0; i < 2 * MANY; i++) {
+    snprintf(key, sizeof(key), "k%05u", MANY - 1 - i % MANY);
+    snprintf(value, sizeof(value), "%s%u", i < MANY ? "old" : "new", i % MANY);
+    items[i].key = kcm_intern_str(&pool, key);
+    items[i].value = kcm_intern_str(&pool, value);
+  }
+  budget_start(N_LOG_N, FEW_REALLOCS);
+  assert_int_equal(kcm_labels_adopt(&l, &pool, items, 2 * MANY), 0);
+  budget_stop(NULL);
+  assert_int_equal(l.n, MANY);
+  for (i = 0; i < MANY; i++) {
+    snprintf(key, sizeof(key), "k%05u", i);
+    snprintf(value, sizeof(value), "new%u", MANY - 1 - i);
+    assert_string_equal(l.items[i].key, key);
+    assert_string_equal(l.items[i].value, value);
+  }
+  kcm_labels_release(&l, &pool);
+}
+
+/* A selector of 50,000 matchLabels and an expression of 50,000 values. */
+static void many_selector_terms(void **state) {
+  struct json_object *sel = json_object_new_object(), *ml = json_object_new_object();
+  struct json_object *expr = json_object_new_object(), *values = json_object_new_array();
+  struct json_object *exprs = json_object_new_array();
+  struct kcm_selector s;
+  struct kcm_labels l;
+  const char *why = NULL;
+  char key[16];
+  uint32_t i;
+  for (i = 0; i < MANY; i++) {
+    snprintf(key, sizeof(key), "k%05u", MANY - 1 - i);
+    json_object_object_add(ml, key, json_object_new_string("v"));
+    json_object_array_add(values, json_object_new_string(key));
+  }
+  json_object_object_add(expr, "key", json_object_new_string("z"));
+  json_object_object_add(expr, "operator", json_object_new_string("In"));
+  json_object_object_add(expr, "values", values);
+  json_object_array_add(exprs, expr);
+  json_object_object_add(sel, "matchLabels", ml);
+  json_object_object_add(sel, "matchExpressions", exprs);
+  budget_start(N_LOG_N, FEW_REALLOCS);
+  assert_int_equal(kcm_labels_selector_decode(&s, sel, &why), 0);
+  budget_stop(NULL);
+  assert_int_equal(s.n, MANY + 1);
+  assert_int_equal(s.reqs[MANY].nvalues, MANY);
+  json_object_put(sel);
+  sel = json_object_new_object();
+  for (i = 0; i < MANY; i++) {
+    snprintf(key, sizeof(key), "k%05u", i);
+    json_object_object_add(sel, key, json_object_new_string("v"));
+  }
+  json_object_object_add(sel, "z", json_object_new_string("k00007"));
+  assert_int_equal(kcm_labels_decode(&l, &pool, sel, &why), 0);
+  budget_start(N_LOG_N, 0);
+  assert_true(kcm_labels_matches(&s, &l));
+  budget_stop(NULL);
+  kcm_labels_release(&l, &pool);
+  kcm_labels_selector_release(&s);
+  json_object_put(sel);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(decode_sorts_and_finds),
@@ -152,6 +228,8 @@ int main(void) {
       cmocka_unit_test(selectors_match),
       cmocka_unit_test(selector_strings),
       cmocka_unit_test(bad_selectors),
+      cmocka_unit_test(many_labels_adopt),
+      cmocka_unit_test(many_selector_terms),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -308,6 +308,56 @@ static void ranking_prefers_crowded_nodes(void **state) {
   free_pods(pods, 4);
 }
 
+/* Every check of whether a pod is active, counted while a limit is set. */
+bool __real_kcm_replicaset_pod_active(const struct kcm_pod *p);
+bool __wrap_kcm_replicaset_pod_active(const struct kcm_pod *p);
+static uint64_t active_checks, active_limit = UINT64_MAX;
+
+bool __wrap_kcm_replicaset_pod_active(const struct kcm_pod *p) {
+  if (++active_checks > active_limit) {
+    active_limit = UINT64_MAX;
+    fail_msg("more than %llu checks of pods being active", (unsigned long long)active_checks - 1);
+  }
+  return __real_kcm_replicaset_pod_active(p);
+}
+
+#define MANY_PODS 50000
+#define CROWD 10000 /* extra pods on node-0, on top of its share */
+
+/* 50,000 pods on 100 nodes, node-0 crowded, each pod related to all: each
+ * related pod is looked at once, not once per pod on its node, and the
+ * crowded node's pods come first. */
+static void ranking_many_pods_counts_each_node_once(void **state) {
+  struct kcm_pod **pods = calloc(MANY_PODS, sizeof(*pods)), **related;
+  size_t i, crowded = 0;
+  assert_non_null(pods);
+  for (i = 0; i < MANY_PODS; i++) {
+    char node[16];
+    snprintf(node, sizeof(node), "node-%zu", i < MANY_PODS - CROWD ? i % 100 : 0);
+    assert_non_null(pods[i] = calloc(1, sizeof(*pods[i])));
+    pods[i]->node = kcm_intern_str(&pool, node);
+    pods[i]->phase = KCM_POD_RUNNING;
+  }
+  related = malloc(MANY_PODS * sizeof(*related));
+  assert_non_null(related);
+  memcpy(related, pods, MANY_PODS * sizeof(*related));
+  active_checks = 0;
+  active_limit = 2 * MANY_PODS;
+  kcm_replicaset_rank(pods, MANY_PODS, related, MANY_PODS, NOW_MS);
+  active_limit = UINT64_MAX;
+  print_message("%d pods ranked with %llu checks of pods being active\n", MANY_PODS,
+                (unsigned long long)active_checks);
+  while (crowded < MANY_PODS && strcmp(pods[crowded]->node, "node-0") == 0)
+    crowded++;
+  assert_int_equal(crowded, (MANY_PODS - CROWD) / 100 + CROWD);
+  for (i = 0; i < MANY_PODS; i++) {
+    kcm_intern_put(&pool, pods[i]->node);
+    free(pods[i]);
+  }
+  free(related);
+  free(pods);
+}
+
 /* --- status -------------------------------------------------------------------------------- */
 
 static void status_counts(void **state) {
@@ -564,6 +614,7 @@ int main(void) {
       cmocka_unit_test(claiming),
       cmocka_unit_test(ranking_rules),
       cmocka_unit_test(ranking_prefers_crowded_nodes),
+      cmocka_unit_test(ranking_many_pods_counts_each_node_once),
       cmocka_unit_test(status_counts),
       cmocka_unit_test(status_replica_failure),
       cmocka_unit_test(status_unchanged_is_not_written),

@@ -149,7 +149,7 @@ int kcm_deployment_create_failed_body(const struct kcm_deployment *d,
 int kcm_deployment_collision_body(const struct kcm_deployment *d, uint64_t resource_version,
                                   struct kcm_buf *out) {
   struct json_object *doc = json_object_new_object(), *st = json_object_new_object();
-  int32_t next = d->status.collision_count < 0 ? 1 : d->status.collision_count + 1;
+  int32_t next = kcm_deployment_next_collision_count(d);
   json_object_object_add(doc, "metadata", meta_with_rv(resource_version));
   json_object_object_add(st, "collisionCount", json_object_new_int(next));
   json_object_object_add(doc, "status", st);

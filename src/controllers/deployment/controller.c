@@ -475,7 +475,7 @@ static void on_collision_written(const struct kcm_client_response *resp, void *d
   if (!resp->err)
     kcm_v(2, "Found a hash collision for deployment - bumping collisionCount deployment=\"%s\" "
              "collisionCount=%d",
-          j->key, j->d->status.collision_count < 0 ? 1 : j->d->status.collision_count + 1);
+          j->key, kcm_deployment_next_collision_count(j->d));
   run(j);
 }
 

@@ -172,11 +172,10 @@ static bool scaling_event(struct dp_sync *s, int *all) {
 
 /* Upstream's cleanupUnhealthyReplicas and scaleDownOldReplicaSetsForRollingUpdate;
  * spec holds the old ReplicaSets' sizes as this sync leaves them. */
-static int32_t scale_down_old(struct dp_sync *s, int new_rs, int *old, int32_t *spec, size_t nold,
-                              int32_t max_scaled_down, bool *failed) {
+static int64_t scale_down_old(struct dp_sync *s, int new_rs, int *old, int32_t *spec, size_t nold,
+                              int64_t max_scaled_down, bool *failed) {
   const struct kcm_deployment *d = s->d;
-  int32_t cleaned = 0, scaled = 0, min_available, target;
-  int64_t available;
+  int64_t cleaned = 0, scaled = 0, min_available, target, available; /* sums of int32s */
   size_t i, j;
 
   /* Sort old (and spec with it) oldest first. */
@@ -190,7 +189,7 @@ static int32_t scale_down_old(struct dp_sync *s, int new_rs, int *old, int32_t *
       spec[j - 1] = u;
     }
   for (i = 0; i < nold && cleaned < max_scaled_down; i++) {
-    int32_t avail = status_available(view(s, old[i])), n;
+    int64_t avail = status_available(view(s, old[i])), n;
     if (spec[i] == 0 || spec[i] == avail)
       continue;
     n = max_scaled_down - cleaned < spec[i] - avail ? max_scaled_down - cleaned : spec[i] - avail;
@@ -198,8 +197,8 @@ static int32_t scale_down_old(struct dp_sync *s, int new_rs, int *old, int32_t *
       *failed = true; /* upstream: "invalid request to scale down"; the pass ends */
       return cleaned;
     }
-    dp_scale_to(s, old[i], spec[i], spec[i] - n);
-    spec[i] -= n;
+    dp_scale_to(s, old[i], spec[i], kcm_deployment_clamp32(spec[i] - n));
+    spec[i] = kcm_deployment_clamp32(spec[i] - n);
     cleaned += n;
   }
   /* Availability counts the active old ReplicaSets and the new one. */
@@ -209,12 +208,12 @@ static int32_t scale_down_old(struct dp_sync *s, int new_rs, int *old, int32_t *
     available += status_available(view(s, old[i]));
   if (available <= min_available)
     return cleaned;
-  target = (int32_t)(available - min_available);
+  target = available - min_available;
   for (i = 0; i < nold && scaled < target; i++) {
     int32_t n;
     if (spec[i] == 0)
       continue;
-    n = spec[i] < target - scaled ? spec[i] : target - scaled;
+    n = spec[i] < target - scaled ? spec[i] : (int32_t)(target - scaled);
     dp_scale_to(s, old[i], spec[i], spec[i] - n);
     scaled += n;
   }
@@ -231,7 +230,7 @@ static bool reconcile_old(struct dp_sync *s, const int *all, size_t nall, int ne
   int64_t max_scaled_down;
   size_t nold, i, first = s->p->nsteps;
   bool failed = false;
-  int32_t total;
+  int64_t total;
 
   if (!old || !spec) {
     free(old);
@@ -248,14 +247,14 @@ static bool reconcile_old(struct dp_sync *s, const int *all, size_t nall, int ne
     return false;
   }
   max_scaled_down = dp_sum_spec(s, all, nall) - (d->replicas - kcm_deployment_max_unavailable(d)) -
-                    (nr->replicas - status_available(nr));
+                    ((int64_t)nr->replicas - status_available(nr));
   if (max_scaled_down <= 0) {
     free(old);
     free(spec);
     return false;
   }
   s->group++;
-  total = scale_down_old(s, new_rs, old, spec, nold, (int32_t)max_scaled_down, &failed);
+  total = scale_down_old(s, new_rs, old, spec, nold, max_scaled_down, &failed);
   for (i = first; i < s->p->nsteps; i++)
     s->p->steps[i].lenient = true;
   free(old);

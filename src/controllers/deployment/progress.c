@@ -65,7 +65,7 @@ bool dp_deployment_complete(const struct kcm_deployment *d, const struct kcm_dp_
 static bool deployment_progressing(const struct kcm_dp_status *old,
                                    const struct kcm_dp_status *cur) {
   return cur->updated > old->updated ||
-         (cur->replicas - cur->updated) < (old->replicas - old->updated) ||
+         (int64_t)cur->replicas - cur->updated < (int64_t)old->replicas - old->updated ||
          cur->ready > old->ready || cur->available > old->available;
 }
 
@@ -107,7 +107,7 @@ void dp_cached_status(const struct kcm_deployment *d, struct kcm_dp_status *out)
 static void calculate_status(struct dp_sync *s, const int *l, size_t n, int new_rs,
                              struct kcm_dp_status *out) {
   const struct kcm_deployment *d = s->d;
-  int64_t spec = 0, available = 0;
+  int64_t spec = 0, available = 0, replicas = 0, ready = 0;
   size_t i;
 
   memset(out, 0, sizeof(*out));
@@ -115,11 +115,14 @@ static void calculate_status(struct dp_sync *s, const int *l, size_t n, int new_
     const struct kcm_dp_rs *r = view(s, l[i]);
     spec += r->replicas;
     available += status_available(r);
-    out->replicas += status_replicas(r);
-    out->ready += status_ready(r);
+    replicas += status_replicas(r);
+    ready += status_ready(r);
   }
-  out->available = (int32_t)available;
-  out->unavailable = spec - available > 0 ? (int32_t)(spec - available) : 0;
+  /* sums of int32 counts saturate */
+  out->replicas = kcm_deployment_clamp32(replicas);
+  out->ready = kcm_deployment_clamp32(ready);
+  out->available = kcm_deployment_clamp32(available);
+  out->unavailable = spec - available > 0 ? kcm_deployment_clamp32(spec - available) : 0;
   out->updated = new_rs >= 0 ? status_replicas(view(s, new_rs)) : 0;
   out->observed_generation = d->o.generation;
   out->collision_count = s->st->collision_count;

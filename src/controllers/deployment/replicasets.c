@@ -35,7 +35,7 @@ static bool set_replicas_annotations(struct dp_sync *s, struct kcm_pairs *a) {
   char desired[16], max[16];
   bool changed;
   snprintf(desired, sizeof(desired), "%d", s->d->replicas);
-  snprintf(max, sizeof(max), "%d", s->d->replicas + kcm_deployment_max_surge(s->d));
+  snprintf(max, sizeof(max), "%d", kcm_deployment_max_total(s->d));
   changed = dp_set_annotation(s, a, KCM_DEPLOYMENT_DESIRED, desired);
   return dp_set_annotation(s, a, KCM_DEPLOYMENT_MAX, max) || changed;
 }
@@ -45,7 +45,7 @@ static bool replicas_annotations_need_update(struct dp_sync *s, const struct kcm
   const char *hd = kcm_api_pairs_get(a, KCM_DEPLOYMENT_DESIRED);
   const char *hm = kcm_api_pairs_get(a, KCM_DEPLOYMENT_MAX);
   snprintf(desired, sizeof(desired), "%d", s->d->replicas);
-  snprintf(max, sizeof(max), "%d", s->d->replicas + kcm_deployment_max_surge(s->d));
+  snprintf(max, sizeof(max), "%d", kcm_deployment_max_total(s->d));
   return !hd || strcmp(hd, desired) || !hm || strcmp(hm, max);
 }
 
@@ -87,11 +87,9 @@ static bool set_new_rs_annotations(struct dp_sync *s, struct kcm_dp_rs *r, int64
   int64_t old_rev = 0;
   bool changed = false, had;
   char buf[24];
-  uint32_t i;
 
-  for (i = 0; i < da->n; i++)
-    if (!dp_skip_annotation(da->items[i].key))
-      changed |= dp_set_annotation(s, &r->annotations, da->items[i].key, da->items[i].value);
+  if (kcm_api_pairs_update(&r->annotations, da, dp_skip_annotation, &changed))
+    nomem(s);
   old = kcm_api_pairs_get(&r->annotations, KCM_DEPLOYMENT_REVISION);
   had = old != NULL;
   if (had && !kcm_deployment_parse_int(old, &old_rev)) {
@@ -228,7 +226,7 @@ int32_t dp_new_rs_replicas(struct dp_sync *s, const int *all, size_t n, int new_
   if (d->recreate)
     return d->replicas;
   current = dp_sum_spec(s, all, n);
-  max_total = (int64_t)d->replicas + kcm_deployment_max_surge(d);
+  max_total = kcm_deployment_max_total(d);
   if (current >= max_total)
     return cur_new;
   up = max_total - current;
@@ -331,7 +329,8 @@ int dp_get_new_rs(struct dp_sync *s, bool create) {
 
   if (s->err)
     return -1;
-  new_rev = max_revision(s) + 1;
+  new_rev = max_revision(s);
+  new_rev += new_rev < INT64_MAX; /* the next, saturating */
   if (found >= 0 && !view(s, found)->rs)
     return found; /* created earlier in this sync */
   if (found >= 0) {
@@ -444,11 +443,13 @@ void dp_cleanup(struct dp_sync *s) {
 
 /* --- scaling ------------------------------------------------------------------------------- */
 
-/* Upstream's getReplicaSetFraction and GetProportion. */
-static int32_t proportion(struct dp_sync *s, int i, int32_t to_add, int32_t added) {
+/* Upstream's getReplicaSetFraction and GetProportion, in int64: sums of
+ * int32 sizes do not fit an int32. */
+static int64_t proportion(struct dp_sync *s, int i, int64_t to_add, int64_t added) {
   const struct kcm_deployment *d = s->d;
   const struct kcm_dp_rs *r = view(s, i);
-  int32_t fraction, annotated, allowed = to_add - added;
+  int64_t fraction, allowed = to_add - added;
+  int32_t annotated;
   double size;
 
   if (r->replicas == 0 || to_add == 0 || to_add == added)
@@ -461,9 +462,9 @@ static int32_t proportion(struct dp_sync *s, int i, int32_t to_add, int32_t adde
     if (annotated <= 0) {
       fraction = 0; /* nothing to scale from; the leftover goes to the largest */
     } else {
-      size = (double)r->replicas * (double)(d->replicas + kcm_deployment_max_surge(d)) /
-             (double)annotated;
-      fraction = (int32_t)round(size) - r->replicas;
+      /* at most 2^62: exact enough, and within int64 */
+      size = (double)r->replicas * (double)kcm_deployment_max_total(d) / (double)annotated;
+      fraction = (int64_t)round(size) - r->replicas;
     }
   }
   if (to_add > 0)
@@ -513,9 +514,9 @@ static bool saturated(struct dp_sync *s, int new_rs) {
 void dp_scale(struct dp_sync *s, int new_rs) {
   const struct kcm_deployment *d = s->d;
   int it = active_or_latest(s, new_rs);
-  int *l, *size;
+  int *l;
+  int64_t *size, allowed, to_add, added = 0;
   size_t n, i;
-  int32_t allowed, to_add, added = 0;
   const char *op = "";
 
   if (s->err)
@@ -544,8 +545,8 @@ void dp_scale(struct dp_sync *s, int new_rs) {
     l[i] = s->old[i];
   l[s->nold] = new_rs;
   n = dp_filter_active(s, l, s->nold + 1, l);
-  allowed = d->replicas > 0 ? d->replicas + kcm_deployment_max_surge(d) : 0;
-  to_add = (int32_t)(allowed - dp_sum_spec(s, l, n));
+  allowed = d->replicas > 0 ? kcm_deployment_max_total(d) : 0;
+  to_add = allowed - dp_sum_spec(s, l, n);
   if (to_add > 0) {
     dp_sort(s, l, n, dp_by_size_newer);
     op = "up";
@@ -554,7 +555,7 @@ void dp_scale(struct dp_sync *s, int new_rs) {
     op = "down";
   }
   for (i = 0; i < n; i++) {
-    int32_t p = to_add ? proportion(s, l[i], to_add, added) : 0;
+    int64_t p = to_add ? proportion(s, l[i], to_add, added) : 0;
     size[i] = view(s, l[i])->replicas + p;
     added += p;
   }
@@ -565,7 +566,7 @@ void dp_scale(struct dp_sync *s, int new_rs) {
       if (size[0] < 0)
         size[0] = 0;
     }
-    scale_rs(s, l[i], view(s, l[i])->replicas, size[i], op);
+    scale_rs(s, l[i], view(s, l[i])->replicas, kcm_deployment_clamp32(size[i]), op);
   }
   free(l);
   free(size);

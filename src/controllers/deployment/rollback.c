@@ -57,15 +57,10 @@ static void rollback_update(struct dp_sync *s, const char *template_json,
   if (s->p->revision)
     dp_set_annotation(s, &want, KCM_DEPLOYMENT_REVISION, s->p->revision);
   if (from) {
-    for (i = 0; i < want.n;) {
-      if (!dp_skip_annotation(want.items[i].key))
-        kcm_api_pairs_remove(&want, want.items[i].key);
-      else
-        i++;
-    }
-    for (i = 0; i < from->n; i++)
-      if (!dp_skip_annotation(from->items[i].key))
-        dp_set_annotation(s, &want, from->items[i].key, from->items[i].value);
+    bool changed = false;
+    kcm_api_pairs_keep(&want, dp_skip_annotation);
+    if (kcm_api_pairs_update(&want, from, dp_skip_annotation, &changed))
+      nomem(s);
   }
   kcm_api_pairs_remove(&want, KCM_DEPLOYMENT_ROLLBACK_TO);
 

@@ -19,7 +19,7 @@ int32_t kcm_deployment_scaled(const struct kcm_intstr *v, int32_t total, bool ro
     return v->value;
   x = (int64_t)v->value * (total > 0 ? total : 0);
   x = round_up ? (x + 99) / 100 : x / 100;
-  return x > INT32_MAX ? INT32_MAX : (int32_t)x;
+  return kcm_deployment_clamp32(x);
 }
 
 void kcm_deployment_fenceposts(const struct kcm_intstr *surge, const struct kcm_intstr *unavail,
@@ -46,6 +46,19 @@ int32_t kcm_deployment_max_unavailable(const struct kcm_deployment *d) {
     return 0;
   kcm_deployment_fenceposts(&d->max_surge, &d->max_unavailable, d->replicas, &s, &u);
   return u > d->replicas ? d->replicas : u;
+}
+
+int32_t kcm_deployment_clamp32(int64_t v) {
+  return v > INT32_MAX ? INT32_MAX : v < INT32_MIN ? INT32_MIN : (int32_t)v;
+}
+
+int32_t kcm_deployment_max_total(const struct kcm_deployment *d) {
+  return kcm_deployment_clamp32((int64_t)d->replicas + kcm_deployment_max_surge(d));
+}
+
+int32_t kcm_deployment_next_collision_count(const struct kcm_deployment *d) {
+  int32_t c = d->status.collision_count;
+  return c < 0 ? 1 : c < INT32_MAX ? c + 1 : INT32_MAX;
 }
 
 void kcm_deployment_hash(const char *template_json, int32_t collision_count, char *buf,
