@@ -267,9 +267,20 @@ int kcm_informer_collection_path(enum kcm_kind kind, const char *ns, struct kcm_
   static const char *const plural[KCM_KIND_COUNT] = {"pods", "replicasets", "deployments"};
   if (kind >= KCM_KIND_COUNT)
     return KCM_EINVAL;
-  if (ns && *ns)
-    return kcm_buf_appendf(out, "%s/namespaces/%s/%s", prefix[kind], ns, plural[kind]);
-  return kcm_buf_appendf(out, "%s/%s", prefix[kind], plural[kind]);
+  int err;
+  if (!ns || !*ns)
+    return kcm_buf_appendf(out, "%s/%s", prefix[kind], plural[kind]);
+  if ((err = kcm_buf_appendf(out, "%s/namespaces/", prefix[kind])) ||
+      (err = kcm_client_escape(out, ns, strlen(ns))))
+    return err;
+  return kcm_buf_appendf(out, "/%s", plural[kind]);
+}
+
+/* Append name=value, the value percent-encoded: the server's text (a
+ * continue token, a resourceVersion) goes back to it byte for byte. */
+static int query_param(struct kcm_buf *b, const char *name, const char *value) {
+  int err = kcm_buf_appendf(b, "%s=", name);
+  return err ? err : kcm_client_escape(b, value, strlen(value));
 }
 
 /* --- decoding helpers ---------------------------------------------------------------- */
@@ -341,8 +352,14 @@ static void backoff(struct kcm_informer *inf, double retry_after_s) {
     inf->backoff_ms = inf->opts.backoff_max_ms;
   inf->last_failure = now;
   wait = inf->backoff_ms + (uint64_t)((double)inf->backoff_ms * (rand() / (RAND_MAX + 1.0)));
-  if (retry_after_s * 1000.0 > (double)wait)
-    wait = (uint64_t)(retry_after_s * 1000.0);
+  /* The client caps Retry-After; checked here again before the conversion,
+   * so that no value (NaN included) stops or hot-loops the informer. */
+  if (retry_after_s > 0) {
+    double ms = retry_after_s < KCM_CLIENT_RETRY_AFTER_MAX ? retry_after_s * 1000.0
+                                                           : KCM_CLIENT_RETRY_AFTER_MAX * 1000.0;
+    if (ms > (double)wait)
+      wait = (uint64_t)ms;
+  }
   inf->state = KCM_INFORMER_BACKOFF;
   inf->retry_in_ms = wait;
   uv_timer_start(&inf->timer, on_timer, wait, 0);
@@ -366,9 +383,9 @@ static void send_list(struct kcm_informer *inf) {
   if (!err && page)
     err = kcm_buf_appendf(&path, "limit=%u&", inf->opts.page_size);
   if (!err && inf->cont)
-    err = kcm_buf_appendf(&path, "continue=%s", inf->cont);
+    err = query_param(&path, "continue", inf->cont);
   else if (!err)
-    err = kcm_buf_appendf(&path, "resourceVersion=%s", rv);
+    err = query_param(&path, "resourceVersion", rv);
   o.method = "GET";
   o.path = path.data;
   o.timeout_ms = LIST_TIMEOUT_MS;
@@ -763,8 +780,11 @@ static void start_watch(struct kcm_informer *inf) {
   int err = kcm_informer_collection_path(inf->opts.kind, inf->opts.namespace, &path);
 
   if (!err)
-    err = kcm_buf_appendf(&path, "?allowWatchBookmarks=true&resourceVersion=%s"
-                          "&timeoutSeconds=%u&watch=1", inf->rv, timeout);
+    err = kcm_buf_append_str(&path, "?allowWatchBookmarks=true&");
+  if (!err)
+    err = query_param(&path, "resourceVersion", inf->rv);
+  if (!err)
+    err = kcm_buf_appendf(&path, "&timeoutSeconds=%u&watch=1", timeout);
   inf->state = KCM_INFORMER_WATCHING;
   inf->watch_started = uv_now(inf->loop);
   inf->watch_events = 0;
