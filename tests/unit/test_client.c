@@ -1683,6 +1683,87 @@ static void retry_after_is_whole_seconds_within_the_time_limit(void **state) {
   wire_stop(&w);
 }
 
+static bool contains(const char *text, const char *what) { return strstr(text, what) != NULL; }
+
+/* A password in the server URL authenticates (Basic), and appears in no
+ * log line at any verbosity, no metric and no error message. */
+static void url_credentials_stay_secret(void **state) {
+  static const char secret[] = "pw-S3CRET";
+  const struct peer_answer answers[] = {
+      {ok_head, "{}"},
+      {"HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json",
+       "{\"kind\":\"Status\",\"message\":\"broken\"}"},
+  };
+  struct kcm_client_config cfg;
+  struct kcm_client *c;
+  struct result r;
+  struct peer peer;
+  uv_loop_t loop;
+  char url[128], kc[512], value[128], *err = NULL, *page, *head, *logged;
+  FILE *log = tmpfile();
+  long len;
+
+  peer_start(&peer, answers, 2);
+  snprintf(url, sizeof(url), "http://admin:%s%%40x@127.0.0.1:%u/", secret, peer.port);
+  snprintf(kc, sizeof(kc),
+           "current-context: x\ncontexts: [{name: x, context: {cluster: c, user: u}}]\n"
+           "clusters: [{name: c, cluster: {server: '%s'}}]\nusers: [{name: u, user: {}}]\n",
+           url);
+  write_file("userinfo-config", kc);
+  assert_non_null(log);
+  kcm_log_set_output(log);
+  kcm_log_set_verbosity(10);
+  assert_int_equal(load(&cfg, path_of("userinfo-config"), NULL, NULL, &err), 0);
+  /* What kcm logs at start (the server it connects to) holds no secret. */
+  assert_false(contains(cfg.server, secret));
+  assert_string_equal(cfg.username, "admin");
+  uv_loop_init(&loop);
+  assert_int_equal(kcm_client_new(&c, &loop, &cfg), 0);
+  send_on(&loop, c, "GET", "/api/v1/nodes?limit=1", NULL, 0, &r);
+  assert_int_equal(r.status, 200);
+  send_on(&loop, c, "GET", "/api/v1/nodes", NULL, 0, &r);
+  assert_int_equal(r.status, 500);
+  assert_false(contains(r.message, secret));
+  page = metrics_page(c);
+  assert_false(contains(page, secret));
+  assert_true(contains(page, "127.0.0.1"));
+  free(page);
+  close_client(&loop, c);
+  kcm_client_config_release(&cfg);
+
+  /* --master, and a URL refused. */
+  assert_int_equal(load(&cfg, path_of("userinfo-config"), NULL, url, &err), 0);
+  assert_false(contains(cfg.server, secret));
+  kcm_client_config_release(&cfg);
+  snprintf(url, sizeof(url), "ftp://admin:%s@127.0.0.1/", secret);
+  assert_int_equal(load(&cfg, path_of("userinfo-config"), NULL, url, &err), KCM_EINVAL);
+  assert_non_null(err);
+  assert_false(contains(err, secret));
+  assert_true(contains(err, "ftp://127.0.0.1"));
+  free(err);
+  err = NULL;
+
+  kcm_log_set_verbosity(0);
+  kcm_log_set_output(NULL);
+  len = ftell(log);
+  logged = calloc(1, (size_t)len + 1);
+  rewind(log);
+  assert_int_equal(fread(logged, 1, (size_t)len, log), (size_t)len);
+  fclose(log);
+  assert_true(contains(logged, "GET http://127.0.0.1:")); /* the -v 6 request lines */
+  if (contains(logged, secret))
+    fail_msg("the password was logged:\n%s", logged);
+  free(logged);
+
+  /* The password is still the password: percent-decoded, sent as Basic. */
+  head = peer_request(&peer, 0);
+  assert_true(peer_header(head, "Authorization", value, sizeof(value)));
+  assert_string_equal(value, "Basic YWRtaW46cHctUzNDUkVUQHg="); /* admin:pw-S3CRET@x */
+  assert_false(contains(head, secret));
+  free(head);
+  peer_stop(&peer);
+}
+
 int main(void) {
   const struct CMUnitTest config_tests[] = {
       cmocka_unit_test(current_context_token_and_ca_data),
@@ -1730,6 +1811,7 @@ int main(void) {
   const struct CMUnitTest wire_tests[] = {
       cmocka_unit_test(retries_carry_one_authorization),
       cmocka_unit_test(retry_after_is_whole_seconds_within_the_time_limit),
+      cmocka_unit_test(url_credentials_stay_secret),
   };
   int failed = cmocka_run_group_tests_name("config", config_tests, setup_dir, teardown_dir);
   failed += cmocka_run_group_tests_name("wire", wire_tests, setup_dir, teardown_dir);
