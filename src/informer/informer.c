@@ -573,7 +573,8 @@ static int watch_error(struct kcm_informer *inf, const char *text, size_t len) {
   int64_t c = 0;
   if (tok)
     json_tokener_free(tok);
-  if (json_object_object_get_ex(obj, "code", &code))
+  /* A Status code is an integer (json-c would also read "410" or 410.9). */
+  if (json_object_object_get_ex(obj, "code", &code) && json_object_is_type(code, json_type_int))
     c = json_object_get_int64(code);
   if (json_object_object_get_ex(obj, "message", &msg) && json_object_is_type(msg, json_type_string))
     m = json_object_get_string(msg);
