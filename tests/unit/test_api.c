@@ -918,7 +918,7 @@ static void canonical_json_sorts_and_escapes(void **state) {
 static void resource_versions_are_digits(void **state) {
   static const char *const refused[] = {"", "-1", "+1", " 1", "1 ", "0x10", "1e3",
                                         "18446744073709551616", "99999999999999999999999"};
-  char text[128];
+  char text[256];
   struct json_object *o;
   uint64_t rv = 7;
   size_t i;
@@ -933,7 +933,13 @@ static void resource_versions_are_digits(void **state) {
     o = json_tokener_parse(text);
     assert_true(kcm_api_resource_version(o) == 0);
     json_object_put(o);
+    if (kcm_api_resource_version_text(text, strlen(text)) != 0)
+      fail_msg("resourceVersion \"%s\" taken from text", refused[i]);
   }
+  snprintf(text, sizeof(text), "{\"metadata\":{\"resourceVersion\":\"12\"}}");
+  assert_true(kcm_api_resource_version_text(text, strlen(text)) == 12);
+  snprintf(text, sizeof(text), "{\"metadata\":{\"resourceVersion\":\"12\\u0000x\"}}");
+  assert_true(kcm_api_resource_version_text(text, strlen(text)) == 0);
   o = json_tokener_parse("{\"metadata\":{\"resourceVersion\":12}}"); /* not a string */
   assert_true(kcm_api_resource_version(o) == 0);
   json_object_put(o);
@@ -943,8 +949,23 @@ static void resource_versions_are_digits(void **state) {
   {
     struct kcm_object *obj = NULL;
     struct kcm_api_error err;
+    const char *json = json_object_to_json_string(o);
     assert_int_equal(kcm_api_decode(KCM_KIND_POD, o, &pool, &obj, &err), KCM_EINVAL);
     assert_string_equal(err.field, "metadata.resourceVersion");
+    const char *at;
+    for (i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+      at = strstr(json, "\"-1\"");
+      snprintf(text, sizeof(text), "%.*s\"%s\"%s", (int)(at - json), json, refused[i], at + 4);
+      if (kcm_api_decode_text(KCM_KIND_POD, text, strlen(text), NULL, NULL, &pool, &obj, &err) !=
+          KCM_EINVAL)
+        fail_msg("resourceVersion \"%s\" decoded from text", refused[i]);
+      assert_string_equal(err.field, "metadata.resourceVersion");
+    }
+    at = strstr(json, "\"-1\"");
+    snprintf(text, sizeof(text), "%.*s\"12\\u0000x\"%s", (int)(at - json), json, at + 4);
+    assert_int_equal(
+        kcm_api_decode_text(KCM_KIND_POD, text, strlen(text), NULL, NULL, &pool, &obj, &err),
+        KCM_EINVAL);
   }
   json_object_put(o);
 }
