@@ -225,6 +225,28 @@ bool kcm_client_retry_after(const char *v, size_t n, uint32_t *seconds);
  * "-._~") becomes %XX. Returns 0 or KCM_ETOOBIG / KCM_ENOMEM. */
 int kcm_client_escape(struct kcm_buf *out, const char *s, size_t n);
 
+/* What makes s unfit for a namespace or name in a URL path, or NULL: client-go's
+ * IsValidPathSegmentName refuses "." and ".." (a URL parser drops or climbs
+ * them) and a '/' or '%' (the server would read other segments), names the
+ * API server never gives out. */
+const char *kcm_client_segment_problem(const char *s);
+
+/* The longest path kcm_client_path() writes, NUL included: an API prefix, a
+ * namespace (63 characters) and a name (253) with every byte percent-encoded,
+ * and a subresource. */
+#define KCM_CLIENT_PATH_MAX 1100
+
+/* Write into out[0..cap) the path of `resource` under `api` ("/api/v1",
+ * "/apis/apps/v1", ...) as client-go's request builder makes it:
+ * api/namespaces/ns/resource[/name[/sub]], or api/resource when ns is NULL
+ * or "". ns and name are percent-encoded (kcm_client_escape); api, resource
+ * and sub are the caller's own text, written as they are. Returns 0;
+ * KCM_EINVAL for an empty name or a namespace or name with a
+ * kcm_client_segment_problem(); KCM_ETOOBIG when it does not fit; or
+ * KCM_ENOMEM. On failure out holds why, for the caller's message. */
+int kcm_client_path(char *out, size_t cap, const char *api, const char *ns, const char *resource,
+                    const char *name, const char *sub);
+
 /* The n bytes at s with each %XX decoded, NUL-terminated (caller frees);
  * NULL when a '%' is not followed by two hex digits, or out of memory. */
 char *kcm_client_unescape(const char *s, size_t n);

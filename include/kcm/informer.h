@@ -126,7 +126,9 @@ struct kcm_informer {
 };
 
 /* Set up an informer; nothing is sent until kcm_informer_start(). The
- * client and pool are borrowed and must outlive it. */
+ * client and pool are borrowed and must outlive it. KCM_EINVAL for an
+ * unknown kind or a namespace unfit for a URL path
+ * (kcm_client_segment_problem). */
 int kcm_informer_init(struct kcm_informer *inf, uv_loop_t *loop, struct kcm_client *client,
                       struct kcm_intern *pool, const struct kcm_informer_options *opts);
 /* Add a handler (copied). Only before kcm_informer_start(). */

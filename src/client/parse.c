@@ -3,6 +3,7 @@
  * into URLs: header lines, Retry-After, percent-encoding, and the userinfo
  * of a server URL. Pure functions of their arguments.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -71,6 +72,54 @@ int kcm_client_escape(struct kcm_buf *out, const char *s, size_t n) {
     }
     i = run;
   }
+  return err;
+}
+
+const char *kcm_client_segment_problem(const char *s) {
+  if (!strcmp(s, ".") || !strcmp(s, ".."))
+    return "may not be '.' or '..'";
+  if (strpbrk(s, "/%"))
+    return "may not contain '/' or '%'";
+  return NULL;
+}
+
+static int append_segment(struct kcm_buf *b, const char *s) {
+  int err = kcm_buf_append(b, "/", 1);
+  return err ? err : kcm_client_escape(b, s, strlen(s));
+}
+
+int kcm_client_path(char *out, size_t cap, const char *api, const char *ns, const char *resource,
+                    const char *name, const char *sub) {
+  struct kcm_buf b = KCM_BUF_INIT(cap ? cap - 1 : 0);
+  bool in_ns = ns && *ns;
+  const char *why = NULL, *what = "namespace", *bad = ns;
+  int err;
+  if (in_ns)
+    why = kcm_client_segment_problem(ns);
+  if (!why && name) {
+    why = *name ? kcm_client_segment_problem(name) : "may not be empty";
+    what = "resource name";
+    bad = name;
+  }
+  if (why) {
+    snprintf(out, cap, "invalid %s \"%.64s\": %s", what, bad, why);
+    return KCM_EINVAL;
+  }
+  err = kcm_buf_append_str(&b, api);
+  if (!err && in_ns && !(err = kcm_buf_append_str(&b, "/namespaces")))
+    err = append_segment(&b, ns);
+  if (!err && !(err = kcm_buf_append(&b, "/", 1)))
+    err = kcm_buf_append_str(&b, resource);
+  if (!err && name)
+    err = append_segment(&b, name);
+  if (!err && sub && !(err = kcm_buf_append(&b, "/", 1)))
+    err = kcm_buf_append_str(&b, sub);
+  if (err)
+    snprintf(out, cap, "the path of %s \"%.64s\" is %s", name ? "resource name" : "namespace",
+             name ? name : in_ns ? ns : "", err == KCM_ETOOBIG ? "too long" : "out of memory");
+  else
+    memcpy(out, b.data, b.len + 1);
+  kcm_buf_release(&b);
   return err;
 }
 

@@ -265,15 +265,13 @@ int kcm_informer_collection_path(enum kcm_kind kind, const char *ns, struct kcm_
   static const char *const prefix[KCM_KIND_COUNT] = {"/api/v1", "/apis/apps/v1",
                                                      "/apis/apps/v1"};
   static const char *const plural[KCM_KIND_COUNT] = {"pods", "replicasets", "deployments"};
+  char path[KCM_CLIENT_PATH_MAX];
+  int err;
   if (kind >= KCM_KIND_COUNT)
     return KCM_EINVAL;
-  int err;
-  if (!ns || !*ns)
-    return kcm_buf_appendf(out, "%s/%s", prefix[kind], plural[kind]);
-  if ((err = kcm_buf_appendf(out, "%s/namespaces/", prefix[kind])) ||
-      (err = kcm_client_escape(out, ns, strlen(ns))))
+  if ((err = kcm_client_path(path, sizeof(path), prefix[kind], ns, plural[kind], NULL, NULL)))
     return err;
-  return kcm_buf_appendf(out, "/%s", plural[kind]);
+  return kcm_buf_append_str(out, path);
 }
 
 /* Append name=value, the value percent-encoded: the server's text (a
@@ -838,7 +836,8 @@ int kcm_informer_init(struct kcm_informer *inf, uv_loop_t *loop, struct kcm_clie
   inf->client = client;
   inf->pool = pool;
   inf->opts = *opts;
-  if (inf->opts.kind >= KCM_KIND_COUNT)
+  if (inf->opts.kind >= KCM_KIND_COUNT ||
+      (opts->namespace && *opts->namespace && kcm_client_segment_problem(opts->namespace)))
     return KCM_EINVAL;
   if (!inf->opts.page_size)
     inf->opts.page_size = DEFAULT_PAGE;

@@ -389,6 +389,49 @@ static void header_lines(void **state) {
   assert_false(kcm_client_header_value("HTTP/1.1 429 x\r\n", 16, "Retry-After", &v, &n));
 }
 
+/* Paths as client-go builds them: names percent-encoded; names a URL parser
+ * or the server would read as other segments refused with a reason; a path
+ * that does not fit refused rather than cut. */
+static void resource_paths(void **state) {
+  char path[KCM_CLIENT_PATH_MAX], small[128], name[254];
+  const char *bad[] = {".", "..", "a/b", "a%2Fb", "/", "%"};
+  size_t i;
+  assert_int_equal(kcm_client_path(path, sizeof(path), "/api/v1", "n s", "pods", "a?b#c d", NULL),
+                   0);
+  assert_string_equal(path, "/api/v1/namespaces/n%20s/pods/a%3Fb%23c%20d");
+  assert_int_equal(kcm_client_path(path, sizeof(path), "/apis/apps/v1", "ns", "replicasets", "rs",
+                                   "status"),
+                   0);
+  assert_string_equal(path, "/apis/apps/v1/namespaces/ns/replicasets/rs/status");
+  assert_int_equal(kcm_client_path(path, sizeof(path), "/api/v1", NULL, "pods", NULL, NULL), 0);
+  assert_string_equal(path, "/api/v1/pods");
+  assert_int_equal(kcm_client_path(path, sizeof(path), "/api/v1", "", "pods", "..a", NULL), 0);
+  assert_string_equal(path, "/api/v1/pods/..a");
+  for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    assert_int_equal(kcm_client_path(path, sizeof(path), "/api/v1", "ns", "pods", bad[i], NULL),
+                     KCM_EINVAL);
+    assert_non_null(strstr(path, "invalid resource name"));
+    assert_int_equal(kcm_client_path(path, sizeof(path), "/api/v1", bad[i], "pods", "p", NULL),
+                     KCM_EINVAL);
+    assert_non_null(strstr(path, "invalid namespace"));
+  }
+  assert_int_equal(kcm_client_path(path, sizeof(path), "/api/v1", "ns", "pods", "", NULL),
+                   KCM_EINVAL);
+  assert_string_equal(path, "invalid resource name \"\": may not be empty");
+  /* The longest names, every byte encoded, fit; a path that does not is refused. */
+  memset(name, ' ', sizeof(name) - 1);
+  name[sizeof(name) - 1] = '\0';
+  assert_int_equal(kcm_client_path(path, sizeof(path), "/apis/coordination.k8s.io/v1",
+                                   name + 253 - 63, "replicasets", name, "status"),
+                   0);
+  assert_int_equal(strlen(path), 28 + 12 + 3 * 63 + 13 + 3 * 253 + 7);
+  assert_int_equal(kcm_client_path(small, sizeof(small), "/api/v1", "ns", "pods", name, NULL),
+                   KCM_ETOOBIG);
+  assert_non_null(strstr(small, "too long"));
+  assert_int_equal(kcm_client_path(small, sizeof(small), "/api/v1", "ns", "pods", "p", NULL), 0);
+  assert_string_equal(small, "/api/v1/namespaces/ns/pods/p");
+}
+
 static void url_text(void **state) {
   static const char token[] = "a&b=c+d/e f%g?h#i\xc3\xa9~._-Z9";
   struct kcm_buf b = KCM_BUF_INIT(1024);
@@ -1782,6 +1825,7 @@ int main(void) {
       cmocka_unit_test(retry_after_values),
       cmocka_unit_test(header_lines),
       cmocka_unit_test(url_text),
+      cmocka_unit_test(resource_paths),
   };
   const struct CMUnitTest http_tests[] = {
       cmocka_unit_test(token_request_succeeds),

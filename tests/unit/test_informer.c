@@ -695,6 +695,8 @@ static void list_query_is_encoded(void **state) {
   static const char token[] = "a&b=c+d/e f%g?h#i";
   static const char rv[] = "12&x=1 %2F";
   char page1[256], page2[256], *head, *v;
+  struct kcm_informer_options io = {0};
+  struct kcm_informer bad;
   struct peer_answer answers[3] = {
       {"HTTP/1.1 200 OK\r\nContent-Type: application/json", page1},
       {"HTTP/1.1 200 OK\r\nContent-Type: application/json", page2},
@@ -704,13 +706,13 @@ static void list_query_is_encoded(void **state) {
   struct seen s;
   snprintf(page1, sizeof(page1), "{\"metadata\":{\"continue\":\"%s\"},\"items\":[]}", token);
   snprintf(page2, sizeof(page2), "{\"metadata\":{\"resourceVersion\":\"%s\"},\"items\":[]}", rv);
-  wire_start(&w, answers, 3, "team a/b");
+  wire_start(&w, answers, 3, "team a?#");
   s.peer = &w.peer;
   s.n = 3;
   assert_true(support_run_until(&w.loop, peer_saw, &s, 5000));
 
   head = peer_request(&w.peer, 1);
-  assert_true(!strncmp(head, "GET /api/v1/namespaces/team%20a%2Fb/pods?", 41));
+  assert_true(!strncmp(head, "GET /api/v1/namespaces/team%20a%3F%23/pods?", 43));
   /* The request line is three fields: nothing in the target splits it. */
   assert_non_null(strstr(strchr(head, ' ') + 1, " HTTP/1.1\r\n"));
   assert_true(strchr(strchr(head, ' ') + 1, ' ') == strstr(head, " HTTP/1.1\r\n"));
@@ -730,6 +732,12 @@ static void list_query_is_encoded(void **state) {
   assert_string_equal(v, "1");
   free(v);
   free(head);
+  /* A namespace a URL parser or the server would read as other segments. */
+  io.kind = KCM_KIND_POD;
+  io.namespace = "team/b";
+  assert_int_equal(kcm_informer_init(&bad, &w.loop, w.client, &w.pool, &io), KCM_EINVAL);
+  io.namespace = "..";
+  assert_int_equal(kcm_informer_init(&bad, &w.loop, w.client, &w.pool, &io), KCM_EINVAL);
   wire_stop(&w);
 }
 
