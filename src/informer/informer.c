@@ -261,17 +261,22 @@ static void drop_pending(struct kcm_informer *inf) {
 
 /* --- paths ----------------------------------------------------------------------------- */
 
-int kcm_informer_collection_path(enum kcm_kind kind, const char *ns, struct kcm_buf *out) {
+int kcm_informer_path(enum kcm_kind kind, const char *ns, const char *name, const char *sub,
+                      char *out, size_t cap) {
   static const char *const prefix[KCM_KIND_COUNT] = {"/api/v1", "/apis/apps/v1",
                                                      "/apis/apps/v1"};
   static const char *const plural[KCM_KIND_COUNT] = {"pods", "replicasets", "deployments"};
-  char path[KCM_CLIENT_PATH_MAX];
-  int err;
-  if (kind >= KCM_KIND_COUNT)
+  if (kind >= KCM_KIND_COUNT) {
+    snprintf(out, cap, "no kind %d", (int)kind);
     return KCM_EINVAL;
-  if ((err = kcm_client_path(path, sizeof(path), prefix[kind], ns, plural[kind], NULL, NULL)))
-    return err;
-  return kcm_buf_append_str(out, path);
+  }
+  return kcm_client_path(out, cap, prefix[kind], ns, plural[kind], name, sub);
+}
+
+int kcm_informer_collection_path(enum kcm_kind kind, const char *ns, struct kcm_buf *out) {
+  char path[KCM_CLIENT_PATH_MAX];
+  int err = kcm_informer_path(kind, ns, NULL, NULL, path, sizeof(path));
+  return err ? err : kcm_buf_append_str(out, path);
 }
 
 /* Append name=value, the value percent-encoded: the server's text (a
