@@ -300,6 +300,10 @@ uint64_t kcm_api_resource_version(struct json_object *obj);
 /* The same from an object's text, without building a tree. */
 uint64_t kcm_api_resource_version_text(const char *body, size_t len);
 
+/* A resourceVersion as the API server writes it: decimal digits only (no
+ * sign or blanks), within 64 bits. False for anything else. */
+bool kcm_api_parse_rv(const char *s, uint64_t *out);
+
 int kcm_api_parse_uid(const char *s, struct kcm_uid *out);
 /* Format a UID in its 36-character form into buf (at least 37 bytes). */
 void kcm_api_format_uid(const struct kcm_uid *u, char *buf, size_t len);

@@ -33,6 +33,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <uv.h>
 
 #include "kcm/buf.h"
@@ -197,5 +198,65 @@ const struct kcm_client_stats *kcm_client_stats(const struct kcm_client *c);
  * out. Output that does not fit the buffer's limit is left out in whole
  * lines. */
 void kcm_client_metrics(const struct kcm_client *c, struct kcm_buf *out);
+
+/* --- text from and to the network (pure functions) ---------------------- */
+
+/* The longest pause a Retry-After is honoured for, in seconds: the default
+ * time limit of a request. kube-apiserver asks for 1 s (max-in-flight) or
+ * a few (priority and fairness); a longer pause cannot be waited out within
+ * one request, and a bogus or hostile value must not park a request or an
+ * informer for longer than that. */
+#define KCM_CLIENT_RETRY_AFTER_MAX 60
+
+/* Is line[0..len) (a header line as received, CRLF included or not) the
+ * header `name` (any case)? Then [*value, *value + *value_len) is its value
+ * without the blanks and line end around it. */
+bool kcm_client_header_value(const char *line, size_t len, const char *name, const char **value,
+                             size_t *value_len);
+
+/* Read a Retry-After value v[0..n) as client-go does: delay-seconds only
+ * (digits, blanks around them allowed); an HTTP-date or any other text is
+ * no Retry-After (false). *seconds is capped at KCM_CLIENT_RETRY_AFTER_MAX,
+ * however many digits there are. */
+bool kcm_client_retry_after(const char *v, size_t n, uint32_t *seconds);
+
+/* Append s[0..n) to out percent-encoded for a URL path segment or query
+ * value: every byte but the unreserved ones (RFC 3986: letters, digits and
+ * "-._~") becomes %XX. Returns 0 or KCM_ETOOBIG / KCM_ENOMEM. */
+int kcm_client_escape(struct kcm_buf *out, const char *s, size_t n);
+
+/* What makes s unfit for a namespace or name in a URL path, or NULL: client-go's
+ * IsValidPathSegmentName refuses "." and ".." (a URL parser drops or climbs
+ * them) and a '/' or '%' (the server would read other segments), names the
+ * API server never gives out. */
+const char *kcm_client_segment_problem(const char *s);
+
+/* The longest path kcm_client_path() writes, NUL included: an API prefix, a
+ * namespace (63 characters) and a name (253) with every byte percent-encoded,
+ * and a subresource. */
+#define KCM_CLIENT_PATH_MAX 1100
+
+/* Write into out[0..cap) the path of `resource` under `api` ("/api/v1",
+ * "/apis/apps/v1", ...) as client-go's request builder makes it:
+ * api/namespaces/ns/resource[/name[/sub]], or api/resource when ns is NULL
+ * or "". ns and name are percent-encoded (kcm_client_escape); api, resource
+ * and sub are the caller's own text, written as they are. Returns 0;
+ * KCM_EINVAL for an empty name or a namespace or name with a
+ * kcm_client_segment_problem(); KCM_ETOOBIG when it does not fit; or
+ * KCM_ENOMEM. On failure out holds why, for the caller's message. */
+int kcm_client_path(char *out, size_t cap, const char *api, const char *ns, const char *resource,
+                    const char *name, const char *sub);
+
+/* The n bytes at s with each %XX decoded, NUL-terminated (caller frees);
+ * NULL when a '%' is not followed by two hex digits, or out of memory. */
+char *kcm_client_unescape(const char *s, size_t n);
+
+/* Where the userinfo of url ("scheme://user:password@host...") lies,
+ * '@' included: url[*start..*end). False when it has none. */
+bool kcm_client_url_userinfo(const char *url, size_t *start, size_t *end);
+
+/* A copy of url without its userinfo, for messages (caller frees; NULL when
+ * out of memory). */
+char *kcm_client_redact_url(const char *url);
 
 #endif

@@ -126,7 +126,9 @@ struct kcm_informer {
 };
 
 /* Set up an informer; nothing is sent until kcm_informer_start(). The
- * client and pool are borrowed and must outlive it. */
+ * client and pool are borrowed and must outlive it. KCM_EINVAL for an
+ * unknown kind or a namespace unfit for a URL path
+ * (kcm_client_segment_problem). */
 int kcm_informer_init(struct kcm_informer *inf, uv_loop_t *loop, struct kcm_client *client,
                       struct kcm_intern *pool, const struct kcm_informer_options *opts);
 /* Add a handler (copied). Only before kcm_informer_start(). */
@@ -165,7 +167,13 @@ struct kcm_object *kcm_informer_first_in(const struct kcm_informer *inf, const c
 struct kcm_object *kcm_informer_first_owned(const struct kcm_informer *inf,
                                             const struct kcm_uid *owner);
 
-/* The URL path of the collection (e.g. "/apis/apps/v1/namespaces/x/replicasets"). */
+/* The URL path of an object of `kind` (e.g.
+ * "/apis/apps/v1/namespaces/x/replicasets/y/status"), or of its collection
+ * when name is NULL, into out[0..cap) by kcm_client_path(): 0, or an error
+ * with why in out. */
+int kcm_informer_path(enum kcm_kind kind, const char *ns, const char *name, const char *sub,
+                      char *out, size_t cap);
+/* Append the URL path of the collection (e.g. "/apis/apps/v1/namespaces/x/replicasets"). */
 int kcm_informer_collection_path(enum kcm_kind kind, const char *ns, struct kcm_buf *out);
 
 #endif

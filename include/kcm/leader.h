@@ -104,7 +104,8 @@ struct kcm_leader {
   void *data;
 };
 
-/* Validate the options (lease > renew > 1.2 × retry, all > 0, names set);
+/* Validate the options (lease > renew > 1.2 × retry, all > 0; names set,
+ * within the server's lengths and fit for a URL path);
  * returns 0, or KCM_EINVAL with a message in err (static). */
 int kcm_leader_check(const struct kcm_leader_options *o, const char **err);
 /* Set up; the client is borrowed and must outlive the elector. */

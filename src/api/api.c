@@ -89,6 +89,20 @@ static int digits(const char *s, int n, int *out) {
   return 0;
 }
 
+bool kcm_api_parse_rv(const char *s, uint64_t *out) {
+  uint64_t v = 0;
+  if (!*s)
+    return false;
+  for (; *s; s++) {
+    unsigned d = (unsigned)(*s - '0');
+    if (d > 9 || v > (UINT64_MAX - d) / 10)
+      return false;
+    v = v * 10 + d;
+  }
+  *out = v;
+  return true;
+}
+
 int kcm_api_parse_time(const char *s, int64_t *out) {
   struct tm tm = {0};
   int y, mo, d, h, mi, sec, off = 0;
@@ -110,7 +124,7 @@ int kcm_api_parse_time(const char *s, int64_t *out) {
     p++;
   } else if (*p == '+' || *p == '-') {
     int oh, om;
-    if (digits(p + 1, 2, &oh) || p[3] != ':' || digits(p + 4, 2, &om))
+    if (digits(p + 1, 2, &oh) || p[3] != ':' || digits(p + 4, 2, &om) || oh > 23 || om > 59)
       return KCM_EINVAL;
     off = (oh * 60 + om) * 60 * (*p == '-' ? -1 : 1);
     p += 6;
@@ -463,7 +477,6 @@ static int decode_meta(struct dctx *d, struct kcm_object *o, struct json_object 
                        struct json_object **meta_out) {
   struct json_object *meta;
   const char *name, *ns, *uid, *rv;
-  char *end;
   const char *why = NULL;
   int err = get_object(d, obj, "metadata", "metadata", &meta);
 
@@ -491,9 +504,7 @@ static int decode_meta(struct dctx *d, struct kcm_object *o, struct json_object 
     return bad(d, "metadata.uid", "is not a UID");
   if (!rv)
     return bad(d, "metadata.resourceVersion", "is required");
-  errno = 0;
-  o->rv = strtoull(rv, &end, 10);
-  if (errno || end == rv || *end)
+  if (!kcm_api_parse_rv(rv, &o->rv))
     return bad(d, "metadata.resourceVersion", "is not a number");
   if (!(o->name = strdup(name)) || !(o->ns = kcm_intern_str(d->pool, ns)))
     return KCM_ENOMEM;

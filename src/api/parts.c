@@ -456,12 +456,10 @@ const char *kcm_api_recheck(const char *body, const struct kcm_uid *uid) {
 uint64_t kcm_api_resource_version(struct json_object *obj) {
   struct json_object *meta, *v;
   const char *s;
-  char *end;
-  unsigned long long rv;
+  uint64_t rv;
   if (!json_object_object_get_ex(obj, "metadata", &meta) ||
       !json_object_object_get_ex(meta, "resourceVersion", &v) ||
-      !(s = json_object_get_string(v)))
+      !json_object_is_type(v, json_type_string) || !(s = json_object_get_string(v)))
     return 0;
-  rv = strtoull(s, &end, 10);
-  return *end ? 0 : (uint64_t)rv;
+  return kcm_api_parse_rv(s, &rv) ? rv : 0;
 }

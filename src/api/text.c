@@ -330,7 +330,6 @@ static int metadata(struct tctx *t, struct kcm_object *o) {
   while (kcm_json_member(t->j)) {
     const char *s;
     size_t n;
-    char *end;
     if (kcm_json_key_is(t->j, "name")) {
       free(o->name);
       o->name = NULL;
@@ -355,9 +354,7 @@ static int metadata(struct tctx *t, struct kcm_object *o) {
     } else if (kcm_json_key_is(t->j, "resourceVersion")) {
       t->has_rv = false;
       if ((rc = str(t, "metadata.resourceVersion", &s, &n)) > 0) {
-        errno = 0;
-        o->rv = strtoull(s, &end, 10);
-        if (errno || end == s || *end)
+        if (strlen(s) != n || !kcm_api_parse_rv(s, &o->rv))
           return bad(t, "metadata.resourceVersion", "is not a number");
         t->has_rv = true;
       }
@@ -1105,15 +1102,11 @@ uint64_t kcm_api_resource_version_text(const char *body, size_t len) {
   const char *s;
   size_t n;
   uint64_t rv = 0;
-  char *end;
   kcm_json_init(&j);
   kcm_json_start(&j, body, len);
-  if (kcm_json_find(&j, path) && kcm_json_string(&j, &s, &n)) {
-    errno = 0;
-    rv = strtoull(s, &end, 10);
-    if (errno || end == s || *end)
-      rv = 0;
-  }
+  if (kcm_json_find(&j, path) && kcm_json_string(&j, &s, &n) &&
+      (strlen(s) != n || !kcm_api_parse_rv(s, &rv)))
+    rv = 0;
   kcm_json_release(&j);
   return rv;
 }

@@ -700,6 +700,48 @@ static int kubeconfig_paths(const char *list, char ***out, size_t *n) {
   return 0;
 }
 
+/* Move the user and password of a server URL ("https://user:pass@host",
+ * percent-encoded) out of it: they authenticate (Basic, as Go's HTTP client
+ * does, unless the kubeconfig names a user of its own), and the URL, which
+ * is logged, shown in metrics and messages, holds no secret. */
+static int take_userinfo(struct kcm_client_config *cfg, char **errmsg) {
+  size_t start, end, colon;
+  char *bare, *user = NULL, *password = NULL;
+
+  if (!kcm_client_url_userinfo(cfg->server, &start, &end))
+    return 0;
+  if (!(bare = kcm_client_redact_url(cfg->server)))
+    return fail(errmsg, KCM_ENOMEM, "out of memory");
+  for (colon = start; colon < end - 1 && cfg->server[colon] != ':'; colon++)
+    ;
+  if (!cfg->username && !cfg->token && !cfg->token_file && !cfg->exec) {
+    user = kcm_client_unescape(cfg->server + start, colon - start);
+    password = colon < end - 1
+                   ? kcm_client_unescape(cfg->server + colon + 1, end - 1 - (colon + 1))
+                   : strdup("");
+    if (!user || !password) {
+      free(user);
+      if (password)
+        explicit_bzero(password, strlen(password));
+      free(password);
+      explicit_bzero(cfg->server, strlen(cfg->server));
+      free(cfg->server);
+      cfg->server = bare;
+      return fail(errmsg, KCM_EINVAL, "server \"%s\" (from %s): the user and password are not "
+                  "valid percent-encoding", bare, cfg->source ? cfg->source : "--master");
+    }
+    if (cfg->password)
+      explicit_bzero(cfg->password, strlen(cfg->password));
+    free(cfg->password);
+    cfg->username = user;
+    cfg->password = password;
+  }
+  explicit_bzero(cfg->server, strlen(cfg->server));
+  free(cfg->server);
+  cfg->server = bare;
+  return 0;
+}
+
 int kcm_client_config_load(struct kcm_client_config *cfg,
                            const struct kcm_client_config_options *opts, char **errmsg) {
   struct loader l = {NULL, 0, errmsg};
@@ -777,10 +819,11 @@ int kcm_client_config_load(struct kcm_client_config *cfg,
     size_t n = strlen(cfg->server);
     while (n > 0 && cfg->server[n - 1] == '/')
       cfg->server[--n] = '\0';
-    if (strncmp(cfg->server, "https://", 8) != 0 && strncmp(cfg->server, "http://", 7) != 0)
-      err = fail(errmsg, KCM_EINVAL, "server \"%s\" (from %s): must start with https:// or "
-                 "http://", cfg->server, cfg->source ? cfg->source : "--master");
+    err = take_userinfo(cfg, errmsg);
   }
+  if (!err && strncmp(cfg->server, "https://", 8) != 0 && strncmp(cfg->server, "http://", 7) != 0)
+    err = fail(errmsg, KCM_EINVAL, "server \"%s\" (from %s): must start with https:// or "
+               "http://", cfg->server, cfg->source ? cfg->source : "--master");
   if (!err && !cfg->namespace)
     cfg->namespace = strdup("default");
 

@@ -277,19 +277,14 @@ static size_t on_write(char *p, size_t size, size_t n, void *userp) {
 
 static size_t on_header(char *p, size_t size, size_t n, void *userp) {
   struct kcm_client_request *r = userp;
-  size_t len = size * n;
-  static const char name[] = "retry-after:";
+  size_t len = size * n, vlen;
+  const char *v;
+  uint32_t seconds;
 
-  if (len > sizeof(name) - 1 && strncasecmp(p, name, sizeof(name) - 1) == 0) {
-    char tmp[32];
-    size_t vlen = len - (sizeof(name) - 1);
-    if (vlen >= sizeof(tmp))
-      vlen = sizeof(tmp) - 1;
-    memcpy(tmp, p + sizeof(name) - 1, vlen);
-    tmp[vlen] = '\0';
-    r->retry_after = atof(tmp);
-    if (r->retry_after < 0)
-      r->retry_after = 0;
+  /* Text that is not a count of seconds is no Retry-After, as in client-go. */
+  if (kcm_client_header_value(p, len, "Retry-After", &v, &vlen) &&
+      kcm_client_retry_after(v, vlen, &seconds)) {
+    r->retry_after = seconds;
     r->has_retry_after = true;
   }
   return len;
@@ -494,13 +489,15 @@ static void report(struct kcm_client_request *r, CURLcode code) {
     }
   }
   if (kcm_log_verbosity() >= 6 && r->easy) {
-    char *url = NULL;
+    char *url = NULL, *shown;
     long version = 0;
     curl_easy_getinfo(r->easy, CURLINFO_EFFECTIVE_URL, &url);
     curl_easy_getinfo(r->easy, CURLINFO_HTTP_VERSION, &version);
-    kcm_v(6, "%s %s %ld in %llu milliseconds http=\"%s\"", r->method, url ? url : "",
+    shown = kcm_client_redact_url(url ? url : "");
+    kcm_v(6, "%s %s %ld in %llu milliseconds http=\"%s\"", r->method, shown ? shown : "",
           resp.status, (unsigned long long)(uv_now(r->client->loop) - r->created),
           version == CURL_HTTP_VERSION_2_0 ? "2" : "1.1");
+    free(shown);
   }
   if (!r->on_chunk)
     kcm_metrics_histogram_observe(&r->client->duration[r->verb],
@@ -508,6 +505,15 @@ static void report(struct kcm_client_request *r, CURLcode code) {
   if (r->done)
     r->done(&resp, r->data);
   free(msg);
+}
+
+/* Drop the headers of the last attempt, wiping its credentials. */
+static void free_sent_headers(struct kcm_client_request *r) {
+  struct curl_slist *h;
+  for (h = r->sent_headers; h; h = h->next)
+    explicit_bzero(h->data, strlen(h->data));
+  curl_slist_free_all(r->sent_headers);
+  r->sent_headers = NULL;
 }
 
 static void free_request(struct kcm_client_request *r) {
@@ -519,6 +525,7 @@ static void free_request(struct kcm_client_request *r) {
     curl_easy_cleanup(r->easy);
   }
   curl_slist_free_all(r->headers);
+  free_sent_headers(r);
   free(r->body);
   free(r->content_type);
   free(r->fail_msg);
@@ -558,9 +565,12 @@ static bool wants_retry(struct kcm_client_request *r, CURLcode code) {
   if (code != CURLE_OK || r->canceled || r->streamed || r->retries >= MAX_RETRIES)
     return false;
   curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &status);
-  if (status == 429)
-    return true;
-  return status >= 500 && r->has_retry_after;
+  if (status != 429 && !(status >= 500 && r->has_retry_after))
+    return false;
+  /* A pause that would outlast the time limit ends the request with this
+   * answer, its Retry-After told to the caller. */
+  return uv_now(r->client->loop) + (r->has_retry_after ? r->retry_after * 1000ull : 1000) <
+         r->deadline;
 }
 
 /* 1, 2, 4, 8, 8, ... s between attempts that got no answer. */
@@ -579,7 +589,7 @@ static bool wants_resend(struct kcm_client_request *r, CURLcode code) {
   if (!r->repeatable || r->streamed || r->retries >= MAX_RETRIES || code == CURLE_OK ||
       r->canceled || (code == CURLE_WRITE_ERROR && r->stop_err))
     return false;
-  return uv_now(r->client->loop) + resend_wait(r) < r->created + r->timeout_ms;
+  return uv_now(r->client->loop) + resend_wait(r) < r->deadline;
 }
 
 static void note_unauthorized(struct kcm_client_request *r) {
@@ -611,16 +621,17 @@ static void check_multi_info(struct kcm_client *c) {
     count_attempt(r);
     note_unauthorized(r);
     if (wants_retry(r, code) || wants_resend(r, code)) {
-      double wait = r->has_retry_after ? r->retry_after : 1;
+      uint64_t wait = r->has_retry_after ? (uint64_t)r->retry_after * 1000 : 1000;
       if (code != CURLE_OK) {
-        wait = (double)resend_wait(r) / 1000.0;
+        wait = resend_wait(r);
         r->resends++;
         kcm_v(2, "sending again a request that got no answer method=\"%s\" err=\"%s\" "
-              "seconds=%.0f attempt=%u", r->method,
-              r->errbuf[0] ? r->errbuf : curl_easy_strerror(code), wait, r->retries + 1);
+              "seconds=%llu attempt=%u", r->method,
+              r->errbuf[0] ? r->errbuf : curl_easy_strerror(code),
+              (unsigned long long)(wait / 1000), r->retries + 1);
       } else {
-        kcm_v(2, "retrying after the server asked for a pause seconds=%.1f attempt=%u",
-              wait, r->retries + 1);
+        kcm_v(2, "retrying after the server asked for a pause seconds=%llu attempt=%u",
+              (unsigned long long)(wait / 1000), r->retries + 1);
       }
       r->retries++;
       c->stats.retries++;
@@ -628,7 +639,7 @@ static void check_multi_info(struct kcm_client *c) {
       r->retry_after = 0;
       r->has_retry_after = false;
       r->errbuf[0] = '\0';
-      r->start_at = uv_now(c->loop) + (uint64_t)(wait * 1000.0);
+      r->start_at = uv_now(c->loop) + wait;
       park(c, r);
       continue;
     }
@@ -673,34 +684,46 @@ static const char *current_token(struct kcm_client *c) {
   return c->token ? c->token : cfg->token;
 }
 
-/* Give the request its credentials and hand it to curl. */
+/* Give the request its credentials and hand it to curl. Each attempt gets
+ * its headers afresh: the request's own, then the credentials of now. */
 static void launch(struct kcm_client_request *r) {
   struct kcm_client *c = r->client;
   const struct kcm_client_config *cfg = c->cfg;
   const char *token = current_token(c);
-  struct curl_slist *h = r->headers;
+  struct curl_slist *h = NULL, *own;
   CURL *e = r->easy;
+  uint64_t now = uv_now(c->loop);
   char *hdr = NULL;
+  bool ok = true;
 
-  if (token && *token) {
-    if (asprintf(&hdr, "Authorization: Bearer %s", token) < 0)
-      hdr = NULL;
-    if (hdr)
-      h = curl_slist_append(h, hdr);
+  if (now >= r->deadline) {
+    fail_later(r, KCM_ETIMEOUT, "the time limit passed before the request could be sent");
+    return;
+  }
+  free_sent_headers(r);
+  for (own = r->headers; own && ok; own = own->next)
+    ok = (h = curl_slist_append(h, own->data)) != NULL;
+  curl_easy_setopt(e, CURLOPT_HTTPAUTH, (long)CURLAUTH_NONE);
+  if (ok && token && *token) {
+    ok = asprintf(&hdr, "Authorization: Bearer %s", token) >= 0 &&
+         (h = curl_slist_append(h, hdr)) != NULL;
     if (hdr)
       explicit_bzero(hdr, strlen(hdr));
     free(hdr);
-  } else if (cfg->username) {
+  } else if (ok && cfg->username) {
     curl_easy_setopt(e, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
     curl_easy_setopt(e, CURLOPT_USERNAME, cfg->username);
     curl_easy_setopt(e, CURLOPT_PASSWORD, cfg->password ? cfg->password : "");
   }
-  if (!h) {
+  r->sent_headers = h;
+  if (!ok) {
     fail_later(r, KCM_ENOMEM, "out of memory");
     return;
   }
-  r->headers = h;
-  curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->headers);
+  curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->sent_headers);
+  /* The attempt ends by the request's deadline: the pauses before it, for
+   * the rate limiter or a Retry-After, have used up part of the limit. */
+  curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)(r->deadline - now));
   if (cfg->exec && c->creds.cert_pem) {
     struct curl_blob cert = {c->creds.cert_pem, c->creds.cert_len, CURL_BLOB_COPY};
     struct curl_blob key = {c->creds.key_pem, c->creds.key_len, CURL_BLOB_COPY};
@@ -926,6 +949,7 @@ int kcm_client_request(struct kcm_client *c, const struct kcm_client_request_opt
   const struct kcm_client_config *cfg = c->cfg;
   struct kcm_client_request *r;
   char *url = NULL, *hdr = NULL;
+  long timeout_ms;
   CURL *e;
 
   if (c->closing || !o->method || !o->path || o->path[0] != '/' || !o->done ||
@@ -940,9 +964,11 @@ int kcm_client_request(struct kcm_client *c, const struct kcm_client_request_opt
   r->data = o->data;
   r->limiter = o->limiter;
   r->repeatable = o->repeatable;
-  r->timeout_ms = (uint64_t)(o->timeout_ms > 0 ? o->timeout_ms : DEFAULT_TIMEOUT_MS);
+  timeout_ms = o->timeout_ms > 0 ? o->timeout_ms
+                                 : (o->on_chunk ? STREAM_TIMEOUT_MS : DEFAULT_TIMEOUT_MS);
   r->verb = verb_of(o->method);
   r->created = uv_now(c->loop);
+  r->deadline = r->created + o->delay_ms + (uint64_t)timeout_ms;
   snprintf(r->method, sizeof(r->method), "%s", o->method);
   kcm_buf_init(&r->resp, o->max_body ? o->max_body : DEFAULT_MAX_BODY);
   r->easy = e = c->nspare ? c->spare[--c->nspare] : curl_easy_init();
@@ -972,9 +998,6 @@ int kcm_client_request(struct kcm_client *c, const struct kcm_client_request_opt
   curl_easy_setopt(e, CURLOPT_TCP_KEEPINTVL, 10L);
   curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
-  curl_easy_setopt(e, CURLOPT_TIMEOUT_MS,
-                   o->timeout_ms > 0 ? o->timeout_ms
-                                     : (o->on_chunk ? STREAM_TIMEOUT_MS : DEFAULT_TIMEOUT_MS));
   if (o->idle_timeout_ms > 0) {
     curl_easy_setopt(e, CURLOPT_LOW_SPEED_LIMIT, 1L);
     curl_easy_setopt(e, CURLOPT_LOW_SPEED_TIME, (o->idle_timeout_ms + 999) / 1000);

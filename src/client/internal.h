@@ -34,7 +34,8 @@ struct kcm_client_result {
 struct kcm_client_request {
   struct kcm_client *client;
   CURL *easy;
-  struct curl_slist *headers;
+  struct curl_slist *headers;      /* the request's own (Accept, Content-Type) */
+  struct curl_slist *sent_headers; /* those and the credentials of the attempt in curl */
   char *body;
   size_t body_len;
   char *content_type;
@@ -42,10 +43,11 @@ struct kcm_client_request {
   kcm_client_chunk_cb on_chunk;
   kcm_client_done_cb done;
   void *data;
-  double retry_after;
+  uint32_t retry_after;  /* seconds the last answer's Retry-After asked for, capped */
   uint64_t start_at;     /* parked: when to send (loop ms) */
   uint64_t created;      /* loop ms when the caller asked */
-  uint64_t timeout_ms;   /* the limit of each attempt; no resend starts after it */
+  uint64_t deadline;     /* loop ms when its time limit passes: every attempt, and every
+                            pause between them, ends by then */
   int stop_err;          /* why the write callback stopped the transfer */
   int fail_err;          /* set when it failed before reaching the network */
   char *fail_msg;

@@ -20,8 +20,8 @@ struct kcm_event_post {
   struct kcm_events *ev;
   char *body;  /* the whole Event, to create it */
   char *patch; /* or, for a repeat, its count, lastTimestamp and message */
-  char path[512];
-  char name[400];
+  char *path;  /* the Event's own path; its collection's is path[0..dir_len) */
+  size_t dir_len;
   char what[160];
   unsigned tries;    /* sends that failed in transport */
   uint64_t delay_ms; /* before the next send */
@@ -50,6 +50,7 @@ void kcm_events_object_of(const struct kcm_object *o, struct kcm_event_object *o
 static void free_post(struct kcm_event_post *p) {
   free(p->body);
   free(p->patch);
+  free(p->path);
   free(p);
 }
 
@@ -62,14 +63,14 @@ static void send_next(struct kcm_events *ev) {
   while (!ev->sending && ev->head) {
     struct kcm_event_post *p = ev->head;
     struct kcm_client_request_options o = {0};
-    char path[1024];
+    char dir[KCM_CLIENT_PATH_MAX];
     ev->head = p->next;
     if (!ev->head)
       ev->tail = NULL;
     ev->queued--;
     o.method = p->patch ? "PATCH" : "POST";
-    snprintf(path, sizeof(path), "%s%s%s", p->path, p->patch ? "/" : "", p->patch ? p->name : "");
-    o.path = path;
+    snprintf(dir, sizeof(dir), "%.*s", (int)p->dir_len, p->path);
+    o.path = p->patch ? p->path : dir;
     o.body = p->patch ? p->patch : p->body;
     o.body_len = strlen(o.body);
     o.content_type = p->patch ? "application/strategic-merge-patch+json" : NULL;
@@ -104,13 +105,14 @@ static bool namespace_gone(const struct kcm_client_response *resp,
          kcm_client_namespace_terminating(resp);
 }
 
-/* Drop the waiting posts to `path` (one namespace's events); returns how many. */
-static size_t drop_path(struct kcm_events *ev, const char *path) {
+/* Drop the waiting posts to the collection of `to` (one namespace's
+ * events); returns how many. */
+static size_t drop_path(struct kcm_events *ev, const struct kcm_event_post *to) {
   struct kcm_event_post **pp = &ev->head, *p;
   size_t n = 0;
   ev->tail = NULL;
   while ((p = *pp)) {
-    if (strcmp(p->path, path) == 0) {
+    if (p->dir_len == to->dir_len && memcmp(p->path, to->path, p->dir_len) == 0) {
       *pp = p->next;
       free_post(p);
       n++;
@@ -146,7 +148,7 @@ static void on_posted(const struct kcm_client_response *resp, void *data) {
     return;
   }
   if (resp->err && namespace_gone(resp, p)) {
-    size_t n = drop_path(ev, p->path);
+    size_t n = drop_path(ev, p);
     ev->failed += 1 + n;
     kcm_v(2, "could not post an event; dropping the others of its namespace event=\"%s\" "
           "err=\"%s: %s\" dropped=%zu", p->what, kcm_strerror(resp->err), resp->message, n);
@@ -173,7 +175,7 @@ void kcm_events_record(struct kcm_events *ev, const struct kcm_event_object *obj
                        const char *reason, const char *fmt, ...) {
   static const char combined[] = "(combined from similar events): ";
   struct timespec ts, mono;
-  char when[32], uid[37], rv[24], *message = NULL, *text = NULL;
+  char when[32], uid[37], rv[24], path[KCM_CLIENT_PATH_MAX], *message = NULL, *text = NULL;
   struct kcm_event_fields fields;
   struct kcm_event_outcome out;
   struct kcm_buf b = KCM_BUF_INIT(SIZE_MAX);
@@ -216,11 +218,18 @@ void kcm_events_record(struct kcm_events *ev, const struct kcm_event_object *obj
     free(message);
     message = text;
   }
+  if (kcm_client_path(path, sizeof(path), "/api/v1", obj->ns, "events", out.name, NULL)) {
+    kcm_warn("cannot post an event event=\"%s %s/%s\" err=\"%s\"", reason, obj->ns, obj->name,
+             path);
+    ev->dropped++;
+    free(message);
+    return;
+  }
 
   /* The Event as client-go writes it (eventTime null, reporting fields
    * empty), and for a repeat the patch of its count, time and message. */
   p = calloc(1, sizeof(*p));
-  if (!p || kcm_buf_append_str(&b, "{\"metadata\":{\"name\":") ||
+  if (!p || !(p->path = strdup(path)) || kcm_buf_append_str(&b, "{\"metadata\":{\"name\":") ||
       field(&b, out.name, ",\"namespace\":") ||
       field(&b, obj->ns, "},\"involvedObject\":{\"kind\":") ||
       field(&b, obj->kind, ",\"namespace\":") || field(&b, obj->ns, ",\"name\":") ||
@@ -247,9 +256,8 @@ void kcm_events_record(struct kcm_events *ev, const struct kcm_event_object *obj
     return;
   }
   p->ev = ev;
-  snprintf(p->name, sizeof(p->name), "%s", out.name);
+  p->dir_len = (size_t)(strrchr(p->path, '/') - p->path);
   snprintf(p->what, sizeof(p->what), "%s %s/%s", reason, obj->ns, obj->name);
-  snprintf(p->path, sizeof(p->path), "/api/v1/namespaces/%s/events", obj->ns);
   if (ev->tail)
     ev->tail->next = p;
   else

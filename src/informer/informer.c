@@ -261,15 +261,29 @@ static void drop_pending(struct kcm_informer *inf) {
 
 /* --- paths ----------------------------------------------------------------------------- */
 
-int kcm_informer_collection_path(enum kcm_kind kind, const char *ns, struct kcm_buf *out) {
+int kcm_informer_path(enum kcm_kind kind, const char *ns, const char *name, const char *sub,
+                      char *out, size_t cap) {
   static const char *const prefix[KCM_KIND_COUNT] = {"/api/v1", "/apis/apps/v1",
                                                      "/apis/apps/v1"};
   static const char *const plural[KCM_KIND_COUNT] = {"pods", "replicasets", "deployments"};
-  if (kind >= KCM_KIND_COUNT)
+  if (kind >= KCM_KIND_COUNT) {
+    snprintf(out, cap, "no kind %d", (int)kind);
     return KCM_EINVAL;
-  if (ns && *ns)
-    return kcm_buf_appendf(out, "%s/namespaces/%s/%s", prefix[kind], ns, plural[kind]);
-  return kcm_buf_appendf(out, "%s/%s", prefix[kind], plural[kind]);
+  }
+  return kcm_client_path(out, cap, prefix[kind], ns, plural[kind], name, sub);
+}
+
+int kcm_informer_collection_path(enum kcm_kind kind, const char *ns, struct kcm_buf *out) {
+  char path[KCM_CLIENT_PATH_MAX];
+  int err = kcm_informer_path(kind, ns, NULL, NULL, path, sizeof(path));
+  return err ? err : kcm_buf_append_str(out, path);
+}
+
+/* Append name=value, the value percent-encoded: the server's text (a
+ * continue token, a resourceVersion) goes back to it byte for byte. */
+static int query_param(struct kcm_buf *b, const char *name, const char *value) {
+  int err = kcm_buf_appendf(b, "%s=", name);
+  return err ? err : kcm_client_escape(b, value, strlen(value));
 }
 
 /* --- decoding helpers ---------------------------------------------------------------- */
@@ -341,8 +355,14 @@ static void backoff(struct kcm_informer *inf, double retry_after_s) {
     inf->backoff_ms = inf->opts.backoff_max_ms;
   inf->last_failure = now;
   wait = inf->backoff_ms + (uint64_t)((double)inf->backoff_ms * (rand() / (RAND_MAX + 1.0)));
-  if (retry_after_s * 1000.0 > (double)wait)
-    wait = (uint64_t)(retry_after_s * 1000.0);
+  /* The client caps Retry-After; checked here again before the conversion,
+   * so that no value (NaN included) stops or hot-loops the informer. */
+  if (retry_after_s > 0) {
+    double ms = retry_after_s < KCM_CLIENT_RETRY_AFTER_MAX ? retry_after_s * 1000.0
+                                                           : KCM_CLIENT_RETRY_AFTER_MAX * 1000.0;
+    if (ms > (double)wait)
+      wait = (uint64_t)ms;
+  }
   inf->state = KCM_INFORMER_BACKOFF;
   inf->retry_in_ms = wait;
   uv_timer_start(&inf->timer, on_timer, wait, 0);
@@ -366,9 +386,9 @@ static void send_list(struct kcm_informer *inf) {
   if (!err && page)
     err = kcm_buf_appendf(&path, "limit=%u&", inf->opts.page_size);
   if (!err && inf->cont)
-    err = kcm_buf_appendf(&path, "continue=%s", inf->cont);
+    err = query_param(&path, "continue", inf->cont);
   else if (!err)
-    err = kcm_buf_appendf(&path, "resourceVersion=%s", rv);
+    err = query_param(&path, "resourceVersion", rv);
   o.method = "GET";
   o.path = path.data;
   o.timeout_ms = LIST_TIMEOUT_MS;
@@ -556,7 +576,8 @@ static int watch_error(struct kcm_informer *inf, const char *text, size_t len) {
   int64_t c = 0;
   if (tok)
     json_tokener_free(tok);
-  if (json_object_object_get_ex(obj, "code", &code))
+  /* A Status code is an integer (json-c would also read "410" or 410.9). */
+  if (json_object_object_get_ex(obj, "code", &code) && json_object_is_type(code, json_type_int))
     c = json_object_get_int64(code);
   if (json_object_object_get_ex(obj, "message", &msg) && json_object_is_type(msg, json_type_string))
     m = json_object_get_string(msg);
@@ -763,8 +784,11 @@ static void start_watch(struct kcm_informer *inf) {
   int err = kcm_informer_collection_path(inf->opts.kind, inf->opts.namespace, &path);
 
   if (!err)
-    err = kcm_buf_appendf(&path, "?allowWatchBookmarks=true&resourceVersion=%s"
-                          "&timeoutSeconds=%u&watch=1", inf->rv, timeout);
+    err = kcm_buf_append_str(&path, "?allowWatchBookmarks=true&");
+  if (!err)
+    err = query_param(&path, "resourceVersion", inf->rv);
+  if (!err)
+    err = kcm_buf_appendf(&path, "&timeoutSeconds=%u&watch=1", timeout);
   inf->state = KCM_INFORMER_WATCHING;
   inf->watch_started = uv_now(inf->loop);
   inf->watch_events = 0;
@@ -817,7 +841,8 @@ int kcm_informer_init(struct kcm_informer *inf, uv_loop_t *loop, struct kcm_clie
   inf->client = client;
   inf->pool = pool;
   inf->opts = *opts;
-  if (inf->opts.kind >= KCM_KIND_COUNT)
+  if (inf->opts.kind >= KCM_KIND_COUNT ||
+      (opts->namespace && *opts->namespace && kcm_client_segment_problem(opts->namespace)))
     return KCM_EINVAL;
   if (!inf->opts.page_size)
     inf->opts.page_size = DEFAULT_PAGE;

@@ -110,6 +110,10 @@ void kcm_leader_now(char *buf, size_t len) {
 int kcm_leader_check(const struct kcm_leader_options *o, const char **err) {
   if (!o->ns || !*o->ns || !o->name || !*o->name)
     *err = "the lease namespace and name must not be empty";
+  else if (strlen(o->ns) > 63 || strlen(o->name) > 253)
+    *err = "the lease namespace must be at most 63 characters and its name at most 253";
+  else if (kcm_client_segment_problem(o->ns) || kcm_client_segment_problem(o->name))
+    *err = "the lease namespace and name may not be '.' or '..' nor contain '/' or '%'";
   else if (!o->lease_ms || !o->renew_ms || !o->retry_ms)
     *err = "the lease duration, renew deadline and retry period must be greater than zero";
   else if (o->lease_ms <= o->renew_ms)
@@ -190,11 +194,12 @@ static void schedule(struct kcm_leader *l) {
 static int send_lease(struct kcm_leader *l, const char *method, bool named,
                       kcm_client_done_cb done) {
   struct kcm_client_request_options o = {0};
-  char path[512];
+  char path[KCM_CLIENT_PATH_MAX];
   const char *body = NULL;
   int err;
-  snprintf(path, sizeof(path), "/apis/coordination.k8s.io/v1/namespaces/%s/leases%s%s", l->ns,
-           named ? "/" : "", named ? l->name : "");
+  if ((err = kcm_client_path(path, sizeof(path), "/apis/coordination.k8s.io/v1", l->ns, "leases",
+                             named ? l->name : NULL, NULL)))
+    return err;
   if (l->lease && strcmp(method, "GET"))
     body = json_object_to_json_string_ext(l->lease, JSON_C_TO_STRING_PLAIN);
   o.method = method;

@@ -965,6 +965,63 @@ static void canonical_json_sorts_and_escapes(void **state) {
   json_object_put(o);
 }
 
+/* A resourceVersion from the server is digits within 64 bits: no sign, no
+ * blanks, no wrap-around. */
+static void resource_versions_are_digits(void **state) {
+  static const char *const refused[] = {"", "-1", "+1", " 1", "1 ", "0x10", "1e3",
+                                        "18446744073709551616", "99999999999999999999999"};
+  char text[256];
+  struct json_object *o;
+  uint64_t rv = 7;
+  size_t i;
+  assert_true(kcm_api_parse_rv("0", &rv));
+  assert_int_equal(rv, 0);
+  assert_true(kcm_api_parse_rv("18446744073709551615", &rv));
+  assert_true(rv == UINT64_MAX);
+  for (i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+    if (kcm_api_parse_rv(refused[i], &rv))
+      fail_msg("resourceVersion \"%s\" taken", refused[i]);
+    snprintf(text, sizeof(text), "{\"metadata\":{\"resourceVersion\":\"%s\"}}", refused[i]);
+    o = json_tokener_parse(text);
+    assert_true(kcm_api_resource_version(o) == 0);
+    json_object_put(o);
+    if (kcm_api_resource_version_text(text, strlen(text)) != 0)
+      fail_msg("resourceVersion \"%s\" taken from text", refused[i]);
+  }
+  snprintf(text, sizeof(text), "{\"metadata\":{\"resourceVersion\":\"12\"}}");
+  assert_true(kcm_api_resource_version_text(text, strlen(text)) == 12);
+  snprintf(text, sizeof(text), "{\"metadata\":{\"resourceVersion\":\"12\\u0000x\"}}");
+  assert_true(kcm_api_resource_version_text(text, strlen(text)) == 0);
+  o = json_tokener_parse("{\"metadata\":{\"resourceVersion\":12}}"); /* not a string */
+  assert_true(kcm_api_resource_version(o) == 0);
+  json_object_put(o);
+  o = json_tokener_parse(
+      "{\"metadata\":{\"name\":\"p\",\"namespace\":\"n\",\"uid\":"
+      "\"0f6b2c1e-8d1a-4c3e-9a7b-2b3c4d5e6f70\",\"resourceVersion\":\"-1\"}}");
+  {
+    struct kcm_object *obj = NULL;
+    struct kcm_api_error err;
+    const char *json = json_object_to_json_string(o);
+    assert_int_equal(kcm_api_decode(KCM_KIND_POD, o, &pool, &obj, &err), KCM_EINVAL);
+    assert_string_equal(err.field, "metadata.resourceVersion");
+    const char *at;
+    for (i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+      at = strstr(json, "\"-1\"");
+      snprintf(text, sizeof(text), "%.*s\"%s\"%s", (int)(at - json), json, refused[i], at + 4);
+      if (kcm_api_decode_text(KCM_KIND_POD, text, strlen(text), NULL, NULL, &pool, &obj, &err) !=
+          KCM_EINVAL)
+        fail_msg("resourceVersion \"%s\" decoded from text", refused[i]);
+      assert_string_equal(err.field, "metadata.resourceVersion");
+    }
+    at = strstr(json, "\"-1\"");
+    snprintf(text, sizeof(text), "%.*s\"12\\u0000x\"%s", (int)(at - json), json, at + 4);
+    assert_int_equal(
+        kcm_api_decode_text(KCM_KIND_POD, text, strlen(text), NULL, NULL, &pool, &obj, &err),
+        KCM_EINVAL);
+  }
+  json_object_put(o);
+}
+
 static void times(void **state) {
   int64_t t;
   char buf[32];
@@ -983,6 +1040,7 @@ static void times(void **state) {
   assert_int_equal(kcm_api_parse_time("2026-13-22T06:08:43Z", &t), KCM_EINVAL);
   assert_int_equal(kcm_api_parse_time("2026-11-22T06:08:43.Z", &t), KCM_EINVAL);
   assert_int_equal(kcm_api_parse_time("", &t), KCM_EINVAL);
+  assert_int_equal(kcm_api_parse_time("2026-11-22T06:08:43+99:99", &t), KCM_EINVAL);
 }
 
 static void uids(void **state) {
@@ -1169,6 +1227,7 @@ static void many_pod_entries(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(pod_fields),
+      cmocka_unit_test(resource_versions_are_digits),
       cmocka_unit_test(pod_defaults),
       cmocka_unit_test(pod_oddities_are_ignored),
       cmocka_unit_test(replicaset_fields),

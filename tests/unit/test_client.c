@@ -23,6 +23,8 @@
 
 #include "../../src/client/internal.h"
 #include "exposition.h"
+#include "peer.h"
+#include "support.h"
 #include "kcm/client.h"
 #include "kcm/error.h"
 #include "kcm/log.h"
@@ -340,6 +342,121 @@ static void base64_decoding(void **state) {
   free(out);
   assert_int_equal(kcm_client_base64_decode("a*==", 4, &out, &n), KCM_EINVAL);
   assert_int_equal(kcm_client_base64_decode("QQ=A", 4, &out, &n), KCM_EINVAL);
+}
+
+/* --- text from and to the network --------------------------------------------- */
+
+static uint32_t retry_after_of(const char *v, bool *ok) {
+  uint32_t s = 12345;
+  *ok = kcm_client_retry_after(v, strlen(v), &s);
+  return s;
+}
+
+static void retry_after_values(void **state) {
+  static const char *const refused[] = {"", "  ", "nan", "inf", "1e3", "1.0", "-1", "+1",
+                                        "0x1", "1 2", "1s", "Wed, 21 Oct 2015 07:28:00 GMT",
+                                        "\x01", "\xff"};
+  size_t i;
+  bool ok;
+  assert_int_equal(retry_after_of("0", &ok), 0);
+  assert_true(ok);
+  assert_int_equal(retry_after_of(" 7\t", &ok), 7);
+  assert_true(ok);
+  assert_int_equal(retry_after_of("60", &ok), 60);
+  assert_int_equal(retry_after_of("61", &ok), KCM_CLIENT_RETRY_AFTER_MAX);
+  assert_int_equal(retry_after_of("4294967296", &ok), KCM_CLIENT_RETRY_AFTER_MAX);
+  assert_int_equal(retry_after_of("00000000000000000000000000001", &ok), 1);
+  assert_int_equal(retry_after_of("99999999999999999999999999999", &ok),
+                   KCM_CLIENT_RETRY_AFTER_MAX);
+  assert_true(ok);
+  for (i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+    retry_after_of(refused[i], &ok);
+    if (ok)
+      fail_msg("Retry-After \"%s\" taken", refused[i]);
+  }
+}
+
+static void header_lines(void **state) {
+  const char *v;
+  size_t n;
+  assert_true(kcm_client_header_value("retry-AFTER:  3 \r\n", 18, "Retry-After", &v, &n));
+  assert_int_equal(n, 1);
+  assert_memory_equal(v, "3", 1);
+  assert_true(kcm_client_header_value("Retry-After:\r\n", 14, "Retry-After", &v, &n));
+  assert_int_equal(n, 0);
+  assert_false(kcm_client_header_value("Retry-After-X: 3\r\n", 18, "Retry-After", &v, &n));
+  assert_false(kcm_client_header_value("Retry-After", 11, "Retry-After", &v, &n));
+  assert_false(kcm_client_header_value("HTTP/1.1 429 x\r\n", 16, "Retry-After", &v, &n));
+}
+
+/* Paths as client-go builds them: names percent-encoded; names a URL parser
+ * or the server would read as other segments refused with a reason; a path
+ * that does not fit refused rather than cut. */
+static void resource_paths(void **state) {
+  char path[KCM_CLIENT_PATH_MAX], small[128], name[254];
+  const char *bad[] = {".", "..", "a/b", "a%2Fb", "/", "%"};
+  size_t i;
+  assert_int_equal(kcm_client_path(path, sizeof(path), "/api/v1", "n s", "pods", "a?b#c d", NULL),
+                   0);
+  assert_string_equal(path, "/api/v1/namespaces/n%20s/pods/a%3Fb%23c%20d");
+  assert_int_equal(kcm_client_path(path, sizeof(path), "/apis/apps/v1", "ns", "replicasets", "rs",
+                                   "status"),
+                   0);
+  assert_string_equal(path, "/apis/apps/v1/namespaces/ns/replicasets/rs/status");
+  assert_int_equal(kcm_client_path(path, sizeof(path), "/api/v1", NULL, "pods", NULL, NULL), 0);
+  assert_string_equal(path, "/api/v1/pods");
+  assert_int_equal(kcm_client_path(path, sizeof(path), "/api/v1", "", "pods", "..a", NULL), 0);
+  assert_string_equal(path, "/api/v1/pods/..a");
+  for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+    assert_int_equal(kcm_client_path(path, sizeof(path), "/api/v1", "ns", "pods", bad[i], NULL),
+                     KCM_EINVAL);
+    assert_non_null(strstr(path, "invalid resource name"));
+    assert_int_equal(kcm_client_path(path, sizeof(path), "/api/v1", bad[i], "pods", "p", NULL),
+                     KCM_EINVAL);
+    assert_non_null(strstr(path, "invalid namespace"));
+  }
+  assert_int_equal(kcm_client_path(path, sizeof(path), "/api/v1", "ns", "pods", "", NULL),
+                   KCM_EINVAL);
+  assert_string_equal(path, "invalid resource name \"\": may not be empty");
+  /* The longest names, every byte encoded, fit; a path that does not is refused. */
+  memset(name, ' ', sizeof(name) - 1);
+  name[sizeof(name) - 1] = '\0';
+  assert_int_equal(kcm_client_path(path, sizeof(path), "/apis/coordination.k8s.io/v1",
+                                   name + 253 - 63, "replicasets", name, "status"),
+                   0);
+  assert_int_equal(strlen(path), 28 + 12 + 3 * 63 + 13 + 3 * 253 + 7);
+  assert_int_equal(kcm_client_path(small, sizeof(small), "/api/v1", "ns", "pods", name, NULL),
+                   KCM_ETOOBIG);
+  assert_non_null(strstr(small, "too long"));
+  assert_int_equal(kcm_client_path(small, sizeof(small), "/api/v1", "ns", "pods", "p", NULL), 0);
+  assert_string_equal(small, "/api/v1/namespaces/ns/pods/p");
+}
+
+static void url_text(void **state) {
+  static const char token[] = "a&b=c+d/e f%g?h#i\xc3\xa9~._-Z9";
+  struct kcm_buf b = KCM_BUF_INIT(1024);
+  char *back, *r;
+  size_t start, end;
+  assert_int_equal(kcm_client_escape(&b, token, strlen(token)), 0);
+  assert_string_equal(b.data, "a%26b%3Dc%2Bd%2Fe%20f%25g%3Fh%23i%C3%A9~._-Z9");
+  back = kcm_client_unescape(b.data, b.len);
+  assert_string_equal(back, token);
+  free(back);
+  assert_null(kcm_client_unescape("a%2", 3));
+  assert_null(kcm_client_unescape("a%zz", 4));
+  kcm_buf_release(&b);
+
+  assert_true(kcm_client_url_userinfo("https://u:p@w@h:1/x@y", &start, &end));
+  assert_int_equal(start, 8);
+  assert_int_equal(end, 14);
+  assert_false(kcm_client_url_userinfo("https://h:1/x@y", &start, &end));
+  assert_false(kcm_client_url_userinfo("h@x", &start, &end));
+  r = kcm_client_redact_url("https://admin:s3cret@h:6443/api?x=a@b");
+  assert_string_equal(r, "https://h:6443/api?x=a@b");
+  free(r);
+  r = kcm_client_redact_url("http://h");
+  assert_string_equal(r, "http://h");
+  free(r);
 }
 
 /* --- HTTP against the local API server -------------------------------------- */
@@ -1444,6 +1561,252 @@ static void cancel_reports_from_the_loop(void **state) {
   finish_watch(&w);
 }
 
+/* --- exactly what goes on the wire (a scripted server) ------------------------ */
+
+struct wire {
+  struct peer peer;
+  struct kcm_client_config cfg;
+  struct kcm_client *c;
+  uv_loop_t loop;
+};
+
+/* A client of the scripted server, authenticated by a token file holding
+ * `token` (NULL: none). */
+static void wire_start(struct wire *w, const struct peer_answer *answers, size_t n,
+                       const char *token) {
+  memset(w, 0, sizeof(*w));
+  peer_start(&w->peer, answers, n);
+  w->cfg.server = strdup(w->peer.url);
+  if (token) {
+    write_file("wire-token", token);
+    w->cfg.token_file = strdup(path_of("wire-token"));
+  }
+  uv_loop_init(&w->loop);
+  assert_int_equal(kcm_client_new(&w->c, &w->loop, &w->cfg), 0);
+}
+
+static void wire_stop(struct wire *w) {
+  close_client(&w->loop, w->c);
+  kcm_client_config_release(&w->cfg);
+  peer_stop(&w->peer);
+}
+
+static bool is_done(void *arg) { return ((struct result *)arg)->done; }
+
+/* Send a GET with the time limit timeout_ms; false if no answer came within
+ * limit_ms. */
+static bool wire_get(struct wire *w, const char *path, long timeout_ms, uint64_t limit_ms,
+                     struct result *r) {
+  struct kcm_client_request_options o = {0};
+  uint64_t started;
+  memset(r, 0, sizeof(*r));
+  o.method = "GET";
+  o.path = path;
+  o.timeout_ms = timeout_ms;
+  o.done = on_done;
+  o.data = r;
+  uv_update_time(&w->loop);
+  started = uv_now(&w->loop);
+  assert_int_equal(kcm_client_request(w->c, &o, NULL), 0);
+  if (!support_run_until(&w->loop, is_done, r, limit_ms))
+    return false;
+  r->elapsed_ms = uv_now(&w->loop) - started;
+  r->retries = kcm_client_stats(w->c)->retries;
+  return true;
+}
+
+static const char ok_head[] = "HTTP/1.1 200 OK\r\nContent-Type: application/json";
+
+/* Every attempt carries its credentials once: a retry after 429 does not
+ * add a second Authorization header, and a token file rotated between
+ * attempts sends the new token alone. */
+static void retries_carry_one_authorization(void **state) {
+  const struct peer_answer answers[] = {
+      {"HTTP/1.1 429 Too Many Requests\r\nRetry-After: 0", NULL},
+      {"HTTP/1.1 429 Too Many Requests\r\nRetry-After: 1", NULL},
+      {ok_head, "{}"},
+  };
+  struct wire w;
+  struct result r = {0};
+  struct kcm_client_request_options o = {0};
+  bool rotated = false;
+  char value[256], *head;
+  size_t i;
+
+  wire_start(&w, answers, 3, "old-token\n");
+  o.method = "GET";
+  o.path = "/api/v1/nodes";
+  o.timeout_ms = 10000;
+  o.done = on_done;
+  o.data = &r;
+  assert_int_equal(kcm_client_request(w.c, &o, NULL), 0);
+  while (!r.done) {
+    uv_run(&w.loop, UV_RUN_ONCE);
+    if (!rotated && peer_count(&w.peer) == 2) {
+      /* Rotated during the second pause; due to be read again. */
+      write_file("wire-token", "new-token\n");
+      w.c->token_read_at -= 3600;
+      rotated = true;
+    }
+  }
+  assert_true(rotated);
+  assert_int_equal(r.status, 200);
+  assert_int_equal(peer_count(&w.peer), 3);
+  for (i = 0; i < 3; i++) {
+    head = peer_request(&w.peer, i);
+    assert_int_equal(peer_header_count(head, "Authorization"), 1);
+    assert_true(peer_header(head, "Authorization", value, sizeof(value)));
+    assert_string_equal(value, i < 2 ? "Bearer old-token" : "Bearer new-token");
+    assert_int_equal(peer_header_count(head, "Accept"), 1);
+    assert_int_equal(peer_header_count(head, "User-Agent"), 1);
+    free(head);
+  }
+  wire_stop(&w);
+}
+
+/* Retry-After is whole seconds (delay-seconds), as client-go reads it; any
+ * other text is no Retry-After; a long pause is capped, and one that would
+ * pass the request's time limit ends the request with the answer. */
+static void retry_after_is_whole_seconds_within_the_time_limit(void **state) {
+  static const char *const not_seconds[] = {"nan", "1e308", "1e8", "1.5", "-1", "+1", "0x10",
+                                            "inf", "", "Fri, 31 Dec 1999 23:59:59 GMT"};
+  struct peer_answer answers[2] = {{NULL, NULL}, {ok_head, "{}"}};
+  char head[128];
+  struct wire w;
+  struct result r;
+  size_t i;
+
+  for (i = 0; i < sizeof(not_seconds) / sizeof(not_seconds[0]); i++) {
+    /* A 429 is retried after a second without a usable Retry-After; a 503
+     * is not retried at all. */
+    snprintf(head, sizeof(head), "HTTP/1.1 429 Too Many Requests\r\nRetry-After: %s",
+             not_seconds[i]);
+    answers[0].head = head;
+    wire_start(&w, answers, 2, NULL);
+    if (!wire_get(&w, "/api/v1/nodes", 10000, 5000, &r))
+      fail_msg("Retry-After: %s: no answer within 5 s", not_seconds[i]);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(r.retries, 1);
+    assert_true(r.elapsed_ms >= 1000);
+    wire_stop(&w);
+    snprintf(head, sizeof(head), "HTTP/1.1 503 Service Unavailable\r\nRetry-After: %s",
+             not_seconds[i]);
+    wire_start(&w, answers, 2, NULL);
+    assert_true(wire_get(&w, "/api/v1/nodes", 10000, 5000, &r));
+    if (r.status != 503 || r.retries != 0)
+      fail_msg("Retry-After: %s: 503 retried", not_seconds[i]);
+    assert_true(r.retry_after == 0);
+    wire_stop(&w);
+  }
+
+  /* Past the cap, and past the time limit: the 429 at once, with the cap. */
+  answers[0].head = "HTTP/1.1 429 Too Many Requests\r\nRetry-After: 100000000000000000000000";
+  wire_start(&w, answers, 2, NULL);
+  assert_true(wire_get(&w, "/api/v1/nodes", 3000, 2000, &r));
+  assert_int_equal(r.status, 429);
+  assert_int_equal(r.err, KCM_ETHROTTLED);
+  assert_int_equal(r.retries, 0);
+  assert_true(r.retry_after == KCM_CLIENT_RETRY_AFTER_MAX);
+  wire_stop(&w);
+
+  /* Within the cap but past the time limit. */
+  answers[0].head = "HTTP/1.1 429 Too Many Requests\r\nRetry-After:  2 ";
+  wire_start(&w, answers, 2, NULL);
+  assert_true(wire_get(&w, "/api/v1/nodes", 1500, 1000, &r));
+  assert_int_equal(r.status, 429);
+  assert_int_equal(r.retries, 0);
+  assert_true(r.retry_after == 2);
+  wire_stop(&w);
+  /* Within both: waited for, blanks around the number allowed. */
+  wire_start(&w, answers, 2, NULL);
+  assert_true(wire_get(&w, "/api/v1/nodes", 5000, 4500, &r));
+  assert_int_equal(r.status, 200);
+  assert_int_equal(r.retries, 1);
+  assert_true(r.elapsed_ms >= 2000);
+  wire_stop(&w);
+}
+
+static bool contains(const char *text, const char *what) { return strstr(text, what) != NULL; }
+
+/* A password in the server URL authenticates (Basic), and appears in no
+ * log line at any verbosity, no metric and no error message. */
+static void url_credentials_stay_secret(void **state) {
+  static const char secret[] = "pw-S3CRET";
+  const struct peer_answer answers[] = {
+      {ok_head, "{}"},
+      {"HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json",
+       "{\"kind\":\"Status\",\"message\":\"broken\"}"},
+  };
+  struct kcm_client_config cfg;
+  struct kcm_client *c;
+  struct result r;
+  struct peer peer;
+  uv_loop_t loop;
+  char url[128], kc[512], value[128], *err = NULL, *page, *head, *logged;
+  FILE *log = tmpfile();
+  long len;
+
+  peer_start(&peer, answers, 2);
+  snprintf(url, sizeof(url), "http://admin:%s%%40x@127.0.0.1:%u/", secret, peer.port);
+  snprintf(kc, sizeof(kc),
+           "current-context: x\ncontexts: [{name: x, context: {cluster: c, user: u}}]\n"
+           "clusters: [{name: c, cluster: {server: '%s'}}]\nusers: [{name: u, user: {}}]\n",
+           url);
+  write_file("userinfo-config", kc);
+  assert_non_null(log);
+  kcm_log_set_output(log);
+  kcm_log_set_verbosity(10);
+  assert_int_equal(load(&cfg, path_of("userinfo-config"), NULL, NULL, &err), 0);
+  /* What kcm logs at start (the server it connects to) holds no secret. */
+  assert_false(contains(cfg.server, secret));
+  assert_string_equal(cfg.username, "admin");
+  uv_loop_init(&loop);
+  assert_int_equal(kcm_client_new(&c, &loop, &cfg), 0);
+  send_on(&loop, c, "GET", "/api/v1/nodes?limit=1", NULL, 0, &r);
+  assert_int_equal(r.status, 200);
+  send_on(&loop, c, "GET", "/api/v1/nodes", NULL, 0, &r);
+  assert_int_equal(r.status, 500);
+  assert_false(contains(r.message, secret));
+  page = metrics_page(c);
+  assert_false(contains(page, secret));
+  assert_true(contains(page, "127.0.0.1"));
+  free(page);
+  close_client(&loop, c);
+  kcm_client_config_release(&cfg);
+
+  /* --master, and a URL refused. */
+  assert_int_equal(load(&cfg, path_of("userinfo-config"), NULL, url, &err), 0);
+  assert_false(contains(cfg.server, secret));
+  kcm_client_config_release(&cfg);
+  snprintf(url, sizeof(url), "ftp://admin:%s@127.0.0.1/", secret);
+  assert_int_equal(load(&cfg, path_of("userinfo-config"), NULL, url, &err), KCM_EINVAL);
+  assert_non_null(err);
+  assert_false(contains(err, secret));
+  assert_true(contains(err, "ftp://127.0.0.1"));
+  free(err);
+  err = NULL;
+
+  kcm_log_set_verbosity(0);
+  kcm_log_set_output(NULL);
+  len = ftell(log);
+  logged = calloc(1, (size_t)len + 1);
+  rewind(log);
+  assert_int_equal(fread(logged, 1, (size_t)len, log), (size_t)len);
+  fclose(log);
+  assert_true(contains(logged, "GET http://127.0.0.1:")); /* the -v 6 request lines */
+  if (contains(logged, secret))
+    fail_msg("the password was logged:\n%s", logged);
+  free(logged);
+
+  /* The password is still the password: percent-decoded, sent as Basic. */
+  head = peer_request(&peer, 0);
+  assert_true(peer_header(head, "Authorization", value, sizeof(value)));
+  assert_string_equal(value, "Basic YWRtaW46cHctUzNDUkVUQHg="); /* admin:pw-S3CRET@x */
+  assert_false(contains(head, secret));
+  free(head);
+  peer_stop(&peer);
+}
+
 int main(void) {
   const struct CMUnitTest config_tests[] = {
       cmocka_unit_test(current_context_token_and_ca_data),
@@ -1459,6 +1822,10 @@ int main(void) {
       cmocka_unit_test(base64_decoding),
       cmocka_unit_test(exec_credentials_are_parsed_strictly),
       cmocka_unit_test(bad_exec_settings),
+      cmocka_unit_test(retry_after_values),
+      cmocka_unit_test(header_lines),
+      cmocka_unit_test(url_text),
+      cmocka_unit_test(resource_paths),
   };
   const struct CMUnitTest http_tests[] = {
       cmocka_unit_test(token_request_succeeds),
@@ -1485,7 +1852,13 @@ int main(void) {
       cmocka_unit_test(cancel_reports_from_the_loop),
       cmocka_unit_test(new_connections_resume_the_tls_session),
   };
+  const struct CMUnitTest wire_tests[] = {
+      cmocka_unit_test(retries_carry_one_authorization),
+      cmocka_unit_test(retry_after_is_whole_seconds_within_the_time_limit),
+      cmocka_unit_test(url_credentials_stay_secret),
+  };
   int failed = cmocka_run_group_tests_name("config", config_tests, setup_dir, teardown_dir);
+  failed += cmocka_run_group_tests_name("wire", wire_tests, setup_dir, teardown_dir);
   failed += cmocka_run_group_tests_name("http", http_tests, start_sim, stop_sim);
   return failed;
 }

@@ -16,6 +16,7 @@
 
 #include "kcm/error.h"
 #include "kcm/events.h"
+#include "peer.h"
 #include "support.h"
 
 struct fixture {
@@ -357,6 +358,62 @@ static void repeats_patch_the_server_event(void **state) {
   fixture_close(&f);
 }
 
+/* Names come from the server: a '?', '#' or blank in an object's name or
+ * namespace reaches the URL percent-encoded, so it cannot end the path or
+ * start a query; a name holding '/' or '%', or one that is "." or ".."
+ * (which the API server gives no object), is not sent but dropped. */
+static void names_are_encoded_in_the_path(void **state) {
+  static const struct peer_answer created = {"HTTP/1.1 201 Created", "{}"};
+  static const char post[] = "POST /api/v1/namespaces/team%20a%3F%23/events HTTP/1.1\r\n";
+  static const char patch[] = "PATCH /api/v1/namespaces/team%20a%3F%23/events/web%3Fx%231%20y.";
+  struct kcm_client_config cfg = {0};
+  struct kcm_client *client;
+  struct kcm_events ev;
+  struct peer peer;
+  uv_loop_t loop;
+  char *head;
+  struct kcm_event_object o = {"ReplicaSet", "apps/v1", "team a?#", "web?x#1 y", {{0}}, 42};
+  peer_start(&peer, &created, 1);
+  cfg.server = strdup(peer.url);
+  uv_loop_init(&loop);
+  assert_int_equal(kcm_client_new(&client, &loop, &cfg), 0);
+  kcm_events_init(&ev, client, "replicaset-controller");
+  ev.retry_ms = 1;
+  kcm_events_record(&ev, &o, false, "SuccessfulCreate", "Created pod");
+  assert_true(support_run_until(&loop, all_settled, &ev, 10000));
+  kcm_events_record(&ev, &o, false, "SuccessfulCreate", "Created pod"); /* a repeat: PATCH */
+  assert_true(support_run_until(&loop, all_settled, &ev, 10000));
+  o.name = "web/../x";
+  kcm_events_record(&ev, &o, false, "SuccessfulCreate", "Created pod");
+  o.name = "web%2Fx";
+  kcm_events_record(&ev, &o, false, "SuccessfulCreate", "Created pod");
+  o.name = "web";
+  o.ns = "..";
+  kcm_events_record(&ev, &o, false, "SuccessfulCreate", "Created pod");
+  assert_true(support_run_until(&loop, all_settled, &ev, 10000));
+  head = peer_request(&peer, 0);
+  if (!head || strncmp(head, post, strlen(post)) != 0)
+    fail_msg("sent %.*s", head ? (int)strcspn(head, "\r") : 6, head ? head : "(none)");
+  free(head);
+  assert_int_equal(ev.sent, 2);
+  assert_int_equal(ev.dropped, 3);
+  assert_int_equal(peer_count(&peer), 2);
+  head = peer_request(&peer, 0);
+  if (strncmp(head, post, strlen(post)) != 0)
+    fail_msg("sent %.*s", (int)strcspn(head, "\r"), head);
+  free(head);
+  head = peer_request(&peer, 1);
+  if (strncmp(head, patch, strlen(patch)) != 0)
+    fail_msg("sent %.*s", (int)strcspn(head, "\r"), head);
+  free(head);
+  kcm_client_close(client);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  kcm_events_release(&ev);
+  uv_loop_close(&loop);
+  kcm_client_config_release(&cfg);
+  peer_stop(&peer);
+}
+
 static int start_sim(void **state) { return support_start_sim(NULL); }
 static int stop_sim(void **state) {
   support_stop_sim();
@@ -378,6 +435,7 @@ int main(void) {
       cmocka_unit_test(similar_events_are_combined),
       cmocka_unit_test(spam_is_limited_per_object),
       cmocka_unit_test(caches_are_bounded),
+      cmocka_unit_test(names_are_encoded_in_the_path),
   };
   int failed = cmocka_run_group_tests(pure, NULL, NULL);
   return failed + cmocka_run_group_tests(tests, start_sim, stop_sim);

@@ -16,6 +16,7 @@
 #include "../../src/informer/framing.h"
 #include "kcm/error.h"
 #include "kcm/informer.h"
+#include "peer.h"
 #include "support.h"
 
 /* --- framing ----------------------------------------------------------------------- */
@@ -614,6 +615,151 @@ static void writes_the_cache_has_not_seen(void **state) {
   fixture_free(&f);
 }
 
+/* --- exactly what goes on the wire (a scripted server) ------------------------------- */
+
+struct wire {
+  struct peer peer;
+  uv_loop_t loop;
+  struct kcm_client_config cfg;
+  struct kcm_client *client;
+  struct kcm_intern pool;
+  struct kcm_informer inf;
+  bool closed;
+};
+
+static void wire_start(struct wire *w, const struct peer_answer *answers, size_t n,
+                       const char *ns) {
+  struct kcm_informer_options io = {0};
+  memset(w, 0, sizeof(*w));
+  peer_start(&w->peer, answers, n);
+  w->cfg.server = strdup(w->peer.url);
+  uv_loop_init(&w->loop);
+  assert_int_equal(kcm_client_new(&w->client, &w->loop, &w->cfg), 0);
+  kcm_intern_init(&w->pool);
+  io.kind = KCM_KIND_POD;
+  io.namespace = ns;
+  io.page_size = 2;
+  io.watch_timeout_min_s = 5;
+  assert_int_equal(kcm_informer_init(&w->inf, &w->loop, w->client, &w->pool, &io), 0);
+  kcm_informer_start(&w->inf);
+}
+
+static void wire_closed(struct kcm_informer *inf) {
+  ((struct wire *)((char *)inf - offsetof(struct wire, inf)))->closed = true;
+}
+
+static bool wire_is_closed(void *arg) { return ((struct wire *)arg)->closed; }
+
+static void wire_stop(struct wire *w) {
+  kcm_informer_stop(&w->inf, wire_closed);
+  assert_true(support_run_until(&w->loop, wire_is_closed, w, 10000));
+  kcm_informer_release(&w->inf);
+  kcm_intern_release(&w->pool);
+  kcm_client_close(w->client);
+  uv_run(&w->loop, UV_RUN_DEFAULT);
+  assert_int_equal(uv_loop_close(&w->loop), 0);
+  kcm_client_config_release(&w->cfg);
+  peer_stop(&w->peer);
+}
+
+struct seen {
+  struct peer *peer;
+  size_t n;
+};
+
+static bool peer_saw(void *arg) {
+  struct seen *s = arg;
+  return peer_count(s->peer) >= s->n;
+}
+
+/* The request target of head (its request line between the spaces), and
+ * the value of its query parameter `name`, decoded (caller frees). */
+static char *query_param(const char *head, const char *name) {
+  const char *q = strchr(head, '?'), *end = strchr(head, '\r'), *v;
+  size_t n = strlen(name);
+  assert_non_null(q);
+  for (v = q; v && v < end; v = strchr(v + 1, '&')) {
+    if (!strncmp(v + 1, name, n) && v[1 + n] == '=') {
+      const char *e = v + 2 + n;
+      while (*e != '&' && *e != ' ')
+        e++;
+      return kcm_client_unescape(v + 2 + n, (size_t)(e - (v + 2 + n)));
+    }
+  }
+  return NULL;
+}
+
+/* The continue token, the resourceVersion and the namespace reach the
+ * server byte for byte, whatever they hold. */
+static void list_query_is_encoded(void **state) {
+  static const char token[] = "a&b=c+d/e f%g?h#i";
+  static const char rv[] = "12&x=1 %2F";
+  char page1[256], page2[256], *head, *v;
+  struct kcm_informer_options io = {0};
+  struct kcm_informer bad;
+  struct peer_answer answers[3] = {
+      {"HTTP/1.1 200 OK\r\nContent-Type: application/json", page1},
+      {"HTTP/1.1 200 OK\r\nContent-Type: application/json", page2},
+      {"HTTP/1.1 200 OK\r\nContent-Type: application/json", ""},
+  };
+  struct wire w;
+  struct seen s;
+  snprintf(page1, sizeof(page1), "{\"metadata\":{\"continue\":\"%s\"},\"items\":[]}", token);
+  snprintf(page2, sizeof(page2), "{\"metadata\":{\"resourceVersion\":\"%s\"},\"items\":[]}", rv);
+  wire_start(&w, answers, 3, "team a?#");
+  s.peer = &w.peer;
+  s.n = 3;
+  assert_true(support_run_until(&w.loop, peer_saw, &s, 5000));
+
+  head = peer_request(&w.peer, 1);
+  assert_true(!strncmp(head, "GET /api/v1/namespaces/team%20a%3F%23/pods?", 43));
+  /* The request line is three fields: nothing in the target splits it. */
+  assert_non_null(strstr(strchr(head, ' ') + 1, " HTTP/1.1\r\n"));
+  assert_true(strchr(strchr(head, ' ') + 1, ' ') == strstr(head, " HTTP/1.1\r\n"));
+  v = query_param(head, "continue");
+  assert_non_null(v);
+  assert_string_equal(v, token);
+  free(v);
+  assert_null(query_param(head, "resourceVersion")); /* the token carries it */
+  free(head);
+
+  head = peer_request(&w.peer, 2);
+  v = query_param(head, "resourceVersion");
+  assert_non_null(v);
+  assert_string_equal(v, rv);
+  free(v);
+  v = query_param(head, "watch");
+  assert_string_equal(v, "1");
+  free(v);
+  free(head);
+  /* A namespace a URL parser or the server would read as other segments. */
+  io.kind = KCM_KIND_POD;
+  io.namespace = "team/b";
+  assert_int_equal(kcm_informer_init(&bad, &w.loop, w.client, &w.pool, &io), KCM_EINVAL);
+  io.namespace = "..";
+  assert_int_equal(kcm_informer_init(&bad, &w.loop, w.client, &w.pool, &io), KCM_EINVAL);
+  wire_stop(&w);
+}
+
+static bool backing_off(void *arg) {
+  return ((struct kcm_informer *)arg)->state == KCM_INFORMER_BACKOFF;
+}
+
+/* A Retry-After past any sane pause neither stops the informer nor turns
+ * into no pause: it waits the client's cap. */
+static void huge_retry_after_is_capped(void **state) {
+  static const struct peer_answer answers[] = {
+      {"HTTP/1.1 429 Too Many Requests\r\nRetry-After: 100000000", NULL},
+  };
+  struct wire w;
+  wire_start(&w, answers, 1, "default");
+  assert_true(support_run_until(&w.loop, backing_off, &w.inf, 3000));
+  assert_int_equal(w.inf.retry_in_ms, KCM_CLIENT_RETRY_AFTER_MAX * 1000);
+  assert_int_equal(w.inf.stats.failures, 1);
+  assert_int_equal(peer_count(&w.peer), 1);
+  wire_stop(&w);
+}
+
 static int start_sim(void **state) { return support_start_sim(NULL); }
 static int stop_sim(void **state) {
   support_stop_sim();
@@ -655,7 +801,12 @@ int main(void) {
       cmocka_unit_test(writes_the_cache_has_not_seen),
       cmocka_unit_test(periodic_resync),
   };
+  const struct CMUnitTest wire[] = {
+      cmocka_unit_test(list_query_is_encoded),
+      cmocka_unit_test(huge_retry_after_is_capped),
+  };
   int failed = cmocka_run_group_tests_name("framing", framing, NULL, NULL);
+  failed += cmocka_run_group_tests_name("wire", wire, NULL, NULL);
   failed += cmocka_run_group_tests_name("informer", live, start_sim, stop_sim);
   return failed;
 }

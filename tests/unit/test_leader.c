@@ -17,6 +17,7 @@
 
 #include "kcm/error.h"
 #include "kcm/leader.h"
+#include "peer.h"
 #include "support.h"
 
 #define NOW "2026-11-22T10:00:00.123456Z"
@@ -108,6 +109,8 @@ static void records_round_trip(void **state) {
   assert_int_equal(now[26], 'Z');
 }
 
+static bool peer_answered(void *arg) { return peer_count(arg) > 0; }
+
 static void settings_are_checked(void **state) {
   struct kcm_leader_options o = {"kube-system", "kcm", NULL, 15000, 10000, 2000, 0};
   const char *why = NULL;
@@ -124,6 +127,55 @@ static void settings_are_checked(void **state) {
   o.retry_ms = 2000;
   o.name = "";
   assert_int_equal(kcm_leader_check(&o, &why), KCM_EINVAL);
+  /* A name that a URL parser or the server would read as other segments. */
+  o.name = "kcm/../x";
+  assert_int_equal(kcm_leader_check(&o, &why), KCM_EINVAL);
+  assert_non_null(strstr(why, "'/'"));
+  o.name = "kcm%2Fx";
+  assert_int_equal(kcm_leader_check(&o, &why), KCM_EINVAL);
+  o.name = "kcm";
+  o.ns = "..";
+  assert_int_equal(kcm_leader_check(&o, &why), KCM_EINVAL);
+  assert_non_null(strstr(why, "'..'"));
+  /* Longer than the server allows, rather than cut short. */
+  o.ns = "n123456789012345678901234567890123456789012345678901234567890123";
+  assert_int_equal(kcm_leader_check(&o, &why), KCM_EINVAL);
+  assert_non_null(strstr(why, "63"));
+  o.ns = "kube system?";
+  assert_int_equal(kcm_leader_check(&o, &why), 0);
+}
+
+/* A blank, '?' or '#' in the lease's namespace or name goes to the server
+ * percent-encoded, not as the end of the path. */
+static void lease_names_are_encoded_in_the_path(void **state) {
+  static const struct peer_answer refused = {"HTTP/1.1 500 Internal Server Error", "{}"};
+  static const char get[] =
+      "GET /apis/coordination.k8s.io/v1/namespaces/kube%20system%3F/leases/kcm%231%20x "
+      "HTTP/1.1\r\n";
+  struct kcm_leader_options o = {"kube system?", "kcm#1 x", "host_a", 15000, 10000, 2000, 0};
+  struct kcm_client_config cfg = {0};
+  struct kcm_client *client;
+  struct kcm_leader l;
+  struct peer peer;
+  uv_loop_t loop;
+  char *head;
+  peer_start(&peer, &refused, 1);
+  cfg.server = strdup(peer.url);
+  uv_loop_init(&loop);
+  assert_int_equal(kcm_client_new(&client, &loop, &cfg), 0);
+  assert_int_equal(kcm_leader_init(&l, &loop, client, &o), 0);
+  kcm_leader_start(&l);
+  assert_true(support_run_until(&loop, peer_answered, &peer, 10000));
+  head = peer_request(&peer, 0);
+  if (strncmp(head, get, strlen(get)) != 0)
+    fail_msg("sent %.*s", (int)strcspn(head, "\r"), head);
+  free(head);
+  kcm_leader_close(&l);
+  kcm_client_close(client);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  uv_loop_close(&loop);
+  kcm_client_config_release(&cfg);
+  peer_stop(&peer);
 }
 
 /* --- against the local API server ------------------------------------------------------------- */
@@ -297,6 +349,7 @@ int main(void) {
       cmocka_unit_test(records_round_trip),
       cmocka_unit_test(settings_are_checked),
       cmocka_unit_test(health_fails_when_renewals_stall),
+      cmocka_unit_test(lease_names_are_encoded_in_the_path),
   };
   const struct CMUnitTest live[] = {
       cmocka_unit_test(one_leads_and_hands_over_on_release),

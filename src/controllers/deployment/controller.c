@@ -244,6 +244,18 @@ static void fail(struct kcm_dp_job *j, int err, const char *fmt, ...) {
   va_end(ap);
 }
 
+/* The URL path of one of the Deployment's ReplicaSets (name NULL: of their
+ * collection) or, with KCM_KIND_DEPLOYMENT, of the Deployment, into
+ * path[KCM_CLIENT_PATH_MAX]; an error, the job failed with why, for a name
+ * no API server gives out. */
+static int path_of(struct kcm_dp_job *j, enum kcm_kind kind, const char *name, const char *sub,
+                   char *path) {
+  int err = kcm_informer_path(kind, j->d->o.ns, name, sub, path, KCM_CLIENT_PATH_MAX);
+  if (err)
+    fail(j, err, "%s", path);
+  return err;
+}
+
 static void record(struct kcm_dp_job *j, bool warning, const char *reason, const char *message) {
   struct kcm_event_object ref;
   kcm_events_object_of(&j->d->o, &ref);
@@ -347,7 +359,7 @@ static void on_claim(const struct kcm_client_response *resp, void *data) {
 
 static void send_claims(struct kcm_dp_job *j) {
   struct kcm_deployment_controller *c = j->c;
-  char duid[37], rsuid[37], path[700], body[1024];
+  char duid[37], rsuid[37], path[KCM_CLIENT_PATH_MAX], body[1024];
   size_t i;
 
   kcm_api_format_uid(&j->d->o.uid, duid, sizeof(duid));
@@ -356,8 +368,8 @@ static void send_claims(struct kcm_dp_job *j) {
     const struct kcm_replicaset *rs =
         adopt ? j->plan.adopt[i] : j->plan.release[i - j->plan.nadopt];
     kcm_api_format_uid(&rs->o.uid, rsuid, sizeof(rsuid));
-    snprintf(path, sizeof(path), "/apis/apps/v1/namespaces/%s/replicasets/%s", rs->o.ns,
-             rs->o.name);
+    if (path_of(j, KCM_KIND_REPLICASET, rs->o.name, NULL, path))
+      continue;
     if (adopt)
       snprintf(body, sizeof(body),
                "{\"metadata\":{\"ownerReferences\":[{\"apiVersion\":\"apps/v1\",\"kind\":"
@@ -384,11 +396,6 @@ static void send_claims(struct kcm_dp_job *j) {
 
 static const struct kcm_dp_rs *step_rs(struct kcm_dp_job *j, const struct kcm_dp_step *s) {
   return &j->plan.rs[s->rs];
-}
-
-static void rs_path(struct kcm_dp_job *j, const char *name, char *buf, size_t len) {
-  snprintf(buf, len, "/apis/apps/v1/namespaces/%s/replicasets%s%s", j->d->o.ns,
-           name ? "/" : "", name ? name : "");
 }
 
 /* The resourceVersion (and the rest) of a written object. */
@@ -481,13 +488,12 @@ static void on_collision_written(const struct kcm_client_response *resp, void *d
 
 static void collide(struct kcm_dp_job *j, const char *message) {
   struct kcm_buf body = KCM_BUF_INIT(1u << 16);
-  char path[700];
+  char path[KCM_CLIENT_PATH_MAX];
   j->c->stats.collisions++;
   fail(j, KCM_ECONFLICT, "%s", message);
   j->phase = PHASE_DONE;
-  snprintf(path, sizeof(path), "/apis/apps/v1/namespaces/%s/deployments/%s/status", j->d->o.ns,
-           j->d->o.name);
-  if (kcm_deployment_collision_body(j->d, j->d_rv, &body) ||
+  if (path_of(j, KCM_KIND_DEPLOYMENT, j->d->o.name, "status", path) ||
+      kcm_deployment_collision_body(j->d, j->d_rv, &body) ||
       request(j, "PATCH", path, body.data, "application/merge-patch+json", on_collision_written))
     kcm_warn("cannot bump collisionCount deployment=\"%s\"", j->key);
   kcm_buf_release(&body);
@@ -547,7 +553,7 @@ static void on_dry_run(const struct kcm_client_response *resp, void *data) {
 
 static void dry_run(struct kcm_dp_job *j) {
   struct json_object *doc = json_tokener_parse(j->plan.create_body), *meta;
-  char path[700], prefix[300];
+  char path[KCM_CLIENT_PATH_MAX + 16], prefix[300];
   const char *body;
 
   if (!doc || !json_object_object_get_ex(doc, "metadata", &meta)) {
@@ -559,10 +565,10 @@ static void dry_run(struct kcm_dp_job *j) {
   snprintf(prefix, sizeof(prefix), "%s-", j->d->o.name);
   json_object_object_add(meta, "generateName", json_object_new_string(prefix));
   body = json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PLAIN);
-  rs_path(j, NULL, path, sizeof(path) - 16);
-  strcat(path, "?dryRun=All");
   j->alias_checked = true;
-  if (request(j, "POST", path, body, NULL, on_dry_run))
+  if (path_of(j, KCM_KIND_REPLICASET, NULL, NULL, path))
+    collide(j, path);
+  else if (request(j, "POST", strcat(path, "?dryRun=All"), body, NULL, on_dry_run))
     collide(j, "out of memory");
   json_object_put(doc);
 }
@@ -572,7 +578,7 @@ static void on_created(const struct kcm_client_response *resp, void *data) {
   const struct kcm_dp_step *s = j->current;
   const struct kcm_dp_rs *r = step_rs(j, s);
   struct kcm_buf body = KCM_BUF_INIT(1u << 20);
-  char path[700], *msg = NULL;
+  char path[KCM_CLIENT_PATH_MAX], *msg = NULL;
 
   j->outstanding--;
   if (!resp->err) {
@@ -630,10 +636,9 @@ static void on_created(const struct kcm_client_response *resp, void *data) {
   j->phase = PHASE_DONE;
   if (msg) {
     record(j, true, "ReplicaSetCreateError", msg);
-    snprintf(path, sizeof(path), "/apis/apps/v1/namespaces/%s/deployments/%s/status",
-             j->d->o.ns, j->d->o.name);
     /* Its outcome does not matter: the failure is reported either way. */
-    if (!kcm_deployment_create_failed_body(j->d, s, msg, now_ms(), j->d_rv, &body) && body.len)
+    if (!path_of(j, KCM_KIND_DEPLOYMENT, j->d->o.name, "status", path) &&
+        !kcm_deployment_create_failed_body(j->d, s, msg, now_ms(), j->d_rv, &body) && body.len)
       request(j, "PATCH", path, body.data, "application/merge-patch+json", on_side_write);
   }
   free(msg);
@@ -644,7 +649,7 @@ static void on_created(const struct kcm_client_response *resp, void *data) {
 /* Send the next step, or finish. */
 static void send_step(struct kcm_dp_job *j, const struct kcm_dp_step *s) {
   struct kcm_buf body = KCM_BUF_INIT(8u << 20);
-  char path[800], uid[37];
+  char path[KCM_CLIENT_PATH_MAX], uid[37];
   int err = 0;
 
   j->current = s;
@@ -652,27 +657,26 @@ static void send_step(struct kcm_dp_job *j, const struct kcm_dp_step *s) {
   case KCM_DP_EVENT:
     break;
   case KCM_DP_SCALE:
-    rs_path(j, step_rs(j, s)->name, path, sizeof(path));
-    if (!(err = kcm_deployment_scale_body(&j->plan, s, j->rs_rv[s->rs], &body)))
+    if (!(err = path_of(j, KCM_KIND_REPLICASET, step_rs(j, s)->name, NULL, path)) &&
+        !(err = kcm_deployment_scale_body(&j->plan, s, j->rs_rv[s->rs], &body)))
       err = request(j, "PATCH", path, body.data, "application/merge-patch+json", on_rs_write);
     break;
   case KCM_DP_CREATE:
-    rs_path(j, NULL, path, sizeof(path));
-    err = request(j, "POST", path, j->plan.create_body, NULL, on_created);
+    if (!(err = path_of(j, KCM_KIND_REPLICASET, NULL, NULL, path)))
+      err = request(j, "POST", path, j->plan.create_body, NULL, on_created);
     break;
   case KCM_DP_DELETE:
-    rs_path(j, step_rs(j, s)->name, path, sizeof(path));
     kcm_api_format_uid(&step_rs(j, s)->rs->o.uid, uid, sizeof(uid));
-    if (!(err = kcm_buf_appendf(&body,
+    if (!(err = path_of(j, KCM_KIND_REPLICASET, step_rs(j, s)->name, NULL, path)) &&
+        !(err = kcm_buf_appendf(&body,
                                 "{\"apiVersion\":\"v1\",\"kind\":\"DeleteOptions\","
                                 "\"preconditions\":{\"uid\":\"%s\",\"resourceVersion\":\"%llu\"}}",
                                 uid, (unsigned long long)j->rs_rv[s->rs])))
       err = request(j, "DELETE", path, body.data, NULL, on_rs_write);
     break;
   case KCM_DP_STATUS:
-    snprintf(path, sizeof(path), "/apis/apps/v1/namespaces/%s/deployments/%s/status",
-             j->d->o.ns, j->d->o.name);
-    if (!(err = kcm_deployment_status_body(j->d, &j->plan, j->d_rv, &body)))
+    if (!(err = path_of(j, KCM_KIND_DEPLOYMENT, j->d->o.name, "status", path)) &&
+        !(err = kcm_deployment_status_body(j->d, &j->plan, j->d_rv, &body)))
       err = request(j, "PATCH", path, body.data, "application/merge-patch+json", on_d_write);
     if (!err && j->step >= j->plan.nsteps) {
       /* The last step: only its answer is left to wait for, so another key
@@ -683,9 +687,8 @@ static void send_step(struct kcm_dp_job *j, const struct kcm_dp_step *s) {
     }
     break;
   case KCM_DP_ROLLBACK:
-    snprintf(path, sizeof(path), "/apis/apps/v1/namespaces/%s/deployments/%s", j->d->o.ns,
-             j->d->o.name);
-    if (!(err = kcm_deployment_rollback_body(&j->plan, j->d_rv, &body)))
+    if (!(err = path_of(j, KCM_KIND_DEPLOYMENT, j->d->o.name, NULL, path)) &&
+        !(err = kcm_deployment_rollback_body(&j->plan, j->d_rv, &body)))
       err = request(j, "PATCH", path, body.data, "application/json-patch+json", on_d_write);
     break;
   }
@@ -843,9 +846,9 @@ static void start_job(struct kcm_deployment_controller *c, const char *key) {
     j->rs_rv[i] = j->plan.rs[i].rs ? j->plan.rs[i].rs->o.rv : 0;
   j->phase = PHASE_CHECK;
   if (j->plan.nadopt) {
-    char path[700];
-    snprintf(path, sizeof(path), "/apis/apps/v1/namespaces/%s/deployments/%s", ns, j->d->o.name);
-    if (request(j, "GET", path, NULL, NULL, on_check))
+    char path[KCM_CLIENT_PATH_MAX];
+    if (!path_of(j, KCM_KIND_DEPLOYMENT, j->d->o.name, NULL, path) &&
+        request(j, "GET", path, NULL, NULL, on_check))
       fail(j, KCM_ENOMEM, "%s", "out of memory");
   }
   run(j);

@@ -251,6 +251,17 @@ static void fail(struct kcm_rs_job *j, int err, const char *fmt, ...) {
   va_end(ap);
 }
 
+/* The URL path of an object (name NULL: of its namespace's collection) into
+ * path[KCM_CLIENT_PATH_MAX]; false, the job failed, for a namespace or name
+ * no API server gives out. */
+static bool path_of(struct kcm_rs_job *j, enum kcm_kind kind, const char *ns, const char *name,
+                    const char *sub, char *path) {
+  int err = kcm_informer_path(kind, ns, name, sub, path, KCM_CLIENT_PATH_MAX);
+  if (err)
+    fail(j, err, "%s", path);
+  return !err;
+}
+
 static void finish(struct kcm_rs_job *j) {
   struct kcm_replicaset_controller *c = j->c;
   struct kcm_rs_job **pp;
@@ -378,14 +389,15 @@ static void on_claim(const struct kcm_client_response *resp, void *data) {
 
 static void send_claims(struct kcm_rs_job *j) {
   struct kcm_replicaset_controller *c = j->c;
-  char rsuid[37], poduid[37], path[700], body[1024];
+  char rsuid[37], poduid[37], path[KCM_CLIENT_PATH_MAX], body[1024];
   size_t i;
 
   kcm_api_format_uid(&j->rs->o.uid, rsuid, sizeof(rsuid));
   for (i = 0; j->can_adopt && i < j->claim.nadopt; i++) {
     struct kcm_pod *p = j->claim.adopt[i];
     kcm_api_format_uid(&p->o.uid, poduid, sizeof(poduid));
-    snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", p->o.ns, p->o.name);
+    if (!path_of(j, KCM_KIND_POD, p->o.ns, p->o.name, NULL, path))
+      continue;
     snprintf(body, sizeof(body),
              "{\"metadata\":{\"ownerReferences\":[{\"apiVersion\":\"apps/v1\",\"kind\":"
              "\"ReplicaSet\",\"name\":\"%s\",\"uid\":\"%s\",\"controller\":true,"
@@ -399,7 +411,8 @@ static void send_claims(struct kcm_rs_job *j) {
   for (i = 0; i < j->claim.nrelease; i++) {
     struct kcm_pod *p = j->claim.release[i];
     kcm_api_format_uid(&p->o.uid, poduid, sizeof(poduid));
-    snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", p->o.ns, p->o.name);
+    if (!path_of(j, KCM_KIND_POD, p->o.ns, p->o.name, NULL, path))
+      continue;
     snprintf(body, sizeof(body),
              "{\"metadata\":{\"ownerReferences\":[{\"$patch\":\"delete\",\"uid\":\"%s\"}],"
              "\"uid\":\"%s\"}}",
@@ -513,15 +526,17 @@ static void on_create(const struct kcm_client_response *resp, void *data) {
   } else if (kcm_client_namespace_terminating(resp)) {
     j->created++; /* the namespace is going away: nothing to do */
   } else if (resp->err == KCM_ECONFLICT && strstr(resp->body, "\"AlreadyExists\"")) {
-    char path[700];
-    snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", j->rs->o.ns, call->name);
-    if (!issue(j, call, "GET", path, NULL, NULL, on_name_taken)) {
+    char path[KCM_CLIENT_PATH_MAX];
+    if (!path_of(j, KCM_KIND_POD, j->rs->o.ns, call->name, NULL, path)) {
+      manage_failed(j, path);
+    } else if (!issue(j, call, "GET", path, NULL, NULL, on_name_taken)) {
       j->outstanding--; /* the create goes on as the GET */
       return;
+    } else {
+      call = NULL; /* issue() freed it */
+      manage_failed(j, "out of memory");
+      fail(j, KCM_ENOMEM, "%s", "out of memory");
     }
-    call = NULL; /* issue() freed it */
-    manage_failed(j, "out of memory");
-    fail(j, KCM_ENOMEM, "%s", "out of memory");
   } else {
     create_failed(j, resp);
   }
@@ -532,14 +547,16 @@ static void on_create(const struct kcm_client_response *resp, void *data) {
 /* Send one create, under a new name. */
 static int send_create(struct kcm_rs_job *j, unsigned names) {
   struct call *call = calloc(1, sizeof(*call));
-  char *name = j->pod_body.data + j->name_at, path[600];
-  if (!call)
-    return KCM_ENOMEM;
+  char *name = j->pod_body.data + j->name_at, path[KCM_CLIENT_PATH_MAX];
+  int err = kcm_informer_path(KCM_KIND_POD, j->rs->o.ns, NULL, NULL, path, sizeof(path));
+  if (err || !call) {
+    free(call);
+    return err ? err : KCM_ENOMEM;
+  }
   call->job = j;
   call->names = names;
   kcm_replicaset_pod_name_fill(name, j->name_len, arc4random_uniform);
   snprintf(call->name, sizeof(call->name), "%.*s", (int)j->name_len, name);
-  snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods", j->rs->o.ns);
   return issue(j, call, "POST", path, j->pod_body.data, NULL, on_create);
 }
 
@@ -662,10 +679,10 @@ static void start_manage(struct kcm_rs_job *j) {
           j->rs->replicas, n);
     kcm_expectations_expect_deletions(&c->expectations, j->key, keys, n, now);
     for (i = 0; i < n; i++) {
-      char path[700];
-      snprintf(path, sizeof(path), "/api/v1/namespaces/%s/pods/%s", j->del[i]->o.ns,
-               j->del[i]->o.name);
-      if (send_call(j, "DELETE", path, NULL, NULL, on_delete, j->del[i])) {
+      char path[KCM_CLIENT_PATH_MAX];
+      if (!path_of(j, KCM_KIND_POD, j->del[i]->o.ns, j->del[i]->o.name, NULL, path)) {
+        kcm_expectations_deletion_observed(&c->expectations, j->key, keys[i]);
+      } else if (send_call(j, "DELETE", path, NULL, NULL, on_delete, j->del[i])) {
         kcm_expectations_deletion_observed(&c->expectations, j->key, keys[i]);
         fail(j, KCM_ENOMEM, "%s", "out of memory");
       }
@@ -695,7 +712,7 @@ static void start_status(struct kcm_rs_job *j) {
   struct kcm_replicaset_controller *c = j->c;
   struct kcm_rs_status st;
   struct kcm_buf body = KCM_BUF_INIT(1u << 20);
-  char path[700];
+  char path[KCM_CLIENT_PATH_MAX];
   uint64_t now = now_ms(), wait;
 
   if (kcm_replicaset_status(j->rs, j->claim.claimed, j->claim.nclaimed, j->change,
@@ -714,9 +731,8 @@ static void start_status(struct kcm_rs_job *j) {
      * interval writes the status as it is by then. */
     c->stats.status_paced++;
     kcm_workqueue_add_after(&c->queue, j->key, wait);
-  } else if (!kcm_replicaset_status_patch(j->rs, &st, &body)) {
-    snprintf(path, sizeof(path), "/apis/apps/v1/namespaces/%s/replicasets/%s/status",
-             j->rs->o.ns, j->rs->o.name);
+  } else if (!kcm_replicaset_status_patch(j->rs, &st, &body) &&
+             path_of(j, KCM_KIND_REPLICASET, j->rs->o.ns, j->rs->o.name, "status", path)) {
     if (send_call(j, "PATCH", path, body.data, "application/merge-patch+json", on_status, NULL)) {
       fail(j, KCM_ENOMEM, "%s", "out of memory");
     } else {
@@ -767,7 +783,7 @@ static void next_phase(struct kcm_rs_job *j) {
 static void start_job(struct kcm_replicaset_controller *c, const char *key) {
   struct kcm_rs_job *j = calloc(1, sizeof(*j));
   const char *slash = strchr(key, '/');
-  char ns[300], name[300];
+  char ns[300], name[300], path[KCM_CLIENT_PATH_MAX];
   struct kcm_object *o;
   struct kcm_pod **cands = NULL;
   size_t ncands = 0, i;
@@ -813,6 +829,12 @@ static void start_job(struct kcm_replicaset_controller *c, const char *key) {
     next_phase(j);
     return;
   }
+  /* Its pods' names and paths are made from its own. */
+  if (!path_of(j, KCM_KIND_REPLICASET, ns, name, NULL, path)) {
+    j->phase = PHASE_DONE;
+    next_phase(j);
+    return;
+  }
   /* Candidates: the pods it controls, and the orphans. */
   for (i = 0; i < 2; i++) {
     for (o = kcm_informer_first_owned(c->pod_informer, i ? NULL : &j->rs->o.uid); o;
@@ -835,12 +857,8 @@ static void start_job(struct kcm_replicaset_controller *c, const char *key) {
   for (i = 0; i < j->claim.nrelease; i++)
     hold(j, &j->claim.release[i]->o);
   j->phase = PHASE_CHECK;
-  if (j->claim.nadopt && !j->err) {
-    char path[700];
-    snprintf(path, sizeof(path), "/apis/apps/v1/namespaces/%s/replicasets/%s", ns, name);
-    if (send_call(j, "GET", path, NULL, NULL, on_check, NULL))
-      fail(j, KCM_ENOMEM, "%s", "out of memory");
-  }
+  if (j->claim.nadopt && !j->err && send_call(j, "GET", path, NULL, NULL, on_check, NULL))
+    fail(j, KCM_ENOMEM, "%s", "out of memory");
   next_phase(j);
 }
 

@@ -1,0 +1,186 @@
+/*
+ * client/parse.c — the text the client reads from the network and writes
+ * into URLs: header lines, Retry-After, percent-encoding, and the userinfo
+ * of a server URL. Pure functions of their arguments.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "kcm/client.h"
+#include "kcm/error.h"
+
+static bool blank(char c) { return c == ' ' || c == '\t'; }
+
+bool kcm_client_header_value(const char *line, size_t len, const char *name, const char **value,
+                             size_t *value_len) {
+  size_t n = strlen(name);
+  const char *v, *end = line + len;
+  if (len <= n || strncasecmp(line, name, n) != 0 || line[n] != ':')
+    return false;
+  v = line + n + 1;
+  while (end > v && (end[-1] == '\n' || end[-1] == '\r' || blank(end[-1])))
+    end--;
+  while (v < end && blank(*v))
+    v++;
+  *value = v;
+  *value_len = (size_t)(end - v);
+  return true;
+}
+
+bool kcm_client_retry_after(const char *v, size_t n, uint32_t *seconds) {
+  const char *end = v + n;
+  uint32_t s = 0;
+  while (v < end && blank(*v))
+    v++;
+  while (end > v && blank(end[-1]))
+    end--;
+  if (v == end)
+    return false;
+  for (; v < end; v++) {
+    if (*v < '0' || *v > '9')
+      return false;
+    /* Checked before it grows: past the cap the value stays at it. */
+    if (s <= KCM_CLIENT_RETRY_AFTER_MAX)
+      s = s * 10 + (uint32_t)(*v - '0');
+  }
+  *seconds = s < KCM_CLIENT_RETRY_AFTER_MAX ? s : KCM_CLIENT_RETRY_AFTER_MAX;
+  return true;
+}
+
+static bool unreserved(unsigned char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+         c == '-' || c == '.' || c == '_' || c == '~';
+}
+
+int kcm_client_escape(struct kcm_buf *out, const char *s, size_t n) {
+  static const char hex[] = "0123456789ABCDEF";
+  size_t i = 0;
+  int err = 0;
+  while (!err && i < n) {
+    size_t run = i;
+    while (run < n && unreserved((unsigned char)s[run]))
+      run++;
+    if (run > i)
+      err = kcm_buf_append(out, s + i, run - i);
+    if (!err && run < n) {
+      unsigned char c = (unsigned char)s[run];
+      char enc[3] = {'%', hex[c >> 4], hex[c & 15]};
+      err = kcm_buf_append(out, enc, 3);
+      run++;
+    }
+    i = run;
+  }
+  return err;
+}
+
+const char *kcm_client_segment_problem(const char *s) {
+  if (!strcmp(s, ".") || !strcmp(s, ".."))
+    return "may not be '.' or '..'";
+  if (strpbrk(s, "/%"))
+    return "may not contain '/' or '%'";
+  return NULL;
+}
+
+static int append_segment(struct kcm_buf *b, const char *s) {
+  int err = kcm_buf_append(b, "/", 1);
+  return err ? err : kcm_client_escape(b, s, strlen(s));
+}
+
+int kcm_client_path(char *out, size_t cap, const char *api, const char *ns, const char *resource,
+                    const char *name, const char *sub) {
+  struct kcm_buf b = KCM_BUF_INIT(cap ? cap - 1 : 0);
+  bool in_ns = ns && *ns;
+  const char *why = NULL, *what = "namespace", *bad = ns;
+  int err;
+  if (in_ns)
+    why = kcm_client_segment_problem(ns);
+  if (!why && name) {
+    why = *name ? kcm_client_segment_problem(name) : "may not be empty";
+    what = "resource name";
+    bad = name;
+  }
+  if (why) {
+    snprintf(out, cap, "invalid %s \"%.64s\": %s", what, bad, why);
+    return KCM_EINVAL;
+  }
+  err = kcm_buf_append_str(&b, api);
+  if (!err && in_ns && !(err = kcm_buf_append_str(&b, "/namespaces")))
+    err = append_segment(&b, ns);
+  if (!err && !(err = kcm_buf_append(&b, "/", 1)))
+    err = kcm_buf_append_str(&b, resource);
+  if (!err && name)
+    err = append_segment(&b, name);
+  if (!err && sub && !(err = kcm_buf_append(&b, "/", 1)))
+    err = kcm_buf_append_str(&b, sub);
+  if (err)
+    snprintf(out, cap, "the path of %s \"%.64s\" is %s", name ? "resource name" : "namespace",
+             name ? name : in_ns ? ns : "", err == KCM_ETOOBIG ? "too long" : "out of memory");
+  else
+    memcpy(out, b.data, b.len + 1);
+  kcm_buf_release(&b);
+  return err;
+}
+
+static int hex_digit(char c) {
+  if (c >= '0' && c <= '9')
+    return c - '0';
+  if (c >= 'a' && c <= 'f')
+    return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F')
+    return c - 'A' + 10;
+  return -1;
+}
+
+char *kcm_client_unescape(const char *s, size_t n) {
+  char *out = malloc(n + 1), *o = out;
+  size_t i;
+  if (!out)
+    return NULL;
+  for (i = 0; i < n; i++) {
+    int hi, lo;
+    if (s[i] == '%' && i + 2 < n &&
+        (hi = hex_digit(s[i + 1])) >= 0 && (lo = hex_digit(s[i + 2])) >= 0) {
+      *o++ = (char)(hi << 4 | lo);
+      i += 2;
+    } else if (s[i] == '%') {
+      free(out);
+      return NULL;
+    } else {
+      *o++ = s[i];
+    }
+  }
+  *o = '\0';
+  return out;
+}
+
+bool kcm_client_url_userinfo(const char *url, size_t *start, size_t *end) {
+  const char *a = strstr(url, "://"), *p, *at = NULL;
+  if (!a)
+    return false;
+  a += 3;
+  /* The authority ends at the path, query or fragment; its userinfo at its
+   * last '@' (a password may hold more). */
+  for (p = a; *p && *p != '/' && *p != '?' && *p != '#'; p++)
+    if (*p == '@')
+      at = p;
+  if (!at)
+    return false;
+  *start = (size_t)(a - url);
+  *end = (size_t)(at + 1 - url);
+  return true;
+}
+
+char *kcm_client_redact_url(const char *url) {
+  size_t start, end, len = strlen(url);
+  char *out;
+  if (!kcm_client_url_userinfo(url, &start, &end))
+    return strdup(url);
+  out = malloc(len - (end - start) + 1);
+  if (!out)
+    return NULL;
+  memcpy(out, url, start);
+  memcpy(out + start, url + end, len - end + 1);
+  return out;
+}
