@@ -39,15 +39,7 @@ def https_get(port, path, token=None, source=None, cert=None, timeout=10):
             if token:
                 head += "Authorization: Bearer %s\r\n" % token
             s.sendall((head + "\r\n").encode())
-            data = b""
-            while True:
-                chunk = s.recv(65536)
-                if not chunk:
-                    break
-                data += chunk
-    seconds = time.monotonic() - start
-    head, _, body = data.partition(b"\r\n\r\n")
-    return int(head.split()[1]), body.decode(), seconds
+            return _answer(s, start)
 
 
 def _cpu_seconds(pid):
@@ -68,15 +60,19 @@ def http_get(port, path, source=None, timeout=10):
     with socket.create_connection(("127.0.0.1", port), timeout=timeout,
                                   source_address=(source, 0) if source else None) as s:
         s.sendall(("GET %s HTTP/1.1\r\nHost: localhost\r\n\r\n" % path).encode())
-        data = b""
-        while True:
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    seconds = time.monotonic() - start
+        return _answer(s, start)
+
+
+def _answer(s, start):
+    """Read an answer to its end: (status, body, seconds since start)."""
+    data = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        data += chunk
     head, _, body = data.partition(b"\r\n\r\n")
-    return int(head.split()[1]), body.decode(), seconds
+    return int(head.split()[1]), body.decode(), time.monotonic() - start
 
 
 def _flood_and_probe(port, first_bytes, probe):
