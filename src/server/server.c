@@ -267,7 +267,8 @@ static void send_response(struct kcm_server_conn *c, int status, const char *con
   uv_timer_start(&c->timer, on_timeout, c->s->o.head_timeout_ms * 2, 0);
   if (kcm_buf_appendf(&out,
                       "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
-                      "X-Content-Type-Options: nosniff\r\nConnection: close\r\n\r\n",
+                      "Cache-Control: no-cache, private\r\nX-Content-Type-Options: nosniff\r\n"
+                      "Connection: close\r\n\r\n",
                       status, reason(status), content_type, n) ||
       (!head && n && kcm_buf_append(&out, body->data, n))) {
     kcm_buf_release(&out);

@@ -193,6 +193,8 @@ static void serves_and_refuses(void **state) {
   assert_non_null(strstr(f.answer, "Content-Type: text/plain; version=0.0.4; charset=utf-8\r\n"));
   assert_non_null(strstr(f.answer, "Content-Length: 25\r\n"));
   assert_non_null(strstr(f.answer, "Connection: close\r\n"));
+  /* as k8s.io/apiserver answers: nothing kept by a cache on the way */
+  assert_non_null(strstr(f.answer, "Cache-Control: no-cache, private\r\n"));
   assert_non_null(strstr(f.answer, "\r\n\r\nGET /hello [verbose&x=1]\n"));
 
   fetch(&loop, s.port, "HEAD /hello HTTP/1.0\r\n\r\n", &f);
