@@ -78,6 +78,13 @@ static void grant_metrics(struct fixture *f) {
   made = true;
 }
 
+/* kube-controller-manager's cache times. */
+static struct kcm_auth_options ten_seconds(void) {
+  struct kcm_auth_options o = {0};
+  o.token_ttl_ms = o.allow_ttl_ms = o.deny_ttl_ms = 10000;
+  return o;
+}
+
 /* A fixture whose reviews go to the local API server through its admin
  * client, unthrottled; o's clients are filled in. */
 static void fixture_init(struct fixture *f, struct kcm_auth_options o) {
@@ -144,7 +151,7 @@ static void run_until_time(struct fixture *f, uint64_t t) {
   } while (0)
 
 static void always_allowed_paths_need_no_review(void **state) {
-  struct kcm_auth_options o = {0};
+  struct kcm_auth_options o = ten_seconds();
   struct fixture f;
   struct seen s;
   o.always_allow_paths = "/healthz,/debug/*,/exact";
@@ -177,7 +184,7 @@ static void always_allowed_paths_need_no_review(void **state) {
 }
 
 static void default_paths_are_the_health_checks(void **state) {
-  struct kcm_auth_options o = {0};
+  struct kcm_auth_options o = ten_seconds();
   struct fixture f;
   fixture_init(&f, o);
   assert_int_equal(check(&f, "/healthz", NULL).status, 200);
@@ -190,7 +197,7 @@ static void default_paths_are_the_health_checks(void **state) {
 }
 
 static void a_bogus_token_is_refused_and_cached_for_the_token_ttl(void **state) {
-  struct kcm_auth_options o = {0};
+  struct kcm_auth_options o = ten_seconds();
   struct fixture f;
   struct seen s;
   o.token_ttl_ms = 200;
@@ -216,7 +223,7 @@ static void a_bogus_token_is_refused_and_cached_for_the_token_ttl(void **state) 
 }
 
 static void headers_without_a_bearer_token_are_anonymous(void **state) {
-  struct kcm_auth_options o = {0};
+  struct kcm_auth_options o = ten_seconds();
   struct fixture f;
   fixture_init(&f, o);
   assert_string_equal(check(&f, "/healthz", "Basic dXNlcjpwdw==").user, "system:anonymous");
@@ -231,7 +238,7 @@ static void headers_without_a_bearer_token_are_anonymous(void **state) {
 
 /* Allowed and denied answers are kept for their own times. */
 static void review_caches(bool short_allow) {
-  struct kcm_auth_options o = {0};
+  struct kcm_auth_options o = ten_seconds();
   struct fixture f;
   struct seen yes, no;
   if (short_allow)
@@ -280,10 +287,47 @@ static void review_caches(bool short_allow) {
 static void allowed_answers_are_kept_for_the_allow_ttl(void **state) { review_caches(true); }
 static void denied_answers_are_kept_for_the_deny_ttl(void **state) { review_caches(false); }
 
+/* As upstream's caches, a time of 0 keeps no answer. */
+static void a_zero_ttl_keeps_nothing(void **state) {
+  struct kcm_auth_options o = {0};
+  struct fixture f;
+  fixture_init(&f, o);
+  assert_int_equal(check(&f, "/metrics", "Bearer " READER).status, 200);
+  assert_int_equal(check(&f, "/metrics", "Bearer " READER).status, 200);
+  assert_reviews(&f, 2, 2);
+  assert_int_equal(check(&f, "/metrics", "Bearer bogus").status, 401);
+  assert_int_equal(check(&f, "/metrics", "Bearer bogus").status, 401);
+  assert_reviews(&f, 4, 2);
+  assert_int_equal(check(&f, "/metrics", "Bearer " NOBODY).status, 403);
+  assert_int_equal(check(&f, "/metrics", "Bearer " NOBODY).status, 403);
+  assert_reviews(&f, 6, 4);
+  assert_int_equal(f.auth.stats.cache_hits, 0);
+  assert_int_equal(f.auth.tokens.len, 0);
+  assert_int_equal(f.auth.reviews.len, 0);
+  /* Checks in flight together still share their reviews. */
+  {
+    struct kcm_auth_request r = {"GET", "/metrics", "Bearer " READER, NULL};
+    struct seen s[3] = {{0}};
+    int i;
+    for (i = 0; i < 3; i++) {
+      s[i].loop = &f.loop;
+      assert_int_equal(kcm_auth_check(&f.auth, &r, on_decision, &s[i]), 0);
+    }
+    for (i = 0; i < 3; i++) {
+      assert_true(support_run_until(&f.loop, called, &s[i], 10000));
+      assert_int_equal(s[i].status, 200);
+    }
+  }
+  assert_reviews(&f, 7, 5);
+  assert_int_equal(f.auth.tokens.len, 0);
+  assert_int_equal(f.auth.reviews.len, 0);
+  fixture_close(&f);
+}
+
 #define SHARED 8
 
 static void checks_in_flight_share_their_reviews(void **state) {
-  struct kcm_auth_options o = {0};
+  struct kcm_auth_options o = ten_seconds();
   struct kcm_auth_request r = {"GET", "/metrics", "Bearer " READER, NULL};
   struct fixture f;
   struct seen s[SHARED];
@@ -323,7 +367,7 @@ static void checks_in_flight_share_their_reviews(void **state) {
 }
 
 static void failed_token_reviews_are_refusals_not_kept(void **state) {
-  struct kcm_auth_options o = {0};
+  struct kcm_auth_options o = ten_seconds();
   struct fixture f;
   struct seen s;
   fixture_init(&f, o);
@@ -347,7 +391,7 @@ static void failed_token_reviews_are_refusals_not_kept(void **state) {
 
 static void failed_access_reviews_are_errors_not_kept(void **state) {
   static const char prefix[] = "Internal Server Error: \"/metrics\": ";
-  struct kcm_auth_options o = {0};
+  struct kcm_auth_options o = ten_seconds();
   struct fixture f;
   struct seen s;
   fixture_init(&f, o);
@@ -394,7 +438,7 @@ static void certificates_and_masters(void **state) {
   struct kcm_tls_peer nameless = {KCM_TLS_PEER_VERIFIED, none, reader_groups};
   struct kcm_tls_peer rejected = {KCM_TLS_PEER_REJECTED, expired, NULL};
   char admin[512];
-  struct kcm_auth_options o = {0};
+  struct kcm_auth_options o = ten_seconds();
   struct fixture f;
   struct seen s;
   fixture_init(&f, o);
@@ -458,7 +502,7 @@ static void assert_status_body(const struct kcm_auth_decision *d, const char *re
 }
 
 static void refusals_are_status_objects(void **state) {
-  struct kcm_auth_options o = {0};
+  struct kcm_auth_options o = ten_seconds();
   struct kcm_auth_decision d;
   struct kcm_buf body = KCM_BUF_INIT(1 << 16);
   struct fixture f;
@@ -500,7 +544,7 @@ static void count_done(void *data, const struct kcm_auth_decision *d) {
 static bool all_done(void *arg) { return cap_done == *(int *)arg; }
 
 static void caches_hold_at_most_4096_answers(void **state) {
-  struct kcm_auth_options o = {0};
+  struct kcm_auth_options o = ten_seconds();
   struct fixture f;
   char header[64];
   int i, want = 0;
@@ -542,6 +586,7 @@ int main(void) {
       cmocka_unit_test(headers_without_a_bearer_token_are_anonymous),
       cmocka_unit_test(allowed_answers_are_kept_for_the_allow_ttl),
       cmocka_unit_test(denied_answers_are_kept_for_the_deny_ttl),
+      cmocka_unit_test(a_zero_ttl_keeps_nothing),
       cmocka_unit_test(checks_in_flight_share_their_reviews),
       cmocka_unit_test(failed_token_reviews_are_refusals_not_kept),
       cmocka_unit_test(failed_access_reviews_are_errors_not_kept),
