@@ -36,6 +36,7 @@ struct entry {
   bool yes;          /* authenticated / allowed */
   struct user user;  /* tokens: who */
   char *reason;      /* reviews: the SubjectAccessReview's reason */
+  struct entry *next_dead; /* among the expired, while sweep() drops them */
 };
 
 struct check {
@@ -125,21 +126,21 @@ static void entry_free(struct entry *e) {
   free(e);
 }
 
-/* Drop answers past their time; pending ones stay. */
+/* Drop answers past their time; pending ones stay. One pass gathers them,
+ * as removing invalidates the iterator. */
 static void sweep(struct kcm_map *m, uint64_t now) {
   struct kcm_map_iter it;
-  struct entry *e;
-  bool again = true;
-  while (again) { /* removing invalidates the iterator: start over */
-    again = false;
-    kcm_map_iter_init(&it, m);
-    while ((e = kcm_map_next(&it)))
-      if (!e->pending && e->expires <= now) {
-        kcm_map_remove(m, e->key);
-        entry_free(e);
-        again = true;
-        break;
-      }
+  struct entry *e, *dead = NULL;
+  kcm_map_iter_init(&it, m);
+  while ((e = kcm_map_next(&it)))
+    if (!e->pending && e->expires <= now) {
+      e->next_dead = dead;
+      dead = e;
+    }
+  while ((e = dead)) {
+    dead = e->next_dead;
+    kcm_map_remove(m, e->key);
+    entry_free(e);
   }
 }
 

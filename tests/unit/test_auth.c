@@ -52,14 +52,15 @@ static void on_decision(void *data, const struct kcm_auth_decision *d) {
   s->at = uv_now(s->loop);
 }
 
-/* The ClusterRole of manifests/ that reads /metrics, bound to metrics-reader
- * and to the certificate user cert-reader; made once per server. */
+/* A ClusterRole that reads /metrics and /allowed/..., bound to
+ * metrics-reader and to the certificate user cert-reader; made once per
+ * server. */
 static void grant_metrics(struct fixture *f) {
   static bool made;
   struct support_result r = {0};
   const char *role =
       "{\"metadata\":{\"name\":\"metrics-reader\"},\"rules\":[{\"nonResourceURLs\":"
-      "[\"/metrics\"],\"verbs\":[\"get\"]}]}";
+      "[\"/metrics\",\"/allowed/*\"],\"verbs\":[\"get\"]}]}";
   const char *binding =
       "{\"metadata\":{\"name\":\"metrics-reader\"},\"roleRef\":{\"apiGroup\":"
       "\"rbac.authorization.k8s.io\",\"kind\":\"ClusterRole\",\"name\":\"metrics-reader\"},"
@@ -534,35 +535,96 @@ static void refusals_are_status_objects(void **state) {
   fixture_close(&f);
 }
 
-#define TOKENS 4200
+/* Many checks, in batches of 200 to spare the server thousands of
+ * connections at once. */
+struct many {
+  int done, want, status; /* callbacks run, expected, the status all gave */
+  uint64_t last;          /* the loop's time of the last callback */
+  uv_loop_t *loop;
+};
 
-static int cap_done;
-static void count_done(void *data, const struct kcm_auth_decision *d) {
-  (void)data;
-  cap_done += d->status == 401;
+static void on_many(void *data, const struct kcm_auth_decision *d) {
+  struct many *m = data;
+  if (m->done++ && d->status != m->status)
+    m->status = -1;
+  else if (m->done == 1)
+    m->status = d->status;
+  m->last = uv_now(m->loop);
 }
-static bool all_done(void *arg) { return cap_done == *(int *)arg; }
+
+static bool many_done(void *arg) {
+  struct many *m = arg;
+  return m->done == m->want;
+}
+
+/* n checks of the paths path0, path1, ... with the header (NULL: none),
+ * numbered as well when numbered; returns what they gave. */
+static struct many check_many(struct fixture *f, int n, const char *path, const char *header,
+                              bool numbered) {
+  struct many m = {0};
+  char p[64], h[64];
+  m.loop = &f->loop;
+  for (m.want = 0; m.want < n;) {
+    struct kcm_auth_request r = {"GET", p, header ? h : NULL, NULL};
+    snprintf(p, sizeof(p), "%s%d", path, m.want);
+    if (header && numbered)
+      snprintf(h, sizeof(h), "%s%d", header, m.want);
+    else if (header)
+      snprintf(h, sizeof(h), "%s", header);
+    assert_int_equal(kcm_auth_check(&f->auth, &r, on_many, &m), 0);
+    if (++m.want % 200 == 0 || m.want == n)
+      assert_true(support_run_until(&f->loop, many_done, &m, 60000));
+  }
+  return m;
+}
 
 static void caches_hold_at_most_4096_answers(void **state) {
   struct kcm_auth_options o = ten_seconds();
   struct fixture f;
-  char header[64];
-  int i, want = 0;
+  struct many m;
   o.token_ttl_ms = 600000; /* nothing expires while the cache fills */
   fixture_init(&f, o);
-  /* In batches, to spare the server thousands of connections at once. */
-  for (i = 0; i < TOKENS; i++) {
-    struct kcm_auth_request r = {"GET", "/healthz", header, NULL};
-    snprintf(header, sizeof(header), "Bearer bogus-%d", i);
-    assert_int_equal(kcm_auth_check(&f.auth, &r, count_done, NULL), 0);
-    want++;
-    if (want % 200 == 0 || i == TOKENS - 1)
-      assert_true(support_run_until(&f.loop, all_done, &want, 60000));
-    assert_true(f.auth.tokens.len <= 4096 || f.auth.tokens.len - 4096 <= 200);
-  }
-  assert_int_equal(cap_done, TOKENS);
-  assert_reviews(&f, TOKENS, 0);
+  m = check_many(&f, 4200, "/healthz/", "Bearer bogus-", true);
+  assert_int_equal(m.done, 4200);
+  assert_int_equal(m.status, 401);
+  assert_reviews(&f, 4200, 0);
   assert_int_equal(f.auth.tokens.len, 4096);
+  fixture_close(&f);
+}
+
+/* Steps of iterations over the caches, counted through the linker. */
+void *__real_kcm_map_next(struct kcm_map_iter *it);
+void *__wrap_kcm_map_next(struct kcm_map_iter *it);
+static size_t map_steps;
+void *__wrap_kcm_map_next(struct kcm_map_iter *it) {
+  map_steps++;
+  return __real_kcm_map_next(it);
+}
+
+/* A full cache drops its expired answers in one pass over it, not a pass
+ * for each. */
+static void expired_answers_are_dropped_in_one_pass(void **state) {
+  struct kcm_auth_options o = ten_seconds();
+  struct fixture f;
+  struct many allowed, denied;
+  o.allow_ttl_ms = 600000;
+  o.deny_ttl_ms = 200;
+  fixture_init(&f, o);
+  allowed = check_many(&f, 2048, "/allowed/", "Bearer " READER, false);
+  assert_int_equal(allowed.status, 200);
+  denied = check_many(&f, 2048, "/denied/", NULL, false);
+  assert_int_equal(denied.status, 403);
+  assert_int_equal(f.auth.reviews.len, 4096);
+  run_until_time(&f, denied.last + 200);
+
+  /* The 4097th answer: the 2048 denied ones have expired and make room. */
+  map_steps = 0;
+  assert_int_equal(check(&f, "/allowed/more", "Bearer " READER).status, 200);
+  printf("    dropping 2048 expired of 4097 answers: %zu iteration steps\n", map_steps);
+  assert_true(map_steps <= 2 * 4097);
+  assert_int_equal(f.auth.reviews.len, 2049);
+  assert_int_equal(check(&f, "/allowed/more", "Bearer " READER).status, 200);
+  assert_reviews(&f, 1, 4097);
   fixture_close(&f);
 }
 
@@ -593,6 +655,7 @@ int main(void) {
       cmocka_unit_test(certificates_and_masters),
       cmocka_unit_test(refusals_are_status_objects),
       cmocka_unit_test(caches_hold_at_most_4096_answers),
+      cmocka_unit_test(expired_answers_are_dropped_in_one_pass),
   };
   return cmocka_run_group_tests(live, start_sim, stop_sim);
 }
