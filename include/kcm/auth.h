@@ -9,8 +9,9 @@
  *      its common name, the groups its organizations;
  *   2. "Authorization: Bearer <token>": a TokenReview to the API server
  *      (authentication.k8s.io/v1); answers, authenticated or not, are cached
- *      for --authentication-token-webhook-cache-ttl (10s), keyed by the
- *      token's SHA-256, never by the token;
+ *      for --authentication-token-webhook-cache-ttl (10s; 0 caches
+ *      nothing, as upstream), keyed by the token's SHA-256, never by the
+ *      token;
  *   3. nothing presented: the user is system:anonymous in group
  *      system:unauthenticated.
  * A certificate that fails verification, or a token the API server does not
@@ -24,8 +25,8 @@
  * (authorization.k8s.io/v1, non-resource attributes: the path and the
  * lowercase method as verb), whose answers are cached for
  * --authorization-webhook-cache-authorized-ttl and -unauthorized-ttl (10s
- * each). Not allowed is a 403 naming the user, verb and path; a review
- * that could not be made is a 500.
+ * each; 0 caches nothing). Not allowed is a 403 naming the user, verb and
+ * path; a review that could not be made is a 500.
  *
  * Reviews of the same token, or of the same user and request, that are in
  * flight at once are sent once. Caches hold at most 4096 answers each.
@@ -50,9 +51,9 @@ struct kcm_auth_options {
                                always-allowed paths and groups pass */
   unsigned limiter;         /* the clients' rate limiter to draw from */
   const char *always_allow_paths; /* comma-separated; NULL: the default above */
-  uint64_t token_ttl_ms;    /* 0: 10 s */
-  uint64_t allow_ttl_ms;    /* 0: 10 s */
-  uint64_t deny_ttl_ms;     /* 0: 10 s */
+  uint64_t token_ttl_ms;    /* how long answers are cached; 0: not at all */
+  uint64_t allow_ttl_ms;
+  uint64_t deny_ttl_ms;
 };
 
 struct kcm_auth_stats {

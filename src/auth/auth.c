@@ -12,7 +12,6 @@
 #include "kcm/error.h"
 #include "kcm/log.h"
 
-#define DEFAULT_TTL_MS 10000
 #define MAX_CACHED 4096
 #define REVIEW_TIMEOUT_MS 10000
 #define DEFAULT_ALLOW_PATHS "/healthz,/readyz,/livez"
@@ -37,6 +36,7 @@ struct entry {
   bool yes;          /* authenticated / allowed */
   struct user user;  /* tokens: who */
   char *reason;      /* reviews: the SubjectAccessReview's reason */
+  struct entry *next_dead; /* among the expired, while sweep() drops them */
 };
 
 struct check {
@@ -126,21 +126,21 @@ static void entry_free(struct entry *e) {
   free(e);
 }
 
-/* Drop answers past their time; pending ones stay. */
+/* Drop answers past their time; pending ones stay. One pass gathers them,
+ * as removing invalidates the iterator. */
 static void sweep(struct kcm_map *m, uint64_t now) {
   struct kcm_map_iter it;
-  struct entry *e;
-  bool again = true;
-  while (again) { /* removing invalidates the iterator: start over */
-    again = false;
-    kcm_map_iter_init(&it, m);
-    while ((e = kcm_map_next(&it)))
-      if (!e->pending && e->expires <= now) {
-        kcm_map_remove(m, e->key);
-        entry_free(e);
-        again = true;
-        break;
-      }
+  struct entry *e, *dead = NULL;
+  kcm_map_iter_init(&it, m);
+  while ((e = kcm_map_next(&it)))
+    if (!e->pending && e->expires <= now) {
+      e->next_dead = dead;
+      dead = e;
+    }
+  while ((e = dead)) {
+    dead = e->next_dead;
+    kcm_map_remove(m, e->key);
+    entry_free(e);
   }
 }
 
@@ -173,12 +173,13 @@ static struct entry *start_entry(struct kcm_auth *a, struct kcm_map *m, char *ke
   return e;
 }
 
-/* The answer came: cache it (room permitting) and hand its waiters back.
- * Returns the waiters; the entry may be gone afterwards. */
+/* The answer came: cache it (for a time above 0, room permitting) and hand
+ * its waiters back. Returns the waiters; the entry may be gone afterwards. */
 static struct check *settle(struct entry *e, bool cache, uint64_t ttl_ms) {
   struct kcm_auth *a = e->a;
   struct check *w = e->waiters;
   uint64_t now = uv_now(a->loop);
+  cache = cache && ttl_ms > 0;
   e->waiters = NULL;
   e->pending = false;
   e->expires = now + ttl_ms;
@@ -642,12 +643,6 @@ int kcm_auth_init(struct kcm_auth *a, uv_loop_t *loop, const struct kcm_auth_opt
   a->loop = loop;
   a->o = *o;
   a->o.always_allow_paths = NULL;
-  if (!a->o.token_ttl_ms)
-    a->o.token_ttl_ms = DEFAULT_TTL_MS;
-  if (!a->o.allow_ttl_ms)
-    a->o.allow_ttl_ms = DEFAULT_TTL_MS;
-  if (!a->o.deny_ttl_ms)
-    a->o.deny_ttl_ms = DEFAULT_TTL_MS;
   kcm_map_init(&a->tokens, &entry_type);
   kcm_map_init(&a->reviews, &entry_type);
   for (const char *q = p; *q; q++)
