@@ -273,6 +273,15 @@ int kcm_api_canonical_json(struct json_object *v, struct kcm_buf *b);
 /* Append the n bytes at s to b as a JSON string, quoted and escaped as in
  * canonical JSON. Returns 0, KCM_ETOOBIG or KCM_ENOMEM. */
 int kcm_api_json_string(struct kcm_buf *b, const char *s, size_t n);
+/* Append to b the strategic merge patch of an object's ownerReferences
+ * that upstream's controllers send: with adopt, one making the owner
+ * (api_version, kind, name, owner uid) its controller; without, one
+ * dropping the reference to the owner uid. The object's uid is in the
+ * patch, so it fails on another object of the same name. Every string is
+ * written escaped. Returns 0, KCM_ETOOBIG or KCM_ENOMEM. */
+int kcm_api_owner_patch(struct kcm_buf *b, bool adopt, const char *api_version,
+                        const char *kind, const char *name, const struct kcm_uid *owner,
+                        const struct kcm_uid *object);
 
 /* Parse an RFC 3339 time ("2026-11-22T06:00:05Z", fractions and offsets
  * allowed) into Unix seconds. Returns 0 or KCM_EINVAL. */

@@ -191,6 +191,34 @@ int kcm_api_json_string(struct kcm_buf *b, const char *s, size_t n) {
   return err;
 }
 
+/* Unless err is set, append s as a JSON string, then the text `then`. */
+static int json_field(struct kcm_buf *b, int err, const char *s, const char *then) {
+  if (!err)
+    err = kcm_api_json_string(b, s, strlen(s));
+  return err ? err : kcm_buf_append_str(b, then);
+}
+
+int kcm_api_owner_patch(struct kcm_buf *b, bool adopt, const char *api_version,
+                        const char *kind, const char *name, const struct kcm_uid *owner,
+                        const struct kcm_uid *object) {
+  char ouid[37], uid[37];
+  int err;
+  kcm_api_format_uid(owner, ouid, sizeof(ouid));
+  kcm_api_format_uid(object, uid, sizeof(uid));
+  if (adopt) {
+    err = kcm_buf_append_str(b, "{\"metadata\":{\"ownerReferences\":[{\"apiVersion\":");
+    err = json_field(b, err, api_version, ",\"kind\":");
+    err = json_field(b, err, kind, ",\"name\":");
+    err = json_field(b, err, name, ",\"uid\":");
+    err = json_field(b, err, ouid, ",\"controller\":true,\"blockOwnerDeletion\":true}],\"uid\":");
+  } else {
+    err = kcm_buf_append_str(b, "{\"metadata\":{\"ownerReferences\":[{\"$patch\":\"delete\","
+                                "\"uid\":");
+    err = json_field(b, err, ouid, "}],\"uid\":");
+  }
+  return json_field(b, err, uid, "}}");
+}
+
 int kcm_api_cmp_str(const void *a, const void *b) {
   return strcmp(*(const char *const *)a, *(const char *const *)b);
 }

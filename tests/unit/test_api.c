@@ -965,6 +965,78 @@ static void canonical_json_sorts_and_escapes(void **state) {
   json_object_put(o);
 }
 
+/* The parsed owner-reference patch: its one reference and the object's uid. */
+static struct json_object *owner_patch(bool adopt, const char *name, struct json_object **ref,
+                                       const char **uid) {
+  struct kcm_buf b = KCM_BUF_INIT(1 << 20);
+  struct kcm_uid owner, object;
+  struct json_object *doc, *meta, *refs, *v;
+  assert_int_equal(kcm_api_parse_uid("30478c2c-7480-4d2d-a623-3c83746df9f3", &owner), 0);
+  assert_int_equal(kcm_api_parse_uid("aaaaaaaa-0000-0000-0000-000000000001", &object), 0);
+  assert_int_equal(kcm_api_owner_patch(&b, adopt, "apps/v1", "ReplicaSet", name, &owner, &object),
+                   0);
+  doc = json_tokener_parse(b.data);
+  if (!doc)
+    fail_msg("not JSON: %s", b.data);
+  kcm_buf_release(&b);
+  assert_true(json_object_object_get_ex(doc, "metadata", &meta));
+  assert_int_equal(json_object_object_length(meta), 2);
+  assert_true(json_object_object_get_ex(meta, "ownerReferences", &refs));
+  assert_int_equal(json_object_array_length(refs), 1);
+  *ref = json_object_array_get_idx(refs, 0);
+  assert_true(json_object_object_get_ex(meta, "uid", &v));
+  *uid = json_object_get_string(v);
+  return doc;
+}
+
+static const char *member(struct json_object *o, const char *key) {
+  struct json_object *v;
+  if (!json_object_object_get_ex(o, key, &v))
+    fail_msg("no member %s", key);
+  return json_object_get_string(v);
+}
+
+/* A name holding quotes, backslashes and control bytes (any bytes the
+ * server sends) stays one JSON string, whole, in the patch. */
+static void owner_patches_escape_names(void **state) {
+  static const char *const names[] = {
+      "web",
+      "a\"b",
+      "x\",\"uid\":\"00000000-0000-0000-0000-000000000000\",\"kind\":\"Pod",
+      "back\\slash\\",
+      "ctl\x01\x1f\n\r\t\b\f\x7f end",
+      "\"\"\"\"",
+      "\\\""};
+  char longest[254];
+  struct json_object *doc, *ref;
+  const char *uid;
+  size_t i;
+
+  for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+    doc = owner_patch(true, names[i], &ref, &uid);
+    assert_string_equal(member(ref, "name"), names[i]);
+    assert_string_equal(member(ref, "kind"), "ReplicaSet");
+    assert_string_equal(member(ref, "apiVersion"), "apps/v1");
+    assert_string_equal(member(ref, "uid"), "30478c2c-7480-4d2d-a623-3c83746df9f3");
+    assert_string_equal(uid, "aaaaaaaa-0000-0000-0000-000000000001");
+    assert_int_equal(json_object_object_length(ref), 6);
+    json_object_put(doc);
+  }
+  /* The longest name, every byte escaped six-fold, is not cut short. */
+  memset(longest, '\x01', sizeof(longest) - 1);
+  longest[sizeof(longest) - 1] = '\0';
+  doc = owner_patch(true, longest, &ref, &uid);
+  assert_string_equal(member(ref, "name"), longest);
+  json_object_put(doc);
+
+  doc = owner_patch(false, "unused\"", &ref, &uid);
+  assert_string_equal(member(ref, "$patch"), "delete");
+  assert_string_equal(member(ref, "uid"), "30478c2c-7480-4d2d-a623-3c83746df9f3");
+  assert_int_equal(json_object_object_length(ref), 2);
+  assert_string_equal(uid, "aaaaaaaa-0000-0000-0000-000000000001");
+  json_object_put(doc);
+}
+
 /* A resourceVersion from the server is digits within 64 bits: no sign, no
  * blanks, no wrap-around. */
 static void resource_versions_are_digits(void **state) {
@@ -1243,6 +1315,7 @@ int main(void) {
       cmocka_unit_test(bad_objects_name_the_field),
       cmocka_unit_test(huge_strings_are_kept_whole),
       cmocka_unit_test(canonical_json_sorts_and_escapes),
+      cmocka_unit_test(owner_patches_escape_names),
       cmocka_unit_test(times),
       cmocka_unit_test(uids),
       cmocka_unit_test(references_keep_objects_alive),

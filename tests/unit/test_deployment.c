@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../src/controllers/deployment/internal.h"
 #include "budget.h"
 #include "kcm/buf.h"
 #include "kcm/deployment.h"
@@ -1451,6 +1452,115 @@ static void many_annotations_in_one_walk(void **state) {
   free(rsann);
 }
 
+/* A stable merge sort: equal keys keep their order, and the comparisons
+ * stay within n log2 n whatever the input's order. */
+static unsigned long sort_compares;
+
+static bool by_seventh(struct dp_sync *s, int a, int b) {
+  sort_compares++;
+  return a % 7 < b % 7;
+}
+
+static bool by_value_down(struct dp_sync *s, int a, int b) {
+  sort_compares++;
+  return a > b;
+}
+
+static void sorts_are_stable_merges(void **state) {
+  static const size_t sizes[] = {0, 1, 2, 3, 5, 8, 9, 31, 64, 100, 1000, 4097, 50000};
+  struct dp_sync s = {0};
+  int *l = malloc(50000 * sizeof(*l));
+  size_t k, i, n;
+  unsigned long reversed = 0;
+  assert_non_null(l);
+  for (k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+    n = sizes[k];
+    for (i = 0; i < n; i++)
+      l[i] = (int)i;
+    sort_compares = 0;
+    dp_sort(&s, l, n, by_seventh);
+    assert_int_equal(s.err, 0);
+    for (i = 1; i < n; i++)
+      assert_true(l[i - 1] % 7 < l[i] % 7 || (l[i - 1] % 7 == l[i] % 7 && l[i - 1] < l[i]));
+    assert_true(sort_compares <= n * 17);
+    /* Reversed input costs n log2 n at most; sorted input about n. */
+    sort_compares = 0;
+    dp_sort(&s, l, n, by_value_down);
+    for (i = 1; i < n; i++)
+      assert_true(l[i - 1] > l[i]);
+    assert_true(sort_compares <= n * 17);
+    reversed = sort_compares;
+    sort_compares = 0;
+    dp_sort(&s, l, n, by_value_down);
+    assert_true(sort_compares <= n);
+  }
+  print_message("50,000 reversed: %lu comparisons, sorted: %lu\n", reversed, sort_compares);
+  free(l);
+}
+
+/* 50,000 old ReplicaSets created in the same second, listed newest name
+ * first, in a rolling update: ordering them (by name, as their times tie)
+ * takes about log2 n comparisons each, and the oldest are scaled down
+ * first. */
+static void many_old_replica_sets_sort_in_n_log_n(void **state) {
+  struct dspec s = dspec(MANY);
+  struct kcm_replicaset **rs = calloc(MANY + 1, sizeof(*rs));
+  struct kcm_dp_input in;
+  struct kcm_dp_plan p;
+  struct budget_use used;
+  char created[32], name[16];
+  size_t i, k = 0;
+  struct kcm_deployment *d;
+
+  assert_non_null(rs);
+  s.image = "nginx:2";
+  d = make_d(&s);
+  iso(NOW_S - 1000, created, sizeof(created));
+  for (i = 0; i <= MANY; i++) {
+    bool new_rs = i == MANY;
+    char *json;
+    /* old: one ready replica each; new: the surge, none available */
+    assert_true(asprintf(
+        &json,
+        "{\"metadata\":{\"name\":\"web-r%05zu\",\"namespace\":\"ns\",\"uid\":"
+        "\"aaaaaaaa-0000-0000-0000-%012zx\",\"resourceVersion\":\"7\",\"generation\":1,"
+        "\"creationTimestamp\":\"%s\",\"labels\":{\"app\":\"web\"},\"annotations\":"
+        "{\"deployment.kubernetes.io/revision\":\"%zu\"},\"ownerReferences\":[{\"apiVersion\":"
+        "\"apps/v1\",\"kind\":\"Deployment\",\"name\":\"web\",\"uid\":\"" D_UID "\","
+        "\"controller\":true}]},\"spec\":{\"replicas\":%d,\"selector\":{\"matchLabels\":"
+        "{\"app\":\"web\"}},\"template\":{\"metadata\":{\"labels\":{\"app\":\"web\"},"
+        "\"creationTimestamp\":null},\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":"
+        "\"nginx:%d\"}]}}},\"status\":{\"replicas\":%d,\"readyReplicas\":%d,"
+        "\"availableReplicas\":%d,\"observedGeneration\":1}}",
+        MANY - 1 - i, i, created, i + 1, new_rs ? MANY / 4 : 1, new_rs ? 2 : 1,
+        new_rs ? MANY / 4 : 1, new_rs ? 0 : 1, new_rs ? 0 : 1) > 0);
+    rs[i] = (struct kcm_replicaset *)decode(KCM_KIND_REPLICASET, json);
+    free(json);
+  }
+
+  in = (struct kcm_dp_input){d, rs, MANY + 1, NULL, NULL, NULL, NOW_MS};
+  budget_start(40u * MANY, MANY); /* reallocations: a few per step at most */
+  assert_int_equal(kcm_deployment_plan(&in, &p), 0);
+  budget_stop(&used);
+  print_message("plan: %llu comparisons, %llu reallocations\n",
+                (unsigned long long)used.compares, (unsigned long long)used.reallocs);
+
+  /* The surge's worth of the oldest (by name) go to zero, in order. */
+  for (i = 0; i < p.nsteps; i++) {
+    if (p.steps[i].op != KCM_DP_SCALE)
+      continue;
+    snprintf(name, sizeof(name), "web-r%05zu", k++);
+    assert_string_equal(p.rs[p.steps[i].rs].name, name);
+    assert_int_equal(p.steps[i].replicas, 0);
+  }
+  assert_int_equal(k, MANY / 4);
+  kcm_deployment_plan_release(&p);
+  for (i = 0; i <= MANY; i++)
+    kcm_api_unref(&rs[i]->o, &pool);
+  kcm_api_unref(&d->o, &pool);
+  free(rs);
+}
+
 /* --- numbers at their limits ------------------------------------------------------------- */
 
 /* The API's largest numbers (int32 replicas and surges, int64 revisions)
@@ -1526,6 +1636,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(numbers_at_their_limits),
       cmocka_unit_test(many_annotations_in_one_walk),
+      cmocka_unit_test(sorts_are_stable_merges),
+      cmocka_unit_test(many_old_replica_sets_sort_in_n_log_n),
       cmocka_unit_test(fenceposts),
       cmocka_unit_test(max_unavailable),
       cmocka_unit_test(hash_names),

@@ -359,37 +359,31 @@ static void on_claim(const struct kcm_client_response *resp, void *data) {
 
 static void send_claims(struct kcm_dp_job *j) {
   struct kcm_deployment_controller *c = j->c;
-  char duid[37], rsuid[37], path[KCM_CLIENT_PATH_MAX], body[1024];
+  struct kcm_buf body = KCM_BUF_INIT(1u << 20);
+  char path[KCM_CLIENT_PATH_MAX];
   size_t i;
+  int err;
 
-  kcm_api_format_uid(&j->d->o.uid, duid, sizeof(duid));
   for (i = 0; i < j->plan.nadopt + j->plan.nrelease; i++) {
     bool adopt = i < j->plan.nadopt;
     const struct kcm_replicaset *rs =
         adopt ? j->plan.adopt[i] : j->plan.release[i - j->plan.nadopt];
-    kcm_api_format_uid(&rs->o.uid, rsuid, sizeof(rsuid));
     if (path_of(j, KCM_KIND_REPLICASET, rs->o.name, NULL, path))
       continue;
-    if (adopt)
-      snprintf(body, sizeof(body),
-               "{\"metadata\":{\"ownerReferences\":[{\"apiVersion\":\"apps/v1\",\"kind\":"
-               "\"Deployment\",\"name\":\"%s\",\"uid\":\"%s\",\"controller\":true,"
-               "\"blockOwnerDeletion\":true}],\"uid\":\"%s\"}}",
-               j->d->o.name, duid, rsuid);
-    else
-      snprintf(body, sizeof(body),
-               "{\"metadata\":{\"ownerReferences\":[{\"$patch\":\"delete\",\"uid\":\"%s\"}],"
-               "\"uid\":\"%s\"}}",
-               duid, rsuid);
-    if (request(j, "PATCH", path, body, "application/strategic-merge-patch+json", on_claim)) {
-      fail(j, KCM_ENOMEM, "%s", "out of memory");
-      return;
+    kcm_buf_reset(&body);
+    if ((err = kcm_api_owner_patch(&body, adopt, "apps/v1", "Deployment", j->d->o.name,
+                                   &j->d->o.uid, &rs->o.uid)) ||
+        (err = request(j, "PATCH", path, body.data, "application/strategic-merge-patch+json",
+                       on_claim))) {
+      fail(j, err, "cannot patch the owner of a ReplicaSet: %s", kcm_strerror(err));
+      break;
     }
     if (adopt)
       c->stats.adoptions++;
     else
       c->stats.releases++;
   }
+  kcm_buf_release(&body);
 }
 
 /* --- steps ------------------------------------------------------------------------------- */

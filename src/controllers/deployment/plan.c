@@ -94,15 +94,40 @@ size_t dp_filter_active(struct dp_sync *s, const int *l, size_t n, int *out) {
 
 /* --- orders ------------------------------------------------------------------------------ */
 
-/* Insertion sort: lists are short, and some orders are not total. */
+/* A stable bottom-up merge sort, as some orders are not total: equal
+ * elements keep their order. At most n log2 n comparisons, about n for a
+ * list already in order (runs in order are not merged). */
 void dp_sort(struct dp_sync *s, int *l, size_t n, dp_less less) {
-  size_t i, j;
-  for (i = 1; i < n; i++) {
-    int x = l[i];
-    for (j = i; j > 0 && less(s, x, l[j - 1]); j--)
-      l[j] = l[j - 1];
-    l[j] = x;
+  int *scratch, *from = l, *to, *t;
+  size_t w, lo, mid, hi, i, j, k;
+
+  if (n < 2)
+    return;
+  if (!(scratch = malloc(n * sizeof(*scratch)))) {
+    nomem(s);
+    return;
   }
+  to = scratch;
+  for (w = 1; w < n; w *= 2) {
+    for (lo = 0; lo < n; lo += 2 * w) {
+      mid = n - lo > w ? lo + w : n;
+      hi = n - mid > w ? mid + w : n;
+      i = lo;
+      j = mid;
+      k = lo;
+      if (mid < hi && less(s, from[mid], from[mid - 1]))
+        while (i < mid && j < hi)
+          to[k++] = less(s, from[j], from[i]) ? from[j++] : from[i++];
+      memcpy(to + k, from + i, (mid - i) * sizeof(*to));
+      memcpy(to + k + (mid - i), from + j, (hi - j) * sizeof(*to));
+    }
+    t = from;
+    from = to;
+    to = t;
+  }
+  if (from != l)
+    memcpy(l, from, n * sizeof(*l));
+  free(scratch);
 }
 
 static bool by_creation(struct dp_sync *s, int a, int b) {
@@ -170,24 +195,14 @@ static bool scaling_event(struct dp_sync *s, int *all) {
   return false;
 }
 
-/* Upstream's cleanupUnhealthyReplicas and scaleDownOldReplicaSetsForRollingUpdate;
- * spec holds the old ReplicaSets' sizes as this sync leaves them. */
+/* Upstream's cleanupUnhealthyReplicas and scaleDownOldReplicaSetsForRollingUpdate
+ * over old, oldest first; spec holds their sizes as this sync leaves them. */
 static int64_t scale_down_old(struct dp_sync *s, int new_rs, int *old, int32_t *spec, size_t nold,
                               int64_t max_scaled_down, bool *failed) {
   const struct kcm_deployment *d = s->d;
   int64_t cleaned = 0, scaled = 0, min_available, target, available; /* sums of int32s */
-  size_t i, j;
+  size_t i;
 
-  /* Sort old (and spec with it) oldest first. */
-  for (i = 1; i < nold; i++)
-    for (j = i; j > 0 && by_creation(s, old[j], old[j - 1]); j--) {
-      int t = old[j];
-      int32_t u = spec[j];
-      old[j] = old[j - 1];
-      spec[j] = spec[j - 1];
-      old[j - 1] = t;
-      spec[j - 1] = u;
-    }
   for (i = 0; i < nold && cleaned < max_scaled_down; i++) {
     int64_t avail = status_available(view(s, old[i])), n;
     if (spec[i] == 0 || spec[i] == avail)
@@ -239,9 +254,10 @@ static bool reconcile_old(struct dp_sync *s, const int *all, size_t nall, int ne
     return false;
   }
   nold = dp_filter_active(s, s->old, s->nold, old);
+  dp_sort(s, old, nold, by_creation);
   for (i = 0; i < nold; i++)
     spec[i] = view(s, old[i])->replicas;
-  if (nold == 0 || dp_sum_spec(s, old, nold) == 0) {
+  if (s->err || nold == 0 || dp_sum_spec(s, old, nold) == 0) {
     free(old);
     free(spec);
     return false;

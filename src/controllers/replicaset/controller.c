@@ -387,41 +387,37 @@ static void on_claim(const struct kcm_client_response *resp, void *data) {
   call_done(j);
 }
 
-static void send_claims(struct kcm_rs_job *j) {
-  struct kcm_replicaset_controller *c = j->c;
-  char rsuid[37], poduid[37], path[KCM_CLIENT_PATH_MAX], body[1024];
-  size_t i;
+/* One ownerReferences patch of a pod; false once the job has failed. */
+static bool send_claim(struct kcm_rs_job *j, struct kcm_pod *p, bool adopt, struct kcm_buf *body) {
+  char path[KCM_CLIENT_PATH_MAX];
+  int err;
+  if (!path_of(j, KCM_KIND_POD, p->o.ns, p->o.name, NULL, path))
+    return true;
+  kcm_buf_reset(body);
+  if ((err = kcm_api_owner_patch(body, adopt, "apps/v1", "ReplicaSet", j->rs->o.name,
+                                 &j->rs->o.uid, &p->o.uid)) ||
+      (err = send_call(j, "PATCH", path, body->data, "application/strategic-merge-patch+json",
+                       on_claim, p))) {
+    fail(j, err, "cannot patch the owner of a pod: %s", kcm_strerror(err));
+    return false;
+  }
+  if (adopt)
+    j->c->stats.adoptions++;
+  else
+    j->c->stats.releases++;
+  return true;
+}
 
-  kcm_api_format_uid(&j->rs->o.uid, rsuid, sizeof(rsuid));
-  for (i = 0; j->can_adopt && i < j->claim.nadopt; i++) {
-    struct kcm_pod *p = j->claim.adopt[i];
-    kcm_api_format_uid(&p->o.uid, poduid, sizeof(poduid));
-    if (!path_of(j, KCM_KIND_POD, p->o.ns, p->o.name, NULL, path))
-      continue;
-    snprintf(body, sizeof(body),
-             "{\"metadata\":{\"ownerReferences\":[{\"apiVersion\":\"apps/v1\",\"kind\":"
-             "\"ReplicaSet\",\"name\":\"%s\",\"uid\":\"%s\",\"controller\":true,"
-             "\"blockOwnerDeletion\":true}],\"uid\":\"%s\"}}",
-             j->rs->o.name, rsuid, poduid);
-    if (send_call(j, "PATCH", path, body, "application/strategic-merge-patch+json", on_claim, p))
-      fail(j, KCM_ENOMEM, "%s", "out of memory");
-    else
-      c->stats.adoptions++;
-  }
-  for (i = 0; i < j->claim.nrelease; i++) {
-    struct kcm_pod *p = j->claim.release[i];
-    kcm_api_format_uid(&p->o.uid, poduid, sizeof(poduid));
-    if (!path_of(j, KCM_KIND_POD, p->o.ns, p->o.name, NULL, path))
-      continue;
-    snprintf(body, sizeof(body),
-             "{\"metadata\":{\"ownerReferences\":[{\"$patch\":\"delete\",\"uid\":\"%s\"}],"
-             "\"uid\":\"%s\"}}",
-             rsuid, poduid);
-    if (send_call(j, "PATCH", path, body, "application/strategic-merge-patch+json", on_claim, p))
-      fail(j, KCM_ENOMEM, "%s", "out of memory");
-    else
-      c->stats.releases++;
-  }
+static void send_claims(struct kcm_rs_job *j) {
+  struct kcm_buf body = KCM_BUF_INIT(1u << 20);
+  size_t i;
+  bool ok = true;
+
+  for (i = 0; ok && j->can_adopt && i < j->claim.nadopt; i++)
+    ok = send_claim(j, j->claim.adopt[i], true, &body);
+  for (i = 0; ok && i < j->claim.nrelease; i++)
+    ok = send_claim(j, j->claim.release[i], false, &body);
+  kcm_buf_release(&body);
 }
 
 /* --- phase: create or delete pods --------------------------------------------------------- */
