@@ -96,7 +96,9 @@ void kcm_client_exec_parse(struct kcm_client_creds *k, const char *text, const c
   if (json_object_object_get_ex(status, "expirationTimestamp", &v) &&
       json_object_is_type(v, json_type_string))
     exp = json_object_get_string(v);
-  if ((!token || !*token) && (!cert || !key)) {
+  if (token && !*token)
+    token = NULL; /* an empty token is none */
+  if (!token && (!cert || !key)) {
     set_error(k, "exec plugin %s: the ExecCredential carries neither a token nor a client "
               "certificate and key", command);
     goto out;
@@ -111,7 +113,7 @@ void kcm_client_exec_parse(struct kcm_client_creds *k, const char *text, const c
     goto out;
   }
   clear(k);
-  k->token = token && *token ? strdup(token) : NULL;
+  k->token = token ? strdup(token) : NULL;
   if (cert) {
     k->cert_pem = strdup(cert);
     k->key_pem = strdup(key);

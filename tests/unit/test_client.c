@@ -1269,6 +1269,16 @@ static void exec_credentials_are_parsed_strictly(void **state) {
   assert_null(k.token);
   assert_string_equal(k.cert_pem, "C");
   assert_string_equal(k.key_pem, "K");
+  /* An empty token beside a certificate is no token: the certificate
+   * counts, the answer is good. */
+  kcm_client_exec_parse(&k,
+                        "{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"status\":{"
+                        "\"token\":\"\",\"clientCertificateData\":\"C2\",\"clientKeyData\":\"K2\"}}",
+                        v1, "plugin");
+  assert_null(k.error);
+  assert_true(k.valid);
+  assert_null(k.token);
+  assert_string_equal(k.cert_pem, "C2");
   kcm_client_exec_creds_clear(&k);
   assert_false(k.valid);
 }
