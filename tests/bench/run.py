@@ -250,7 +250,8 @@ class Kcm:
         self.started = time.monotonic()
         self.proc = subprocess.Popen(
             [binary, "--kubeconfig", sim.kubeconfig, "--leader-elect=false",
-             "--health-probe-bind-address=127.0.0.1:0", "--metrics-bind-address=0", *extra],
+             "--health-probe-bind-address=127.0.0.1:0", "--metrics-bind-address=0",
+             "--secure-port=0", *extra],
             stdout=self.log, stderr=subprocess.STDOUT)
         self.health = wait_for(self._address, timeout=30, interval=0.005,
                                what="kcm to serve its probes")
