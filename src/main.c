@@ -30,6 +30,23 @@
 #include "kcm/server.h"
 #include "kcm/tls.h"
 
+/* Shutdown goes one way through these phases, each entered once:
+ *   SHUTDOWN_NONE         running;
+ *   SHUTDOWN_CONTROLLERS  SIGTERM or SIGINT: syncs in progress finish, no new
+ *                         one starts, until they end or the grace period does;
+ *   SHUTDOWN_EVENTS       events still queued are posted, within the grace
+ *                         period;
+ *   SHUTDOWN_LEASE        the lease is released (with leader election);
+ *   SHUTDOWN_INFORMERS    servers, watches and clients close; the loop then
+ *                         runs out of handles and main returns. */
+enum shutdown {
+  SHUTDOWN_NONE,
+  SHUTDOWN_CONTROLLERS,
+  SHUTDOWN_EVENTS,
+  SHUTDOWN_LEASE,
+  SHUTDOWN_INFORMERS,
+};
+
 struct app {
   uv_loop_t *loop;
   const struct kcm_options *opt;
@@ -46,12 +63,11 @@ struct app {
   bool elect;
   bool leading;
   bool running;       /* the controllers were started */
-  bool stopping;
-  int controllers_running;
-  uv_timer_t grace;
+  enum shutdown phase;
+  int controllers_running; /* during SHUTDOWN_CONTROLLERS */
+  uv_timer_t grace;        /* the grace period, then the check for events posted */
   uint64_t grace_ms;
   uint64_t grace_deadline; /* loop ms; 0 once the grace period is over */
-  bool flushed;
   /* Serving: HTTPS with authentication and authorization on --secure-port,
    * and the plain listeners for local runs. */
   struct kcm_tls *tls;
@@ -132,7 +148,7 @@ static bool answer_health(struct app *a, const struct kcm_server_request *req,
                                                     LEADER_HEALTH_TOLERANCE_MS);
   struct kcm_server_check live[] = {{"ping", true}, {"leaderElection", leader_ok}};
   struct kcm_server_check ready[] = {{"ping", true}, {"informer-sync", a->synced},
-                                     {"shutdown", !a->stopping}};
+                                     {"shutdown", a->phase == SHUTDOWN_NONE}};
   if (kcm_server_path_under(req->path, "/healthz"))
     kcm_server_checks("healthz", live, 2, req, resp);
   else if (kcm_server_path_under(req->path, "/livez"))
@@ -346,7 +362,7 @@ static void serve_secure(struct app *a) {
 /* The controllers run once every cache is synced and, with leader election,
  * while this process holds the lease: a standby sends no write. */
 static void maybe_start(struct app *a) {
-  if (a->running || a->stopping || !a->synced || (a->elect && !a->leading))
+  if (a->running || a->phase != SHUTDOWN_NONE || !a->synced || (a->elect && !a->leading))
     return;
   a->running = true;
   if (a->dc_on) {
@@ -430,6 +446,7 @@ static void stop_informers(struct app *a) {
 static void on_lease_released(struct kcm_leader *l) {
   struct app *a = l->data;
   kcm_leader_close(l);
+  a->phase = SHUTDOWN_INFORMERS;
   stop_informers(a);
 }
 
@@ -438,46 +455,44 @@ static bool events_pending(const struct app *a) {
          (a->rs_on && (a->rs.events.sending || a->rs.events.queued));
 }
 
-/* Events are flushed, or the grace period is over: release the lease, then
- * stop the informers (and with them the client). */
-static void after_flush(struct app *a) {
-  if (a->flushed)
-    return;
-  a->flushed = true;
+static bool grace_over(const struct app *a) {
+  return uv_now(a->loop) >= a->grace_deadline;
+}
+
+static void release(struct app *a) {
+  a->phase = SHUTDOWN_LEASE;
   uv_timer_stop(&a->grace);
   uv_close((uv_handle_t *)&a->grace, NULL);
-  if (a->elect)
-    kcm_leader_release(&a->leader);
-  else
-    stop_informers(a);
-}
-
-static void on_flush_check(uv_timer_t *t) {
-  struct app *a = t->data;
-  if (!events_pending(a) || uv_now(a->loop) >= a->grace_deadline)
-    after_flush(a);
-}
-
-/* The controllers have stopped, or the grace period is over: post the
- * events still queued (within the grace period), then release. */
-static void after_controllers(struct app *a) {
-  if (a->controllers_running < 0)
+  if (a->elect) {
+    kcm_leader_release(&a->leader); /* then on_lease_released */
     return;
-  a->controllers_running = -1;
+  }
+  a->phase = SHUTDOWN_INFORMERS;
+  stop_informers(a);
+}
+
+static void on_events_check(uv_timer_t *t) {
+  struct app *a = t->data;
+  if (!events_pending(a) || grace_over(a))
+    release(a);
+}
+
+static void post_events(struct app *a) {
+  a->phase = SHUTDOWN_EVENTS;
   kcm_info("controllers stopped queuedEvents=%zu",
            (a->dc_on ? a->dc.events.queued + a->dc.events.sending : 0) +
                (a->rs_on ? a->rs.events.queued + a->rs.events.sending : 0));
-  if (!events_pending(a) || uv_now(a->loop) >= a->grace_deadline) {
-    after_flush(a);
+  if (!events_pending(a) || grace_over(a)) {
+    release(a);
     return;
   }
   uv_timer_stop(&a->grace);
-  uv_timer_start(&a->grace, on_flush_check, 20, 20);
+  uv_timer_start(&a->grace, on_events_check, 20, 20);
 }
 
 static void controller_stopped(struct app *a) {
-  if (a->controllers_running > 0 && --a->controllers_running == 0)
-    after_controllers(a);
+  if (a->phase == SHUTDOWN_CONTROLLERS && --a->controllers_running == 0)
+    post_events(a);
 }
 
 static void on_grace_over(uv_timer_t *t) {
@@ -485,7 +500,7 @@ static void on_grace_over(uv_timer_t *t) {
   a->grace_deadline = 0;
   kcm_error("syncs in progress did not finish within the shutdown grace period "
             "gracePeriod=\"%llums\"", (unsigned long long)a->grace_ms);
-  after_controllers(a);
+  post_events(a);
 }
 
 static void rs_stopped(struct kcm_replicaset_controller *rs) {
@@ -507,7 +522,7 @@ static void on_signal(uv_signal_t *s, int signum) {
   uv_close((uv_handle_t *)&a->retry, NULL);
   uv_timer_stop(&a->sync_check);
   uv_close((uv_handle_t *)&a->sync_check, NULL);
-  a->stopping = true;
+  a->phase = SHUTDOWN_CONTROLLERS;
   a->controllers_running = a->dc_on + a->rs_on;
   a->grace_deadline = uv_now(a->loop) + a->grace_ms;
   uv_timer_start(&a->grace, on_grace_over, a->grace_ms, 0);
@@ -516,7 +531,7 @@ static void on_signal(uv_signal_t *s, int signum) {
   if (a->rs_on)
     kcm_replicaset_stop(&a->rs, rs_stopped);
   if (!a->controllers_running)
-    after_controllers(a);
+    post_events(a);
 }
 
 /* Go programs, kube-controller-manager among them, raise their soft limit

@@ -448,6 +448,54 @@ def events_flushed(ctx):
              what="the suite's kcm to start again")
 
 
+@scenario("SIGTERM with a sync stuck past --shutdown-grace-period: kcm gives it up, releases "
+          "the lease and exits 0 in time", needs_sim=True)
+def grace_period_over(ctx):
+    env = ctx.env
+    if env.kcm is None or not env.kcm_binary.endswith("/kcm"):
+        return
+    from scenarios_replicaset import rs_manifest
+    d = os.path.join(env.workdir, ctx.ns)
+    os.makedirs(d, exist_ok=True)
+    assert env.kcm.stop() == 0
+    kcm = None
+    # Every pod create in this namespace takes 30 s: the sync waits on them.
+    ctx.api.faults(rules=[{"verb": "create", "resource": "pods", "namespace": ctx.ns,
+                           "latencyMs": 30000}])
+    try:
+        kcm = Kcm(env.kcm_binary, env.kcm_kubeconfig, d, log_name="grace.log",
+                  extra=["--shutdown-grace-period=1s", "--metrics-bind-address=127.0.0.1:0"])
+        m = wait_for(lambda: re.search(r'serving metrics address="127.0.0.1:(\d+)"', kcm.text()),
+                     timeout=30, what="kcm's metrics port")
+        metrics = "http://127.0.0.1:%s/metrics" % m.group(1)
+        ctx.apply(rs_manifest("stuck", 2))
+
+        def syncing():
+            with urllib.request.urlopen(metrics, timeout=5) as r:
+                text = r.read().decode()
+            hit = re.search(r'^workqueue_longest_running_processor_seconds\{name="replicaset"\} '
+                            r'(\S+)$', text, re.M)
+            return hit and float(hit.group(1)) > 0
+        wait_for(syncing, timeout=30, what="a ReplicaSet sync in progress")
+        start = time.monotonic()
+        code = kcm.stop()
+        took = time.monotonic() - start
+        kcm = None
+        print("    exited %d after %.2f s with a sync stuck" % (code, took))
+        assert code == 0, code
+        assert took < 10, took
+        log = open(os.path.join(d, "grace.log")).read()
+        assert "did not finish within the shutdown grace period" in log, log[-2000:]
+        assert "released lease" in log, log[-2000:]
+    finally:
+        ctx.api.faults(clear=True)
+        if kcm:
+            kcm.stop()
+        env.start_kcm("kcm-after-grace.log")
+        wait_for(lambda: "caches synced" in env.kcm.text() or not env.kcm.alive(), timeout=30,
+                 what="the suite's kcm to start again")
+
+
 @scenario("the manifests install kcm with least privilege, probes and a hardened pod")
 def manifests(ctx):
     objs = manifest_objects()
