@@ -1,0 +1,190 @@
+/*
+ * event — reading a watch stream's events, one line each as framing.c
+ * hands them out: ADDED, MODIFIED and DELETED go to the cache, a BOOKMARK
+ * moves the resourceVersion, an ERROR stops the watch (to relist on 410).
+ * Malformed events are logged, counted and skipped.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "kcm/log.h"
+
+/* An ERROR event's Status: stop the watch, to relist on 410. */
+static int watch_error(struct kcm_informer *inf, const char *text, size_t len) {
+  struct json_tokener *tok = json_tokener_new();
+  struct json_object *obj = tok ? json_tokener_parse_ex(tok, text, (int)len) : NULL, *code, *msg;
+  const char *m = "";
+  int64_t c = 0;
+  if (tok)
+    json_tokener_free(tok);
+  /* A Status code is an integer (json-c would also read "410" or 410.9). */
+  if (json_object_object_get_ex(obj, "code", &code) && json_object_is_type(code, json_type_int))
+    c = json_object_get_int64(code);
+  if (json_object_object_get_ex(obj, "message", &msg) && json_object_is_type(msg, json_type_string))
+    m = json_object_get_string(msg);
+  if (c == 410) {
+    kcm_v(1, "watch expired; relisting kind=\"%s\" message=\"%s\"",
+          kcm_api_kind_name(inf->opts.kind), m);
+    inf->stop_reason = KCM_INFORMER_STOP_EXPIRED;
+  } else {
+    kcm_error("watch error kind=\"%s\" code=%lld message=\"%s\"",
+              kcm_api_kind_name(inf->opts.kind), (long long)c, m);
+    inf->stop_reason = KCM_INFORMER_STOP_ERROR;
+  }
+  json_object_put(obj);
+  return 1;
+}
+
+static void malformed_event(struct kcm_informer *inf, const char *why) {
+  inf->stats.decode_errors++;
+  kcm_error("skipping a malformed watch event kind=\"%s\" problem=\"%s\"",
+            kcm_api_kind_name(inf->opts.kind), why);
+}
+
+static bool is_change(const char *type) {
+  return !strcmp(type, "ADDED") || !strcmp(type, "MODIFIED") || !strcmp(type, "DELETED");
+}
+
+/* A resourceVersion in decimal, as the API server writes it (out holds 32). */
+static void format_rv(char *out, uint64_t v) {
+  char digits[24];
+  size_t n = 0;
+  do
+    digits[n++] = (char)('0' + v % 10);
+  while ((v /= 10));
+  while (n)
+    *out++ = digits[--n];
+  *out = '\0';
+}
+
+/* Apply one event whose type and object were read: `o` is its object when
+ * decoded already (else it is decoded from obj[0..objlen) here). Returns
+ * non-zero to stop the watch. */
+static int apply_event(struct kcm_informer *inf, const char *type, const char *obj,
+                       size_t objlen, struct kcm_object *o, bool decoded) {
+  static const char *const rv_path[] = {"metadata", "resourceVersion", NULL};
+  struct kcm_json *j = &inf->page;
+  const char *s;
+  size_t n;
+
+  if (!type[0] || !obj) {
+    inf->stats.decode_errors++;
+    kcm_error("skipping a watch event without type and object kind=\"%s\"",
+              kcm_api_kind_name(inf->opts.kind));
+  } else if (!strcmp(type, "BOOKMARK")) {
+    char rv[sizeof(inf->rv)] = "";
+    inf->watch_events++;
+    inf->stats.bookmarks++;
+    kcm_json_start(j, obj, objlen);
+    if (kcm_json_find(j, rv_path) && kcm_json_string(j, &s, &n) && n < sizeof(rv))
+      memcpy(rv, s, n + 1);
+    kcm_informer_set_rv(inf, rv);
+  } else if (!strcmp(type, "ERROR")) {
+    inf->watch_events++;
+    return watch_error(inf, obj, objlen);
+  } else if (is_change(type)) {
+    inf->watch_events++;
+    inf->stats.events++;
+    if (!decoded)
+      o = kcm_informer_decode(inf, obj, objlen, "watch");
+    if (o) {
+      format_rv(inf->rv, o->rv);
+      if (!strcmp(type, "DELETED")) {
+        kcm_informer_delete(inf, o->ns, o->name, o, false);
+        kcm_api_unref(o, inf->pool);
+      } else {
+        kcm_informer_upsert(inf, o);
+      }
+    }
+  } else {
+    inf->watch_events++;
+    inf->stats.decode_errors++;
+    kcm_error("skipping a watch event of unknown type kind=\"%s\" type=\"%s\"",
+              kcm_api_kind_name(inf->opts.kind), type);
+  }
+  return 0;
+}
+
+/* Read and apply the watch event text[0..len) (one line of the stream). Pods
+ * are decoded while the event is read, in one pass (in_place); any other
+ * kind, or a pod that turns out malformed, is cut out of the event first and
+ * decoded on its own. More events after the first on the line are read in
+ * turn; anything else after it is reported. */
+static int read_event(struct kcm_informer *inf, const char *text, size_t len, bool in_place) {
+  struct kcm_json *j = &inf->page;
+  const char *obj, *s, *why, *rest, *end = text + len;
+  size_t objlen, n;
+  char type[16];
+  struct kcm_object *o;
+  struct kcm_api_error e;
+  bool decoded;
+  int stop;
+
+next: /* the next event on the line: a loop, not a call, as a line may hold very many */
+  obj = NULL;
+  objlen = 0;
+  type[0] = '\0';
+  o = NULL;
+  decoded = false;
+  kcm_json_start(j, text, len);
+  if (kcm_json_object(j)) {
+    while (kcm_json_member(j)) {
+      if (kcm_json_key_is(j, "type") && kcm_json_peek(j) == KCM_JSON_STRING) {
+        if (!kcm_json_string(j, &s, &n))
+          break; /* a broken string: j->err says why */
+        if (n < sizeof(type))
+          memcpy(type, s, n + 1);
+        else
+          strcpy(type, "(too long)");
+      } else if (kcm_json_key_is(j, "object") && kcm_json_peek(j) == KCM_JSON_OBJECT) {
+        obj = j->p;
+        if (in_place && !decoded && is_change(type)) {
+          if (kcm_api_decode_pod_at(j, inf->pool, &o, &e))
+            return read_event(inf, text, len, false); /* which reports it */
+          decoded = true;
+          objlen = (size_t)(j->p - obj);
+        } else {
+          kcm_json_raw(j, &obj, &objlen);
+        }
+      } else {
+        kcm_json_skip(j);
+      }
+    }
+  }
+  why = j->err;
+  rest = j->p;
+  while (!why && rest < end && (*rest == ' ' || *rest == '\t' || *rest == '\r'))
+    rest++;
+  if (!why && rest < end && *rest != '{') {
+    inf->stats.decode_errors++; /* the event itself is good: apply it */
+    kcm_error("skipping text after a watch event kind=\"%s\" problem=\"not an event\"",
+              kcm_api_kind_name(inf->opts.kind));
+    rest = end;
+  }
+  if (why) {
+    if (o)
+      kcm_api_unref(o, inf->pool);
+    malformed_event(inf, why);
+    return 0;
+  }
+  stop = apply_event(inf, type, obj, objlen, o, decoded);
+  if (stop)
+    return stop; /* an ERROR event: the watch stops */
+  if (rest < end) {
+    text = rest;
+    len = (size_t)(end - rest);
+    goto next;
+  }
+  return 0;
+}
+
+int kcm_informer_on_event(const char *text, size_t len, const char *why, void *data) {
+  struct kcm_informer *inf = data;
+  if (!text) {
+    malformed_event(inf, why);
+    return 0;
+  }
+  return read_event(inf, text, len, inf->opts.kind == KCM_KIND_POD);
+}

@@ -1,0 +1,77 @@
+/*
+ * informer internals shared by its files. Not part of the module's
+ * interface (include/kcm/informer.h is).
+ *
+ *   informer.c  the reflector: lifecycle, the state machine (list, then
+ *               watch; backoff between failed attempts), the watch request,
+ *               decoding one object
+ *   list.c      the paged list and its pages
+ *   event.c     reading the events of a watch stream (framed by framing.c)
+ *   store.c     the cache: add, update, delete, relist; the handlers;
+ *               writes the cache is behind; resync
+ *   index.c     the indexes: by namespace and by controller uid
+ */
+#ifndef KCM_INFORMER_INTERNAL_H
+#define KCM_INFORMER_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kcm/buf.h"
+#include "kcm/informer.h"
+
+/* Why the informer stopped its own watch (inf->stop_reason). */
+enum { KCM_INFORMER_STOP_EXPIRED = 1, KCM_INFORMER_STOP_ERROR = 2 };
+
+/* --- informer.c: the state machine ---------------------------------------------------- */
+
+/* Wait before the next attempt (list or watch, as inf->need_list says). */
+void kcm_informer_backoff(struct kcm_informer *inf, double retry_after_s);
+void kcm_informer_start_watch(struct kcm_informer *inf);
+/* Append name=value, the value percent-encoded. */
+int kcm_informer_query_param(struct kcm_buf *b, const char *name, const char *value);
+/* Decode one object from its text; log and count it when malformed (NULL). */
+struct kcm_object *kcm_informer_decode(struct kcm_informer *inf, const char *text, size_t len,
+                                       const char *where);
+/* Take rv as the last version seen, if it fits. */
+void kcm_informer_set_rv(struct kcm_informer *inf, const char *rv);
+
+/* --- list.c ------------------------------------------------------------------------------ */
+
+/* Start a full list (the first, or a relist). */
+void kcm_informer_start_list(struct kcm_informer *inf);
+/* Drop the objects of the list being assembled. */
+void kcm_informer_drop_pending(struct kcm_informer *inf);
+
+/* --- event.c ----------------------------------------------------------------------------- */
+
+/* The framer's callback: read and apply one line of the watch stream. */
+int kcm_informer_on_event(const char *text, size_t len, const char *why, void *data);
+
+/* --- store.c ----------------------------------------------------------------------------- */
+
+void kcm_informer_store_init(struct kcm_informer *inf);
+/* Drop every cached object and record of a write. */
+void kcm_informer_store_release(struct kcm_informer *inf);
+/* Put o (taking over the caller's reference) and tell the handlers. */
+void kcm_informer_upsert(struct kcm_informer *inf, struct kcm_object *o);
+/* Remove ns/name and tell the handlers, reporting `final` (or the cached
+ * object when NULL). */
+void kcm_informer_delete(struct kcm_informer *inf, const char *ns, const char *name,
+                         struct kcm_object *final, bool unknown);
+/* Apply a full list objs[0..n) (taking over their references): upsert
+ * everything in it, delete what it lacks. */
+void kcm_informer_replace(struct kcm_informer *inf, struct kcm_object **objs, size_t n);
+/* The resync timer's callback: every cached object to the handlers. */
+void kcm_informer_resync(uv_timer_t *t);
+
+/* --- index.c ----------------------------------------------------------------------------- */
+
+void kcm_informer_index_init(struct kcm_informer *inf);
+void kcm_informer_index_release(struct kcm_informer *inf);
+/* Add o to the bucket of its namespace and of its controller, or take it out. */
+void kcm_informer_link(struct kcm_informer *inf, struct kcm_object *o);
+void kcm_informer_unlink(struct kcm_informer *inf, struct kcm_object *o);
+
+#endif

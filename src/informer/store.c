@@ -1,0 +1,235 @@
+/*
+ * store — the informer's cache: objects by (namespace, name), kept in the
+ * indexes (index.c), and the handlers told of every change once it is in.
+ * Also the writes the cache is behind (kcm_informer_written) and the
+ * periodic resync.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "kcm/error.h"
+#include "kcm/log.h"
+
+struct objkey {
+  const char *ns;
+  const char *name;
+};
+
+static uint64_t hash_objkey(const void *key) {
+  const struct objkey *k = key;
+  uint64_t h = kcm_map_hash_bytes(KCM_MAP_HASH_INIT, k->ns, strlen(k->ns));
+  h = kcm_map_hash_bytes(h, "/", 1);
+  return kcm_map_hash_bytes(h, k->name, strlen(k->name));
+}
+
+static bool match_obj(const void *key, const void *entry) {
+  const struct objkey *k = key;
+  const struct kcm_object *o = entry;
+  return strcmp(k->name, o->name) == 0 && strcmp(k->ns, o->ns) == 0;
+}
+
+/* A version written to an object and not yet seen in the cache. */
+struct behind {
+  char *ns, *name; /* owned */
+  uint64_t rv;
+  uint64_t at; /* loop time of the write, ms */
+};
+
+static bool match_behind(const void *key, const void *entry) {
+  const struct objkey *k = key;
+  const struct behind *b = entry;
+  return strcmp(k->name, b->name) == 0 && strcmp(k->ns, b->ns) == 0;
+}
+
+static const struct kcm_map_type obj_type = {hash_objkey, match_obj};
+static const struct kcm_map_type behind_type = {hash_objkey, match_behind};
+
+static void free_behind(struct behind *b) {
+  if (b) {
+    free(b->ns);
+    free(b->name);
+    free(b);
+  }
+}
+
+/* Forget a write to ns/name once the cache holds version rv or newer
+ * (rv 0: the object is gone, forget it in any case). */
+static void caught_up(struct kcm_informer *inf, const char *ns, const char *name, uint64_t rv) {
+  struct objkey k = {ns, name};
+  struct behind *b;
+  if (!inf->behind.len || !(b = kcm_map_get(&inf->behind, &k)))
+    return;
+  if (rv == 0 || rv >= b->rv)
+    free_behind(kcm_map_remove(&inf->behind, &k));
+}
+
+/* Put `o` (taking over the caller's reference) and tell the handlers. */
+void kcm_informer_upsert(struct kcm_informer *inf, struct kcm_object *o) {
+  struct objkey k = {o->ns, o->name};
+  void *prev = NULL;
+  uint32_t i;
+
+  if (kcm_map_put(&inf->objects, &k, o, &prev)) {
+    kcm_error("cache insert failed kind=\"%s\" namespace=\"%s\" name=\"%s\" err=\"out of "
+              "memory\"", kcm_api_kind_name(inf->opts.kind), o->ns, o->name);
+    kcm_api_unref(o, inf->pool);
+    return;
+  }
+  if (prev)
+    kcm_informer_unlink(inf, prev);
+  kcm_informer_link(inf, o);
+  caught_up(inf, o->ns, o->name, o->rv);
+  for (i = 0; i < inf->nhandlers; i++) {
+    struct kcm_informer_handler *h = &inf->handlers[i];
+    if (prev && h->updated)
+      h->updated(h->ctx, prev, o);
+    else if (!prev && h->added)
+      h->added(h->ctx, o);
+  }
+  if (prev)
+    kcm_api_unref(prev, inf->pool);
+}
+
+/* Remove the object with o's key; report `final` (or the cached one). */
+void kcm_informer_delete(struct kcm_informer *inf, const char *ns, const char *name,
+                         struct kcm_object *final, bool unknown) {
+  struct objkey k = {ns, name};
+  struct kcm_object *old = kcm_map_remove(&inf->objects, &k);
+  struct kcm_object *report;
+  uint32_t i;
+  if (!old)
+    return;
+  kcm_informer_unlink(inf, old);
+  caught_up(inf, ns, name, 0);
+  report = final ? final : old;
+  for (i = 0; i < inf->nhandlers; i++) {
+    struct kcm_informer_handler *h = &inf->handlers[i];
+    if (h->deleted)
+      h->deleted(h->ctx, report, unknown);
+  }
+  kcm_api_unref(old, inf->pool);
+}
+
+/* Apply a full list: upsert everything in it, delete what it lacks. */
+void kcm_informer_replace(struct kcm_informer *inf, struct kcm_object **objs, size_t n) {
+  struct kcm_map present;
+  struct kcm_map_iter it;
+  struct kcm_object *o, **gone = NULL;
+  size_t i, ngone = 0;
+
+  kcm_map_init(&present, &obj_type);
+  for (i = 0; i < n; i++) {
+    struct objkey k = {objs[i]->ns, objs[i]->name};
+    kcm_map_put(&present, &k, objs[i], NULL);
+  }
+  if (inf->objects.len && !(gone = malloc(inf->objects.len * sizeof(*gone))))
+    kcm_error("relist: out of memory finding vanished objects kind=\"%s\"",
+              kcm_api_kind_name(inf->opts.kind));
+  kcm_map_iter_init(&it, &inf->objects);
+  while (gone && (o = kcm_map_next(&it))) {
+    struct objkey k = {o->ns, o->name};
+    if (!kcm_map_get(&present, &k))
+      gone[ngone++] = o;
+  }
+  kcm_map_release(&present);
+  for (i = 0; i < ngone; i++)
+    kcm_informer_delete(inf, gone[i]->ns, gone[i]->name, NULL, true);
+  free(gone);
+  for (i = 0; i < n; i++)
+    kcm_informer_upsert(inf, objs[i]);
+}
+
+void kcm_informer_store_init(struct kcm_informer *inf) {
+  kcm_map_init(&inf->objects, &obj_type);
+  kcm_map_init(&inf->behind, &behind_type);
+}
+
+void kcm_informer_store_release(struct kcm_informer *inf) {
+  struct kcm_map_iter it;
+  struct kcm_object *o;
+  struct behind *bh;
+
+  kcm_map_iter_init(&it, &inf->objects);
+  while ((o = kcm_map_next(&it)))
+    kcm_api_unref(o, inf->pool);
+  kcm_map_release(&inf->objects);
+  kcm_map_iter_init(&it, &inf->behind);
+  while ((bh = kcm_map_next(&it)))
+    free_behind(bh);
+  kcm_map_release(&inf->behind);
+}
+
+int kcm_informer_add_handler(struct kcm_informer *inf, const struct kcm_informer_handler *h) {
+  struct kcm_informer_handler *grown =
+      realloc(inf->handlers, (inf->nhandlers + 1) * sizeof(*grown));
+  if (!grown)
+    return KCM_ENOMEM;
+  inf->handlers = grown;
+  inf->handlers[inf->nhandlers++] = *h;
+  return 0;
+}
+
+void kcm_informer_resync(uv_timer_t *t) {
+  struct kcm_informer *inf = t->data;
+  struct kcm_map_iter it;
+  struct kcm_object *o;
+  uint32_t i;
+  if (!inf->synced)
+    return;
+  kcm_map_iter_init(&it, &inf->objects);
+  while ((o = kcm_map_next(&it))) {
+    for (i = 0; i < inf->nhandlers; i++) {
+      if (inf->handlers[i].updated)
+        inf->handlers[i].updated(inf->handlers[i].ctx, o, o);
+    }
+  }
+}
+
+/* --- reads and writes ---------------------------------------------------------------- */
+
+struct kcm_object *kcm_informer_get(const struct kcm_informer *inf, const char *ns,
+                                    const char *name) {
+  struct objkey k = {ns, name};
+  return kcm_map_get(&inf->objects, &k);
+}
+
+void kcm_informer_written(struct kcm_informer *inf, const char *ns, const char *name,
+                          uint64_t rv) {
+  struct objkey k = {ns, name};
+  struct kcm_object *o = kcm_map_get(&inf->objects, &k);
+  struct behind *b;
+  if (!rv || !o || o->rv >= rv)
+    return; /* nothing cached to be behind, or already caught up */
+  b = kcm_map_get(&inf->behind, &k);
+  if (!b) {
+    b = calloc(1, sizeof(*b));
+    if (!b || !(b->ns = strdup(ns)) || !(b->name = strdup(name)) ||
+        kcm_map_put(&inf->behind, &k, b, NULL)) {
+      free_behind(b); /* without the record a write may conflict, no more */
+      return;
+    }
+  }
+  if (rv > b->rv)
+    b->rv = rv;
+  b->at = uv_now(inf->loop);
+}
+
+bool kcm_informer_behind(struct kcm_informer *inf, const struct kcm_object *o) {
+  struct objkey k = {o->ns, o->name};
+  struct behind *b;
+  if (!inf->behind.len || !(b = kcm_map_get(&inf->behind, &k)))
+    return false;
+  if (o->rv >= b->rv || uv_now(inf->loop) - b->at > KCM_INFORMER_BEHIND_TTL_MS) {
+    if (o->rv < b->rv)
+      kcm_warn("the cache never caught up with a write kind=\"%s\" namespace=\"%s\" "
+               "name=\"%s\" written=%llu cached=%llu", kcm_api_kind_name(inf->opts.kind),
+               o->ns, o->name, (unsigned long long)b->rv, (unsigned long long)o->rv);
+    free_behind(kcm_map_remove(&inf->behind, &k));
+    return false;
+  }
+  return true;
+}
+
+size_t kcm_informer_len(const struct kcm_informer *inf) { return inf->objects.len; }
+
