@@ -69,6 +69,11 @@ static int apply_event(struct kcm_informer *inf, const char *type, const char *o
   const char *s;
   size_t n;
 
+  if (o && !is_change(type)) { /* the type was repeated after the object */
+    kcm_api_unref(o, inf->pool);
+    o = NULL;
+    decoded = false;
+  }
   if (!type[0] || !obj) {
     inf->stats.decode_errors++;
     kcm_error("skipping a watch event without type and object kind=\"%s\"",
@@ -139,8 +144,13 @@ next: /* the next event on the line: a loop, not a call, as a line may hold very
         else
           strcpy(type, "(too long)");
       } else if (kcm_json_key_is(j, "object") && kcm_json_peek(j) == KCM_JSON_OBJECT) {
+        if (o) { /* a repeated key: the last counts, as Go reads JSON */
+          kcm_api_unref(o, inf->pool);
+          o = NULL;
+          decoded = false;
+        }
         obj = j->p;
-        if (in_place && !decoded && is_change(type)) {
+        if (in_place && is_change(type)) {
           if (kcm_api_decode_pod_at(j, inf->pool, &o, &e))
             return read_event(inf, text, len, false); /* which reports it */
           decoded = true;

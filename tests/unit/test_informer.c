@@ -534,6 +534,42 @@ static void events_sharing_a_line(void **state) {
   fixture_free(&f);
 }
 
+/* A key given twice in an event counts once, the last time, as Go reads
+ * JSON: a type repeated after a decoded pod leaves no pod behind (the
+ * sanitizer build checks nothing leaks), a repeated object replaces the
+ * first. */
+static void repeated_event_keys_keep_the_last(void **state) {
+  struct fixture f;
+  struct lookup second = {&f, "second-object"}, after = {&f, "after"};
+  char inject[1024];
+  static const char pod[] =
+      "{\\\"metadata\\\":{\\\"name\\\":\\\"%s\\\",\\\"namespace\\\":\\\"%s\\\","
+      "\\\"uid\\\":\\\"00000000-0000-0000-0000-00000000000%d\\\",\\\"resourceVersion\\\":\\\"2\\\"}}";
+  char one[400], two[400];
+
+  fixture_init(&f);
+  kcm_informer_start(&f.inf);
+  wait_converged(&f);
+  snprintf(one, sizeof(one), pod, "first-object", f.ns, 1);
+  snprintf(two, sizeof(two), pod, "second-object", f.ns, 2);
+  snprintf(inject, sizeof(inject),
+           "{\"watchInject\":{\"resource\":\"pods\",\"line\":\"{\\\"type\\\":\\\"ADDED\\\","
+           "\\\"object\\\":%s,\\\"object\\\":%s}\"}}", one, two);
+  support_faults(&f.loop, f.client, inject);
+  assert_true(support_run_until(&f.loop, cached, &second, 10000));
+  assert_null(kcm_informer_get(&f.inf, f.ns, "first-object"));
+  snprintf(one, sizeof(one), pod, "retyped", f.ns, 3);
+  snprintf(inject, sizeof(inject),
+           "{\"watchInject\":{\"resource\":\"pods\",\"line\":\"{\\\"type\\\":\\\"ADDED\\\","
+           "\\\"object\\\":%s,\\\"type\\\":\\\"FOO\\\"}\"}}", one);
+  support_faults(&f.loop, f.client, inject);
+  make_pod(&f, "after", NULL);
+  assert_true(support_run_until(&f.loop, cached, &after, 10000));
+  assert_null(kcm_informer_get(&f.inf, f.ns, "retyped"));
+  assert_int_equal(f.inf.stats.decode_errors, 1); /* the unknown type */
+  fixture_free(&f);
+}
+
 /* A line may hold very many events (here 50000 bookmarks, 1.5 MB): each is
  * read in turn, however many there are. */
 static void many_events_on_one_line(void **state) {
@@ -797,6 +833,7 @@ int main(void) {
       cmocka_unit_test(garbage_is_counted_and_skipped),
       cmocka_unit_test(broken_event_type_is_skipped),
       cmocka_unit_test(events_sharing_a_line),
+      cmocka_unit_test(repeated_event_keys_keep_the_last),
       cmocka_unit_test(many_events_on_one_line),
       cmocka_unit_test(writes_the_cache_has_not_seen),
       cmocka_unit_test(periodic_resync),
