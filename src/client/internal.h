@@ -1,6 +1,15 @@
 /*
- * client internals shared by http.c (requests) and exec.c (credential
- * plugins). Not part of the module's interface.
+ * client internals shared by the module's files. Not part of the module's
+ * interface.
+ *
+ *   client.c       the client: made, closed, freed
+ *   request.c      a request's life: gates, attempts, retries, report
+ *   transport.c    curl's multi-socket interface on the loop; easy handles
+ *   credentials.c  what credentials an attempt carries
+ *   exec.c         credentials from an exec plugin
+ *   metrics.c      the rest_client_* families
+ *   config.c       settings from a kubeconfig or the cluster
+ *   parse.c        pure text functions: headers, statuses, paths
  */
 #ifndef KCM_CLIENT_INTERNAL_H
 #define KCM_CLIENT_INTERNAL_H
@@ -127,6 +136,46 @@ struct kcm_client {
   size_t nresults;
 };
 
+/* client.c */
+/* A loop handle of c has closed: c is freed once closed and the last is. */
+void kcm_client_handle_gone(struct kcm_client *c);
+/* uv_close() callback for a handle whose data is the client. */
+void kcm_client_handle_closed(uv_handle_t *h);
+
+/* request.c */
+/* Settle the transfers curl has finished: retry, resend or report each. */
+void kcm_client_transfers_done(struct kcm_client *c);
+/* Report, now, the requests waiting to be reported from the loop. */
+void kcm_client_report_finished(struct kcm_client *c);
+/* The exec plugin has finished: admit or fail the requests waiting for it. */
+void kcm_client_creds_ready(struct kcm_client *c);
+
+/* transport.c */
+/* c's multi and share handles, with the socket and timer callbacks. */
+int kcm_client_transport_init(struct kcm_client *c);
+/* An easy handle (a spare one, else new) with the options every request
+ * shares, or NULL. */
+CURL *kcm_client_easy_take(struct kcm_client *c);
+/* Keep e, out of the multi handle, for a later request, or free it. */
+void kcm_client_easy_give(struct kcm_client *c, CURL *e);
+/* Free the multi, share and spare handles; close the sockets' polls and
+ * stop curl's timer (closed by the caller). */
+void kcm_client_transport_close(struct kcm_client *c);
+
+/* credentials.c */
+/* The bearer token for the next attempt (NULL or "" for none); re-reads the
+ * token file when due. Owned by the client. */
+const char *kcm_client_current_token(struct kcm_client *c);
+/* Wipe and free the token read from the token file. */
+void kcm_client_token_release(struct kcm_client *c);
+/* Set r's headers for its next attempt (its own, then `token` or basic
+ * auth) and an exec plugin's certificate. 0, or KCM_ENOMEM. */
+int kcm_client_attach_credentials(struct kcm_client_request *r, const char *token);
+/* Wipe and free the headers of r's last attempt. */
+void kcm_client_free_sent_headers(struct kcm_client_request *r);
+/* After a 401: count it, re-read the token file and re-run the plugin. */
+void kcm_client_note_unauthorized(struct kcm_client_request *r);
+
 /* exec.c */
 /* Read an ExecCredential (NUL-terminated text) of apiVersion `want` from
  * the plugin `command` into k: fresh credentials (k->valid), or k->error
@@ -144,8 +193,23 @@ void kcm_client_creds_invalidate(struct kcm_client *c);
 void kcm_client_creds_close(struct kcm_client *c);
 void kcm_client_creds_release(struct kcm_client *c);
 
-/* http.c */
-void kcm_client_creds_ready(struct kcm_client *c);
-void kcm_client_handle_closed(uv_handle_t *h);
+/* metrics.c */
+void kcm_client_metrics_init(struct kcm_client *c);
+/* The index of `method` among the metrics' verbs. */
+uint8_t kcm_client_verb(const char *method);
+/* Count an attempt that reached the network as it ended: its status (0
+ * when no answer came) and whether it was a retry. */
+void kcm_client_count_attempt(struct kcm_client_request *r);
+/* The rate limiter's wait for r (when the limiter limits at all). */
+void kcm_client_observe_throttle(struct kcm_client_request *r, uint64_t wait_ms);
+/* r's whole duration, retries included (not for streams). */
+void kcm_client_observe_duration(struct kcm_client_request *r);
+
+/* parse.c */
+/* The KCM_E* code of an HTTP status; 0 for 2xx. */
+int kcm_client_status_error(long status);
+/* The message of a metav1.Status body, or a printable prefix of the body;
+ * NULL when out of memory. Freed by the caller. */
+char *kcm_client_error_message(const char *body, size_t len);
 
 #endif

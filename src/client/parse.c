@@ -1,14 +1,16 @@
 /*
  * client/parse.c — the text the client reads from the network and writes
- * into URLs: header lines, Retry-After, percent-encoding, and the userinfo
- * of a server URL. Pure functions of their arguments.
+ * into URLs: header lines, Retry-After, status codes and Status messages,
+ * percent-encoding, and the userinfo of a server URL. Pure functions of
+ * their arguments.
  */
+#include <json-c/json.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
-#include "kcm/client.h"
+#include "internal.h"
 #include "kcm/error.h"
 
 static bool blank(char c) { return c == ' ' || c == '\t'; }
@@ -183,4 +185,59 @@ char *kcm_client_redact_url(const char *url) {
   memcpy(out, url, start);
   memcpy(out + start, url + end, len - end + 1);
   return out;
+}
+
+int kcm_client_status_error(long status) {
+  if (status >= 200 && status < 300)
+    return 0;
+  switch (status) {
+  case 401:
+  case 403:
+    return KCM_EFORBIDDEN;
+  case 404:
+    return KCM_ENOTFOUND;
+  case 409:
+    return KCM_ECONFLICT;
+  case 410:
+    return KCM_EGONE;
+  case 429:
+    return KCM_ETHROTTLED;
+  case 504:
+    return KCM_ETIMEOUT;
+  }
+  if (status >= 500)
+    return KCM_ESERVER;
+  return KCM_EINVALID;
+}
+
+char *kcm_client_error_message(const char *body, size_t len) {
+  struct json_tokener *tok;
+  struct json_object *obj, *msg;
+  char *out = NULL;
+  size_t i, n;
+
+  if (!len)
+    return strdup("");
+  tok = json_tokener_new();
+  obj = tok ? json_tokener_parse_ex(tok, body, (int)(len > INT32_MAX ? INT32_MAX : len)) : NULL;
+  if (tok)
+    json_tokener_free(tok);
+  if (obj && json_object_object_get_ex(obj, "message", &msg) &&
+      json_object_is_type(msg, json_type_string))
+    out = strdup(json_object_get_string(msg));
+  json_object_put(obj);
+  if (out)
+    return out;
+  n = len < 200 ? len : 200;
+  out = malloc(n + 1);
+  if (!out)
+    return NULL;
+  for (i = 0; i < n; i++)
+    out[i] = (body[i] >= 0x20 && body[i] < 0x7f) ? body[i] : ' ';
+  out[n] = '\0';
+  return out;
+}
+
+bool kcm_client_namespace_terminating(const struct kcm_client_response *resp) {
+  return resp->status == 403 && strstr(resp->body, "\"NamespaceTerminating\"") != NULL;
 }
