@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../labels/internal.h"
 #include "internal.h"
 #include "kcm/error.h"
 

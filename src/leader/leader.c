@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "internal.h"
 #include "kcm/error.h"
 #include "kcm/log.h"
 

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "budget.h"
+#include "../../src/api/internal.h"
 #include "kcm/api.h"
 #include "kcm/buf.h"
 #include "kcm/error.h"

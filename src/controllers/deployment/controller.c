@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../../api/internal.h"
 #include "kcm/buf.h"
 #include "kcm/deployment.h"
 #include "kcm/error.h"

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../api/internal.h"
 #include "kcm/buf.h"
 #include "kcm/error.h"
 #include "kcm/replicaset.h"
