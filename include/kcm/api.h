@@ -234,13 +234,13 @@ struct kcm_api_memo {
 
 void kcm_api_memo_release(struct kcm_api_memo *m);
 
-/* Decode one object of `kind` from its JSON text, with the rules of
- * kcm_api_decode(). Objects are read in place with `j` (scratch reused
- * across calls; NULL for a temporary one) — about ten times faster than
- * through a json-c tree — but for the selector and template of a ReplicaSet
- * or Deployment, which json-c reads, without the template's spec when
- * `memo` (may be NULL) knows the template. Broken JSON is an error with the
- * field "(json)". */
+/* Decode one object of `kind` from its JSON text (the tests check it
+ * against a json-c tree decoder with the same rules). Objects are read in
+ * place with `j` (scratch reused across calls; NULL for a temporary one) —
+ * about ten times faster than through a json-c tree — but for the
+ * selector and template of a ReplicaSet or Deployment, which json-c reads,
+ * without the template's spec when `memo` (may be NULL) knows the
+ * template. Broken JSON is an error with the field "(json)". */
 int kcm_api_decode_text(enum kcm_kind kind, const char *text, size_t len, struct kcm_json *j,
                         struct kcm_api_memo *memo, struct kcm_intern *pool,
                         struct kcm_object **out, struct kcm_api_error *err);

@@ -10,8 +10,10 @@
 
 #include "kcm/api.h"
 
-/* Decode one object of `kind` from its JSON. On success *out holds one
- * reference. Returns 0, KCM_EINVAL (err filled in) or KCM_ENOMEM. */
+/* Decode one object of `kind` from its json-c tree, with the rules of
+ * kcm_api_decode_text(). On success *out holds one reference. Returns 0,
+ * KCM_EINVAL (err filled in) or KCM_ENOMEM. In tree.c, built into
+ * kcm_api_tree, which only the tests, fuzzers and benchmarks link. */
 int kcm_api_decode(enum kcm_kind kind, struct json_object *obj, struct kcm_intern *pool,
                    struct kcm_object **out, struct kcm_api_error *err);
 
@@ -33,6 +35,25 @@ void kcm_api_template_restore_hash(struct json_object *tmpl, struct json_object 
 /* metadata.resourceVersion of a parsed object, 0 if missing. */
 uint64_t kcm_api_resource_version(struct json_object *obj);
 
+/* --- the tree decoder's field access (api.c), shared with tree.c --- */
+
+struct kcm_api_dctx {
+  struct kcm_intern *pool;
+  struct kcm_api_error *err;
+  const char *canonical; /* spec.template's canonical JSON, when already known */
+  uint64_t key;          /* and its key */
+};
+
+/* Fill d->err with field and problem; returns KCM_EINVAL. */
+int kcm_api_bad(struct kcm_api_dctx *d, const char *field, const char *problem);
+/* The member key of o, or NULL when o is not an object or the member is
+ * absent or null. */
+struct json_object *kcm_api_get(struct json_object *o, const char *key);
+/* The same in *out, which when present must be an object (else
+ * KCM_EINVAL naming field). */
+int kcm_api_get_object(struct kcm_api_dctx *d, struct json_object *o, const char *key,
+                       const char *field, struct json_object **out);
+
 /* spec.selector and spec.template of o (a ReplicaSet or Deployment) from
  * `spec`, a tree holding those two members at most, as kcm_api_decode()
  * reads them. With `canonical` given, the template's canonical JSON and key
@@ -41,6 +62,9 @@ uint64_t kcm_api_resource_version(struct json_object *obj);
 int kcm_api_decode_spec_parts(struct kcm_object *o, struct json_object *spec,
                               struct kcm_intern *pool, const char *canonical, uint64_t key,
                               struct kcm_api_error *err);
+
+/* sizeof the struct of each kind. */
+extern const size_t kcm_api_kind_size[KCM_KIND_COUNT];
 
 /* strcmp() of two `const char *` array elements, for qsort and bsearch. */
 int kcm_api_cmp_str(const void *a, const void *b);
