@@ -171,14 +171,51 @@ static int field(struct kcm_buf *b, const char *s, const char *then) {
   return kcm_api_json_string(b, s, strlen(s)) || kcm_buf_append_str(b, then);
 }
 
+int kcm_events_bodies(const char *component, const struct kcm_event_object *obj, bool warning,
+                      const char *reason, const char *message,
+                      const struct kcm_event_outcome *out, const char *when, char **body,
+                      char **patch) {
+  struct kcm_buf b = KCM_BUF_INIT(SIZE_MAX);
+  char uid[37], rv[24];
+  *body = NULL;
+  if (patch)
+    *patch = NULL;
+  kcm_api_format_uid(&obj->uid, uid, sizeof(uid));
+  snprintf(rv, sizeof(rv), "%llu", (unsigned long long)obj->rv);
+  if (kcm_buf_append_str(&b, "{\"metadata\":{\"name\":") ||
+      field(&b, out->name, ",\"namespace\":") ||
+      field(&b, obj->ns, "},\"involvedObject\":{\"kind\":") ||
+      field(&b, obj->kind, ",\"namespace\":") || field(&b, obj->ns, ",\"name\":") ||
+      field(&b, obj->name, ",\"uid\":") || field(&b, uid, ",\"apiVersion\":") ||
+      field(&b, obj->api_version, ",\"resourceVersion\":") ||
+      field(&b, rv, "},\"reason\":") || field(&b, reason, ",\"message\":") ||
+      field(&b, message, ",\"source\":{\"component\":") ||
+      field(&b, component, "},\"firstTimestamp\":") ||
+      field(&b, out->first, ",\"lastTimestamp\":") || field(&b, when, "") ||
+      kcm_buf_appendf(&b,
+                      ",\"count\":%d,\"type\":\"%s\",\"eventTime\":null,"
+                      "\"reportingComponent\":\"\",\"reportingInstance\":\"\"}",
+                      (int)out->count, warning ? "Warning" : "Normal") ||
+      !(*body = kcm_buf_take(&b)) ||
+      (patch &&
+       (kcm_buf_appendf(&b, "{\"count\":%d,\"lastTimestamp\":", (int)out->count) ||
+        field(&b, when, ",\"message\":") || field(&b, message, "}") ||
+        !(*patch = kcm_buf_take(&b))))) {
+    kcm_buf_release(&b);
+    free(*body);
+    *body = NULL;
+    return KCM_ENOMEM;
+  }
+  return 0;
+}
+
 void kcm_events_record(struct kcm_events *ev, const struct kcm_event_object *obj, bool warning,
                        const char *reason, const char *fmt, ...) {
   static const char combined[] = "(combined from similar events): ";
   struct timespec ts, mono;
-  char when[32], uid[37], rv[24], path[KCM_CLIENT_PATH_MAX], *message = NULL, *text = NULL;
+  char when[32], uid[37], path[KCM_CLIENT_PATH_MAX], *message = NULL, *text = NULL;
   struct kcm_event_fields fields;
   struct kcm_event_outcome out;
-  struct kcm_buf b = KCM_BUF_INIT(SIZE_MAX);
   struct kcm_event_post *p;
   va_list ap;
 
@@ -197,7 +234,6 @@ void kcm_events_record(struct kcm_events *ev, const struct kcm_event_object *obj
   clock_gettime(CLOCK_REALTIME, &ts);
   kcm_api_format_time(ts.tv_sec, when, sizeof(when));
   kcm_api_format_uid(&obj->uid, uid, sizeof(uid));
-  snprintf(rv, sizeof(rv), "%llu", (unsigned long long)obj->rv);
   fields = (struct kcm_event_fields){
       ev->component, obj->kind, obj->ns, obj->name, uid, obj->api_version,
       warning ? "Warning" : "Normal", reason, message,
@@ -226,32 +262,13 @@ void kcm_events_record(struct kcm_events *ev, const struct kcm_event_object *obj
     return;
   }
 
-  /* The Event as client-go writes it (eventTime null, reporting fields
-   * empty), and for a repeat the patch of its count, time and message. */
   p = calloc(1, sizeof(*p));
-  if (!p || !(p->path = strdup(path)) || kcm_buf_append_str(&b, "{\"metadata\":{\"name\":") ||
-      field(&b, out.name, ",\"namespace\":") ||
-      field(&b, obj->ns, "},\"involvedObject\":{\"kind\":") ||
-      field(&b, obj->kind, ",\"namespace\":") || field(&b, obj->ns, ",\"name\":") ||
-      field(&b, obj->name, ",\"uid\":") || field(&b, uid, ",\"apiVersion\":") ||
-      field(&b, obj->api_version, ",\"resourceVersion\":") ||
-      field(&b, rv, "},\"reason\":") || field(&b, reason, ",\"message\":") ||
-      field(&b, message, ",\"source\":{\"component\":") ||
-      field(&b, ev->component, "},\"firstTimestamp\":") ||
-      field(&b, out.first, ",\"lastTimestamp\":") || field(&b, when, "") ||
-      kcm_buf_appendf(&b,
-                      ",\"count\":%d,\"type\":\"%s\",\"eventTime\":null,"
-                      "\"reportingComponent\":\"\",\"reportingInstance\":\"\"}",
-                      (int)out.count, warning ? "Warning" : "Normal") ||
-      !(p->body = kcm_buf_take(&b)) ||
-      (out.repeat &&
-       (kcm_buf_appendf(&b, "{\"count\":%d,\"lastTimestamp\":", (int)out.count) ||
-        field(&b, when, ",\"message\":") || field(&b, message, "}") ||
-        !(p->patch = kcm_buf_take(&b))))) {
+  if (!p || !(p->path = strdup(path)) ||
+      kcm_events_bodies(ev->component, obj, warning, reason, message, &out, when, &p->body,
+                        out.repeat ? &p->patch : NULL)) {
     ev->dropped++;
     if (p)
       free_post(p);
-    kcm_buf_release(&b);
     free(message);
     return;
   }
