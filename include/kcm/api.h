@@ -263,6 +263,8 @@ const char *kcm_api_kind_name(enum kcm_kind kind); /* "Pod", ... */
 /* Append the n bytes at s to b as a JSON string, quoted and escaped as in
  * canonical JSON. Returns 0, KCM_ETOOBIG or KCM_ENOMEM. */
 int kcm_api_json_string(struct kcm_buf *b, const char *s, size_t n);
+/* Request bodies are written by json-c through kcm_api_json_emit() (see
+ * src/api/internal.h); these two need no tree from the caller. */
 /* Append to b the strategic merge patch of an object's ownerReferences
  * that upstream's controllers send: with adopt, one making the owner
  * (api_version, kind, name, owner uid) its controller; without, one
@@ -272,6 +274,9 @@ int kcm_api_json_string(struct kcm_buf *b, const char *s, size_t n);
 int kcm_api_owner_patch(struct kcm_buf *b, bool adopt, const char *api_version,
                         const char *kind, const char *name, const struct kcm_uid *owner,
                         const struct kcm_uid *object);
+/* Append to b the DeleteOptions that delete an object only while it has
+ * this uid and resourceVersion. Returns 0, KCM_ETOOBIG or KCM_ENOMEM. */
+int kcm_api_delete_options(struct kcm_buf *b, const struct kcm_uid *uid, uint64_t rv);
 
 /* Parse an RFC 3339 time ("2026-11-22T06:00:05Z", fractions and offsets
  * allowed) into Unix seconds. Returns 0 or KCM_EINVAL. */

@@ -190,32 +190,69 @@ int kcm_api_json_string(struct kcm_buf *b, const char *s, size_t n) {
   return err;
 }
 
-/* Unless err is set, append s as a JSON string, then the text `then`. */
-static int json_field(struct kcm_buf *b, int err, const char *s, const char *then) {
-  if (!err)
-    err = kcm_api_json_string(b, s, strlen(s));
-  return err ? err : kcm_buf_append_str(b, then);
+/* --- writing JSON ------------------------------------------------------------- */
+
+/* Every body kcm sends is written by json-c with these flags: compact, and
+ * '/' left as is; strings escaped as canonical JSON escapes them. */
+#define JSON_FLAGS (JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
+
+int kcm_api_json_emit(struct json_object *doc, struct kcm_buf *out) {
+  const char *s = doc ? json_object_to_json_string_ext(doc, JSON_FLAGS) : NULL;
+  int err = s ? kcm_buf_append_str(out, s) : KCM_ENOMEM;
+  json_object_put(doc);
+  return err;
+}
+
+char *kcm_api_json_dup(struct json_object *doc) {
+  const char *s = doc ? json_object_to_json_string_ext(doc, JSON_FLAGS) : NULL;
+  return s ? strdup(s) : NULL;
+}
+
+struct json_object *kcm_api_json_str(const char *s) { return json_object_new_string(s ? s : ""); }
+
+struct json_object *kcm_api_json_rv(uint64_t rv) {
+  char buf[24];
+  snprintf(buf, sizeof(buf), "%llu", (unsigned long long)rv);
+  return json_object_new_string(buf);
+}
+
+static struct json_object *uid_json(const struct kcm_uid *u) {
+  char buf[37];
+  kcm_api_format_uid(u, buf, sizeof(buf));
+  return json_object_new_string(buf);
 }
 
 int kcm_api_owner_patch(struct kcm_buf *b, bool adopt, const char *api_version,
                         const char *kind, const char *name, const struct kcm_uid *owner,
                         const struct kcm_uid *object) {
-  char ouid[37], uid[37];
-  int err;
-  kcm_api_format_uid(owner, ouid, sizeof(ouid));
-  kcm_api_format_uid(object, uid, sizeof(uid));
+  struct json_object *doc = json_object_new_object(), *meta = json_object_new_object();
+  struct json_object *refs = json_object_new_array(), *ref = json_object_new_object();
   if (adopt) {
-    err = kcm_buf_append_str(b, "{\"metadata\":{\"ownerReferences\":[{\"apiVersion\":");
-    err = json_field(b, err, api_version, ",\"kind\":");
-    err = json_field(b, err, kind, ",\"name\":");
-    err = json_field(b, err, name, ",\"uid\":");
-    err = json_field(b, err, ouid, ",\"controller\":true,\"blockOwnerDeletion\":true}],\"uid\":");
+    json_object_object_add(ref, "apiVersion", kcm_api_json_str(api_version));
+    json_object_object_add(ref, "kind", kcm_api_json_str(kind));
+    json_object_object_add(ref, "name", kcm_api_json_str(name));
+    json_object_object_add(ref, "uid", uid_json(owner));
+    json_object_object_add(ref, "controller", json_object_new_boolean(1));
+    json_object_object_add(ref, "blockOwnerDeletion", json_object_new_boolean(1));
   } else {
-    err = kcm_buf_append_str(b, "{\"metadata\":{\"ownerReferences\":[{\"$patch\":\"delete\","
-                                "\"uid\":");
-    err = json_field(b, err, ouid, "}],\"uid\":");
+    json_object_object_add(ref, "$patch", json_object_new_string("delete"));
+    json_object_object_add(ref, "uid", uid_json(owner));
   }
-  return json_field(b, err, uid, "}}");
+  json_object_array_add(refs, ref);
+  json_object_object_add(meta, "ownerReferences", refs);
+  json_object_object_add(meta, "uid", uid_json(object));
+  json_object_object_add(doc, "metadata", meta);
+  return kcm_api_json_emit(doc, b);
+}
+
+int kcm_api_delete_options(struct kcm_buf *b, const struct kcm_uid *uid, uint64_t rv) {
+  struct json_object *doc = json_object_new_object(), *pre = json_object_new_object();
+  json_object_object_add(doc, "apiVersion", json_object_new_string("v1"));
+  json_object_object_add(doc, "kind", json_object_new_string("DeleteOptions"));
+  json_object_object_add(pre, "uid", uid_json(uid));
+  json_object_object_add(pre, "resourceVersion", kcm_api_json_rv(rv));
+  json_object_object_add(doc, "preconditions", pre);
+  return kcm_api_json_emit(doc, b);
 }
 
 int kcm_api_cmp_str(const void *a, const void *b) {

@@ -21,6 +21,18 @@ int kcm_api_decode(enum kcm_kind kind, struct json_object *obj, struct kcm_inter
  * NULL when there are none. */
 struct json_object *kcm_api_conditions_json(const struct kcm_conditions *c);
 
+/* Writing JSON: every body kcm sends is a json-c tree written by one of
+ * these two, compact with '/' unescaped. emit appends doc's text to out
+ * and puts doc (NULL: KCM_ENOMEM); returns 0, KCM_ETOOBIG or KCM_ENOMEM.
+ * dup returns a heap copy of the text (NULL when out of memory) and keeps
+ * doc. */
+int kcm_api_json_emit(struct json_object *doc, struct kcm_buf *out);
+char *kcm_api_json_dup(struct json_object *doc);
+/* A new JSON string of s, NULL read as "". */
+struct json_object *kcm_api_json_str(const char *s);
+/* A resourceVersion as the API writes it: a JSON string of the number. */
+struct json_object *kcm_api_json_rv(uint64_t rv);
+
 /* Append the canonical JSON of v (keys sorted, no spaces) to b. */
 int kcm_api_canonical_json(struct json_object *v, struct kcm_buf *b);
 
