@@ -19,7 +19,6 @@
 #ifndef KCM_API_H
 #define KCM_API_H
 
-#include <json-c/json.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -131,9 +130,6 @@ int kcm_api_conditions_copy(struct kcm_conditions *dst, const struct kcm_conditi
 void kcm_api_conditions_release(struct kcm_conditions *c);
 /* Every field equal, in the same order. */
 bool kcm_api_conditions_equal(const struct kcm_conditions *a, const struct kcm_conditions *b);
-/* The conditions as the API writes them (a new array the caller puts), or
- * NULL when there are none. */
-struct json_object *kcm_api_conditions_json(const struct kcm_conditions *c);
 
 enum kcm_pod_phase {
   KCM_POD_PENDING,
@@ -216,10 +212,6 @@ struct kcm_api_error {
   char problem[96];
 };
 
-/* Decode one object of `kind` from its JSON. On success *out holds one
- * reference. Returns 0, KCM_EINVAL (err filled in) or KCM_ENOMEM. */
-int kcm_api_decode(enum kcm_kind kind, struct json_object *obj, struct kcm_intern *pool,
-                   struct kcm_object **out, struct kcm_api_error *err);
 
 /* Pod templates of recently decoded ReplicaSets and Deployments, by their
  * text. Most watch events of those kinds change only status, so the
@@ -242,13 +234,13 @@ struct kcm_api_memo {
 
 void kcm_api_memo_release(struct kcm_api_memo *m);
 
-/* Decode one object of `kind` from its JSON text, with the rules of
- * kcm_api_decode(). Objects are read in place with `j` (scratch reused
- * across calls; NULL for a temporary one) — about ten times faster than
- * through a json-c tree — but for the selector and template of a ReplicaSet
- * or Deployment, which json-c reads, without the template's spec when
- * `memo` (may be NULL) knows the template. Broken JSON is an error with the
- * field "(json)". */
+/* Decode one object of `kind` from its JSON text (the tests check it
+ * against a json-c tree decoder with the same rules). Objects are read in
+ * place with `j` (scratch reused across calls; NULL for a temporary one) —
+ * about ten times faster than through a json-c tree — but for the
+ * selector and template of a ReplicaSet or Deployment, which json-c reads,
+ * without the template's spec when `memo` (may be NULL) knows the
+ * template. Broken JSON is an error with the field "(json)". */
 int kcm_api_decode_text(enum kcm_kind kind, const char *text, size_t len, struct kcm_json *j,
                         struct kcm_api_memo *memo, struct kcm_intern *pool,
                         struct kcm_object **out, struct kcm_api_error *err);
@@ -268,11 +260,11 @@ size_t kcm_api_size(const struct kcm_object *o);
 
 const char *kcm_api_kind_name(enum kcm_kind kind); /* "Pod", ... */
 
-/* Append the canonical JSON of v (keys sorted, no spaces) to b. */
-int kcm_api_canonical_json(struct json_object *v, struct kcm_buf *b);
 /* Append the n bytes at s to b as a JSON string, quoted and escaped as in
  * canonical JSON. Returns 0, KCM_ETOOBIG or KCM_ENOMEM. */
 int kcm_api_json_string(struct kcm_buf *b, const char *s, size_t n);
+/* Request bodies are written by json-c through kcm_api_json_emit() (see
+ * src/api/internal.h); these two need no tree from the caller. */
 /* Append to b the strategic merge patch of an object's ownerReferences
  * that upstream's controllers send: with adopt, one making the owner
  * (api_version, kind, name, owner uid) its controller; without, one
@@ -282,6 +274,9 @@ int kcm_api_json_string(struct kcm_buf *b, const char *s, size_t n);
 int kcm_api_owner_patch(struct kcm_buf *b, bool adopt, const char *api_version,
                         const char *kind, const char *name, const struct kcm_uid *owner,
                         const struct kcm_uid *object);
+/* Append to b the DeleteOptions that delete an object only while it has
+ * this uid and resourceVersion. Returns 0, KCM_ETOOBIG or KCM_ENOMEM. */
+int kcm_api_delete_options(struct kcm_buf *b, const struct kcm_uid *uid, uint64_t rv);
 
 /* Parse an RFC 3339 time ("2026-11-22T06:00:05Z", fractions and offsets
  * allowed) into Unix seconds. Returns 0 or KCM_EINVAL. */
@@ -293,20 +288,14 @@ void kcm_api_format_time(int64_t t, char *buf, size_t len);
  * pod-template-hash label, an empty label map counting as none.
  * kcm_api_template_key() digests a template that way (equal templates have
  * equal keys); kcm_api_template_equal() compares two canonical templates. */
-int kcm_api_template_key(struct json_object *tmpl, uint64_t *key);
 bool kcm_api_template_equal(const char *a, const char *b);
-/* Take the hash label out of a parsed template (returns 1 if it was there,
- * *restore then holds its value) and put it back. */
-int kcm_api_template_strip_hash(struct json_object *tmpl, struct json_object **restore);
-void kcm_api_template_restore_hash(struct json_object *tmpl, struct json_object *restore);
 
 /* Read back an object before adopting for it (upstream's
  * RecheckDeletionTimestamp): NULL when the body is the object with this uid
  * and it is not being deleted, else why not. */
 const char *kcm_api_recheck(const char *body, const struct kcm_uid *uid);
-/* metadata.resourceVersion of a parsed object, 0 if missing. */
-uint64_t kcm_api_resource_version(struct json_object *obj);
-/* The same from an object's text, without building a tree. */
+/* metadata.resourceVersion of an object's text, 0 if missing, without
+ * building a tree. */
 uint64_t kcm_api_resource_version_text(const char *body, size_t len);
 
 /* A resourceVersion as the API server writes it: decimal digits only (no

@@ -100,6 +100,17 @@ struct kcm_event_object {
   uint64_t rv;
 };
 
+/* The Event kcm_events_record() creates, as client-go writes it (eventTime
+ * null, reporting fields empty; NULL strings read as ""), into *body, and
+ * with `patch` given, the strategic merge patch of a repeat's count,
+ * lastTimestamp and message into *patch: heap strings the caller frees.
+ * `out` is the correlator's outcome, `when` the time now (RFC 3339).
+ * Returns 0 or KCM_ENOMEM (nothing left allocated). */
+int kcm_events_bodies(const char *component, const struct kcm_event_object *obj, bool warning,
+                      const char *reason, const char *message,
+                      const struct kcm_event_outcome *out, const char *when, char **body,
+                      char **patch);
+
 void kcm_events_init(struct kcm_events *ev, struct kcm_client *client, const char *component);
 /* Free the correlator's caches (after the client has closed). */
 void kcm_events_release(struct kcm_events *ev);

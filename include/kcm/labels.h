@@ -11,7 +11,6 @@
 #ifndef KCM_LABELS_H
 #define KCM_LABELS_H
 
-#include <json-c/json.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -48,11 +47,6 @@ struct kcm_selector {
   bool nothing; /* the selector was null: matches nothing */
 };
 
-/* Decode a JSON object of string values (metadata.labels) into a sorted set.
- * `obj` may be NULL (an empty set). Returns 0, KCM_EINVAL with *why set to a
- * static description, or KCM_ENOMEM. */
-int kcm_labels_decode(struct kcm_labels *out, struct kcm_intern *pool,
-                      struct json_object *obj, const char **why);
 /* Make a set of `items` (n pairs of pooled strings, one reference each),
  * taking over the array and its references: sorted by key, and of a key
  * given twice the last pair kept, as a JSON object decodes; n log n
@@ -72,10 +66,6 @@ void kcm_labels_release(struct kcm_labels *l, struct kcm_intern *pool);
 const char *kcm_labels_get(const struct kcm_labels *l, const char *key);
 bool kcm_labels_equal(const struct kcm_labels *a, const struct kcm_labels *b);
 
-/* Decode a metav1.LabelSelector; `obj` NULL or JSON null gives a selector
- * that matches nothing. Returns 0, KCM_EINVAL (*why set) or KCM_ENOMEM. */
-int kcm_labels_selector_decode(struct kcm_selector *out, struct json_object *obj,
-                               const char **why);
 void kcm_labels_selector_release(struct kcm_selector *s);
 bool kcm_labels_matches(const struct kcm_selector *s, const struct kcm_labels *l);
 /* True for a selector with no requirements (it would select everything). */

@@ -19,7 +19,6 @@
 #ifndef KCM_LEADER_H
 #define KCM_LEADER_H
 
-#include <json-c/json.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <uv.h>
@@ -56,10 +55,6 @@ enum kcm_leader_step kcm_leader_decide(const struct kcm_lease_record *cur, const
 void kcm_leader_release_record(const struct kcm_lease_record *cur, const char *now,
                                struct kcm_lease_record *out);
 
-/* Read the record from a Lease object; returns 0 or KCM_EINVAL. */
-int kcm_leader_parse(struct json_object *lease, struct kcm_lease_record *out);
-/* Set a Lease object's spec to the record. */
-void kcm_leader_apply(const struct kcm_lease_record *r, struct json_object *lease);
 /* The wall clock as "2026-11-22T10:20:01.123456Z" (at least 28 bytes). */
 void kcm_leader_now(char *buf, size_t len);
 
@@ -89,7 +84,8 @@ struct kcm_leader {
   uint64_t lease_ms, renew_ms, retry_ms;
   unsigned limiter;
   uv_timer_t timer;
-  struct json_object *lease;    /* owned: the Lease as last read or written */
+  void *lease;                  /* owned: the Lease as last read or written (a
+                                   json-c tree, known to leader.c only) */
   struct kcm_lease_record observed;
   uint64_t observed_at;         /* loop ms when `observed` was first seen */
   uint64_t renewed_at;          /* loop ms of the last successful acquire or renew */

@@ -1,11 +1,70 @@
 /*
- * api internals shared by api.c and text.c. Not part of the module's
- * interface.
+ * api internals: what api.c, parts.c and text.c share, and the json-c tree
+ * helpers the controllers inside kcm use. Not part of the module's public
+ * interface, which keeps json-c types out of include/kcm.
  */
 #ifndef KCM_API_INTERNAL_H
 #define KCM_API_INTERNAL_H
 
+#include <json-c/json.h>
+
 #include "kcm/api.h"
+
+/* Decode one object of `kind` from its json-c tree, with the rules of
+ * kcm_api_decode_text(). On success *out holds one reference. Returns 0,
+ * KCM_EINVAL (err filled in) or KCM_ENOMEM. In tree.c, built into
+ * kcm_api_tree, which only the tests, fuzzers and benchmarks link. */
+int kcm_api_decode(enum kcm_kind kind, struct json_object *obj, struct kcm_intern *pool,
+                   struct kcm_object **out, struct kcm_api_error *err);
+
+/* The conditions as the API writes them (a new array the caller puts), or
+ * NULL when there are none. */
+struct json_object *kcm_api_conditions_json(const struct kcm_conditions *c);
+
+/* Writing JSON: every body kcm sends is a json-c tree written by one of
+ * these two, compact with '/' unescaped. emit appends doc's text to out
+ * and puts doc (NULL: KCM_ENOMEM); returns 0, KCM_ETOOBIG or KCM_ENOMEM.
+ * dup returns a heap copy of the text (NULL when out of memory) and keeps
+ * doc. */
+int kcm_api_json_emit(struct json_object *doc, struct kcm_buf *out);
+char *kcm_api_json_dup(struct json_object *doc);
+/* A new JSON string of s, NULL read as "". */
+struct json_object *kcm_api_json_str(const char *s);
+/* A resourceVersion as the API writes it: a JSON string of the number. */
+struct json_object *kcm_api_json_rv(uint64_t rv);
+
+/* Append the canonical JSON of v (keys sorted, no spaces) to b. */
+int kcm_api_canonical_json(struct json_object *v, struct kcm_buf *b);
+
+/* The key of a parsed pod template, as kcm_api_template_equal() compares
+ * (see kcm/api.h). Returns 0, KCM_ETOOBIG or KCM_ENOMEM. */
+int kcm_api_template_key(struct json_object *tmpl, uint64_t *key);
+/* Take the hash label out of a parsed template (returns 1 if it was there,
+ * *restore then holds its value) and put it back. */
+int kcm_api_template_strip_hash(struct json_object *tmpl, struct json_object **restore);
+void kcm_api_template_restore_hash(struct json_object *tmpl, struct json_object *restore);
+
+/* metadata.resourceVersion of a parsed object, 0 if missing. */
+uint64_t kcm_api_resource_version(struct json_object *obj);
+
+/* --- the tree decoder's field access (api.c), shared with tree.c --- */
+
+struct kcm_api_dctx {
+  struct kcm_intern *pool;
+  struct kcm_api_error *err;
+  const char *canonical; /* spec.template's canonical JSON, when already known */
+  uint64_t key;          /* and its key */
+};
+
+/* Fill d->err with field and problem; returns KCM_EINVAL. */
+int kcm_api_bad(struct kcm_api_dctx *d, const char *field, const char *problem);
+/* The member key of o, or NULL when o is not an object or the member is
+ * absent or null. */
+struct json_object *kcm_api_get(struct json_object *o, const char *key);
+/* The same in *out, which when present must be an object (else
+ * KCM_EINVAL naming field). */
+int kcm_api_get_object(struct kcm_api_dctx *d, struct json_object *o, const char *key,
+                       const char *field, struct json_object **out);
 
 /* spec.selector and spec.template of o (a ReplicaSet or Deployment) from
  * `spec`, a tree holding those two members at most, as kcm_api_decode()
@@ -15,6 +74,9 @@
 int kcm_api_decode_spec_parts(struct kcm_object *o, struct json_object *spec,
                               struct kcm_intern *pool, const char *canonical, uint64_t key,
                               struct kcm_api_error *err);
+
+/* sizeof the struct of each kind. */
+extern const size_t kcm_api_kind_size[KCM_KIND_COUNT];
 
 /* strcmp() of two `const char *` array elements, for qsort and bsearch. */
 int kcm_api_cmp_str(const void *a, const void *b);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "internal.h"
 #include "kcm/api.h"
 #include "kcm/error.h"
 #include "kcm/json.h"

@@ -9,6 +9,7 @@
 #include <json-c/json.h>
 #include <openssl/evp.h>
 
+#include "../api/internal.h"
 #include "kcm/error.h"
 #include "kcm/log.h"
 
@@ -356,7 +357,7 @@ static void on_token_review(const struct kcm_client_response *resp, void *data) 
 static int send_token_review(struct kcm_auth *a, struct entry *e, const char *token) {
   struct json_object *doc = json_object_new_object(), *spec = json_object_new_object();
   struct kcm_client_request_options ro = {0};
-  const char *body;
+  char *body;
   int rc;
   if (!doc || !spec ||
       json_object_object_add(doc, "apiVersion",
@@ -367,7 +368,10 @@ static int send_token_review(struct kcm_auth *a, struct entry *e, const char *to
     json_object_put(doc);
     return KCM_ENOMEM;
   }
-  body = json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+  body = kcm_api_json_dup(doc);
+  json_object_put(doc);
+  if (!body)
+    return KCM_ENOMEM;
   ro.method = "POST";
   ro.path = "/apis/authentication.k8s.io/v1/tokenreviews";
   ro.body = body;
@@ -378,7 +382,7 @@ static int send_token_review(struct kcm_auth *a, struct entry *e, const char *to
   ro.done = on_token_review;
   ro.data = e;
   rc = kcm_client_request(a->o.authn, &ro, NULL);
-  json_object_put(doc);
+  free(body);
   if (rc == 0)
     a->stats.token_reviews++;
   return rc;
@@ -485,8 +489,7 @@ static char *review_doc(const struct check *x) {
     json_object_object_add(spec, "uid", json_object_new_string(x->user.uid));
   json_object_object_add(doc, "spec", spec);
   spec = NULL;
-  out = strdup(json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PLAIN |
-                                                       JSON_C_TO_STRING_NOSLASHESCAPE));
+  out = kcm_api_json_dup(doc);
 out:
   json_object_put(doc);
   json_object_put(spec);
@@ -680,9 +683,7 @@ const char *kcm_auth_refusal(const struct kcm_auth_decision *d, struct kcm_buf *
   if (d->status != 401)
     json_object_object_add(doc, "details", json_object_new_object());
   json_object_object_add(doc, "code", json_object_new_int(d->status));
-  rc = kcm_buf_append_str(body, json_object_to_json_string_ext(
-                                    doc, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
-  json_object_put(doc);
+  rc = kcm_api_json_emit(doc, body);
   return rc ? NULL : "application/json";
 }
 

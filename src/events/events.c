@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../api/internal.h"
 #include "kcm/error.h"
 #include "kcm/log.h"
 
@@ -164,21 +165,66 @@ static void on_posted(const struct kcm_client_response *resp, void *data) {
   send_next(ev);
 }
 
-/* Append s (NULL reads as "") as a JSON string, then the text `then`. */
-static int field(struct kcm_buf *b, const char *s, const char *then) {
-  if (!s)
-    s = "";
-  return kcm_api_json_string(b, s, strlen(s)) || kcm_buf_append_str(b, then);
+/* Add the string s (NULL reads as "") to o as key. */
+static void add(struct json_object *o, const char *key, const char *s) {
+  json_object_object_add(o, key, kcm_api_json_str(s));
+}
+
+int kcm_events_bodies(const char *component, const struct kcm_event_object *obj, bool warning,
+                      const char *reason, const char *message,
+                      const struct kcm_event_outcome *out, const char *when, char **body,
+                      char **patch) {
+  struct json_object *doc = json_object_new_object(), *meta = json_object_new_object();
+  struct json_object *inv = json_object_new_object(), *src = json_object_new_object();
+  char uid[37];
+
+  kcm_api_format_uid(&obj->uid, uid, sizeof(uid));
+  add(meta, "name", out->name);
+  add(meta, "namespace", obj->ns);
+  json_object_object_add(doc, "metadata", meta);
+  add(inv, "kind", obj->kind);
+  add(inv, "namespace", obj->ns);
+  add(inv, "name", obj->name);
+  add(inv, "uid", uid);
+  add(inv, "apiVersion", obj->api_version);
+  json_object_object_add(inv, "resourceVersion", kcm_api_json_rv(obj->rv));
+  json_object_object_add(doc, "involvedObject", inv);
+  add(doc, "reason", reason);
+  add(doc, "message", message);
+  add(src, "component", component);
+  json_object_object_add(doc, "source", src);
+  add(doc, "firstTimestamp", out->first);
+  add(doc, "lastTimestamp", when);
+  json_object_object_add(doc, "count", json_object_new_int((int)out->count));
+  add(doc, "type", warning ? "Warning" : "Normal");
+  json_object_object_add(doc, "eventTime", NULL);
+  add(doc, "reportingComponent", "");
+  add(doc, "reportingInstance", "");
+  *body = kcm_api_json_dup(doc);
+  json_object_put(doc);
+  if (!patch)
+    return *body ? 0 : KCM_ENOMEM;
+  doc = json_object_new_object();
+  json_object_object_add(doc, "count", json_object_new_int((int)out->count));
+  add(doc, "lastTimestamp", when);
+  add(doc, "message", message);
+  *patch = kcm_api_json_dup(doc);
+  json_object_put(doc);
+  if (*body && *patch)
+    return 0;
+  free(*body);
+  free(*patch);
+  *body = *patch = NULL;
+  return KCM_ENOMEM;
 }
 
 void kcm_events_record(struct kcm_events *ev, const struct kcm_event_object *obj, bool warning,
                        const char *reason, const char *fmt, ...) {
   static const char combined[] = "(combined from similar events): ";
   struct timespec ts, mono;
-  char when[32], uid[37], rv[24], path[KCM_CLIENT_PATH_MAX], *message = NULL, *text = NULL;
+  char when[32], uid[37], path[KCM_CLIENT_PATH_MAX], *message = NULL, *text = NULL;
   struct kcm_event_fields fields;
   struct kcm_event_outcome out;
-  struct kcm_buf b = KCM_BUF_INIT(SIZE_MAX);
   struct kcm_event_post *p;
   va_list ap;
 
@@ -197,7 +243,6 @@ void kcm_events_record(struct kcm_events *ev, const struct kcm_event_object *obj
   clock_gettime(CLOCK_REALTIME, &ts);
   kcm_api_format_time(ts.tv_sec, when, sizeof(when));
   kcm_api_format_uid(&obj->uid, uid, sizeof(uid));
-  snprintf(rv, sizeof(rv), "%llu", (unsigned long long)obj->rv);
   fields = (struct kcm_event_fields){
       ev->component, obj->kind, obj->ns, obj->name, uid, obj->api_version,
       warning ? "Warning" : "Normal", reason, message,
@@ -226,32 +271,13 @@ void kcm_events_record(struct kcm_events *ev, const struct kcm_event_object *obj
     return;
   }
 
-  /* The Event as client-go writes it (eventTime null, reporting fields
-   * empty), and for a repeat the patch of its count, time and message. */
   p = calloc(1, sizeof(*p));
-  if (!p || !(p->path = strdup(path)) || kcm_buf_append_str(&b, "{\"metadata\":{\"name\":") ||
-      field(&b, out.name, ",\"namespace\":") ||
-      field(&b, obj->ns, "},\"involvedObject\":{\"kind\":") ||
-      field(&b, obj->kind, ",\"namespace\":") || field(&b, obj->ns, ",\"name\":") ||
-      field(&b, obj->name, ",\"uid\":") || field(&b, uid, ",\"apiVersion\":") ||
-      field(&b, obj->api_version, ",\"resourceVersion\":") ||
-      field(&b, rv, "},\"reason\":") || field(&b, reason, ",\"message\":") ||
-      field(&b, message, ",\"source\":{\"component\":") ||
-      field(&b, ev->component, "},\"firstTimestamp\":") ||
-      field(&b, out.first, ",\"lastTimestamp\":") || field(&b, when, "") ||
-      kcm_buf_appendf(&b,
-                      ",\"count\":%d,\"type\":\"%s\",\"eventTime\":null,"
-                      "\"reportingComponent\":\"\",\"reportingInstance\":\"\"}",
-                      (int)out.count, warning ? "Warning" : "Normal") ||
-      !(p->body = kcm_buf_take(&b)) ||
-      (out.repeat &&
-       (kcm_buf_appendf(&b, "{\"count\":%d,\"lastTimestamp\":", (int)out.count) ||
-        field(&b, when, ",\"message\":") || field(&b, message, "}") ||
-        !(p->patch = kcm_buf_take(&b))))) {
+  if (!p || !(p->path = strdup(path)) ||
+      kcm_events_bodies(ev->component, obj, warning, reason, message, &out, when, &p->body,
+                        out.repeat ? &p->patch : NULL)) {
     ev->dropped++;
     if (p)
       free_post(p);
-    kcm_buf_release(&b);
     free(message);
     return;
   }

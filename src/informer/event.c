@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <json-c/json.h>
+
 #include "internal.h"
 #include "kcm/log.h"
 

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <json-c/json.h>
+
 #include "internal.h"
 #include "kcm/error.h"
 #include "kcm/log.h"

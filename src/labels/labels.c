@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "internal.h"
 #include "kcm/error.h"
 
 static int cmp_label(const void *a, const void *b) {

@@ -8,6 +8,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../api/internal.h"
+#include "internal.h"
 #include "kcm/error.h"
 #include "kcm/log.h"
 
@@ -195,13 +197,13 @@ static int send_lease(struct kcm_leader *l, const char *method, bool named,
                       kcm_client_done_cb done) {
   struct kcm_client_request_options o = {0};
   char path[KCM_CLIENT_PATH_MAX];
-  const char *body = NULL;
+  char *body = NULL;
   int err;
   if ((err = kcm_client_path(path, sizeof(path), "/apis/coordination.k8s.io/v1", l->ns, "leases",
                              named ? l->name : NULL, NULL)))
     return err;
-  if (l->lease && strcmp(method, "GET"))
-    body = json_object_to_json_string_ext(l->lease, JSON_C_TO_STRING_PLAIN);
+  if (l->lease && strcmp(method, "GET") && !(body = kcm_api_json_dup(l->lease)))
+    return KCM_ENOMEM;
   o.method = method;
   o.path = path;
   o.body = body;
@@ -212,6 +214,7 @@ static int send_lease(struct kcm_leader *l, const char *method, bool named,
   o.limiter = l->limiter;
   if ((err = kcm_client_request(l->client, &o, NULL)) == 0)
     l->busy = true;
+  free(body);
   return err;
 }
 

@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "../../src/informer/framing.h"
+#include "../../src/api/internal.h"
 #include "kcm/api.h"
 #include "kcm/json.h"
 

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../src/api/internal.h"
 #include "kcm/api.h"
 #include "kcm/buf.h"
 #include "kcm/intern.h"

@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <json-c/json.h>
+
 #include "framing.h"
 #include "informer.c"
 #include "kcm/api.h"

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../src/labels/internal.h"
 #include "kcm/buf.h"
 #include "kcm/intern.h"
 #include "kcm/labels.h"

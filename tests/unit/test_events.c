@@ -420,6 +420,70 @@ static int stop_sim(void **state) {
   return 0;
 }
 
+/* The Event and the repeat's patch: every string escaped (quotes,
+ * backslashes, control characters, UTF-8 kept), NULL read as "", the
+ * members in client-go's order, numbers and null where the API has them. */
+static void bodies_are_escaped_json(void **state) {
+  static const char odd[] = "a \"quoted\" \\ back\nslash\t\x01\x1f caf\xc3\xa9 </x>";
+  static const char *const keys[] = {"metadata", "involvedObject", "reason", "message",
+                                     "source", "firstTimestamp", "lastTimestamp", "count",
+                                     "type", "eventTime", "reportingComponent",
+                                     "reportingInstance"};
+  struct kcm_event_object o = {"ReplicaSet", "apps/v1", "ns", odd, {{0}}, 18446744073709551615ULL};
+  struct kcm_event_outcome out = {false, false, true, 7, "2026-11-22T06:00:00Z", "ev.1"};
+  struct json_object *doc, *v;
+  struct json_object_iterator it, end;
+  char *body, *patch;
+  size_t i = 0;
+  (void)state;
+  memset(o.uid.b, 0xab, sizeof(o.uid.b));
+
+  assert_int_equal(kcm_events_bodies("c\"omp", &o, true, NULL, odd, &out, "2026-11-22T06:00:05Z",
+                                     &body, &patch),
+                   0);
+  assert_non_null(doc = json_tokener_parse(body));
+  it = json_object_iter_begin(doc);
+  end = json_object_iter_end(doc);
+  for (; !json_object_iter_equal(&it, &end); json_object_iter_next(&it), i++) {
+    assert_true(i < sizeof(keys) / sizeof(keys[0]));
+    assert_string_equal(json_object_iter_peek_name(&it), keys[i]);
+  }
+  assert_int_equal(i, sizeof(keys) / sizeof(keys[0]));
+  assert_string_equal(field(doc, "metadata", "name"), "ev.1");
+  assert_string_equal(field(doc, "metadata", "namespace"), "ns");
+  assert_string_equal(field(doc, "involvedObject", "name"), odd);
+  assert_string_equal(field(doc, "involvedObject", "uid"),
+                      "abababab-abab-abab-abab-abababababab");
+  assert_string_equal(field(doc, "involvedObject", "resourceVersion"), "18446744073709551615");
+  assert_string_equal(field(doc, "reason", NULL), "");
+  assert_string_equal(field(doc, "message", NULL), odd);
+  assert_string_equal(field(doc, "source", "component"), "c\"omp");
+  assert_string_equal(field(doc, "firstTimestamp", NULL), "2026-11-22T06:00:00Z");
+  assert_string_equal(field(doc, "lastTimestamp", NULL), "2026-11-22T06:00:05Z");
+  assert_string_equal(field(doc, "type", NULL), "Warning");
+  assert_true(json_object_object_get_ex(doc, "count", &v) && json_object_is_type(v, json_type_int));
+  assert_int_equal(json_object_get_int(v), 7);
+  assert_true(json_object_object_get_ex(doc, "eventTime", &v) && v == NULL);
+  json_object_put(doc);
+
+  assert_non_null(doc = json_tokener_parse(patch));
+  assert_int_equal(json_object_object_length(doc), 3);
+  assert_true(json_object_object_get_ex(doc, "count", &v) && json_object_get_int(v) == 7);
+  assert_string_equal(field(doc, "lastTimestamp", NULL), "2026-11-22T06:00:05Z");
+  assert_string_equal(field(doc, "message", NULL), odd);
+  json_object_put(doc);
+  free(body);
+  free(patch);
+
+  assert_int_equal(
+      kcm_events_bodies("c", &o, false, "R", "m", &out, "2026-11-22T06:00:05Z", &body, NULL), 0);
+  assert_non_null(doc = json_tokener_parse(body));
+  assert_string_equal(field(doc, "type", NULL), "Normal");
+  assert_string_equal(field(doc, "reason", NULL), "R");
+  json_object_put(doc);
+  free(body);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(posts_the_event_upstream_posts),
@@ -431,6 +495,7 @@ int main(void) {
       cmocka_unit_test(repeats_patch_the_server_event),
   };
   const struct CMUnitTest pure[] = {
+      cmocka_unit_test(bodies_are_escaped_json),
       cmocka_unit_test(repeats_are_counted),
       cmocka_unit_test(similar_events_are_combined),
       cmocka_unit_test(spam_is_limited_per_object),

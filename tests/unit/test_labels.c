@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "budget.h"
+#include "../../src/labels/internal.h"
 #include "kcm/error.h"
 #include "kcm/labels.h"
 

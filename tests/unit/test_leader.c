@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../src/leader/internal.h"
 #include "kcm/error.h"
 #include "kcm/leader.h"
 #include "peer.h"

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../src/api/internal.h"
 #include "kcm/error.h"
 #include "kcm/replicaset.h"
 

@@ -9,21 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../api/internal.h"
 #include "kcm/deployment.h"
 #include "kcm/error.h"
 
-static int emit(struct json_object *doc, struct kcm_buf *out) {
-  int flags = JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE;
-  int err = kcm_buf_append_str(out, json_object_to_json_string_ext(doc, flags));
-  json_object_put(doc);
-  return err;
-}
-
 static struct json_object *meta_with_rv(uint64_t rv) {
   struct json_object *meta = json_object_new_object();
-  char buf[24];
-  snprintf(buf, sizeof(buf), "%llu", (unsigned long long)rv);
-  json_object_object_add(meta, "resourceVersion", json_object_new_string(buf));
+  json_object_object_add(meta, "resourceVersion", kcm_api_json_rv(rv));
   return meta;
 }
 
@@ -53,7 +45,7 @@ int kcm_deployment_status_body(const struct kcm_deployment *d, const struct kcm_
   if (s->collision_count >= 0)
     json_object_object_add(st, "collisionCount", json_object_new_int(s->collision_count));
   json_object_object_add(doc, "status", st);
-  return emit(doc, out);
+  return kcm_api_json_emit(doc, out);
 }
 
 int kcm_deployment_scale_body(const struct kcm_dp_plan *p, const struct kcm_dp_step *s,
@@ -77,30 +69,28 @@ int kcm_deployment_scale_body(const struct kcm_dp_plan *p, const struct kcm_dp_s
   if (!r->rs || r->rs->min_ready_seconds != s->min_ready_seconds)
     json_object_object_add(spec, "minReadySeconds", json_object_new_int(s->min_ready_seconds));
   json_object_object_add(doc, "spec", spec);
-  return emit(doc, out);
+  return kcm_api_json_emit(doc, out);
 }
 
 int kcm_deployment_rollback_body(const struct kcm_dp_plan *p, uint64_t resource_version,
                                  struct kcm_buf *out) {
   struct json_object *ops = json_tokener_parse(p->rollback_ops), *all, *test;
-  char buf[24];
   size_t i;
   if (!ops || !json_object_is_type(ops, json_type_array)) {
     json_object_put(ops);
     return KCM_EINVAL;
   }
   /* First make sure it is the version the plan was made from. */
-  snprintf(buf, sizeof(buf), "%llu", (unsigned long long)resource_version);
   all = json_object_new_array();
   test = json_object_new_object();
   json_object_object_add(test, "op", json_object_new_string("test"));
   json_object_object_add(test, "path", json_object_new_string("/metadata/resourceVersion"));
-  json_object_object_add(test, "value", json_object_new_string(buf));
+  json_object_object_add(test, "value", kcm_api_json_rv(resource_version));
   json_object_array_add(all, test);
   for (i = 0; i < json_object_array_length(ops); i++)
     json_object_array_add(all, json_object_get(json_object_array_get_idx(ops, i)));
   json_object_put(ops);
-  return emit(all, out);
+  return kcm_api_json_emit(all, out);
 }
 
 int kcm_deployment_create_failed_body(const struct kcm_deployment *d,
@@ -143,7 +133,7 @@ int kcm_deployment_create_failed_body(const struct kcm_deployment *d,
   json_object_object_add(st, "conditions", kcm_api_conditions_json(&conds));
   json_object_object_add(doc, "status", st);
   kcm_api_conditions_release(&conds);
-  return emit(doc, out);
+  return kcm_api_json_emit(doc, out);
 }
 
 int kcm_deployment_collision_body(const struct kcm_deployment *d, uint64_t resource_version,
@@ -153,5 +143,5 @@ int kcm_deployment_collision_body(const struct kcm_deployment *d, uint64_t resou
   json_object_object_add(doc, "metadata", meta_with_rv(resource_version));
   json_object_object_add(st, "collisionCount", json_object_new_int(next));
   json_object_object_add(doc, "status", st);
-  return emit(doc, out);
+  return kcm_api_json_emit(doc, out);
 }

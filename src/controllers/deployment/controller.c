@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../../api/internal.h"
 #include "kcm/buf.h"
 #include "kcm/deployment.h"
 #include "kcm/error.h"
@@ -548,7 +549,7 @@ static void on_dry_run(const struct kcm_client_response *resp, void *data) {
 static void dry_run(struct kcm_dp_job *j) {
   struct json_object *doc = json_tokener_parse(j->plan.create_body), *meta;
   char path[KCM_CLIENT_PATH_MAX + 16], prefix[300];
-  const char *body;
+  char *body;
 
   if (!doc || !json_object_object_get_ex(doc, "metadata", &meta)) {
     json_object_put(doc);
@@ -558,13 +559,14 @@ static void dry_run(struct kcm_dp_job *j) {
   json_object_object_del(meta, "name");
   snprintf(prefix, sizeof(prefix), "%s-", j->d->o.name);
   json_object_object_add(meta, "generateName", json_object_new_string(prefix));
-  body = json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PLAIN);
+  body = kcm_api_json_dup(doc);
+  json_object_put(doc);
   j->alias_checked = true;
   if (path_of(j, KCM_KIND_REPLICASET, NULL, NULL, path))
     collide(j, path);
-  else if (request(j, "POST", strcat(path, "?dryRun=All"), body, NULL, on_dry_run))
+  else if (!body || request(j, "POST", strcat(path, "?dryRun=All"), body, NULL, on_dry_run))
     collide(j, "out of memory");
-  json_object_put(doc);
+  free(body);
 }
 
 static void on_created(const struct kcm_client_response *resp, void *data) {
@@ -643,7 +645,7 @@ static void on_created(const struct kcm_client_response *resp, void *data) {
 /* Send the next step, or finish. */
 static void send_step(struct kcm_dp_job *j, const struct kcm_dp_step *s) {
   struct kcm_buf body = KCM_BUF_INIT(8u << 20);
-  char path[KCM_CLIENT_PATH_MAX], uid[37];
+  char path[KCM_CLIENT_PATH_MAX];
   int err = 0;
 
   j->current = s;
@@ -660,12 +662,8 @@ static void send_step(struct kcm_dp_job *j, const struct kcm_dp_step *s) {
       err = request(j, "POST", path, j->plan.create_body, NULL, on_created);
     break;
   case KCM_DP_DELETE:
-    kcm_api_format_uid(&step_rs(j, s)->rs->o.uid, uid, sizeof(uid));
     if (!(err = path_of(j, KCM_KIND_REPLICASET, step_rs(j, s)->name, NULL, path)) &&
-        !(err = kcm_buf_appendf(&body,
-                                "{\"apiVersion\":\"v1\",\"kind\":\"DeleteOptions\","
-                                "\"preconditions\":{\"uid\":\"%s\",\"resourceVersion\":\"%llu\"}}",
-                                uid, (unsigned long long)j->rs_rv[s->rs])))
+        !(err = kcm_api_delete_options(&body, &step_rs(j, s)->rs->o.uid, j->rs_rv[s->rs])))
       err = request(j, "DELETE", path, body.data, NULL, on_rs_write);
     break;
   case KCM_DP_STATUS:

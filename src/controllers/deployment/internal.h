@@ -13,6 +13,7 @@
 
 #include <stdint.h>
 
+#include "../../api/internal.h"
 #include "kcm/deployment.h"
 #include "kcm/error.h"
 

@@ -300,8 +300,7 @@ static int build_create_body(struct dp_sync *s, const struct kcm_dp_rs *r, const
   sel = tmpl = NULL;
   json_object_object_add(rs, "spec", spec);
   spec = NULL;
-  s->p->create_body = strdup(
-      json_object_to_json_string_ext(rs, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+  s->p->create_body = kcm_api_json_dup(rs);
   if (!s->p->create_body)
     err = KCM_ENOMEM;
 out:

@@ -96,8 +96,7 @@ static void rollback_update(struct dp_sync *s, const char *template_json,
       add_op(ops, "add", path.data, json_object_new_string(want.items[i].value));
   }
   if (!s->err) {
-    s->p->rollback_ops = strdup(json_object_to_json_string_ext(
-        ops, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+    s->p->rollback_ops = kcm_api_json_dup(ops);
     if (!s->p->rollback_ops)
       nomem(s);
   }

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../api/internal.h"
 #include "kcm/buf.h"
 #include "kcm/error.h"
 #include "kcm/replicaset.h"
@@ -175,11 +176,8 @@ int kcm_replicaset_status_patch(const struct kcm_replicaset *rs, const struct kc
                                 struct kcm_buf *out) {
   struct json_object *doc = json_object_new_object(), *meta = json_object_new_object();
   struct json_object *st = json_object_new_object(), *conds;
-  char rv[24];
-  int err;
 
-  snprintf(rv, sizeof(rv), "%llu", (unsigned long long)rs->o.rv);
-  json_object_object_add(meta, "resourceVersion", json_object_new_string(rv));
+  json_object_object_add(meta, "resourceVersion", kcm_api_json_rv(rs->o.rv));
   json_object_object_add(doc, "metadata", meta);
   json_object_object_add(st, "replicas", json_object_new_int(s->replicas));
   json_object_object_add(st, "fullyLabeledReplicas", json_object_new_int(s->fully_labeled));
@@ -189,10 +187,7 @@ int kcm_replicaset_status_patch(const struct kcm_replicaset *rs, const struct kc
   conds = kcm_api_conditions_json(&s->conditions);
   json_object_object_add(st, "conditions", conds); /* null removes them */
   json_object_object_add(doc, "status", st);
-  err = kcm_buf_append_str(out, json_object_to_json_string_ext(
-                                    doc, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
-  json_object_put(doc);
-  return err;
+  return kcm_api_json_emit(doc, out);
 }
 
 /* --- pods from the template ------------------------------------------------------------- */
@@ -247,9 +242,7 @@ int kcm_replicaset_pod_body(const struct kcm_replicaset *rs, struct kcm_buf *out
   json_object_object_add(pod, "metadata", meta);
   if (json_object_object_get_ex(tmpl, "spec", &v) && v)
     json_object_object_add(pod, "spec", json_object_get(v));
-  err = kcm_buf_append_str(out, json_object_to_json_string_ext(
-                                    pod, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
-  json_object_put(pod);
+  err = kcm_api_json_emit(pod, out);
   json_object_put(tmpl);
   if (err)
     return err;
