@@ -29,6 +29,7 @@
 #include "kcm/replicaset.h"
 #include "kcm/server.h"
 #include "kcm/tls.h"
+#include "kcm/writer.h"
 
 /* Shutdown goes one way through these phases, each entered once:
  *   SHUTDOWN_NONE         running;
@@ -59,6 +60,7 @@ struct app {
   bool dc_on, rs_on;         /* enabled by --controllers */
   struct kcm_replicaset_controller rs;
   struct kcm_deployment_controller dc;
+  struct kcm_writer rs_writer, dc_writer; /* each controller's requests, on its own limiter */
   struct kcm_leader leader;
   bool elect;
   bool leading;
@@ -167,11 +169,11 @@ static void answer_metrics(struct app *a, struct kcm_server_response *resp) {
   char labels[600];
   size_t n = 0;
   if (a->dc_on) {
-    queues[n] = &a->dc.queue;
+    queues[n] = &a->dc.rt.queue;
     names[n++] = "deployment";
   }
   if (a->rs_on) {
-    queues[n] = &a->rs.queue;
+    queues[n] = &a->rs.rt.queue;
     names[n++] = "replicaset";
   }
   resp->content_type = "text/plain; version=0.0.4; charset=utf-8";
@@ -366,12 +368,12 @@ static void maybe_start(struct app *a) {
     return;
   a->running = true;
   if (a->dc_on) {
-    kcm_info("starting controller name=\"deployment\" workers=%u", a->dc.workers);
-    kcm_deployment_run(&a->dc);
+    kcm_info("starting controller name=\"deployment\" workers=%u", a->dc.rt.workers);
+    kcm_runtime_run(&a->dc.rt);
   }
   if (a->rs_on) {
-    kcm_info("starting controller name=\"replicaset\" workers=%u", a->rs.workers);
-    kcm_replicaset_run(&a->rs);
+    kcm_info("starting controller name=\"replicaset\" workers=%u", a->rs.rt.workers);
+    kcm_runtime_run(&a->rs.rt);
   }
   if (!a->dc_on && !a->rs_on)
     kcm_info("no controller is enabled");
@@ -451,8 +453,8 @@ static void on_lease_released(struct kcm_leader *l) {
 }
 
 static bool events_pending(const struct app *a) {
-  return (a->dc_on && (a->dc.events.sending || a->dc.events.queued)) ||
-         (a->rs_on && (a->rs.events.sending || a->rs.events.queued));
+  return (a->dc_on && (a->dc.rt.events.sending || a->dc.rt.events.queued)) ||
+         (a->rs_on && (a->rs.rt.events.sending || a->rs.rt.events.queued));
 }
 
 static bool grace_over(const struct app *a) {
@@ -480,8 +482,8 @@ static void on_events_check(uv_timer_t *t) {
 static void post_events(struct app *a) {
   a->phase = SHUTDOWN_EVENTS;
   kcm_info("controllers stopped queuedEvents=%zu",
-           (a->dc_on ? a->dc.events.queued + a->dc.events.sending : 0) +
-               (a->rs_on ? a->rs.events.queued + a->rs.events.sending : 0));
+           (a->dc_on ? a->dc.rt.events.queued + a->dc.rt.events.sending : 0) +
+               (a->rs_on ? a->rs.rt.events.queued + a->rs.rt.events.sending : 0));
   if (!events_pending(a) || grace_over(a)) {
     release(a);
     return;
@@ -503,12 +505,12 @@ static void on_grace_over(uv_timer_t *t) {
   post_events(a);
 }
 
-static void rs_stopped(struct kcm_replicaset_controller *rs) {
-  controller_stopped((struct app *)(void *)((char *)rs - offsetof(struct app, rs)));
+static void rs_stopped(struct kcm_runtime *rt) {
+  controller_stopped((struct app *)(void *)((char *)rt - offsetof(struct app, rs.rt)));
 }
 
-static void dc_stopped(struct kcm_deployment_controller *dc) {
-  controller_stopped((struct app *)(void *)((char *)dc - offsetof(struct app, dc)));
+static void dc_stopped(struct kcm_runtime *rt) {
+  controller_stopped((struct app *)(void *)((char *)rt - offsetof(struct app, dc.rt)));
 }
 
 static void on_signal(uv_signal_t *s, int signum) {
@@ -527,9 +529,9 @@ static void on_signal(uv_signal_t *s, int signum) {
   a->grace_deadline = uv_now(a->loop) + a->grace_ms;
   uv_timer_start(&a->grace, on_grace_over, a->grace_ms, 0);
   if (a->dc_on)
-    kcm_deployment_stop(&a->dc, dc_stopped);
+    kcm_runtime_stop(&a->dc.rt, dc_stopped);
   if (a->rs_on)
-    kcm_replicaset_stop(&a->rs, rs_stopped);
+    kcm_runtime_stop(&a->rs.rt, rs_stopped);
   if (!a->controllers_running)
     post_events(a);
 }
@@ -636,8 +638,10 @@ int main(int argc, char **argv) {
     }
     a.informers[k].data = &a;
   }
+  kcm_writer_init(&a.rs_writer, a.client, KCM_REPLICASET_LIMITER);
+  kcm_writer_init(&a.dc_writer, a.client, KCM_DEPLOYMENT_LIMITER);
   err = !a.rs_on ? 0
-                 : kcm_replicaset_init(&a.rs, a.loop, a.client,
+                 : kcm_replicaset_controller_init(&a.rs, a.loop, &a.rs_writer,
                                        &a.informers[KCM_KIND_REPLICASET],
                                        &a.informers[KCM_KIND_POD], &a.pool,
                                        &(struct kcm_replicaset_options){
@@ -648,7 +652,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   err = !a.dc_on ? 0
-                 : kcm_deployment_init(&a.dc, a.loop, a.client,
+                 : kcm_deployment_controller_init(&a.dc, a.loop, &a.dc_writer,
                                        &a.informers[KCM_KIND_DEPLOYMENT],
                                        &a.informers[KCM_KIND_REPLICASET],
                                        &a.informers[KCM_KIND_POD], &a.pool,
@@ -683,9 +687,9 @@ int main(int argc, char **argv) {
 
   uv_run(a.loop, UV_RUN_DEFAULT);
   if (a.rs_on)
-    kcm_replicaset_release(&a.rs);
+    kcm_replicaset_controller_release(&a.rs);
   if (a.dc_on)
-    kcm_deployment_release(&a.dc);
+    kcm_deployment_controller_release(&a.dc);
   for (k = 0; k < KCM_KIND_COUNT; k++)
     if (a.used[k])
       kcm_informer_release(&a.informers[k]);

@@ -12,6 +12,8 @@
 
 #include <stddef.h>
 
+#include "kcm/error.h"
+
 struct kcm_buf {
   char *data; /* owned; NULL until the first append */
   size_t len;
@@ -50,5 +52,17 @@ char *kcm_buf_take(struct kcm_buf *b);
  * Returns the array to use from now on (items itself when it has room), or
  * NULL when out of memory, items then still valid and owned by the caller. */
 void *kcm_buf_grow_items(void *items, size_t n, size_t size);
+/* Append item to the array `arr` of `n` items grown only this way (both
+ * lvalues, updated): 0, or KCM_ENOMEM with the array as it was. */
+#define KCM_BUF_PUSH(arr, n, item)                                                        \
+  __extension__({                                                                         \
+    __typeof__(arr) grown_ = kcm_buf_grow_items((arr), (n), sizeof(*grown_));             \
+    int err_ = grown_ ? 0 : KCM_ENOMEM;                                                   \
+    if (grown_) {                                                                         \
+      (arr) = grown_;                                                                     \
+      (arr)[(n)++] = (item);                                                              \
+    }                                                                                     \
+    err_;                                                                                 \
+  })
 
 #endif

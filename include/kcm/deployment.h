@@ -43,6 +43,7 @@
 #include "kcm/events.h"
 #include "kcm/informer.h"
 #include "kcm/map.h"
+#include "kcm/runtime.h"
 #include "kcm/workqueue.h"
 
 #define KCM_DEPLOYMENT_REVISION "deployment.kubernetes.io/revision"
@@ -209,27 +210,13 @@ int kcm_deployment_collision_body(const struct kcm_deployment *d, uint64_t resou
 
 /* --- the controller -------------------------------------------------------------------- */
 
-struct kcm_dp_job;
-
 struct kcm_deployment_controller {
-  uv_loop_t *loop;
-  struct kcm_client *client;
+  struct kcm_runtime rt;   /* its workers, queue and syncs */
   struct kcm_informer *d_informer;
   struct kcm_informer *rs_informer;
   struct kcm_informer *pod_informer;
-  struct kcm_intern *pool;
-  struct kcm_workqueue queue;
-  struct kcm_events events;
   struct kcm_map aliases;  /* Deployment key -> struct kcm_dp_alias */
-  uint32_t workers;        /* --concurrent-deployment-syncs */
-  uint32_t running;        /* syncs holding a worker: one waiting only for its
-                            * last step, the status write, has given it back */
-  bool pumping;            /* inside pump(): starting jobs from the queue */
-  struct kcm_dp_job *jobs;
-  bool stopping;
-  void (*on_stopped)(struct kcm_deployment_controller *c);
   struct {
-    uint64_t syncs;
     uint64_t rs_created;
     uint64_t rs_scaled;
     uint64_t rs_deleted;
@@ -238,22 +225,19 @@ struct kcm_deployment_controller {
     uint64_t status_writes;
     uint64_t collisions;
     uint64_t deferred; /* syncs put off while the cache was behind a write */
-    uint64_t errors;
-    uint64_t dropped;
   } stats;
 };
 
-/* Register with the informers (before they start). Borrowed pointers must
- * outlive the controller. */
-int kcm_deployment_init(struct kcm_deployment_controller *c, uv_loop_t *loop,
-                        struct kcm_client *client, struct kcm_informer *d_informer,
-                        struct kcm_informer *rs_informer, struct kcm_informer *pod_informer,
-                        struct kcm_intern *pool, uint32_t workers);
-/* Start taking keys once the caches have synced. */
-void kcm_deployment_run(struct kcm_deployment_controller *c);
-/* Stop taking keys; on_stopped runs once syncs in flight have finished. */
-void kcm_deployment_stop(struct kcm_deployment_controller *c,
-                         void (*on_stopped)(struct kcm_deployment_controller *c));
-void kcm_deployment_release(struct kcm_deployment_controller *c);
+/* Register with the informers (before they start). Every request, events
+ * included, goes through writer. Borrowed pointers must outlive the
+ * controller. workers: --concurrent-deployment-syncs (0: 5). */
+int kcm_deployment_controller_init(struct kcm_deployment_controller *c, uv_loop_t *loop,
+                                   struct kcm_writer *writer, struct kcm_informer *d_informer,
+                                   struct kcm_informer *rs_informer,
+                                   struct kcm_informer *pod_informer, struct kcm_intern *pool,
+                                   uint32_t workers);
+/* Run it with kcm_runtime_run(&c->rt) once the caches have synced; stop
+ * it with kcm_runtime_stop(&c->rt, ...). */
+void kcm_deployment_controller_release(struct kcm_deployment_controller *c);
 
 #endif

@@ -28,6 +28,7 @@
 #include "kcm/api.h"
 #include "kcm/client.h"
 #include "kcm/map.h"
+#include "kcm/writer.h"
 
 /* --- the correlator (pure) ------------------------------------------------------------------ */
 
@@ -74,8 +75,7 @@ int kcm_event_correlate(struct kcm_event_correlator *k, const struct kcm_event_f
 struct kcm_event_post;
 
 struct kcm_events {
-  struct kcm_client *client; /* borrowed */
-  unsigned limiter;          /* the client limiter events draw from (default 0) */
+  struct kcm_writer *writer; /* borrowed: the controller's */
   char component[64];
   struct kcm_event_post *head, *tail; /* owned: waiting to be sent, oldest first */
   size_t queued;
@@ -111,7 +111,7 @@ int kcm_events_bodies(const char *component, const struct kcm_event_object *obj,
                       const struct kcm_event_outcome *out, const char *when, char **body,
                       char **patch);
 
-void kcm_events_init(struct kcm_events *ev, struct kcm_client *client, const char *component);
+void kcm_events_init(struct kcm_events *ev, struct kcm_writer *writer, const char *component);
 /* Free the correlator's caches (after the client has closed). */
 void kcm_events_release(struct kcm_events *ev);
 /* The reference to a cached object (kind and apiVersion from its kind). */

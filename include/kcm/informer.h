@@ -167,6 +167,16 @@ struct kcm_object *kcm_informer_first_in(const struct kcm_informer *inf, const c
 struct kcm_object *kcm_informer_first_owned(const struct kcm_informer *inf,
                                             const struct kcm_uid *owner);
 
+/* The object of this cache that o's controller reference names, when its
+ * kind is `kind` and its uid matches; else NULL. */
+struct kcm_object *kcm_informer_controller_of(const struct kcm_informer *inf,
+                                              const struct kcm_object *o, const char *kind);
+/* What an owner may claim: the objects of namespace ns it controls, then
+ * the orphans there, into *out (owned by the caller, the objects borrowed;
+ * NULL when none). Returns 0 or KCM_ENOMEM. */
+int kcm_informer_claimable(const struct kcm_informer *inf, const struct kcm_uid *owner,
+                           const char *ns, struct kcm_object ***out, size_t *n);
+
 /* The URL path of an object of `kind` (e.g.
  * "/apis/apps/v1/namespaces/x/replicasets/y/status"), or of its collection
  * when name is NULL, into out[0..cap) by kcm_client_path(): 0, or an error

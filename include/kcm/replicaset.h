@@ -34,11 +34,13 @@
 
 #include "kcm/api.h"
 #include "kcm/client.h"
+#include "kcm/json.h"
 #include "kcm/crashloop.h"
 #include "kcm/events.h"
 #include "kcm/expectations.h"
 #include "kcm/informer.h"
 #include "kcm/pacer.h"
+#include "kcm/runtime.h"
 #include "kcm/workqueue.h"
 
 #define KCM_REPLICASET_BURST 500
@@ -138,29 +140,15 @@ void kcm_replicaset_pod_name_fill(char *name, size_t len, uint32_t (*uniform)(ui
 
 /* --- the controller -------------------------------------------------------------------- */
 
-struct kcm_rs_job;
-
 struct kcm_replicaset_controller {
-  uv_loop_t *loop;
-  struct kcm_client *client;
+  struct kcm_runtime rt;         /* its workers, queue and syncs */
   struct kcm_informer *rs_informer;
   struct kcm_informer *pod_informer;
-  struct kcm_intern *pool;
-  struct kcm_workqueue queue;
   struct kcm_expectations expectations;
   struct kcm_pacer status_pacer; /* --status-write-interval */
   struct kcm_crashloop failing;  /* --failed-pod-backoff */
-  struct kcm_events events;
-  struct kcm_json json;   /* reads create responses */
-  uint32_t workers;   /* --concurrent-replicaset-syncs */
-  uint32_t running;   /* syncs holding a worker: one waiting only for its
-                       * status write has given it back */
-  bool pumping;       /* inside pump(): starting jobs from the queue */
-  struct kcm_rs_job *jobs;
-  bool stopping;
-  void (*on_stopped)(struct kcm_replicaset_controller *c);
+  struct kcm_json json;          /* reads pods an AlreadyExists named */
   struct {
-    uint64_t syncs;
     uint64_t creates;
     uint64_t deletes;
     uint64_t adoptions;
@@ -168,8 +156,7 @@ struct kcm_replicaset_controller {
     uint64_t status_writes;
     uint64_t status_paced; /* status writes folded into a later one */
     uint64_t backoffs;     /* waves of failed pods that held creates back */
-    uint64_t deferred; /* syncs put off while the cache was behind a write */
-    uint64_t errors;
+    uint64_t deferred;     /* syncs put off while the cache was behind a write */
   } stats;
 };
 
@@ -179,18 +166,15 @@ struct kcm_replicaset_options {
   uint64_t failed_backoff_ms;   /* --failed-pod-backoff: the longest wait; 0: none */
 };
 
-/* Register with the informers (before they start). Borrowed pointers must
- * outlive the controller. */
-int kcm_replicaset_init(struct kcm_replicaset_controller *c, uv_loop_t *loop,
-                        struct kcm_client *client, struct kcm_informer *rs_informer,
-                        struct kcm_informer *pod_informer, struct kcm_intern *pool,
-                        const struct kcm_replicaset_options *opts);
-/* Start taking keys once both caches have synced. */
-void kcm_replicaset_run(struct kcm_replicaset_controller *c);
-/* Stop taking keys; on_stopped runs once syncs in flight have finished and
- * the queue is closed. */
-void kcm_replicaset_stop(struct kcm_replicaset_controller *c,
-                         void (*on_stopped)(struct kcm_replicaset_controller *c));
-void kcm_replicaset_release(struct kcm_replicaset_controller *c);
+/* Register with the informers (before they start). Every request,
+ * events included, goes through writer. Borrowed pointers must outlive the
+ * controller. */
+int kcm_replicaset_controller_init(struct kcm_replicaset_controller *c, uv_loop_t *loop,
+                                   struct kcm_writer *writer, struct kcm_informer *rs_informer,
+                                   struct kcm_informer *pod_informer, struct kcm_intern *pool,
+                                   const struct kcm_replicaset_options *opts);
+/* Run it with kcm_runtime_run(&c->rt) once the caches have synced; stop
+ * it with kcm_runtime_stop(&c->rt, ...). */
+void kcm_replicaset_controller_release(struct kcm_replicaset_controller *c);
 
 #endif

@@ -210,6 +210,12 @@ char *kcm_api_json_dup(struct json_object *doc) {
 
 struct json_object *kcm_api_json_str(const char *s) { return json_object_new_string(s ? s : ""); }
 
+void kcm_api_json_add_ints(struct json_object *o, const struct kcm_api_int_field *f, size_t n) {
+  size_t i;
+  for (i = 0; i < n; i++)
+    json_object_object_add(o, f[i].name, json_object_new_int64(f[i].value));
+}
+
 struct json_object *kcm_api_json_rv(uint64_t rv) {
   char buf[24];
   snprintf(buf, sizeof(buf), "%llu", (unsigned long long)rv);
@@ -222,19 +228,27 @@ static struct json_object *uid_json(const struct kcm_uid *u) {
   return json_object_new_string(buf);
 }
 
+struct json_object *kcm_api_controller_ref(const char *api_version, const char *kind,
+                                           const char *name, const struct kcm_uid *uid) {
+  struct json_object *ref = json_object_new_object();
+  json_object_object_add(ref, "apiVersion", kcm_api_json_str(api_version));
+  json_object_object_add(ref, "kind", kcm_api_json_str(kind));
+  json_object_object_add(ref, "name", kcm_api_json_str(name));
+  json_object_object_add(ref, "uid", uid_json(uid));
+  json_object_object_add(ref, "controller", json_object_new_boolean(1));
+  json_object_object_add(ref, "blockOwnerDeletion", json_object_new_boolean(1));
+  return ref;
+}
+
 int kcm_api_owner_patch(struct kcm_buf *b, bool adopt, const char *api_version,
                         const char *kind, const char *name, const struct kcm_uid *owner,
                         const struct kcm_uid *object) {
   struct json_object *doc = json_object_new_object(), *meta = json_object_new_object();
-  struct json_object *refs = json_object_new_array(), *ref = json_object_new_object();
+  struct json_object *refs = json_object_new_array(), *ref;
   if (adopt) {
-    json_object_object_add(ref, "apiVersion", kcm_api_json_str(api_version));
-    json_object_object_add(ref, "kind", kcm_api_json_str(kind));
-    json_object_object_add(ref, "name", kcm_api_json_str(name));
-    json_object_object_add(ref, "uid", uid_json(owner));
-    json_object_object_add(ref, "controller", json_object_new_boolean(1));
-    json_object_object_add(ref, "blockOwnerDeletion", json_object_new_boolean(1));
+    ref = kcm_api_controller_ref(api_version, kind, name, owner);
   } else {
+    ref = json_object_new_object();
     json_object_object_add(ref, "$patch", json_object_new_string("delete"));
     json_object_object_add(ref, "uid", uid_json(owner));
   }

@@ -32,6 +32,16 @@ char *kcm_api_json_dup(struct json_object *doc);
 struct json_object *kcm_api_json_str(const char *s);
 /* A resourceVersion as the API writes it: a JSON string of the number. */
 struct json_object *kcm_api_json_rv(uint64_t rv);
+/* Add the integer fields f[0..n) to the object o, in order. */
+struct kcm_api_int_field {
+  const char *name;
+  int64_t value;
+};
+void kcm_api_json_add_ints(struct json_object *o, const struct kcm_api_int_field *f, size_t n);
+/* The ownerReference making the owner (api_version, kind, name, uid) an
+ * object's controller, as upstream's controllers write it. */
+struct json_object *kcm_api_controller_ref(const char *api_version, const char *kind,
+                                           const char *name, const struct kcm_uid *uid);
 
 /* Append the canonical JSON of v (keys sorted, no spaces) to b. */
 int kcm_api_canonical_json(struct json_object *v, struct kcm_buf *b);

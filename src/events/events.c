@@ -28,9 +28,9 @@ struct kcm_event_post {
   uint64_t delay_ms; /* before the next send */
 };
 
-void kcm_events_init(struct kcm_events *ev, struct kcm_client *client, const char *component) {
+void kcm_events_init(struct kcm_events *ev, struct kcm_writer *writer, const char *component) {
   memset(ev, 0, sizeof(*ev));
-  ev->client = client;
+  ev->writer = writer;
   snprintf(ev->component, sizeof(ev->component), "%s", component);
   ev->max_queued = DEFAULT_MAX_QUEUED;
   ev->retry_ms = DEFAULT_RETRY_MS;
@@ -63,23 +63,18 @@ static void on_posted(const struct kcm_client_response *resp, void *data);
 static void send_next(struct kcm_events *ev) {
   while (!ev->sending && ev->head) {
     struct kcm_event_post *p = ev->head;
-    struct kcm_client_request_options o = {0};
-    char dir[KCM_CLIENT_PATH_MAX];
+    struct kcm_write req = {0};
     ev->head = p->next;
     if (!ev->head)
       ev->tail = NULL;
     ev->queued--;
-    o.method = p->patch ? "PATCH" : "POST";
-    snprintf(dir, sizeof(dir), "%.*s", (int)p->dir_len, p->path);
-    o.path = p->patch ? p->path : dir;
-    o.body = p->patch ? p->patch : p->body;
-    o.body_len = strlen(o.body);
-    o.content_type = p->patch ? "application/strategic-merge-patch+json" : NULL;
-    o.done = on_posted;
-    o.data = p;
-    o.limiter = ev->limiter;
-    o.delay_ms = p->delay_ms;
-    if (kcm_client_request(ev->client, &o, NULL) == 0) {
+    req.method = p->patch ? "PATCH" : "POST";
+    snprintf(req.path, sizeof(req.path), "%.*s", (int)(p->patch ? strlen(p->path) : p->dir_len),
+             p->path);
+    req.body = p->patch ? p->patch : p->body;
+    req.content_type = p->patch ? "application/strategic-merge-patch+json" : NULL;
+    req.delay_ms = p->delay_ms;
+    if (kcm_writer_send(ev->writer, &req, on_posted, p) == 0) {
       ev->sending = true;
     } else {
       ev->dropped++;

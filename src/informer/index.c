@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "kcm/error.h"
 
 struct kcm_informer_bucket {
   const char *ns;     /* by_ns: pooled namespace */
@@ -142,4 +143,37 @@ struct kcm_object *kcm_informer_first_owned(const struct kcm_informer *inf,
                                             const struct kcm_uid *owner) {
   struct kcm_informer_bucket *b = kcm_map_get(&inf->by_owner, owner ? owner : &no_owner);
   return b ? b->head : NULL;
+}
+
+struct kcm_object *kcm_informer_controller_of(const struct kcm_informer *inf,
+                                              const struct kcm_object *o, const char *kind) {
+  struct kcm_object *owner;
+  if (!o->has_controller || strcmp(o->controller.kind, kind) != 0)
+    return NULL;
+  owner = kcm_informer_get(inf, o->ns, o->controller.name);
+  return owner && kcm_api_uid_equal(&owner->uid, &o->controller.uid) ? owner : NULL;
+}
+
+int kcm_informer_claimable(const struct kcm_informer *inf, const struct kcm_uid *owner,
+                           const char *ns, struct kcm_object ***out, size_t *n) {
+  struct kcm_object **all = NULL, *o;
+  size_t i;
+
+  *n = 0;
+  for (i = 0; i < 2; i++) {
+    for (o = kcm_informer_first_owned(inf, i ? NULL : owner); o; o = o->own_next) {
+      struct kcm_object **grown;
+      if (strcmp(o->ns, ns) != 0)
+        continue;
+      if (!(grown = kcm_buf_grow_items(all, *n, sizeof(*grown)))) {
+        free(all);
+        *n = 0;
+        return KCM_ENOMEM;
+      }
+      all = grown;
+      all[(*n)++] = o;
+    }
+  }
+  *out = all;
+  return 0;
 }

@@ -23,6 +23,7 @@ struct fixture {
   struct kcm_client_config cfg;
   uv_loop_t loop;
   struct kcm_client *client;
+  struct kcm_writer writer;
   struct kcm_events ev;
   char ns[64];
 };
@@ -30,7 +31,8 @@ struct fixture {
 static void fixture_init(struct fixture *f) {
   memset(f, 0, sizeof(*f));
   support_connect(&f->loop, &f->cfg, &f->client, "ev", f->ns, sizeof(f->ns));
-  kcm_events_init(&f->ev, f->client, "replicaset-controller");
+  kcm_writer_init(&f->writer, f->client, 0);
+  kcm_events_init(&f->ev, &f->writer, "replicaset-controller");
 }
 
 static void fixture_close(struct fixture *f) {
@@ -368,6 +370,7 @@ static void names_are_encoded_in_the_path(void **state) {
   static const char patch[] = "PATCH /api/v1/namespaces/team%20a%3F%23/events/web%3Fx%231%20y.";
   struct kcm_client_config cfg = {0};
   struct kcm_client *client;
+  struct kcm_writer writer;
   struct kcm_events ev;
   struct peer peer;
   uv_loop_t loop;
@@ -377,7 +380,8 @@ static void names_are_encoded_in_the_path(void **state) {
   cfg.server = strdup(peer.url);
   uv_loop_init(&loop);
   assert_int_equal(kcm_client_new(&client, &loop, &cfg), 0);
-  kcm_events_init(&ev, client, "replicaset-controller");
+  kcm_writer_init(&writer, client, 0);
+  kcm_events_init(&ev, &writer, "replicaset-controller");
   ev.retry_ms = 1;
   kcm_events_record(&ev, &o, false, "SuccessfulCreate", "Created pod");
   assert_true(support_run_until(&loop, all_settled, &ev, 10000));

@@ -34,12 +34,11 @@ int kcm_deployment_status_body(const struct kcm_deployment *d, const struct kcm_
     json_object_object_add(meta, "annotations", ann);
   }
   json_object_object_add(doc, "metadata", meta);
-  json_object_object_add(st, "observedGeneration", json_object_new_int64(s->observed_generation));
-  json_object_object_add(st, "replicas", json_object_new_int(s->replicas));
-  json_object_object_add(st, "updatedReplicas", json_object_new_int(s->updated));
-  json_object_object_add(st, "readyReplicas", json_object_new_int(s->ready));
-  json_object_object_add(st, "availableReplicas", json_object_new_int(s->available));
-  json_object_object_add(st, "unavailableReplicas", json_object_new_int(s->unavailable));
+  const struct kcm_api_int_field counts[] = {
+      {"observedGeneration", s->observed_generation}, {"replicas", s->replicas},
+      {"updatedReplicas", s->updated}, {"readyReplicas", s->ready},
+      {"availableReplicas", s->available}, {"unavailableReplicas", s->unavailable}};
+  kcm_api_json_add_ints(st, counts, 6);
   /* null removes them all */
   json_object_object_add(st, "conditions", kcm_api_conditions_json(&s->conditions));
   if (s->collision_count >= 0)

@@ -16,32 +16,7 @@
 #include "kcm/deployment.h"
 #include "kcm/error.h"
 #include "kcm/log.h"
-
-enum phase { PHASE_CHECK, PHASE_CLAIM, PHASE_STEPS, PHASE_DONE };
-
-struct kcm_dp_job {
-  struct kcm_deployment_controller *c;
-  struct kcm_dp_job *next;
-  char *key;
-  struct kcm_deployment *d;
-  struct kcm_object **held; /* references dropped at the end */
-  size_t nheld;
-  struct kcm_dp_plan plan;
-  uint64_t d_rv;            /* the Deployment's latest resourceVersion */
-  uint64_t *rs_rv;          /* each planned ReplicaSet's */
-  size_t step;              /* the next step */
-  const struct kcm_dp_step *current;
-  uint32_t skip_group;      /* after a lenient failure */
-  bool skipping;
-  enum phase phase;
-  int outstanding;
-  int err;
-  char *err_msg;
-  bool forget;              /* an error not worth retrying */
-  bool requeue;             /* sync again at once (not an error) */
-  bool alias_checked;
-  bool gave_back;           /* the worker was given back while the status write is out */
-};
+#include "kcm/runtime.h"
 
 /* The Deployment-to-ReplicaSet aliases, keyed by the Deployment's key. */
 struct alias_entry {
@@ -49,19 +24,12 @@ struct alias_entry {
   struct kcm_dp_alias alias;
 };
 
-static void pump(struct kcm_deployment_controller *c);
-static void run(struct kcm_dp_job *j);
-
-static uint64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+static void enqueue(struct kcm_deployment_controller *c, const struct kcm_object *d) {
+  kcm_runtime_enqueue(&c->rt, d);
 }
 
-static void enqueue(struct kcm_deployment_controller *c, const struct kcm_object *d) {
-  char key[600];
-  snprintf(key, sizeof(key), "%s/%s", d->ns, d->name);
-  kcm_workqueue_add(&c->queue, key);
+static const struct kcm_selector *selector_of(const struct kcm_object *d) {
+  return &((const struct kcm_deployment *)d)->selector;
 }
 
 /* --- aliases ------------------------------------------------------------------------------ */
@@ -105,33 +73,16 @@ static void alias_put(struct kcm_deployment_controller *c, const char *key,
 
 /* --- event handlers ---------------------------------------------------------------------- */
 
-static struct kcm_deployment *resolve(struct kcm_deployment_controller *c,
-                                      const struct kcm_object *rs) {
-  struct kcm_object *d;
-  if (!rs->has_controller || strcmp(rs->controller.kind, "Deployment") != 0)
-    return NULL;
-  d = kcm_informer_get(c->d_informer, rs->ns, rs->controller.name);
-  if (!d || !kcm_api_uid_equal(&d->uid, &rs->controller.uid))
-    return NULL;
-  return (struct kcm_deployment *)d;
-}
-
 /* Enqueue every Deployment of the namespace whose selector takes the orphan. */
 static void enqueue_matching(struct kcm_deployment_controller *c, const struct kcm_object *rs) {
-  struct kcm_object *o;
-  int n = 0;
-  if (!rs->labels.n)
-    return;
-  for (o = kcm_informer_first_in(c->d_informer, rs->ns); o; o = o->ns_next) {
-    struct kcm_deployment *d = (struct kcm_deployment *)o;
-    if (kcm_labels_selector_empty(&d->selector) || !kcm_labels_matches(&d->selector, &rs->labels))
-      continue;
-    enqueue(c, o);
-    n++;
-  }
-  if (n > 1)
+  if (kcm_runtime_enqueue_selecting(&c->rt, c->d_informer, rs, selector_of) > 1)
     kcm_v(4, "user error: more than one Deployment selects the ReplicaSet replicaset=\"%s/%s\"",
           rs->ns, rs->name);
+}
+
+static struct kcm_deployment *resolve(struct kcm_deployment_controller *c,
+                                      const struct kcm_object *rs) {
+  return (struct kcm_deployment *)kcm_informer_controller_of(c->d_informer, rs, "Deployment");
 }
 
 static void d_added(void *ctx, struct kcm_object *d) { enqueue(ctx, d); }
@@ -210,175 +161,60 @@ static bool has_pods(struct kcm_deployment_controller *c, const struct kcm_deplo
  * leaving wakes it. */
 static void pod_deleted(void *ctx, struct kcm_object *pod, bool unknown) {
   struct kcm_deployment_controller *c = ctx;
-  struct kcm_object *rs;
+  struct kcm_object *rs = kcm_informer_controller_of(c->rs_informer, pod, "ReplicaSet");
   struct kcm_deployment *d;
-  if (!pod->has_controller || strcmp(pod->controller.kind, "ReplicaSet") != 0)
-    return;
-  rs = kcm_informer_get(c->rs_informer, pod->ns, pod->controller.name);
-  if (!rs || !kcm_api_uid_equal(&rs->uid, &pod->controller.uid) || !(d = resolve(c, rs)))
+  if (!rs || !(d = resolve(c, rs)))
     return;
   if (d->recreate && !has_pods(c, d))
     enqueue(c, &d->o);
 }
 
-/* --- jobs --------------------------------------------------------------------------------- */
+/* --- syncs ------------------------------------------------------------------------------- */
 
-static void hold(struct kcm_dp_job *j, struct kcm_object *o) {
-  struct kcm_object **grown = kcm_buf_grow_items(j->held, j->nheld, sizeof(*grown));
-  if (!grown)
-    return; /* the cache keeps it alive for this turn */
-  j->held = grown;
-  j->held[j->nheld++] = kcm_api_ref(o);
-}
+enum phase { PHASE_CHECK, PHASE_STEPS, PHASE_DONE };
 
-static void fail(struct kcm_dp_job *j, int err, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+struct dp_job {
+  struct kcm_runtime_job base;
+  struct kcm_deployment_controller *c;
+  struct kcm_deployment *d;
+  struct kcm_dp_plan plan;
+  uint64_t d_rv;            /* the Deployment's latest resourceVersion */
+  uint64_t *rs_rv;          /* each planned ReplicaSet's */
+  size_t step;              /* the next step */
+  const struct kcm_dp_step *current;
+  uint32_t skip_group;      /* after a lenient failure */
+  bool skipping;
+  enum phase phase;
+  bool alias_checked;
+};
 
-static void fail(struct kcm_dp_job *j, int err, const char *fmt, ...) {
-  va_list ap;
-  if (j->err)
-    return;
-  j->err = err;
-  va_start(ap, fmt);
-  if (vasprintf(&j->err_msg, fmt, ap) < 0)
-    j->err_msg = NULL;
-  va_end(ap);
-}
+#define FAIL(j, err, ...) kcm_runtime_fail(&(j)->base, err, __VA_ARGS__)
 
-/* The URL path of one of the Deployment's ReplicaSets (name NULL: of their
- * collection) or, with KCM_KIND_DEPLOYMENT, of the Deployment, into
- * path[KCM_CLIENT_PATH_MAX]; an error, the job failed with why, for a name
- * no API server gives out. */
-static int path_of(struct kcm_dp_job *j, enum kcm_kind kind, const char *name, const char *sub,
-                   char *path) {
-  int err = kcm_informer_path(kind, j->d->o.ns, name, sub, path, KCM_CLIENT_PATH_MAX);
-  if (err)
-    fail(j, err, "%s", path);
-  return err;
-}
-
-static void record(struct kcm_dp_job *j, bool warning, const char *reason, const char *message) {
+static void record(struct dp_job *j, bool warning, const char *reason, const char *message) {
   struct kcm_event_object ref;
   kcm_events_object_of(&j->d->o, &ref);
-  kcm_events_record(&j->c->events, &ref, warning, reason, "%s", message);
+  kcm_events_record(&j->c->rt.events, &ref, warning, reason, "%s", message);
 }
 
-static void finish(struct kcm_dp_job *j) {
-  struct kcm_deployment_controller *c = j->c;
-  struct kcm_dp_job **pp;
-  int64_t after = j->plan.requeue_after_ms;
-  size_t i;
-
-  c->stats.syncs++;
-  kcm_workqueue_done(&c->queue, j->key);
-  if (j->err) {
-    uint32_t retries = kcm_workqueue_requeues(&c->queue, j->key);
-    const char *msg = j->err_msg ? j->err_msg : kcm_strerror(j->err);
-    c->stats.errors++;
-    if (j->forget) {
-      kcm_workqueue_forget(&c->queue, j->key);
-    } else if (retries < KCM_DEPLOYMENT_MAX_RETRIES) {
-      if (j->err == KCM_ECONFLICT)
-        kcm_v(2, "Error syncing deployment deployment=\"%s\" err=\"%s\"", j->key, msg);
-      else
-        kcm_warn("Error syncing deployment deployment=\"%s\" err=\"%s\" retries=%u", j->key, msg,
-                 retries);
-      kcm_workqueue_add_rate_limited(&c->queue, j->key);
-    } else {
-      kcm_warn("Dropping deployment out of the queue deployment=\"%s\" err=\"%s\"", j->key, msg);
-      kcm_workqueue_forget(&c->queue, j->key);
-      c->stats.dropped++;
-    }
-  } else {
-    kcm_workqueue_forget(&c->queue, j->key);
-    if (j->requeue)
-      kcm_workqueue_add(&c->queue, j->key);
-    else if (after == 0)
-      kcm_workqueue_add_rate_limited(&c->queue, j->key);
-    else if (after > 0)
-      kcm_workqueue_add_after(&c->queue, j->key, (uint64_t)after);
-  }
-  for (pp = &c->jobs; *pp; pp = &(*pp)->next) {
-    if (*pp == j) {
-      *pp = j->next;
-      break;
-    }
-  }
-  kcm_deployment_plan_release(&j->plan);
-  for (i = 0; i < j->nheld; i++)
-    kcm_api_unref(j->held[i], c->pool);
-  free(j->held);
-  free(j->rs_rv);
-  free(j->err_msg);
-  free(j->key);
-  if (!j->gave_back)
-    c->running--;
-  free(j);
-  pump(c);
-}
-
-static int request(struct kcm_dp_job *j, const char *method, const char *path, const char *body,
-                const char *content_type, kcm_client_done_cb done) {
-  struct kcm_client_request_options o = {0};
-  int err;
-  o.method = method;
-  o.path = path;
-  o.body = body;
-  o.body_len = body ? strlen(body) : 0;
-  o.content_type = content_type;
-  o.done = done;
-  o.data = j;
-  o.limiter = KCM_DEPLOYMENT_LIMITER;
-  if ((err = kcm_client_request(j->c->client, &o, NULL)))
-    return err;
-  j->outstanding++;
-  return 0;
+/* Send req, after which the sync ends whatever it answers; false when it
+ * could not be sent. */
+static bool send_last(struct dp_job *j, struct kcm_write *req, kcm_client_done_cb done) {
+  j->phase = PHASE_DONE;
+  return !kcm_runtime_send(&j->base, req, done, j);
 }
 
 /* --- checking and claiming ------------------------------------------------------------------- */
 
-static void on_check(const struct kcm_client_response *resp, void *data) {
-  struct kcm_dp_job *j = data;
-  const char *why;
-  j->outstanding--;
-  if (resp->err)
-    fail(j, resp->err, "can't recheck DeletionTimestamp: %s", resp->message);
-  else if ((why = kcm_api_recheck(resp->body, &j->d->o.uid)))
-    fail(j, KCM_ECONFLICT, "original Deployment %s %s", j->key, why);
-  run(j);
-}
-
-static void on_claim(const struct kcm_client_response *resp, void *data) {
-  struct kcm_dp_job *j = data;
-  j->outstanding--;
-  /* NotFound: the ReplicaSet is gone; Invalid: its uid changed. */
-  if (resp->err && resp->err != KCM_ENOTFOUND && resp->err != KCM_EINVALID)
-    fail(j, resp->err, "cannot update the owner of a ReplicaSet: %s", resp->message);
-  if (!j->outstanding)
-    run(j);
-}
-
-static void send_claims(struct kcm_dp_job *j) {
+static void send_claims(struct dp_job *j) {
   struct kcm_deployment_controller *c = j->c;
   struct kcm_buf body = KCM_BUF_INIT(1u << 20);
-  char path[KCM_CLIENT_PATH_MAX];
   size_t i;
-  int err;
 
   for (i = 0; i < j->plan.nadopt + j->plan.nrelease; i++) {
     bool adopt = i < j->plan.nadopt;
-    const struct kcm_replicaset *rs =
-        adopt ? j->plan.adopt[i] : j->plan.release[i - j->plan.nadopt];
-    if (path_of(j, KCM_KIND_REPLICASET, rs->o.name, NULL, path))
-      continue;
-    kcm_buf_reset(&body);
-    if ((err = kcm_api_owner_patch(&body, adopt, "apps/v1", "Deployment", j->d->o.name,
-                                   &j->d->o.uid, &rs->o.uid)) ||
-        (err = request(j, "PATCH", path, body.data, "application/strategic-merge-patch+json",
-                       on_claim))) {
-      fail(j, err, "cannot patch the owner of a ReplicaSet: %s", kcm_strerror(err));
-      break;
-    }
+    struct kcm_replicaset *rs = adopt ? j->plan.adopt[i] : j->plan.release[i - j->plan.nadopt];
+    if (kcm_runtime_claim(&j->base, &rs->o, adopt, &body))
+      continue; /* the sync has failed; the others are claimed as upstream goes on */
     if (adopt)
       c->stats.adoptions++;
     else
@@ -389,7 +225,7 @@ static void send_claims(struct kcm_dp_job *j) {
 
 /* --- steps ------------------------------------------------------------------------------- */
 
-static const struct kcm_dp_rs *step_rs(struct kcm_dp_job *j, const struct kcm_dp_step *s) {
+static const struct kcm_dp_rs *step_rs(struct dp_job *j, const struct kcm_dp_step *s) {
   return &j->plan.rs[s->rs];
 }
 
@@ -402,28 +238,24 @@ static struct json_object *answer(const struct kcm_client_response *resp, uint64
   return doc;
 }
 
-static void step_done(struct kcm_dp_job *j, const struct kcm_client_response *resp) {
+/* A step's write has answered. */
+static void step_done(struct dp_job *j, const struct kcm_client_response *resp) {
   const struct kcm_dp_step *s = j->current;
   if (!resp->err) {
     if (s->reason)
       record(j, s->warning, s->reason, s->message);
-    run(j);
-    return;
-  }
-  if (s->op == KCM_DP_DELETE && resp->err == KCM_ENOTFOUND) {
-    run(j);
-    return;
-  }
-  if (s->lenient) {
-    kcm_v(2, "ignoring a failed write deployment=\"%s\" err=\"%s\"", j->key, resp->message);
+  } else if (s->op == KCM_DP_DELETE && resp->err == KCM_ENOTFOUND) {
+    /* gone already */
+  } else if (s->lenient) {
+    kcm_v(2, "ignoring a failed write deployment=\"%s\" err=\"%s\"", j->base.key,
+          resp->message);
     j->skipping = true;
     j->skip_group = s->group;
-    run(j);
-    return;
+  } else {
+    FAIL(j, resp->err, "%s", resp->message);
+    j->phase = PHASE_DONE;
   }
-  fail(j, resp->err, "%s", resp->message);
-  j->phase = PHASE_DONE;
-  run(j);
+  kcm_runtime_answered(&j->base);
 }
 
 /* The resourceVersion of a written object, when its answer has one. */
@@ -434,9 +266,8 @@ static void answer_rv(const struct kcm_client_response *resp, uint64_t *rv) {
 }
 
 static void on_rs_write(const struct kcm_client_response *resp, void *data) {
-  struct kcm_dp_job *j = data;
+  struct dp_job *j = data;
   const struct kcm_dp_step *s = j->current;
-  j->outstanding--;
   if (!resp->err) {
     answer_rv(resp, &j->rs_rv[s->rs]);
     if (s->op == KCM_DP_SCALE) {
@@ -451,8 +282,7 @@ static void on_rs_write(const struct kcm_client_response *resp, void *data) {
 }
 
 static void on_d_write(const struct kcm_client_response *resp, void *data) {
-  struct kcm_dp_job *j = data;
-  j->outstanding--;
+  struct dp_job *j = data;
   if (!resp->err) {
     answer_rv(resp, &j->d_rv);
     j->c->stats.status_writes++;
@@ -463,36 +293,34 @@ static void on_d_write(const struct kcm_client_response *resp, void *data) {
 
 /* A write whose outcome changes nothing: the sync fails either way. */
 static void on_side_write(const struct kcm_client_response *resp, void *data) {
-  struct kcm_dp_job *j = data;
-  j->outstanding--;
+  struct dp_job *j = data;
   if (resp->err)
-    kcm_v(2, "status write failed deployment=\"%s\" err=\"%s\"", j->key, resp->message);
-  run(j);
+    kcm_v(2, "status write failed deployment=\"%s\" err=\"%s\"", j->base.key, resp->message);
+  kcm_runtime_answered(&j->base);
 }
 
 /* After a collision: bump collisionCount, then fail with the create's error. */
 static void on_collision_written(const struct kcm_client_response *resp, void *data) {
-  struct kcm_dp_job *j = data;
-  j->outstanding--;
+  struct dp_job *j = data;
   if (!resp->err)
     kcm_v(2, "Found a hash collision for deployment - bumping collisionCount deployment=\"%s\" "
              "collisionCount=%d",
-          j->key, kcm_deployment_next_collision_count(j->d));
-  run(j);
+          j->base.key, kcm_deployment_next_collision_count(j->d));
+  kcm_runtime_answered(&j->base);
 }
 
-static void collide(struct kcm_dp_job *j, const char *message) {
+static void collide(struct dp_job *j, const char *message) {
   struct kcm_buf body = KCM_BUF_INIT(1u << 16);
-  char path[KCM_CLIENT_PATH_MAX];
+  struct kcm_write req;
   j->c->stats.collisions++;
-  fail(j, KCM_ECONFLICT, "%s", message);
+  FAIL(j, KCM_ECONFLICT, "%s", message);
   j->phase = PHASE_DONE;
-  if (path_of(j, KCM_KIND_DEPLOYMENT, j->d->o.name, "status", path) ||
-      kcm_deployment_collision_body(j->d, j->d_rv, &body) ||
-      request(j, "PATCH", path, body.data, "application/merge-patch+json", on_collision_written))
-    kcm_warn("cannot bump collisionCount deployment=\"%s\"", j->key);
+  if (kcm_deployment_collision_body(j->d, j->d_rv, &body) ||
+      kcm_writer_patch(&req, KCM_KIND_DEPLOYMENT, j->d->o.ns, j->d->o.name, "status",
+                       KCM_PATCH_MERGE, body.data) ||
+      !send_last(j, &req, on_collision_written))
+    kcm_warn("cannot bump collisionCount deployment=\"%s\"", j->base.key);
   kcm_buf_release(&body);
-  run(j);
 }
 
 /* The template of a ReplicaSet in an answer, digested for comparison. */
@@ -517,7 +345,7 @@ static bool answer_template(struct json_object *doc, uint64_t *key, char **canon
  * template on the way in; if the existing ReplicaSet holds exactly what
  * it makes of ours, that one is ours. Otherwise it is a hash collision. */
 static void on_dry_run(const struct kcm_client_response *resp, void *data) {
-  struct kcm_dp_job *j = data;
+  struct dp_job *j = data;
   const struct kcm_dp_rs *r = step_rs(j, j->current);
   struct kcm_replicaset *existing =
       (struct kcm_replicaset *)kcm_informer_get(j->c->rs_informer, j->d->o.ns, r->name);
@@ -525,30 +353,28 @@ static void on_dry_run(const struct kcm_client_response *resp, void *data) {
   char *made = NULL;
   uint64_t key = 0, rv = 0;
 
-  j->outstanding--;
   doc = resp->err ? NULL : answer(resp, &rv);
   if (existing && answer_template(doc, &key, &made) && key == existing->template_key &&
       kcm_api_template_equal(made, existing->template)) {
     struct kcm_dp_alias a = {j->d->template_key, existing->template_key, existing->o.uid};
     kcm_warn("the API server changes the pod template of new ReplicaSets; treating the existing "
              "one as this template's deployment=\"%s\" replicaset=\"%s\"",
-             j->key, r->name);
-    alias_put(j->c, j->key, &a);
-    j->requeue = true;
+             j->base.key, r->name);
+    alias_put(j->c, j->base.key, &a);
+    j->base.requeue = true;
     j->phase = PHASE_DONE;
-    free(made);
-    json_object_put(doc);
-    run(j);
-    return;
+  } else {
+    collide(j, "a ReplicaSet with the new ReplicaSet's name exists with another template");
   }
   free(made);
   json_object_put(doc);
-  collide(j, "a ReplicaSet with the new ReplicaSet's name exists with another template");
+  kcm_runtime_answered(&j->base);
 }
 
-static void dry_run(struct kcm_dp_job *j) {
+static void dry_run(struct dp_job *j) {
   struct json_object *doc = json_tokener_parse(j->plan.create_body), *meta;
-  char path[KCM_CLIENT_PATH_MAX + 16], prefix[300];
+  struct kcm_write req;
+  char prefix[300];
   char *body;
 
   if (!doc || !json_object_object_get_ex(doc, "metadata", &meta)) {
@@ -562,174 +388,192 @@ static void dry_run(struct kcm_dp_job *j) {
   body = kcm_api_json_dup(doc);
   json_object_put(doc);
   j->alias_checked = true;
-  if (path_of(j, KCM_KIND_REPLICASET, NULL, NULL, path))
-    collide(j, path);
-  else if (!body || request(j, "POST", strcat(path, "?dryRun=All"), body, NULL, on_dry_run))
+  if (!body)
     collide(j, "out of memory");
+  else if (kcm_writer_create(&req, KCM_KIND_REPLICASET, j->d->o.ns, body, true))
+    collide(j, req.path);
+  else if (kcm_runtime_send(&j->base, &req, on_dry_run, j))
+    collide(j, "cannot send a dry run");
   free(body);
 }
 
-static void on_created(const struct kcm_client_response *resp, void *data) {
-  struct kcm_dp_job *j = data;
+/* The API server made the new ReplicaSet; if it changed the template on
+ * the way in, the ReplicaSet still belongs to this template. */
+static void created(struct dp_job *j, const struct kcm_client_response *resp) {
   const struct kcm_dp_step *s = j->current;
-  const struct kcm_dp_rs *r = step_rs(j, s);
-  struct kcm_buf body = KCM_BUF_INIT(1u << 20);
-  char path[KCM_CLIENT_PATH_MAX], *msg = NULL;
+  struct json_object *doc = answer(resp, &j->rs_rv[s->rs]), *meta, *uid;
+  uint64_t key;
 
-  j->outstanding--;
-  if (!resp->err) {
-    struct json_object *doc = answer(resp, &j->rs_rv[s->rs]);
-    uint64_t key;
-    j->c->stats.rs_created++;
-    if (answer_template(doc, &key, NULL) && key != j->d->template_key) {
-      struct json_object *meta, *uid;
-      struct kcm_dp_alias a = {j->d->template_key, key, {{0}}};
-      if (json_object_object_get_ex(doc, "metadata", &meta) &&
-          json_object_object_get_ex(meta, "uid", &uid) &&
-          !kcm_api_parse_uid(json_object_get_string(uid), &a.rs_uid)) {
-        kcm_warn("the API server changed the pod template of a new ReplicaSet; it stays this "
-                 "template's deployment=\"%s\" replicaset=\"%s\"",
-                 j->key, r->name);
-        alias_put(j->c, j->key, &a);
-      }
+  j->c->stats.rs_created++;
+  if (answer_template(doc, &key, NULL) && key != j->d->template_key) {
+    struct kcm_dp_alias a = {j->d->template_key, key, {{0}}};
+    if (json_object_object_get_ex(doc, "metadata", &meta) &&
+        json_object_object_get_ex(meta, "uid", &uid) &&
+        !kcm_api_parse_uid(json_object_get_string(uid), &a.rs_uid)) {
+      kcm_warn("the API server changed the pod template of a new ReplicaSet; it stays this "
+               "template's deployment=\"%s\" replicaset=\"%s\"",
+               j->base.key, step_rs(j, s)->name);
+      alias_put(j->c, j->base.key, &a);
     }
-    json_object_put(doc);
-    step_done(j, resp);
-    return;
   }
-  if (resp->status == 409 && strstr(resp->body, "\"AlreadyExists\"")) {
-    struct kcm_replicaset *existing =
-        (struct kcm_replicaset *)kcm_informer_get(j->c->rs_informer, j->d->o.ns, r->name);
-    if (!existing) {
-      fail(j, KCM_ECONFLICT, "replicaset %s exists but is not in the cache yet", r->name);
-      j->phase = PHASE_DONE;
-      run(j);
-    } else if (existing->o.has_controller &&
-               kcm_api_uid_equal(&existing->o.controller.uid, &j->d->o.uid) &&
-               kcm_api_template_equal(existing->template, j->d->template)) {
-      j->requeue = true; /* ours, seen late: the next sync takes it as the new one */
-      j->phase = PHASE_DONE;
-      run(j);
-    } else if (existing->o.has_controller &&
-               kcm_api_uid_equal(&existing->o.controller.uid, &j->d->o.uid) &&
-               !j->alias_checked) {
-      dry_run(j);
-    } else {
-      collide(j, resp->message);
-    }
-    return;
-  }
-  if (kcm_client_namespace_terminating(resp)) {
-    fail(j, resp->err, "%s", resp->message);
-    j->forget = true;
+  json_object_put(doc);
+}
+
+/* AlreadyExists: ours seen late, ours changed by the API server, or a hash
+ * collision. */
+static void name_taken(struct dp_job *j, const struct kcm_client_response *resp) {
+  const struct kcm_dp_rs *r = step_rs(j, j->current);
+  struct kcm_replicaset *existing =
+      (struct kcm_replicaset *)kcm_informer_get(j->c->rs_informer, j->d->o.ns, r->name);
+  bool ours = existing && existing->o.has_controller &&
+              kcm_api_uid_equal(&existing->o.controller.uid, &j->d->o.uid);
+
+  if (!existing) {
+    FAIL(j, KCM_ECONFLICT, "replicaset %s exists but is not in the cache yet", r->name);
     j->phase = PHASE_DONE;
-    run(j);
-    return;
+  } else if (ours && kcm_api_template_equal(existing->template, j->d->template)) {
+    j->base.requeue = true; /* seen late: the next sync takes it as the new one */
+    j->phase = PHASE_DONE;
+  } else if (ours && !j->alias_checked) {
+    dry_run(j);
+  } else {
+    collide(j, resp->message);
   }
-  if (asprintf(&msg, "Failed to create new replica set \"%s\": %s", r->name, resp->message) < 0)
+}
+
+/* A create failed for another reason: reported as upstream reports it. */
+static void create_failed(struct dp_job *j, const struct kcm_client_response *resp) {
+  struct kcm_buf body = KCM_BUF_INIT(1u << 20);
+  struct kcm_write req;
+  char *msg = NULL;
+
+  if (asprintf(&msg, "Failed to create new replica set \"%s\": %s",
+               step_rs(j, j->current)->name, resp->message) < 0)
     msg = NULL;
-  fail(j, resp->err, "%s", msg ? msg : resp->message);
+  FAIL(j, resp->err, "%s", msg ? msg : resp->message);
   j->phase = PHASE_DONE;
   if (msg) {
     record(j, true, "ReplicaSetCreateError", msg);
     /* Its outcome does not matter: the failure is reported either way. */
-    if (!path_of(j, KCM_KIND_DEPLOYMENT, j->d->o.name, "status", path) &&
-        !kcm_deployment_create_failed_body(j->d, s, msg, now_ms(), j->d_rv, &body) && body.len)
-      request(j, "PATCH", path, body.data, "application/merge-patch+json", on_side_write);
+    if (!kcm_deployment_create_failed_body(j->d, j->current, msg, kcm_runtime_now_ms(), j->d_rv,
+                                           &body) &&
+        body.len &&
+        !kcm_writer_patch(&req, KCM_KIND_DEPLOYMENT, j->d->o.ns, j->d->o.name, "status",
+                          KCM_PATCH_MERGE, body.data))
+      kcm_runtime_send(&j->base, &req, on_side_write, j);
   }
   free(msg);
   kcm_buf_release(&body);
-  run(j);
 }
 
-/* Send the next step, or finish. */
-static void send_step(struct kcm_dp_job *j, const struct kcm_dp_step *s) {
-  struct kcm_buf body = KCM_BUF_INIT(8u << 20);
-  char path[KCM_CLIENT_PATH_MAX];
-  int err = 0;
+static void on_created(const struct kcm_client_response *resp, void *data) {
+  struct dp_job *j = data;
+  if (!resp->err) {
+    created(j, resp);
+    step_done(j, resp);
+    return;
+  }
+  if (resp->status == 409 && strstr(resp->body, "\"AlreadyExists\"")) {
+    name_taken(j, resp);
+  } else if (kcm_client_namespace_terminating(resp)) {
+    FAIL(j, resp->err, "%s", resp->message);
+    j->base.forget = true;
+    j->phase = PHASE_DONE;
+  } else {
+    create_failed(j, resp);
+  }
+  kcm_runtime_answered(&j->base);
+}
 
-  j->current = s;
+/* Build the write of step s into req (body: its storage). */
+static int build_step(struct dp_job *j, const struct kcm_dp_step *s, struct kcm_buf *body,
+                      struct kcm_write *req) {
+  const char *ns = j->d->o.ns;
+  int err;
   switch (s->op) {
+  case KCM_DP_SCALE:
+    if ((err = kcm_deployment_scale_body(&j->plan, s, j->rs_rv[s->rs], body)))
+      return err;
+    return kcm_writer_patch(req, KCM_KIND_REPLICASET, ns, step_rs(j, s)->name, NULL,
+                            KCM_PATCH_MERGE, body->data);
+  case KCM_DP_CREATE:
+    return kcm_writer_create(req, KCM_KIND_REPLICASET, ns, j->plan.create_body, false);
+  case KCM_DP_DELETE:
+    if ((err = kcm_api_delete_options(body, &step_rs(j, s)->rs->o.uid, j->rs_rv[s->rs])))
+      return err;
+    return kcm_writer_delete(req, KCM_KIND_REPLICASET, ns, step_rs(j, s)->name, body->data);
+  case KCM_DP_STATUS:
+    if ((err = kcm_deployment_status_body(j->d, &j->plan, j->d_rv, body)))
+      return err;
+    return kcm_writer_patch(req, KCM_KIND_DEPLOYMENT, ns, j->d->o.name, "status",
+                            KCM_PATCH_MERGE, body->data);
+  case KCM_DP_ROLLBACK:
+    if ((err = kcm_deployment_rollback_body(&j->plan, j->d_rv, body)))
+      return err;
+    return kcm_writer_patch(req, KCM_KIND_DEPLOYMENT, ns, j->d->o.name, NULL, KCM_PATCH_JSON,
+                            body->data);
   case KCM_DP_EVENT:
     break;
-  case KCM_DP_SCALE:
-    if (!(err = path_of(j, KCM_KIND_REPLICASET, step_rs(j, s)->name, NULL, path)) &&
-        !(err = kcm_deployment_scale_body(&j->plan, s, j->rs_rv[s->rs], &body)))
-      err = request(j, "PATCH", path, body.data, "application/merge-patch+json", on_rs_write);
-    break;
-  case KCM_DP_CREATE:
-    if (!(err = path_of(j, KCM_KIND_REPLICASET, NULL, NULL, path)))
-      err = request(j, "POST", path, j->plan.create_body, NULL, on_created);
-    break;
-  case KCM_DP_DELETE:
-    if (!(err = path_of(j, KCM_KIND_REPLICASET, step_rs(j, s)->name, NULL, path)) &&
-        !(err = kcm_api_delete_options(&body, &step_rs(j, s)->rs->o.uid, j->rs_rv[s->rs])))
-      err = request(j, "DELETE", path, body.data, NULL, on_rs_write);
-    break;
-  case KCM_DP_STATUS:
-    if (!(err = path_of(j, KCM_KIND_DEPLOYMENT, j->d->o.name, "status", path)) &&
-        !(err = kcm_deployment_status_body(j->d, &j->plan, j->d_rv, &body)))
-      err = request(j, "PATCH", path, body.data, "application/merge-patch+json", on_d_write);
-    if (!err && j->step >= j->plan.nsteps) {
-      /* The last step: only its answer is left to wait for, so another key
-       * may have the worker while this one stays in processing. */
-      j->gave_back = true;
-      j->c->running--;
-      pump(j->c);
-    }
-    break;
-  case KCM_DP_ROLLBACK:
-    if (!(err = path_of(j, KCM_KIND_DEPLOYMENT, j->d->o.name, NULL, path)) &&
-        !(err = kcm_deployment_rollback_body(&j->plan, j->d_rv, &body)))
-      err = request(j, "PATCH", path, body.data, "application/json-patch+json", on_d_write);
-    break;
   }
-  kcm_buf_release(&body);
-  if (err) {
-    fail(j, err, "cannot send a write: %s", kcm_strerror(err));
-    j->phase = PHASE_DONE;
-  }
+  return KCM_EINVAL;
 }
 
-/* Move the sync on: check, claim, the steps one by one, then finish. */
-static void run(struct kcm_dp_job *j) {
-  while (!j->outstanding) {
-    switch (j->phase) {
-    case PHASE_CHECK:
-      j->phase = PHASE_CLAIM;
-      if (!j->err)
-        send_claims(j);
-      break;
-    case PHASE_CLAIM:
-      j->phase = j->err ? PHASE_DONE : PHASE_STEPS;
-      break;
-    case PHASE_STEPS: {
-      const struct kcm_dp_step *s;
-      if (j->err || j->step >= j->plan.nsteps) {
-        j->phase = PHASE_DONE;
-        break;
-      }
-      s = &j->plan.steps[j->step++];
-      if (j->skipping && s->group == j->skip_group)
-        break;
-      j->skipping = false;
-      if (s->op == KCM_DP_EVENT) {
-        record(j, s->warning, s->reason, s->message);
-        break;
-      }
+/* Send step s. */
+static void send_step(struct dp_job *j, const struct kcm_dp_step *s) {
+  static const kcm_client_done_cb done[] = {
+      [KCM_DP_SCALE] = on_rs_write, [KCM_DP_CREATE] = on_created, [KCM_DP_DELETE] = on_rs_write,
+      [KCM_DP_STATUS] = on_d_write, [KCM_DP_ROLLBACK] = on_d_write,
+  };
+  struct kcm_buf body = KCM_BUF_INIT(8u << 20);
+  struct kcm_write req;
+  int err;
+
+  j->current = s;
+  if ((err = build_step(j, s, &body, &req)))
+    FAIL(j, err, "cannot build a write: %s", req.err ? req.path : kcm_strerror(err));
+  else if (!kcm_runtime_send(&j->base, &req, done[s->op], j) && s->op == KCM_DP_STATUS &&
+           j->step >= j->plan.nsteps)
+    /* The last step: only its answer is left to wait for, so another key
+     * may have the worker while this one stays in processing. */
+    kcm_runtime_give_back(&j->base);
+  kcm_buf_release(&body);
+  if (j->base.err)
+    j->phase = PHASE_DONE;
+}
+
+/* Move the sync on: check, claim, the steps one by one; false when over. */
+static bool next_step(struct kcm_runtime_job *base) {
+  struct dp_job *j = (struct dp_job *)base;
+  const struct kcm_dp_step *s;
+  switch (j->phase) {
+  case PHASE_CHECK:
+    j->phase = PHASE_STEPS; /* after the claims, unless one fails */
+    if (!base->err)
+      send_claims(j);
+    return true;
+  case PHASE_STEPS:
+    if (base->err || j->step >= j->plan.nsteps) {
+      j->phase = PHASE_DONE;
+      return true;
+    }
+    s = &j->plan.steps[j->step++];
+    if (j->skipping && s->group == j->skip_group)
+      return true;
+    j->skipping = false;
+    if (s->op == KCM_DP_EVENT)
+      record(j, s->warning, s->reason, s->message);
+    else
       send_step(j, s);
-      break;
-    }
-    case PHASE_DONE:
-      finish(j);
-      return;
-    }
+    return true;
+  case PHASE_DONE:
+    break;
   }
+  return false;
 }
 
 /* Recreate: whether the ReplicaSet still has a pod that is not done. */
 static bool pods_running(void *ctx, const struct kcm_replicaset *rs) {
-  struct kcm_dp_job *j = ctx;
+  struct dp_job *j = ctx;
   struct kcm_object *o;
   for (o = kcm_informer_first_owned(j->c->pod_informer, &rs->o.uid); o; o = o->own_next) {
     const struct kcm_pod *p = (const struct kcm_pod *)o;
@@ -741,71 +585,49 @@ static bool pods_running(void *ctx, const struct kcm_replicaset *rs) {
   return false;
 }
 
-static void start_job(struct kcm_deployment_controller *c, const char *key) {
-  struct kcm_dp_job *j = calloc(1, sizeof(*j));
-  const char *slash = strchr(key, '/');
-  struct kcm_replicaset **cands = NULL;
+/* The ReplicaSets it controls and the orphans of its namespace, held by
+ * the job; NULL with the job failed when memory is short. *behind: one of
+ * them is older than a write to it. */
+static struct kcm_replicaset **candidates(struct dp_job *j, size_t *n, bool *behind) {
+  struct kcm_object **cands = NULL;
+  struct kcm_replicaset **rss;
+  size_t i;
+
+  if (kcm_informer_claimable(j->c->rs_informer, &j->d->o.uid, j->base.ns, &cands, n)) {
+    FAIL(j, KCM_ENOMEM, "%s", "out of memory");
+    return NULL;
+  }
+  rss = (struct kcm_replicaset **)(void *)cands; /* the same storage, retyped element by element */
+  for (i = 0; i < *n; i++) {
+    struct kcm_object *o = cands[i];
+    kcm_runtime_hold(&j->base, o);
+    *behind = *behind || kcm_informer_behind(j->c->rs_informer, o);
+    rss[i] = (struct kcm_replicaset *)o;
+  }
+  return rss;
+}
+
+/* Plan the sync of j->d; false (nothing to do, or the job failed) when
+ * there is no plan to carry out. */
+static bool plan(struct dp_job *j) {
+  struct kcm_deployment_controller *c = j->c;
+  struct kcm_replicaset **cands;
   struct kcm_dp_input in;
   struct alias_entry *al;
-  struct kcm_object *o;
-  char ns[300];
-  size_t n = 0, i;
-  bool behind;
+  bool behind = kcm_informer_behind(c->d_informer, &j->d->o);
+  size_t n, i;
   int err;
 
-  c->running++;
-  if (!j || !(j->key = strdup(key)) || !slash || (size_t)(slash - key) >= sizeof(ns)) {
-    if (j)
-      free(j->key);
-    free(j);
-    c->running--;
-    kcm_workqueue_done(&c->queue, key);
-    return;
-  }
-  j->c = c;
-  j->next = c->jobs;
-  c->jobs = j;
-  j->plan.new_rs = -1;
-  j->plan.requeue_after_ms = -1;
-  j->phase = PHASE_DONE;
-  snprintf(ns, sizeof(ns), "%.*s", (int)(slash - key), key);
-  o = kcm_informer_get(c->d_informer, ns, slash + 1);
-  if (!o) {
-    kcm_v(2, "Deployment has been deleted deployment=\"%s\"", key);
-    alias_drop(c, key);
-    run(j);
-    return;
-  }
-  hold(j, o);
-  j->d = (struct kcm_deployment *)o;
-  j->d_rv = o->rv;
-  behind = kcm_informer_behind(c->d_informer, o);
-  /* Candidates: the ReplicaSets it controls and the orphans of its namespace. */
-  for (i = 0; i < 2 && !j->err; i++) {
-    for (o = kcm_informer_first_owned(c->rs_informer, i ? NULL : &j->d->o.uid); o;
-         o = o->own_next) {
-      struct kcm_replicaset **grown;
-      if (strcmp(o->ns, ns) != 0)
-        continue;
-      if (!(grown = kcm_buf_grow_items(cands, n, sizeof(*grown)))) {
-        fail(j, KCM_ENOMEM, "%s", "out of memory");
-        break;
-      }
-      cands = grown;
-      cands[n++] = (struct kcm_replicaset *)o;
-      hold(j, o);
-      behind = behind || kcm_informer_behind(c->rs_informer, o);
-    }
-  }
-  if (behind && !j->err) {
+  if (!(cands = candidates(j, &n, &behind)) && j->base.err)
+    return false;
+  if (behind) {
     /* A write to the Deployment or one of its ReplicaSets is on its way to
      * the cache; its event queues the key again. Planning now would act on
      * old numbers and every guarded write would conflict. */
-    kcm_v(4, "waiting for the cache to catch up deployment=\"%s\"", key);
+    kcm_v(4, "waiting for the cache to catch up deployment=\"%s\"", j->base.key);
     c->stats.deferred++;
     free(cands);
-    run(j);
-    return;
+    return false;
   }
   memset(&in, 0, sizeof(in));
   in.d = j->d;
@@ -813,111 +635,97 @@ static void start_job(struct kcm_deployment_controller *c, const char *key) {
   in.ncandidates = n;
   in.pods_running = pods_running;
   in.ctx = j;
-  al = kcm_map_get(&c->aliases, key);
+  al = kcm_map_get(&c->aliases, j->base.key);
   in.alias = al ? &al->alias : NULL;
-  in.now_ms = now_ms();
-  if (!j->err && (err = kcm_deployment_plan(&in, &j->plan)))
-    fail(j, err, "cannot plan the sync: %s", kcm_strerror(err));
+  in.now_ms = kcm_runtime_now_ms();
+  err = kcm_deployment_plan(&in, &j->plan);
   free(cands);
-  if (j->err) {
-    run(j);
-    return;
+  if (err) {
+    FAIL(j, err, "cannot plan the sync: %s", kcm_strerror(err));
+    return false;
   }
   if (j->plan.invalid) {
-    kcm_warn("invalid selector; not syncing deployment=\"%s\"", key);
-    run(j);
-    return;
+    kcm_warn("invalid selector; not syncing deployment=\"%s\"", j->base.key);
+    return false;
   }
-  j->rs_rv = calloc(j->plan.nrs + 1, sizeof(*j->rs_rv));
-  if (!j->rs_rv) {
-    fail(j, KCM_ENOMEM, "%s", "out of memory");
-    run(j);
-    return;
+  if (!(j->rs_rv = calloc(j->plan.nrs + 1, sizeof(*j->rs_rv)))) {
+    FAIL(j, KCM_ENOMEM, "%s", "out of memory");
+    return false;
   }
   for (i = 0; i < j->plan.nrs; i++)
     j->rs_rv[i] = j->plan.rs[i].rs ? j->plan.rs[i].rs->o.rv : 0;
+  j->base.requeue_after_ms = j->plan.requeue_after_ms;
+  return true;
+}
+
+static void plan_sync(struct kcm_runtime_job *base) {
+  struct dp_job *j = (struct dp_job *)base;
+  struct kcm_deployment_controller *c = base->rt->ctx;
+  struct kcm_object *o;
+
+  j->c = c;
+  j->plan.new_rs = -1;
+  j->plan.requeue_after_ms = -1;
+  j->phase = PHASE_DONE;
+  o = kcm_informer_get(c->d_informer, base->ns, base->name);
+  if (!o) {
+    kcm_v(2, "Deployment has been deleted deployment=\"%s\"", base->key);
+    alias_drop(c, base->key);
+    return;
+  }
+  kcm_runtime_hold(base, o);
+  base->object = o;
+  j->d = (struct kcm_deployment *)o;
+  j->d_rv = o->rv;
+  if (!plan(j))
+    return;
   j->phase = PHASE_CHECK;
-  if (j->plan.nadopt) {
-    char path[KCM_CLIENT_PATH_MAX];
-    if (!path_of(j, KCM_KIND_DEPLOYMENT, j->d->o.name, NULL, path) &&
-        request(j, "GET", path, NULL, NULL, on_check))
-      fail(j, KCM_ENOMEM, "%s", "out of memory");
-  }
-  run(j);
+  if (j->plan.nadopt)
+    kcm_runtime_recheck(base);
 }
 
-static void pump(struct kcm_deployment_controller *c) {
-  if (c->pumping)
-    return; /* the loop below goes on when the nested job gives back */
-  c->pumping = true;
-  while (!c->stopping && c->running < c->workers) {
-    const char *key = kcm_workqueue_get(&c->queue);
-    if (!key)
-      break;
-    start_job(c, key);
-  }
-  c->pumping = false;
+static void release_plan(struct kcm_runtime_job *base) {
+  struct dp_job *j = (struct dp_job *)base;
+  kcm_deployment_plan_release(&j->plan);
+  free(j->rs_rv);
 }
 
-static void on_ready(struct kcm_workqueue *q, void *data) { pump(data); }
+static const struct kcm_runtime_ops ops = {
+    .kind = "deployment",
+    .job_size = sizeof(struct dp_job),
+    .max_retries = KCM_DEPLOYMENT_MAX_RETRIES,
+    .start = plan_sync,
+    .advance = next_step,
+    .release = release_plan,
+};
 
 /* --- lifecycle ---------------------------------------------------------------------------- */
 
-int kcm_deployment_init(struct kcm_deployment_controller *c, uv_loop_t *loop,
-                        struct kcm_client *client, struct kcm_informer *d_informer,
-                        struct kcm_informer *rs_informer, struct kcm_informer *pod_informer,
-                        struct kcm_intern *pool, uint32_t workers) {
-  struct kcm_informer_handler d_h = {d_added, d_updated, d_deleted, NULL};
-  struct kcm_informer_handler rs_h = {rs_added, rs_updated, rs_deleted, NULL};
-  struct kcm_informer_handler pod_h = {NULL, NULL, pod_deleted, NULL};
-  int err;
-
+int kcm_deployment_controller_init(struct kcm_deployment_controller *c, uv_loop_t *loop,
+                                   struct kcm_writer *writer, struct kcm_informer *d_informer,
+                                   struct kcm_informer *rs_informer,
+                                   struct kcm_informer *pod_informer, struct kcm_intern *pool,
+                                   uint32_t workers) {
   memset(c, 0, sizeof(*c));
-  c->loop = loop;
-  c->client = client;
   c->d_informer = d_informer;
   c->rs_informer = rs_informer;
   c->pod_informer = pod_informer;
-  c->pool = pool;
-  c->workers = workers ? workers : 5;
-  kcm_workqueue_init(&c->queue, loop, "deployment");
-  kcm_events_init(&c->events, client, "deployment-controller");
-  c->events.limiter = KCM_DEPLOYMENT_LIMITER;
+  kcm_runtime_init(&c->rt, loop, &ops, c, workers, writer, pool);
   kcm_map_init(&c->aliases, &alias_type);
-  d_h.ctx = rs_h.ctx = pod_h.ctx = c;
-  if ((err = kcm_informer_add_handler(d_informer, &d_h)) ||
-      (err = kcm_informer_add_handler(rs_informer, &rs_h)) ||
-      (err = kcm_informer_add_handler(pod_informer, &pod_h)))
-    return err;
+  if (kcm_runtime_watch(&c->rt, d_informer,
+                        (struct kcm_informer_handler){d_added, d_updated, d_deleted, NULL}) ||
+      kcm_runtime_watch(&c->rt, rs_informer,
+                        (struct kcm_informer_handler){rs_added, rs_updated, rs_deleted, NULL}) ||
+      kcm_runtime_watch(&c->rt, pod_informer,
+                        (struct kcm_informer_handler){NULL, NULL, pod_deleted, NULL}))
+    return KCM_ENOMEM;
   return 0;
 }
 
-void kcm_deployment_run(struct kcm_deployment_controller *c) {
-  kcm_workqueue_set_ready(&c->queue, on_ready, c);
-  pump(c);
-}
-
-static void on_queue_closed(struct kcm_workqueue *q, void *data) {
-  struct kcm_deployment_controller *c = data;
-  if (c->on_stopped)
-    c->on_stopped(c);
-}
-
-static void on_drained(struct kcm_workqueue *q, void *data) {
-  kcm_workqueue_close(q, on_queue_closed, data);
-}
-
-void kcm_deployment_stop(struct kcm_deployment_controller *c,
-                         void (*on_stopped)(struct kcm_deployment_controller *c)) {
-  c->stopping = true;
-  c->on_stopped = on_stopped;
-  kcm_workqueue_shutdown(&c->queue, on_drained, c);
-}
-
-void kcm_deployment_release(struct kcm_deployment_controller *c) {
+void kcm_deployment_controller_release(struct kcm_deployment_controller *c) {
   struct kcm_map_iter it;
   struct alias_entry *e;
-  kcm_events_release(&c->events);
+  kcm_runtime_release(&c->rt);
   kcm_map_iter_init(&it, &c->aliases);
   while ((e = kcm_map_next(&it))) {
     free(e->key);

@@ -368,15 +368,6 @@ static void check_paused(struct dp_sync *s) {
 
 /* --- claiming ------------------------------------------------------------------------------- */
 
-static int push_rs(struct kcm_replicaset ***arr, size_t *n, struct kcm_replicaset *rs) {
-  struct kcm_replicaset **grown = kcm_buf_grow_items(*arr, *n, sizeof(*grown));
-  if (!grown)
-    return KCM_ENOMEM;
-  grown[(*n)++] = rs;
-  *arr = grown;
-  return 0;
-}
-
 static int add_view(struct kcm_dp_plan *p, const struct kcm_replicaset *rs) {
   struct kcm_dp_rs *grown = kcm_buf_grow_items(p->rs, p->nrs, sizeof(*grown)), *r;
   if (!grown)
@@ -416,12 +407,12 @@ static int claim(const struct kcm_dp_input *in, struct kcm_dp_plan *p) {
       if (matches)
         err = add_view(p, rs);
       else if (!deleting)
-        err = push_rs(&p->release, &p->nrelease, rs);
+        err = KCM_BUF_PUSH(p->release, p->nrelease, rs);
       continue;
     }
     if (deleting || !matches || rs->o.deleted)
       continue;
-    if (!(err = push_rs(&p->adopt, &p->nadopt, rs)))
+    if (!(err = KCM_BUF_PUSH(p->adopt, p->nadopt, rs)))
       err = add_view(p, rs);
   }
   return err;

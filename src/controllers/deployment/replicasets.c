@@ -241,8 +241,7 @@ static int build_create_body(struct dp_sync *s, const struct kcm_dp_rs *r, const
   struct json_object *spec = json_object_new_object(), *ann = json_object_new_object();
   struct json_object *tmpl = json_tokener_parse(d->template);
   struct json_object *sel = d->selector_json ? json_tokener_parse(d->selector_json) : NULL;
-  struct json_object *tmeta, *labels, *ref, *refs, *ml, *rslabels = NULL;
-  char uid[37];
+  struct json_object *tmeta, *labels, *refs, *ml, *rslabels = NULL;
   uint32_t i;
   int err = 0;
 
@@ -279,16 +278,9 @@ static int build_create_body(struct dp_sync *s, const struct kcm_dp_rs *r, const
                            json_object_new_string(r->annotations.items[i].value));
   json_object_object_add(meta, "annotations", ann);
   ann = NULL;
-  kcm_api_format_uid(&d->o.uid, uid, sizeof(uid));
-  ref = json_object_new_object();
-  json_object_object_add(ref, "apiVersion", json_object_new_string("apps/v1"));
-  json_object_object_add(ref, "kind", json_object_new_string("Deployment"));
-  json_object_object_add(ref, "name", json_object_new_string(d->o.name));
-  json_object_object_add(ref, "uid", json_object_new_string(uid));
-  json_object_object_add(ref, "controller", json_object_new_boolean(1));
-  json_object_object_add(ref, "blockOwnerDeletion", json_object_new_boolean(1));
   refs = json_object_new_array();
-  json_object_array_add(refs, ref);
+  json_object_array_add(refs,
+                        kcm_api_controller_ref("apps/v1", "Deployment", d->o.name, &d->o.uid));
   json_object_object_add(meta, "ownerReferences", refs);
   json_object_object_add(rs, "metadata", meta);
   meta = NULL;

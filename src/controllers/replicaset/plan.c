@@ -28,15 +28,6 @@ bool kcm_replicaset_pod_available(const struct kcm_pod *p, int32_t min_ready, ui
 
 /* --- claiming ---------------------------------------------------------------------- */
 
-static int push(struct kcm_pod ***arr, size_t *n, struct kcm_pod *p) {
-  struct kcm_pod **grown = kcm_buf_grow_items(*arr, *n, sizeof(*grown));
-  if (!grown)
-    return KCM_ENOMEM;
-  grown[(*n)++] = p;
-  *arr = grown;
-  return 0;
-}
-
 int kcm_replicaset_claim(const struct kcm_replicaset *rs, struct kcm_pod *const *candidates,
                          size_t n, struct kcm_rs_claim *out) {
   bool deleting = rs->o.deleted != 0;
@@ -54,16 +45,16 @@ int kcm_replicaset_claim(const struct kcm_replicaset *rs, struct kcm_pod *const 
       if (!kcm_api_uid_equal(&p->o.controller.uid, &rs->o.uid))
         continue; /* another controller's pod: never touched */
       if (matches)
-        err = push(&out->claimed, &out->nclaimed, p);
+        err = KCM_BUF_PUSH(out->claimed, out->nclaimed, p);
       else if (!deleting)
-        err = push(&out->release, &out->nrelease, p);
+        err = KCM_BUF_PUSH(out->release, out->nrelease, p);
       continue;
     }
     if (deleting || !matches)
       continue;
-    err = push(&out->adopt, &out->nadopt, p);
+    err = KCM_BUF_PUSH(out->adopt, out->nadopt, p);
     if (!err)
-      err = push(&out->claimed, &out->nclaimed, p);
+      err = KCM_BUF_PUSH(out->claimed, out->nclaimed, p);
   }
   if (err)
     kcm_replicaset_claim_release(out);
@@ -179,11 +170,11 @@ int kcm_replicaset_status_patch(const struct kcm_replicaset *rs, const struct kc
 
   json_object_object_add(meta, "resourceVersion", kcm_api_json_rv(rs->o.rv));
   json_object_object_add(doc, "metadata", meta);
-  json_object_object_add(st, "replicas", json_object_new_int(s->replicas));
-  json_object_object_add(st, "fullyLabeledReplicas", json_object_new_int(s->fully_labeled));
-  json_object_object_add(st, "readyReplicas", json_object_new_int(s->ready));
-  json_object_object_add(st, "availableReplicas", json_object_new_int(s->available));
-  json_object_object_add(st, "observedGeneration", json_object_new_int64(s->observed_generation));
+  const struct kcm_api_int_field counts[] = {
+      {"replicas", s->replicas}, {"fullyLabeledReplicas", s->fully_labeled},
+      {"readyReplicas", s->ready}, {"availableReplicas", s->available},
+      {"observedGeneration", s->observed_generation}};
+  kcm_api_json_add_ints(st, counts, 5);
   conds = kcm_api_conditions_json(&s->conditions);
   json_object_object_add(st, "conditions", conds); /* null removes them */
   json_object_object_add(doc, "status", st);
@@ -196,8 +187,8 @@ int kcm_replicaset_pod_body(const struct kcm_replicaset *rs, struct kcm_buf *out
                             size_t *name_at, size_t *name_len) {
   static const char name_key[] = "\"metadata\":{\"name\":\"";
   struct json_object *tmpl = json_tokener_parse(rs->template), *tmeta = NULL, *v;
-  struct json_object *pod, *meta, *ref, *refs;
-  char uid[37], prefix[300], name[KCM_REPLICASET_NAME_MAX + 1];
+  struct json_object *pod, *meta, *refs;
+  char prefix[300], name[KCM_REPLICASET_NAME_MAX + 1];
   const char *at, *end;
   size_t base;
   int err;
@@ -228,16 +219,9 @@ int kcm_replicaset_pod_body(const struct kcm_replicaset *rs, struct kcm_buf *out
     json_object_object_add(meta, "annotations", json_object_get(v));
   if (tmeta && json_object_object_get_ex(tmeta, "finalizers", &v) && v)
     json_object_object_add(meta, "finalizers", json_object_get(v));
-  kcm_api_format_uid(&rs->o.uid, uid, sizeof(uid));
-  ref = json_object_new_object();
-  json_object_object_add(ref, "apiVersion", json_object_new_string("apps/v1"));
-  json_object_object_add(ref, "kind", json_object_new_string("ReplicaSet"));
-  json_object_object_add(ref, "name", json_object_new_string(rs->o.name));
-  json_object_object_add(ref, "uid", json_object_new_string(uid));
-  json_object_object_add(ref, "controller", json_object_new_boolean(1));
-  json_object_object_add(ref, "blockOwnerDeletion", json_object_new_boolean(1));
   refs = json_object_new_array();
-  json_object_array_add(refs, ref);
+  json_object_array_add(refs,
+                        kcm_api_controller_ref("apps/v1", "ReplicaSet", rs->o.name, &rs->o.uid));
   json_object_object_add(meta, "ownerReferences", refs);
   json_object_object_add(pod, "metadata", meta);
   if (json_object_object_get_ex(tmpl, "spec", &v) && v)

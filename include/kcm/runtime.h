@@ -1,0 +1,152 @@
+/*
+ * runtime — what every controller's syncs share: workers taking keys from
+ * a rate-limited work queue, the sync job each key becomes, and what
+ * happens to the key when the sync is over.
+ *
+ * A controller gives the runtime four functions (struct kcm_runtime_ops):
+ * start plans the sync of a key from the cache and sends its first
+ * requests; advance, called each time every request in flight has
+ * answered, sends the next ones or says the sync is over; release frees
+ * what the controller kept in its job. The job (struct kcm_runtime_job,
+ * the first member of the controller's own job struct) counts the
+ * requests in flight, holds references to the cached objects the sync
+ * reads, and keeps the sync's first error.
+ *
+ * A sync is over when advance returns false with nothing in flight. Its
+ * key is then done in the queue and, as upstream's processNextWorkItem
+ * decides: after an error, queued again with backoff (forgotten when the
+ * job says the error is not worth retrying, or dropped after max_retries
+ * failures in a row); after success forgotten, and queued again at once
+ * (requeue), with backoff (requeue_after_ms 0) or later (> 0).
+ *
+ * Workers: at most `workers` syncs run at once. A sync whose only request
+ * left is its status write may give its worker back (upstream's worker
+ * would be blocked on that write; here it is not, so another key may run
+ * while the key stays in processing until the answer).
+ *
+ * Everything runs on the loop's thread. Requests go through the writer,
+ * so a test can answer them.
+ */
+#ifndef KCM_RUNTIME_H
+#define KCM_RUNTIME_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "kcm/api.h"
+#include "kcm/events.h"
+#include "kcm/informer.h"
+#include "kcm/intern.h"
+#include "kcm/labels.h"
+#include "kcm/workqueue.h"
+#include "kcm/writer.h"
+
+struct kcm_runtime;
+
+struct kcm_runtime_job {
+  struct kcm_runtime *rt;
+  struct kcm_runtime_job *next;
+  char *key;                 /* owned: "namespace/name" */
+  char *ns;                  /* owned: the key's namespace */
+  const char *name;          /* the key's name, in the same allocation */
+  struct kcm_object *object; /* the key's object, once start found it (and held it) */
+  struct kcm_object **held;  /* references dropped when the sync is over */
+  size_t nheld;
+  int outstanding;           /* requests in flight */
+  int err;                   /* the first error: the key is retried */
+  char *err_msg;             /* owned; may be NULL */
+  bool forget;               /* the error is not worth retrying */
+  bool requeue;              /* sync again at once (not an error) */
+  int64_t requeue_after_ms;  /* after success: -1 no, 0 with backoff, > 0 after that long */
+  bool gave_back;            /* the worker was given back */
+};
+
+struct kcm_runtime_ops {
+  const char *kind;          /* "replicaset": the key's name in logs, the queue's name,
+                              * and the events' source "replicaset-controller" */
+  size_t job_size;           /* of the controller's job, which begins with the runtime's */
+  uint32_t max_retries;      /* failures in a row before a key is dropped; 0: never */
+  void (*start)(struct kcm_runtime_job *j);
+  bool (*advance)(struct kcm_runtime_job *j);
+  void (*release)(struct kcm_runtime_job *j); /* may be NULL */
+};
+
+struct kcm_runtime {
+  uv_loop_t *loop;
+  struct kcm_workqueue queue;
+  struct kcm_writer *writer;   /* borrowed */
+  struct kcm_intern *pool;     /* borrowed: the cache's strings */
+  const struct kcm_runtime_ops *ops;
+  void *ctx;                   /* the controller */
+  struct kcm_events events;    /* its recorder, as "<kind>-controller" */
+  uint32_t workers;
+  uint32_t running;            /* syncs holding a worker */
+  bool pumping;                /* inside the loop starting syncs */
+  bool stopping;
+  struct kcm_runtime_job *jobs;
+  void (*on_stopped)(struct kcm_runtime *rt);
+  struct {
+    uint64_t syncs;
+    uint64_t errors;
+    uint64_t dropped;
+  } stats;
+};
+
+/* Borrowed pointers must outlive the runtime. */
+void kcm_runtime_init(struct kcm_runtime *rt, uv_loop_t *loop, const struct kcm_runtime_ops *ops,
+                      void *ctx, uint32_t workers, struct kcm_writer *writer,
+                      struct kcm_intern *pool);
+/* Register the controller's handlers of inf's events (h->ctx is set to the
+ * controller); before the informer starts. Returns 0 or KCM_ENOMEM. */
+int kcm_runtime_watch(struct kcm_runtime *rt, struct kcm_informer *inf,
+                      struct kcm_informer_handler h);
+/* Start taking keys. */
+void kcm_runtime_run(struct kcm_runtime *rt);
+/* Stop taking keys; on_stopped runs once the syncs in flight are over and
+ * the queue is closed. */
+void kcm_runtime_stop(struct kcm_runtime *rt, void (*on_stopped)(struct kcm_runtime *rt));
+void kcm_runtime_release(struct kcm_runtime *rt);
+
+/* Queue the key of o ("namespace/name"). */
+void kcm_runtime_enqueue(struct kcm_runtime *rt, const struct kcm_object *o);
+/* Queue every object of inf in o's namespace whose selector (selector_of)
+ * is not empty and takes o's labels, as upstream finds the owners that
+ * would adopt an orphan (none for an object without labels); returns how
+ * many. */
+size_t kcm_runtime_enqueue_selecting(struct kcm_runtime *rt, const struct kcm_informer *inf,
+                                     const struct kcm_object *o,
+                                     const struct kcm_selector *(*selector_of)(
+                                         const struct kcm_object *owner));
+
+/* The wall clock in ms (what the planners compare timestamps with). */
+uint64_t kcm_runtime_now_ms(void);
+
+/* Keep o alive until the sync is over. */
+void kcm_runtime_hold(struct kcm_runtime_job *j, struct kcm_object *o);
+/* Record the sync's first error. */
+void kcm_runtime_fail(struct kcm_runtime_job *j, int err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Send req through the writer; done(resp, data) must end with
+ * kcm_runtime_answered(j). On failure (a request that could not be built,
+ * or the writer refused it) the job has failed and done never runs. */
+int kcm_runtime_send(struct kcm_runtime_job *j, const struct kcm_write *req,
+                     kcm_client_done_cb done, void *data);
+/* A request of j has answered: when it was the last in flight, the sync
+ * moves on (advance), and may be over, freeing j. */
+void kcm_runtime_answered(struct kcm_runtime_job *j);
+/* Adoption and release, as upstream's ControllerRefManager does them:
+ * before the first adoption the owner (j->object) is read again (GET by name) and the
+ * sync fails unless it is the same object (uid) and not being deleted;
+ * each claim patches the object's ownerReferences (uid-guarded), a
+ * NotFound or Invalid answer meaning the object is gone or changed, and
+ * any other error failing the sync. */
+void kcm_runtime_recheck(struct kcm_runtime_job *j);
+/* The owner is j->object; scratch holds the patch. Returns 0 when sent. */
+int kcm_runtime_claim(struct kcm_runtime_job *j, const struct kcm_object *o, bool adopt,
+                      struct kcm_buf *scratch);
+/* The sync waits only for requests it no longer needs a worker for. */
+void kcm_runtime_give_back(struct kcm_runtime_job *j);
+
+#endif

@@ -1,0 +1,254 @@
+/*
+ * controllers/runtime/runtime.c — workers, sync jobs and the fate of a key
+ * after its sync. See include/kcm/runtime.h.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kcm/buf.h"
+#include "kcm/error.h"
+#include "kcm/log.h"
+#include "kcm/runtime.h"
+
+static void pump(struct kcm_runtime *rt);
+
+uint64_t kcm_runtime_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+void kcm_runtime_enqueue(struct kcm_runtime *rt, const struct kcm_object *o) {
+  char key[600];
+  snprintf(key, sizeof(key), "%s/%s", o->ns, o->name);
+  kcm_workqueue_add(&rt->queue, key);
+}
+
+size_t kcm_runtime_enqueue_selecting(struct kcm_runtime *rt, const struct kcm_informer *inf,
+                                     const struct kcm_object *o,
+                                     const struct kcm_selector *(*selector_of)(
+                                         const struct kcm_object *owner)) {
+  struct kcm_object *owner;
+  size_t n = 0;
+  if (!o->labels.n)
+    return 0;
+  for (owner = kcm_informer_first_in(inf, o->ns); owner; owner = owner->ns_next) {
+    const struct kcm_selector *s = selector_of(owner);
+    if (kcm_labels_selector_empty(s) || !kcm_labels_matches(s, &o->labels))
+      continue;
+    kcm_runtime_enqueue(rt, owner);
+    n++;
+  }
+  return n;
+}
+
+void kcm_runtime_hold(struct kcm_runtime_job *j, struct kcm_object *o) {
+  struct kcm_object **grown = kcm_buf_grow_items(j->held, j->nheld, sizeof(*grown));
+  if (!grown)
+    return; /* the cache keeps it alive for this turn; later phases skip what is gone */
+  j->held = grown;
+  j->held[j->nheld++] = kcm_api_ref(o);
+}
+
+void kcm_runtime_fail(struct kcm_runtime_job *j, int err, const char *fmt, ...) {
+  va_list ap;
+  if (j->err)
+    return;
+  j->err = err;
+  va_start(ap, fmt);
+  if (vasprintf(&j->err_msg, fmt, ap) < 0)
+    j->err_msg = NULL;
+  va_end(ap);
+}
+
+int kcm_runtime_send(struct kcm_runtime_job *j, const struct kcm_write *req,
+                     kcm_client_done_cb done, void *data) {
+  int err = kcm_writer_send(j->rt->writer, req, done, data);
+  if (req->err)
+    kcm_runtime_fail(j, err, "%s", req->path);
+  else if (err)
+    kcm_runtime_fail(j, err, "cannot send a request: %s", kcm_strerror(err));
+  else
+    j->outstanding++;
+  return err;
+}
+
+void kcm_runtime_give_back(struct kcm_runtime_job *j) {
+  if (j->gave_back)
+    return;
+  j->gave_back = true;
+  j->rt->running--;
+  pump(j->rt);
+}
+
+/* What becomes of the key after its sync. */
+static void settle(struct kcm_runtime *rt, struct kcm_runtime_job *j) {
+  struct kcm_workqueue *q = &rt->queue;
+  const char *kind = rt->ops->kind;
+
+  kcm_workqueue_done(q, j->key);
+  if (!j->err) {
+    kcm_workqueue_forget(q, j->key);
+    if (j->requeue)
+      kcm_workqueue_add(q, j->key);
+    else if (j->requeue_after_ms == 0)
+      kcm_workqueue_add_rate_limited(q, j->key);
+    else if (j->requeue_after_ms > 0)
+      kcm_workqueue_add_after(q, j->key, (uint64_t)j->requeue_after_ms);
+    return;
+  }
+  uint32_t retries = kcm_workqueue_requeues(q, j->key);
+  const char *msg = j->err_msg ? j->err_msg : kcm_strerror(j->err);
+  rt->stats.errors++;
+  if (j->forget) {
+    kcm_v(2, "sync failed; not retrying %s=\"%s\" err=\"%s\"", kind, j->key, msg);
+    kcm_workqueue_forget(q, j->key);
+  } else if (rt->ops->max_retries && retries >= rt->ops->max_retries) {
+    kcm_warn("sync failed; dropping the key out of the queue %s=\"%s\" err=\"%s\"", kind,
+             j->key, msg);
+    kcm_workqueue_forget(q, j->key);
+    rt->stats.dropped++;
+  } else {
+    /* Conflicts are routine (the object moved on); they retry quietly. */
+    if (j->err == KCM_ECONFLICT)
+      kcm_v(2, "sync conflicted; retrying %s=\"%s\" err=\"%s\"", kind, j->key, msg);
+    else
+      kcm_warn("sync failed; retrying %s=\"%s\" err=\"%s\" retries=%u", kind, j->key, msg,
+               retries);
+    kcm_workqueue_add_rate_limited(q, j->key);
+  }
+}
+
+static void finish(struct kcm_runtime_job *j) {
+  struct kcm_runtime *rt = j->rt;
+  struct kcm_runtime_job **pp;
+  size_t i;
+
+  rt->stats.syncs++;
+  settle(rt, j);
+  for (pp = &rt->jobs; *pp; pp = &(*pp)->next) {
+    if (*pp == j) {
+      *pp = j->next;
+      break;
+    }
+  }
+  if (rt->ops->release)
+    rt->ops->release(j);
+  for (i = 0; i < j->nheld; i++)
+    kcm_api_unref(j->held[i], rt->pool);
+  free(j->held);
+  free(j->err_msg);
+  free(j->ns);
+  free(j->key);
+  if (!j->gave_back)
+    rt->running--;
+  free(j);
+  pump(rt);
+}
+
+/* Advance until requests are in flight or the sync is over. */
+static void drive(struct kcm_runtime_job *j) {
+  while (!j->outstanding) {
+    if (!j->rt->ops->advance(j)) {
+      if (!j->outstanding)
+        finish(j);
+      return;
+    }
+  }
+}
+
+void kcm_runtime_answered(struct kcm_runtime_job *j) {
+  if (--j->outstanding == 0)
+    drive(j);
+}
+
+/* A job for key: NULL (the key done and dropped) when it is not
+ * "namespace/name" or memory is short. */
+static struct kcm_runtime_job *new_job(struct kcm_runtime *rt, const char *key) {
+  struct kcm_runtime_job *j = calloc(1, rt->ops->job_size);
+  const char *slash = strchr(key, '/');
+  char *ns;
+  if (!j || !slash || !(j->key = strdup(key)) || !(ns = strdup(key))) {
+    if (j)
+      free(j->key);
+    free(j);
+    kcm_workqueue_done(&rt->queue, key);
+    return NULL;
+  }
+  ns[slash - key] = '\0';
+  j->ns = ns;
+  j->name = ns + (slash - key) + 1;
+  j->rt = rt;
+  j->requeue_after_ms = -1;
+  j->next = rt->jobs;
+  rt->jobs = j;
+  return j;
+}
+
+static void pump(struct kcm_runtime *rt) {
+  if (rt->pumping)
+    return; /* the loop below goes on when the nested sync gives back */
+  rt->pumping = true;
+  while (!rt->stopping && rt->running < rt->workers) {
+    const char *key = kcm_workqueue_get(&rt->queue);
+    struct kcm_runtime_job *j;
+    if (!key)
+      break;
+    if (!(j = new_job(rt, key)))
+      continue;
+    rt->running++;
+    rt->ops->start(j);
+    drive(j);
+  }
+  rt->pumping = false;
+}
+
+static void on_ready(struct kcm_workqueue *q, void *data) { pump(data); }
+
+void kcm_runtime_init(struct kcm_runtime *rt, uv_loop_t *loop, const struct kcm_runtime_ops *ops,
+                      void *ctx, uint32_t workers, struct kcm_writer *writer,
+                      struct kcm_intern *pool) {
+  char component[64];
+  memset(rt, 0, sizeof(*rt));
+  rt->loop = loop;
+  rt->ops = ops;
+  rt->ctx = ctx;
+  rt->workers = workers ? workers : 5;
+  rt->writer = writer;
+  rt->pool = pool;
+  kcm_workqueue_init(&rt->queue, loop, ops->kind);
+  snprintf(component, sizeof(component), "%s-controller", ops->kind);
+  kcm_events_init(&rt->events, writer, component);
+}
+
+int kcm_runtime_watch(struct kcm_runtime *rt, struct kcm_informer *inf,
+                      struct kcm_informer_handler h) {
+  h.ctx = rt->ctx;
+  return kcm_informer_add_handler(inf, &h);
+}
+
+void kcm_runtime_run(struct kcm_runtime *rt) {
+  kcm_workqueue_set_ready(&rt->queue, on_ready, rt);
+  pump(rt);
+}
+
+static void on_queue_closed(struct kcm_workqueue *q, void *data) {
+  struct kcm_runtime *rt = data;
+  if (rt->on_stopped)
+    rt->on_stopped(rt);
+}
+
+static void on_drained(struct kcm_workqueue *q, void *data) {
+  kcm_workqueue_close(q, on_queue_closed, data);
+}
+
+void kcm_runtime_stop(struct kcm_runtime *rt, void (*on_stopped)(struct kcm_runtime *rt)) {
+  rt->stopping = true;
+  rt->on_stopped = on_stopped;
+  kcm_workqueue_shutdown(&rt->queue, on_drained, rt);
+}
+
+void kcm_runtime_release(struct kcm_runtime *rt) { kcm_events_release(&rt->events); }

@@ -1,0 +1,99 @@
+/*
+ * writer/writer.c — requests described once, sent through a client or a
+ * test's writer. See include/kcm/writer.h.
+ */
+#include <string.h>
+
+#include "kcm/buf.h"
+#include "kcm/error.h"
+#include "kcm/informer.h"
+#include "kcm/writer.h"
+
+static int client_send(struct kcm_writer *w, const struct kcm_write *req, kcm_client_done_cb done,
+                       void *data) {
+  struct kcm_client_request_options o = {0};
+  o.method = req->method;
+  o.path = req->path;
+  o.body = req->body;
+  o.body_len = req->body ? strlen(req->body) : 0;
+  o.content_type = req->content_type;
+  o.repeatable = req->repeatable;
+  o.delay_ms = req->delay_ms;
+  o.limiter = w->limiter;
+  o.done = done;
+  o.data = data;
+  return kcm_client_request(w->client, &o, NULL);
+}
+
+void kcm_writer_init(struct kcm_writer *w, struct kcm_client *client, unsigned limiter) {
+  memset(w, 0, sizeof(*w));
+  w->send = client_send;
+  w->client = client;
+  w->limiter = limiter;
+}
+
+int kcm_writer_send(struct kcm_writer *w, const struct kcm_write *req, kcm_client_done_cb done,
+                    void *data) {
+  return req->err ? req->err : w->send(w, req, done, data);
+}
+
+static int build(struct kcm_write *req, const char *method, enum kcm_kind kind, const char *ns,
+                 const char *name, const char *sub, const char *body) {
+  memset(req, 0, sizeof(*req));
+  req->method = method;
+  req->body = body;
+  req->repeatable = strcmp(method, "PATCH") != 0;
+  req->err = kcm_informer_path(kind, ns, name, sub, req->path, sizeof(req->path));
+  return req->err;
+}
+
+int kcm_writer_get(struct kcm_write *req, enum kcm_kind kind, const char *ns, const char *name) {
+  return build(req, "GET", kind, ns, name, NULL, NULL);
+}
+
+int kcm_writer_create(struct kcm_write *req, enum kcm_kind kind, const char *ns,
+                      const char *body, bool dry_run) {
+  static const char dry[] = "?dryRun=All";
+  size_t len;
+  if (build(req, "POST", kind, ns, NULL, NULL, body) || !dry_run)
+    return req->err;
+  len = strlen(req->path);
+  if (len + sizeof(dry) > sizeof(req->path)) {
+    strcpy(req->path, "path too long");
+    return req->err = KCM_EINVAL;
+  }
+  memcpy(req->path + len, dry, sizeof(dry));
+  return 0;
+}
+
+int kcm_writer_patch(struct kcm_write *req, enum kcm_kind kind, const char *ns, const char *name,
+                     const char *sub, enum kcm_patch_type type, const char *body) {
+  static const char *const types[] = {
+      [KCM_PATCH_MERGE] = "application/merge-patch+json",
+      [KCM_PATCH_STRATEGIC] = "application/strategic-merge-patch+json",
+      [KCM_PATCH_JSON] = "application/json-patch+json",
+  };
+  if (build(req, "PATCH", kind, ns, name, sub, body))
+    return req->err;
+  req->content_type = types[type];
+  return 0;
+}
+
+int kcm_writer_delete(struct kcm_write *req, enum kcm_kind kind, const char *ns,
+                      const char *name, const char *body) {
+  return build(req, "DELETE", kind, ns, name, NULL, body);
+}
+
+int kcm_writer_owner(struct kcm_write *req, struct kcm_buf *body, enum kcm_kind kind,
+                     const char *ns, const char *name, const struct kcm_uid *uid, bool adopt,
+                     const char *owner_kind, const char *owner_name,
+                     const struct kcm_uid *owner_uid) {
+  int err;
+  kcm_buf_reset(body);
+  if ((err = kcm_api_owner_patch(body, adopt, "apps/v1", owner_kind, owner_name, owner_uid, uid))) {
+    memset(req, 0, sizeof(*req));
+    strcpy(req->path, "out of memory");
+    return req->err = err;
+  }
+  return kcm_writer_patch(req, kind, ns, name, NULL, KCM_PATCH_STRATEGIC, body->data);
+}

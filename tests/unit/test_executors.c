@@ -1,0 +1,509 @@
+/*
+ * Tests of the controllers' executors through a writer that records their
+ * requests and answers them as each test decides: what a sync sends, in
+ * which order, and what it makes of each kind of answer (a lost answer,
+ * AlreadyExists, 403, 409, a namespace being deleted), as upstream tests
+ * syncReplicaSet and syncDeployment against a fake clientset.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../src/informer/internal.h"
+#include "fake_writer.h"
+#include "kcm/deployment.h"
+#include "kcm/error.h"
+#include "kcm/replicaset.h"
+
+#define RS_UID "aaaaaaaa-0000-0000-0000-000000000001"
+#define D_UID "dddddddd-0000-0000-0000-000000000001"
+#define KEY "ns/web"
+
+struct fixture {
+  uv_loop_t loop;
+  struct kcm_intern pool;
+  struct kcm_json json;
+  struct kcm_informer inf[KCM_KIND_COUNT];
+  struct fake_writer fw;
+  struct kcm_replicaset_controller rc;
+  struct kcm_deployment_controller dc;
+  bool deployments;
+  int stopped;
+};
+
+static struct fixture *fx;
+static char status[512];
+
+static void put(struct fixture *f, enum kcm_kind kind, const char *text) {
+  struct kcm_object *o = NULL;
+  struct kcm_api_error why;
+  if (kcm_api_decode_text(kind, text, strlen(text), &f->json, NULL, &f->pool, &o, &why))
+    fail_msg("bad test object: %s %s", why.field, why.problem);
+  kcm_informer_upsert(&f->inf[kind], o);
+}
+
+static int setup(void **state, bool deployments) {
+  struct fixture *f = calloc(1, sizeof(*f));
+  int k;
+  uv_loop_init(&f->loop);
+  kcm_intern_init(&f->pool);
+  kcm_json_init(&f->json);
+  fake_writer_init(&f->fw);
+  for (k = 0; k < KCM_KIND_COUNT; k++) {
+    struct kcm_informer_options o = {.kind = (enum kcm_kind)k};
+    assert_int_equal(kcm_informer_init(&f->inf[k], &f->loop, NULL, &f->pool, &o), 0);
+  }
+  f->deployments = deployments;
+  if (deployments)
+    assert_int_equal(kcm_deployment_controller_init(&f->dc, &f->loop, &f->fw.w,
+                                                    &f->inf[KCM_KIND_DEPLOYMENT],
+                                                    &f->inf[KCM_KIND_REPLICASET],
+                                                    &f->inf[KCM_KIND_POD], &f->pool, 1),
+                     0);
+  else
+    assert_int_equal(kcm_replicaset_controller_init(
+                         &f->rc, &f->loop, &f->fw.w, &f->inf[KCM_KIND_REPLICASET],
+                         &f->inf[KCM_KIND_POD], &f->pool,
+                         &(struct kcm_replicaset_options){.workers = 1}),
+                     0);
+  fx = f;
+  *state = f;
+  return 0;
+}
+
+static int setup_rs(void **state) { return setup(state, false); }
+static int setup_dp(void **state) { return setup(state, true); }
+
+static void on_stopped(struct kcm_runtime *rt) { fx->stopped++; }
+static void on_informer_closed(struct kcm_informer *inf) { fx->stopped++; }
+
+static int teardown(void **state) {
+  struct fixture *f = *state;
+  int k;
+  size_t i;
+  if (f->deployments)
+    kcm_runtime_stop(&f->dc.rt, on_stopped);
+  else
+    kcm_runtime_stop(&f->rc.rt, on_stopped);
+  /* A sync the test left (the key queued again by an event) ends in errors. */
+  for (i = 0; i < f->fw.n; i++)
+    if (!f->fw.calls[i].answered)
+      fake_writer_answer(&f->fw, (int)i, 503, "");
+  for (k = 0; k < KCM_KIND_COUNT; k++)
+    kcm_informer_stop(&f->inf[k], on_informer_closed);
+  uv_run(&f->loop, UV_RUN_DEFAULT);
+  assert_int_equal(f->stopped, 1 + KCM_KIND_COUNT);
+  if (f->deployments)
+    kcm_deployment_controller_release(&f->dc);
+  else
+    kcm_replicaset_controller_release(&f->rc);
+  for (k = 0; k < KCM_KIND_COUNT; k++)
+    kcm_informer_release(&f->inf[k]);
+  assert_int_equal(uv_loop_close(&f->loop), 0);
+  fake_writer_release(&f->fw);
+  kcm_json_release(&f->json);
+  kcm_intern_release(&f->pool);
+  free(f);
+  return 0;
+}
+
+/* --- ReplicaSets ------------------------------------------------------------------------ */
+
+static void put_rs(struct fixture *f, int replicas) {
+  char text[2048];
+  snprintf(text, sizeof(text),
+           "{\"metadata\":{\"name\":\"web\",\"namespace\":\"ns\",\"uid\":\"" RS_UID "\","
+           "\"resourceVersion\":\"10\",\"generation\":1},\"spec\":{\"replicas\":%d,"
+           "\"selector\":{\"matchLabels\":{\"app\":\"web\"}},\"template\":{\"metadata\":"
+           "{\"labels\":{\"app\":\"web\"}},\"spec\":{\"containers\":[{\"name\":\"c\","
+           "\"image\":\"nginx\"}]}}},\"status\":{}}",
+           replicas);
+  put(f, KCM_KIND_REPLICASET, text);
+}
+
+/* A running, ready pod; owner NULL: an orphan. */
+static void put_pod(struct fixture *f, const char *name, const char *owner) {
+  char text[2048], ref[512] = "";
+  if (owner)
+    snprintf(ref, sizeof(ref),
+             ",\"ownerReferences\":[{\"apiVersion\":\"apps/v1\",\"kind\":\"ReplicaSet\","
+             "\"name\":\"web\",\"uid\":\"%s\",\"controller\":true}]",
+             owner);
+  snprintf(text, sizeof(text),
+           "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"ns\","
+           "\"uid\":\"cccccccc-0000-0000-0000-%012x\","
+           "\"resourceVersion\":\"5\",\"creationTimestamp\":\"2026-01-01T00:00:00Z\","
+           "\"labels\":{\"app\":\"web\"}%s},\"spec\":{\"nodeName\":\"n1\"},"
+           "\"status\":{\"phase\":\"Running\",\"conditions\":[{\"type\":\"Ready\","
+           "\"status\":\"True\",\"lastTransitionTime\":\"2026-01-01T00:00:00Z\"}]}}",
+           name, (unsigned)name[0], ref);
+  put(f, KCM_KIND_POD, text);
+}
+
+static int64_t expected_adds(struct fixture *f) {
+  int64_t add = 0, del = 0;
+  kcm_expectations_get(&f->rc.expectations, KEY, &add, &del);
+  return add;
+}
+
+static int64_t expected_dels(struct fixture *f) {
+  int64_t add = 0, del = 0;
+  kcm_expectations_get(&f->rc.expectations, KEY, &add, &del);
+  return del;
+}
+
+/* The name of the pod a create sends. */
+static void created_name(struct fixture *f, int i, char *out, size_t len) {
+  const char *p = strstr(f->fw.calls[i].body, "\"name\":\"");
+  assert_non_null(p);
+  p += 8;
+  snprintf(out, len, "%.*s", (int)strcspn(p, "\""), p);
+}
+
+static const char *status_patch(struct fixture *f) {
+  int i = fake_writer_find(&f->fw, "PATCH", "/replicasets/web/status");
+  return i < 0 ? NULL : f->fw.calls[i].body;
+}
+
+/* Creates go out 1, 2, 4, ... and stop at the first failure; the creates
+ * never sent are taken off the expectations, the failure is reported as
+ * an event and a ReplicaFailure condition, and the key is retried. */
+static void rs_slow_start_stops_on_first_failure(void **state) {
+  struct fixture *f = *state;
+  int i;
+  put_rs(f, 7);
+  kcm_runtime_run(&f->rc.rt);
+  assert_int_equal(fake_writer_pending(&f->fw, "POST", "/pods"), 1);
+  assert_int_equal(expected_adds(f), 7);
+  fake_writer_answer(&f->fw, fake_writer_find(&f->fw, "POST", "/pods"), 201, "{}");
+  assert_int_equal(fake_writer_pending(&f->fw, "POST", "/pods"), 2);
+  fake_writer_answer(&f->fw, fake_writer_find(&f->fw, "POST", "/pods"), 201, "{}");
+  assert_int_equal(fake_writer_pending(&f->fw, "POST", "/pods"), 1); /* the batch's other */
+  fake_writer_answer(&f->fw, fake_writer_find(&f->fw, "POST", "/pods"), 403,
+                     fake_status(status, sizeof(status), 403, "Forbidden", "quota exceeded"));
+  assert_int_equal(fake_writer_pending(&f->fw, "POST", "/pods"), 0); /* no batch of 4 */
+  assert_int_equal(expected_adds(f), 2); /* the two made, not yet seen */
+  assert_non_null(status_patch(f));
+  assert_non_null(strstr(status_patch(f), "\"ReplicaFailure\""));
+  assert_non_null(strstr(status_patch(f), "quota exceeded"));
+  assert_int_equal(f->rc.rt.running, 0); /* the worker was given back */
+  i = fake_writer_find(&f->fw, "PATCH", "/replicasets/web/status");
+  fake_writer_answer(&f->fw, i, 200, "{\"metadata\":{\"resourceVersion\":\"11\"}}");
+  fake_writer_events(&f->fw);
+  assert_true(fake_writer_has_event(&f->fw, "SuccessfulCreate: Created pod: web-"));
+  assert_true(fake_writer_has_event(&f->fw, "FailedCreate: Error creating: quota exceeded"));
+  assert_int_equal(f->rc.rt.stats.errors, 1);
+  assert_int_equal(kcm_workqueue_requeues(&f->rc.rt.queue, KEY), 1);
+}
+
+/* A create whose answer was lost is counted as not made, as upstream
+ * counts it: the expectation is lowered and the sync is retried. */
+static void rs_lost_create_answer(void **state) {
+  struct fixture *f = *state;
+  put_rs(f, 1);
+  kcm_runtime_run(&f->rc.rt);
+  assert_true(f->fw.calls[0].repeatable); /* named: it may be sent again */
+  fake_writer_lose(&f->fw, fake_writer_find(&f->fw, "POST", "/pods"));
+  assert_int_equal(expected_adds(f), 0);
+  fake_writer_answer(&f->fw, fake_writer_find(&f->fw, "PATCH", "/status"), 200, "{}");
+  fake_writer_events(&f->fw);
+  assert_true(fake_writer_has_event(&f->fw, "FailedCreate: Error creating: context deadline"));
+  assert_int_equal(kcm_workqueue_requeues(&f->rc.rt.queue, KEY), 1);
+}
+
+static char *pod_of(const char *name, const char *owner_uid) {
+  static char text[1024];
+  snprintf(text, sizeof(text),
+           "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"ns\",\"uid\":\"eeeeeeee-0000-0000-"
+           "0000-000000000009\",\"resourceVersion\":\"7\",\"ownerReferences\":[{"
+           "\"apiVersion\":\"apps/v1\",\"kind\":"
+           "\"ReplicaSet\",\"name\":\"x\",\"uid\":\"%s\",\"controller\":true}]},"
+           "\"spec\":{},\"status\":{}}",
+           name, owner_uid);
+  return text;
+}
+
+/* AlreadyExists, then a GET of the name: our own pod (an earlier attempt
+ * made it) counts as created; another's name makes the create try a new
+ * name. */
+static void rs_already_exists_then_get(void **state) {
+  struct fixture *f = *state;
+  char first[64], second[64];
+  int i, get;
+  put_rs(f, 2);
+  kcm_runtime_run(&f->rc.rt);
+  i = fake_writer_find(&f->fw, "POST", "/pods");
+  created_name(f, i, first, sizeof(first));
+  fake_writer_answer(&f->fw, i, 409,
+                     fake_status(status, sizeof(status), 409, "AlreadyExists", "exists"));
+  get = fake_writer_find(&f->fw, "GET", first);
+  assert_true(get >= 0);
+  fake_writer_answer(&f->fw, get, 200, pod_of(first, RS_UID)); /* ours */
+  assert_int_equal(fake_writer_pending(&f->fw, "POST", "/pods"), 1); /* the next batch: 1 */
+  i = fake_writer_find(&f->fw, "POST", "/pods");
+  created_name(f, i, first, sizeof(first));
+  fake_writer_answer(&f->fw, i, 409,
+                     fake_status(status, sizeof(status), 409, "AlreadyExists", "exists"));
+  get = fake_writer_find(&f->fw, "GET", first);
+  fake_writer_answer(&f->fw, get, 200, pod_of(first, "ffffffff-0000-0000-0000-000000000002"));
+  i = fake_writer_find(&f->fw, "POST", "/pods"); /* another's: a new name */
+  assert_true(i >= 0);
+  created_name(f, i, second, sizeof(second));
+  assert_string_not_equal(first, second);
+  fake_writer_answer(&f->fw, i, 201, "{}");
+  assert_int_equal(expected_adds(f), 2);
+  fake_writer_answer(&f->fw, fake_writer_find(&f->fw, "PATCH", "/status"), 200, "{}");
+  fake_writer_events(&f->fw);
+  assert_false(fake_writer_has_event(&f->fw, "FailedCreate"));
+  assert_int_equal(f->rc.rt.stats.errors, 0);
+  assert_int_equal(kcm_workqueue_requeues(&f->rc.rt.queue, KEY), 0);
+}
+
+/* Every name tried taken: the create fails after eight. */
+static void rs_every_name_taken(void **state) {
+  struct fixture *f = *state;
+  char name[64];
+  int n;
+  put_rs(f, 1);
+  kcm_runtime_run(&f->rc.rt);
+  for (n = 0; n < 8; n++) {
+    int i = fake_writer_find(&f->fw, "POST", "/pods");
+    assert_true(i >= 0);
+    created_name(f, i, name, sizeof(name));
+    fake_writer_answer(&f->fw, i, 409,
+                       fake_status(status, sizeof(status), 409, "AlreadyExists", "exists"));
+    fake_writer_answer(&f->fw, fake_writer_find(&f->fw, "GET", name), 200,
+                       pod_of(name, "ffffffff-0000-0000-0000-000000000002"));
+  }
+  assert_int_equal(fake_writer_pending(&f->fw, "POST", "/pods"), 0);
+  assert_int_equal(expected_adds(f), 0);
+  fake_writer_answer(&f->fw, fake_writer_find(&f->fw, "PATCH", "/status"), 200, "{}");
+  fake_writer_events(&f->fw);
+  assert_true(fake_writer_has_event(&f->fw, "FailedCreate: Error creating: every pod name"));
+  assert_int_equal(kcm_workqueue_requeues(&f->rc.rt.queue, KEY), 1);
+}
+
+/* A namespace being deleted refuses creates: nothing to do, no error. */
+static void rs_namespace_terminating(void **state) {
+  struct fixture *f = *state;
+  put_rs(f, 1);
+  kcm_runtime_run(&f->rc.rt);
+  fake_writer_answer(&f->fw, fake_writer_find(&f->fw, "POST", "/pods"), 403,
+                     "{\"kind\":\"Status\",\"status\":\"Failure\",\"message\":\"ns is being "
+                     "terminated\",\"reason\":\"Forbidden\",\"details\":{\"causes\":[{"
+                     "\"reason\":\"NamespaceTerminating\"}]},\"code\":403}");
+  assert_int_equal(expected_adds(f), 1); /* as upstream: counted as made */
+  fake_writer_answer(&f->fw, fake_writer_find(&f->fw, "PATCH", "/status"), 200, "{}");
+  fake_writer_events(&f->fw);
+  assert_false(fake_writer_has_event(&f->fw, "FailedCreate"));
+  assert_int_equal(f->rc.rt.stats.errors, 0);
+}
+
+/* A 409 on the status write fails the sync, which is retried. */
+static void rs_status_conflict(void **state) {
+  struct fixture *f = *state;
+  put_rs(f, 1);
+  put_pod(f, "a", RS_UID);
+  kcm_runtime_run(&f->rc.rt);
+  assert_int_equal(fake_writer_pending(&f->fw, "POST", "/pods"), 0);
+  fake_writer_answer(&f->fw, fake_writer_find(&f->fw, "PATCH", "/replicasets/web/status"), 409,
+                     fake_status(status, sizeof(status), 409, "Conflict", "modified"));
+  assert_int_equal(f->rc.rt.stats.errors, 1);
+  assert_int_equal(kcm_workqueue_requeues(&f->rc.rt.queue, KEY), 1);
+}
+
+/* Deletes: a 404 is the deletion done; another error is reported; each
+ * lowers the expectation, since the cache will not see it. */
+static void rs_delete_errors(void **state) {
+  struct fixture *f = *state;
+  put_rs(f, 1);
+  put_pod(f, "a", RS_UID);
+  put_pod(f, "b", RS_UID);
+  put_pod(f, "c", RS_UID);
+  kcm_runtime_run(&f->rc.rt);
+  assert_int_equal(fake_writer_pending(&f->fw, "DELETE", "/pods/"), 2);
+  assert_int_equal(expected_dels(f), 2);
+  fake_writer_answer(&f->fw, fake_writer_find(&f->fw, "DELETE", "/pods/"), 404,
+                     fake_status(status, sizeof(status), 404, "NotFound", "gone"));
+  assert_int_equal(expected_dels(f), 1);
+  fake_writer_answer(&f->fw, fake_writer_find(&f->fw, "DELETE", "/pods/"), 500,
+                     fake_status(status, sizeof(status), 500, "InternalError", "etcd down"));
+  assert_int_equal(expected_dels(f), 0);
+  assert_non_null(strstr(status_patch(f), "FailedDelete"));
+  fake_writer_answer(&f->fw, fake_writer_find(&f->fw, "PATCH", "/status"), 200, "{}");
+  fake_writer_events(&f->fw);
+  assert_true(fake_writer_has_event(&f->fw, "FailedDelete: Error deleting: etcd down"));
+  assert_int_equal(kcm_workqueue_requeues(&f->rc.rt.queue, KEY), 1);
+}
+
+/* An orphan is adopted only after the ReplicaSet is read again; when that
+ * read fails nothing is claimed, created or written. */
+static void rs_adoption_checks_first(void **state) {
+  struct fixture *f = *state;
+  int i;
+  put_rs(f, 1);
+  put_pod(f, "orphan", NULL);
+  kcm_runtime_run(&f->rc.rt);
+  assert_int_equal(f->fw.n, 1);
+  i = fake_writer_find(&f->fw, "GET", "/replicasets/web");
+  assert_true(i >= 0);
+  fake_writer_answer(&f->fw, i, 403,
+                     fake_status(status, sizeof(status), 403, "Forbidden", "no"));
+  assert_int_equal(f->fw.n, 1);
+  assert_int_equal(kcm_workqueue_requeues(&f->rc.rt.queue, KEY), 1);
+}
+
+static void rs_adoption_patches_owner(void **state) {
+  struct fixture *f = *state;
+  char rs[1024];
+  int i;
+  put_rs(f, 1);
+  put_pod(f, "orphan", NULL);
+  kcm_runtime_run(&f->rc.rt);
+  snprintf(rs, sizeof(rs), "{\"metadata\":{\"name\":\"web\",\"uid\":\"%s\"}}", RS_UID);
+  fake_writer_answer(&f->fw, fake_writer_find(&f->fw, "GET", "/replicasets/web"), 200, rs);
+  i = fake_writer_find(&f->fw, "PATCH", "/pods/orphan");
+  assert_true(i >= 0);
+  assert_string_equal(f->fw.calls[i].content_type, "application/strategic-merge-patch+json");
+  assert_non_null(strstr(f->fw.calls[i].body, RS_UID));
+  fake_writer_answer(&f->fw, i, 200, "{}");
+  assert_int_equal(fake_writer_pending(&f->fw, "POST", "/pods"), 0); /* it counts */
+  fake_writer_answer(&f->fw, fake_writer_find(&f->fw, "PATCH", "/status"), 200, "{}");
+  assert_int_equal(f->rc.rt.stats.errors, 0);
+}
+
+/* --- Deployments ------------------------------------------------------------------------ */
+
+static void put_deployment(struct fixture *f) {
+  put(f, KCM_KIND_DEPLOYMENT,
+      "{\"metadata\":{\"name\":\"web\",\"namespace\":\"ns\",\"uid\":\"" D_UID "\","
+      "\"resourceVersion\":\"20\",\"generation\":1},\"spec\":{\"replicas\":2,"
+      "\"selector\":{\"matchLabels\":{\"app\":\"web\"}},\"template\":{\"metadata\":"
+      "{\"labels\":{\"app\":\"web\"}},\"spec\":{\"containers\":[{\"name\":\"c\","
+      "\"image\":\"nginx\"}]}},\"strategy\":{\"type\":\"RollingUpdate\"},"
+      "\"progressDeadlineSeconds\":600},\"status\":{}}");
+}
+
+static int create_of_new_rs(struct fixture *f) {
+  kcm_runtime_run(&f->dc.rt);
+  return fake_writer_find(&f->fw, "POST", "/replicasets");
+}
+
+/* The name of a new ReplicaSet taken by one of another template: a hash
+ * collision, counted in the status so the next name differs. */
+static void dp_hash_collision(void **state) {
+  struct fixture *f = *state;
+  char rs[2048], name[128];
+  int i;
+  put_deployment(f);
+  i = create_of_new_rs(f);
+  assert_true(i >= 0);
+  {
+    const char *p = strstr(f->fw.calls[i].body, "\"name\":\"web-") + 8;
+    snprintf(name, sizeof(name), "%.*s", (int)strcspn(p, "\""), p);
+  }
+  snprintf(rs, sizeof(rs),
+           "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"ns\",\"uid\":\"" RS_UID "\","
+           "\"resourceVersion\":\"3\",\"labels\":{\"app\":\"web\"}},\"spec\":{\"replicas\":0,"
+           "\"selector\":{\"matchLabels\":{\"app\":\"web\"}},\"template\":{\"metadata\":"
+           "{\"labels\":{\"app\":\"web\"}},\"spec\":{\"containers\":[{\"name\":\"c\","
+           "\"image\":\"other\"}]}}},\"status\":{}}",
+           name);
+  put(f, KCM_KIND_REPLICASET, rs); /* an orphan of another template */
+  fake_writer_answer(&f->fw, i, 409,
+                     fake_status(status, sizeof(status), 409, "AlreadyExists", "exists"));
+  i = fake_writer_find(&f->fw, "PATCH", "/deployments/web/status");
+  assert_true(i >= 0);
+  assert_non_null(strstr(f->fw.calls[i].body, "\"collisionCount\":1"));
+  fake_writer_answer(&f->fw, i, 200, "{}");
+  assert_int_equal(f->dc.stats.collisions, 1);
+  assert_int_equal(f->dc.rt.stats.errors, 1);
+}
+
+/* A create refused: ReplicaSetCreateError as an event and in Progressing. */
+static void dp_create_forbidden(void **state) {
+  struct fixture *f = *state;
+  int i;
+  put_deployment(f);
+  i = create_of_new_rs(f);
+  fake_writer_answer(&f->fw, i, 403,
+                     fake_status(status, sizeof(status), 403, "Forbidden", "quota"));
+  i = fake_writer_find(&f->fw, "PATCH", "/deployments/web/status");
+  assert_true(i >= 0);
+  assert_non_null(strstr(f->fw.calls[i].body, "ReplicaSetCreateError"));
+  fake_writer_answer(&f->fw, i, 200, "{}");
+  fake_writer_events(&f->fw);
+  assert_true(fake_writer_has_event(&f->fw, "ReplicaSetCreateError: Failed to create new "
+                                            "replica set"));
+  assert_int_equal(kcm_workqueue_requeues(&f->dc.rt.queue, KEY), 1);
+}
+
+/* A namespace being deleted: the key is forgotten, not retried. */
+static void dp_namespace_terminating(void **state) {
+  struct fixture *f = *state;
+  put_deployment(f);
+  fake_writer_answer(&f->fw, create_of_new_rs(f), 403,
+                     "{\"kind\":\"Status\",\"status\":\"Failure\",\"message\":\"terminating\","
+                     "\"reason\":\"Forbidden\",\"details\":{\"causes\":[{\"reason\":"
+                     "\"NamespaceTerminating\"}]},\"code\":403}");
+  assert_int_equal(f->fw.n, 1);
+  assert_int_equal(f->dc.rt.stats.errors, 1);
+  assert_int_equal(kcm_workqueue_requeues(&f->dc.rt.queue, KEY), 0);
+  assert_int_equal(kcm_workqueue_len(&f->dc.rt.queue), 0);
+}
+
+/* The steps go one at a time: after the create, the status write; a 409
+ * on it fails the sync and the key is retried. */
+static void dp_status_conflict(void **state) {
+  struct fixture *f = *state;
+  int i;
+  put_deployment(f);
+  i = create_of_new_rs(f);
+  assert_int_equal(f->fw.n, 1);
+  fake_writer_answer(&f->fw, i, 201,
+                     "{\"metadata\":{\"resourceVersion\":\"30\"},\"spec\":{}}");
+  i = fake_writer_find(&f->fw, "PATCH", "/deployments/web/status");
+  assert_true(i >= 0);
+  assert_int_equal(f->dc.rt.running, 0); /* the last step gave the worker back */
+  fake_writer_answer(&f->fw, i, 409,
+                     fake_status(status, sizeof(status), 409, "Conflict", "modified"));
+  assert_int_equal(f->dc.rt.stats.errors, 1);
+  assert_int_equal(kcm_workqueue_requeues(&f->dc.rt.queue, KEY), 1);
+}
+
+/* A request the writer refuses fails the sync at once. */
+static void dp_send_refused(void **state) {
+  struct fixture *f = *state;
+  put_deployment(f);
+  f->fw.refuse = KCM_ENOMEM;
+  kcm_runtime_run(&f->dc.rt);
+  f->fw.refuse = 0;
+  assert_int_equal(f->dc.rt.stats.errors, 1);
+  assert_int_equal(kcm_workqueue_requeues(&f->dc.rt.queue, KEY), 1);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(rs_slow_start_stops_on_first_failure, setup_rs, teardown),
+      cmocka_unit_test_setup_teardown(rs_lost_create_answer, setup_rs, teardown),
+      cmocka_unit_test_setup_teardown(rs_already_exists_then_get, setup_rs, teardown),
+      cmocka_unit_test_setup_teardown(rs_every_name_taken, setup_rs, teardown),
+      cmocka_unit_test_setup_teardown(rs_namespace_terminating, setup_rs, teardown),
+      cmocka_unit_test_setup_teardown(rs_status_conflict, setup_rs, teardown),
+      cmocka_unit_test_setup_teardown(rs_delete_errors, setup_rs, teardown),
+      cmocka_unit_test_setup_teardown(rs_adoption_checks_first, setup_rs, teardown),
+      cmocka_unit_test_setup_teardown(rs_adoption_patches_owner, setup_rs, teardown),
+      cmocka_unit_test_setup_teardown(dp_hash_collision, setup_dp, teardown),
+      cmocka_unit_test_setup_teardown(dp_create_forbidden, setup_dp, teardown),
+      cmocka_unit_test_setup_teardown(dp_namespace_terminating, setup_dp, teardown),
+      cmocka_unit_test_setup_teardown(dp_status_conflict, setup_dp, teardown),
+      cmocka_unit_test_setup_teardown(dp_send_refused, setup_dp, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
