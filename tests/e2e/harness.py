@@ -6,6 +6,7 @@ Scenarios are functions registered with @scenario. Each gets a Context with
 a fresh namespace and a kubectl bound to it; a scenario fails by raising.
 """
 
+import contextlib
 import json
 import os
 import signal
@@ -238,6 +239,11 @@ class Env:
         self.kcm = Kcm(self.kcm_binary, self.kcm_kubeconfig, self.workdir, extra=self.kcm_args,
                        log_name=log_name)
 
+    def wait_kcm_started(self):
+        """Wait until the suite's kcm has synced its caches or exited."""
+        wait_for(lambda: "caches synced" in self.kcm.text() or not self.kcm.alive(), timeout=30,
+                 what="the suite's kcm to start again")
+
     @property
     def api(self):
         """Direct API access (local API server only)."""
@@ -253,6 +259,25 @@ class Env:
         return code
 
 
+@contextlib.contextmanager
+def suite_kcm_stopped(ctx, log_name):
+    """For a scenario that runs kcm processes of its own, which the suite's
+    kcm would compete with: stops the suite's kcm with SIGTERM (asserting
+    it exits 0) and yields a new directory for the scenario's processes,
+    workdir/<namespace>. On the way out, however the scenario ended, starts
+    the suite's kcm again (its log in log_name) and waits for it to sync its
+    caches. The scenario stops its own processes first."""
+    env = ctx.env
+    d = os.path.join(env.workdir, ctx.ns)
+    os.makedirs(d, exist_ok=True)
+    assert env.kcm.stop() == 0
+    try:
+        yield d
+    finally:
+        env.start_kcm(log_name)
+        env.wait_kcm_started()
+
+
 class Context:
     def __init__(self, env, namespace):
         self.env = env
@@ -265,4 +290,4 @@ class Context:
 
 
 __all__ = ["scenario", "SCENARIOS", "Env", "Context", "Kubectl", "Kcm", "Client",
-           "wait_for", "CommandError", "ROOT", "time"]
+           "suite_kcm_stopped", "wait_for", "CommandError", "ROOT", "time"]

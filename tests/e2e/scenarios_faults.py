@@ -11,7 +11,7 @@ import threading
 import time
 from collections import Counter
 
-from harness import Kcm, scenario, wait_for
+from harness import Kcm, scenario, suite_kcm_stopped, wait_for
 from scenarios_deployment import complete, deployment, rolling, summary, wait_state
 
 
@@ -306,7 +306,7 @@ def server_restarted(ctx):
         assert all(n <= 1 for n in lists.values()), lists
 
 
-def _own_kcm(ctx, log_name):
+def _short_lease_kcm(ctx, log_name):
     """A kcm with its own short lease, so one killed is followed within seconds."""
     ctx.env.allow_lease(ctx.ns)
     return Kcm(ctx.env.kcm_binary, ctx.env.kcm_kubeconfig, ctx.env.workdir, log_name=log_name,
@@ -321,39 +321,38 @@ def killed_mid_scale(ctx):
     env = ctx.env
     if env.kcm is None or not env.kcm_binary.endswith("/kcm"):
         return
-    assert env.kcm.stop() == 0
-    kcm = None
-    try:
-        kcm = _own_kcm(ctx, "kcm-before-kill.log")
-        ctx.apply(deployment("killed", 0))
-        exactly(ctx, "killed", 0, timeout=60)
-        sampler = ActivePods(ctx)
-        ctx.k("scale", "deployment/killed", "--replicas=100")
-        wait_for(lambda: active_by_app(ctx.api, ctx.ns)["killed"] >= 20, timeout=60,
-                 interval=0.05, what="the first pods")
-        kcm.stop(sig=signal.SIGKILL)
-        kcm = _own_kcm(ctx, "kcm-after-kill.log")
-        exactly(ctx, "killed", 100)
-        most = sampler.stop()
-        assert most["killed"] == 100, "%d active pods at one moment" % most["killed"]
-        # Killed again with nothing left to do: the next one writes nothing.
-        kcm.stop(sig=signal.SIGKILL)
-        last = last_request(ctx)
-        kcm = _own_kcm(ctx, "kcm-idle-restart.log")
-        wait_for(lambda: "successfully acquired lease" in kcm.text(), timeout=30,
-                 what="the restarted kcm to lead")
-        wait_for(lambda: "starting controller" in kcm.text(), timeout=30,
-                 what="the restarted kcm to start its controllers")
-        time.sleep(2)  # room for an unwanted write to show
-        writes = ["%s %s %s" % (r["verb"], r["resource"], r["name"])
-                  for r in requests_since(ctx, last)
-                  if r["userAgent"].startswith("kcm/") and r["verb"] in ("create", "delete")
-                  and r["resource"] in ("pods", "replicasets")]
-        assert not writes, "the restarted kcm wrote: %s" % writes
-    finally:
-        if kcm:
-            kcm.stop()
-        env.start_kcm("kcm-after-faults.log")
+    with suite_kcm_stopped(ctx, "kcm-after-faults.log"):
+        kcm = None
+        try:
+            kcm = _short_lease_kcm(ctx, "kcm-before-kill.log")
+            ctx.apply(deployment("killed", 0))
+            exactly(ctx, "killed", 0, timeout=60)
+            sampler = ActivePods(ctx)
+            ctx.k("scale", "deployment/killed", "--replicas=100")
+            wait_for(lambda: active_by_app(ctx.api, ctx.ns)["killed"] >= 20, timeout=60,
+                     interval=0.05, what="the first pods")
+            kcm.stop(sig=signal.SIGKILL)
+            kcm = _short_lease_kcm(ctx, "kcm-after-kill.log")
+            exactly(ctx, "killed", 100)
+            most = sampler.stop()
+            assert most["killed"] == 100, "%d active pods at one moment" % most["killed"]
+            # Killed again with nothing left to do: the next one writes nothing.
+            kcm.stop(sig=signal.SIGKILL)
+            last = last_request(ctx)
+            kcm = _short_lease_kcm(ctx, "kcm-idle-restart.log")
+            wait_for(lambda: "successfully acquired lease" in kcm.text(), timeout=30,
+                     what="the restarted kcm to lead")
+            wait_for(lambda: "starting controller" in kcm.text(), timeout=30,
+                     what="the restarted kcm to start its controllers")
+            time.sleep(2)  # room for an unwanted write to show
+            writes = ["%s %s %s" % (r["verb"], r["resource"], r["name"])
+                      for r in requests_since(ctx, last)
+                      if r["userAgent"].startswith("kcm/") and r["verb"] in ("create", "delete")
+                      and r["resource"] in ("pods", "replicasets")]
+            assert not writes, "the restarted kcm wrote: %s" % writes
+        finally:
+            if kcm:
+                kcm.stop()
 
 
 SOAK_SECONDS = float(os.environ.get("KCM_E2E_SOAK_SECONDS", "30"))

@@ -1,7 +1,6 @@
 """Scenarios about the kcm process itself."""
 
 import base64
-import contextlib
 import json
 import os
 import re
@@ -11,7 +10,7 @@ import urllib.error
 import urllib.request
 import time
 
-from harness import Kcm, manifest_objects, scenario, wait_for
+from harness import Kcm, manifest_objects, scenario, suite_kcm_stopped, wait_for
 
 
 @scenario("kcm connects to the API server and keeps running")
@@ -170,9 +169,6 @@ def leader_election(ctx):
     args = ["-v", "6", "--leader-elect-resource-name=" + ctx.ns,
             "--leader-elect-lease-duration=%ds" % lease_s,
             "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=%gs" % retry_s]
-    d = os.path.join(env.workdir, ctx.ns)
-    os.makedirs(d, exist_ok=True)
-
     env.allow_lease(ctx.ns)
 
     def start(name):
@@ -185,63 +181,61 @@ def leader_election(ctx):
     def lease():
         return ctx.k.json("get", "lease", ctx.ns, "-n", "kube-system")["spec"]
 
-    assert env.kcm.stop() == 0  # the suite's kcm would act too
-    started = []
-    try:
-        a = start("a")
-        started.append(a)
-        wait_for(lambda: _leads(a), timeout=10, what="the first kcm to lead")
-        b = start("b")
-        started.append(b)
-        spec = lease()
-        assert spec["holderIdentity"].startswith(os.uname().nodename + "_"), spec
-        assert (spec["leaseDurationSeconds"], spec.get("leaseTransitions", 0)) == (lease_s, 0)
-        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", spec["renewTime"]), spec
-        first_holder = spec["holderIdentity"]
-        last = ctx.api.get("/_sim/requests").json()["last"]
+    # The suite's kcm would act too.
+    with suite_kcm_stopped(ctx, "kcm-after-leader-election.log") as d:
+        started = []
+        try:
+            a = start("a")
+            started.append(a)
+            wait_for(lambda: _leads(a), timeout=10, what="the first kcm to lead")
+            b = start("b")
+            started.append(b)
+            spec = lease()
+            assert spec["holderIdentity"].startswith(os.uname().nodename + "_"), spec
+            assert (spec["leaseDurationSeconds"], spec.get("leaseTransitions", 0)) == (lease_s, 0)
+            assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", spec["renewTime"]), spec
+            first_holder = spec["holderIdentity"]
+            last = ctx.api.get("/_sim/requests").json()["last"]
 
-        ctx.apply(rs_manifest("web", 4))
-        wait_replicas(ctx, "web", 4)
-        assert not _leads(b) and not _writes(b), "the standby wrote: %s" % _writes(b)
-        assert any("/pods" in w for w in _writes(a)), _writes(a)
+            ctx.apply(rs_manifest("web", 4))
+            wait_replicas(ctx, "web", 4)
+            assert not _leads(b) and not _writes(b), "the standby wrote: %s" % _writes(b)
+            assert any("/pods" in w for w in _writes(a)), _writes(a)
 
-        # SIGTERM: the leader releases the lease and the standby leads at its next try.
-        assert a.stop() == 0, a.text()[-2000:]
-        stopped = time.monotonic()
-        wait_for(lambda: _leads(b), timeout=3, interval=0.05,
-                 what="the standby to lead within 3 s of SIGTERM")
-        took = time.monotonic() - stopped
-        spec = lease()
-        assert spec["holderIdentity"] not in ("", first_holder), spec
-        assert spec["leaseTransitions"] == 1, spec
-        ctx.k("scale", "rs", "web", "--replicas=6")
-        wait_replicas(ctx, "web", 6)
+            # SIGTERM: the leader releases the lease and the standby leads at its next try.
+            assert a.stop() == 0, a.text()[-2000:]
+            stopped = time.monotonic()
+            wait_for(lambda: _leads(b), timeout=3, interval=0.05,
+                     what="the standby to lead within 3 s of SIGTERM")
+            took = time.monotonic() - stopped
+            spec = lease()
+            assert spec["holderIdentity"] not in ("", first_holder), spec
+            assert spec["leaseTransitions"] == 1, spec
+            ctx.k("scale", "rs", "web", "--replicas=6")
+            wait_replicas(ctx, "web", 6)
 
-        # kill -9: the lease is not released; the new standby waits it out.
-        c = start("c")
-        started.append(c)
-        b.stop(signal.SIGKILL)
-        killed = time.monotonic()
-        limit = lease_s + retry_s * 2.2 + 1
-        wait_for(lambda: _leads(c), timeout=limit, interval=0.05,
-                 what="the standby to lead within the lease duration and a retry")
-        took_kill = time.monotonic() - killed
-        assert took_kill >= lease_s - 1, "took over a live lease after %.1f s" % took_kill
-        assert lease()["leaseTransitions"] == 2, lease()
-        ctx.k("scale", "rs", "web", "--replicas=8")
-        wait_replicas(ctx, "web", 8)
-        creates = [r for r in ctx.api.get("/_sim/requests?since=%d" % last).json()["items"]
-                   if r["verb"] == "create" and r["resource"] == "pods"
-                   and r["namespace"] == ctx.ns and r["code"] == 201]
-        assert len(creates) == 8, "%d pods created for 8 replicas" % len(creates)
-        print("    SIGTERM handover %.2f s, kill -9 handover %.2f s" % (took, took_kill))
-    finally:
-        for kcm in started:
-            kcm.stop()
-        ctx.k.run("delete", "lease", ctx.ns, "-n", "kube-system", check=False)
-        env.start_kcm("kcm-after-leader-election.log")
-        wait_for(lambda: "caches synced" in env.kcm.text() or not env.kcm.alive(), timeout=30,
-                 what="the suite's kcm to start again")
+            # kill -9: the lease is not released; the new standby waits it out.
+            c = start("c")
+            started.append(c)
+            b.stop(signal.SIGKILL)
+            killed = time.monotonic()
+            limit = lease_s + retry_s * 2.2 + 1
+            wait_for(lambda: _leads(c), timeout=limit, interval=0.05,
+                     what="the standby to lead within the lease duration and a retry")
+            took_kill = time.monotonic() - killed
+            assert took_kill >= lease_s - 1, "took over a live lease after %.1f s" % took_kill
+            assert lease()["leaseTransitions"] == 2, lease()
+            ctx.k("scale", "rs", "web", "--replicas=8")
+            wait_replicas(ctx, "web", 8)
+            creates = [r for r in ctx.api.get("/_sim/requests?since=%d" % last).json()["items"]
+                       if r["verb"] == "create" and r["resource"] == "pods"
+                       and r["namespace"] == ctx.ns and r["code"] == 201]
+            assert len(creates) == 8, "%d pods created for 8 replicas" % len(creates)
+            print("    SIGTERM handover %.2f s, kill -9 handover %.2f s" % (took, took_kill))
+        finally:
+            for kcm in started:
+                kcm.stop()
+            ctx.k.run("delete", "lease", ctx.ns, "-n", "kube-system", check=False)
 
 
 @scenario("bad flags are refused with exit status 2, the reason and the usage")
@@ -388,38 +382,33 @@ def chosen_controllers(ctx):
         return
     from scenarios_deployment import deployment, wait_complete
     from scenarios_replicaset import rs_manifest, wait_replicas
-    d = os.path.join(env.workdir, ctx.ns)
-    os.makedirs(d, exist_ok=True)
-    assert env.kcm.stop() == 0
-    kcm = None
-    try:
-        # Only the ReplicaSet controller: a ReplicaSet gets pods, a Deployment nothing.
-        kcm = Kcm(env.kcm_binary, env.kcm_kubeconfig, d, log_name="rs-only.log",
-                  extra=["--controllers=replicaset", "--leader-elect=false"])
-        wait_for(lambda: "caches synced" in kcm.text(), timeout=30, what="kcm to sync")
-        assert "deployments=0" in kcm.text() and 'name="deployment"' not in kcm.text()
-        ctx.apply(rs_manifest("plain", 2))
-        ctx.apply(deployment("web", 2))
-        wait_replicas(ctx, "plain", 2)
-        assert ctx.k.json("get", "deployment", "web").get("status", {}) == {}
-        assert ctx.k.json("get", "replicasets", "-l", "app=web")["items"] == []
-        assert kcm.stop() == 0
-        # Everything but the ReplicaSet controller: the ReplicaSet appears, no pods.
-        kcm = Kcm(env.kcm_binary, env.kcm_kubeconfig, d, log_name="no-rs.log",
-                  extra=["--controllers=*,-replicaset", "--leader-elect=false"])
-        rses = wait_for(lambda: ctx.k.json("get", "replicasets", "-l", "app=web")["items"],
-                        timeout=30, what="the Deployment's ReplicaSet")
-        assert rses[0]["spec"]["replicas"] == 2, rses[0]["spec"]
-        assert 'name="replicaset"' not in kcm.text()
-        assert ctx.k.json("get", "pods", "-l", "app=web")["items"] == []
-        assert kcm.stop() == 0
+    with suite_kcm_stopped(ctx, "kcm-after-controllers.log") as d:
         kcm = None
-    finally:
-        if kcm:
-            kcm.stop()
-        env.start_kcm("kcm-after-controllers.log")
-        wait_for(lambda: "caches synced" in env.kcm.text() or not env.kcm.alive(), timeout=30,
-                 what="the suite's kcm to start again")
+        try:
+            # Only the ReplicaSet controller: a ReplicaSet gets pods, a Deployment nothing.
+            kcm = Kcm(env.kcm_binary, env.kcm_kubeconfig, d, log_name="rs-only.log",
+                      extra=["--controllers=replicaset", "--leader-elect=false"])
+            wait_for(lambda: "caches synced" in kcm.text(), timeout=30, what="kcm to sync")
+            assert "deployments=0" in kcm.text() and 'name="deployment"' not in kcm.text()
+            ctx.apply(rs_manifest("plain", 2))
+            ctx.apply(deployment("web", 2))
+            wait_replicas(ctx, "plain", 2)
+            assert ctx.k.json("get", "deployment", "web").get("status", {}) == {}
+            assert ctx.k.json("get", "replicasets", "-l", "app=web")["items"] == []
+            assert kcm.stop() == 0
+            # Everything but the ReplicaSet controller: the ReplicaSet appears, no pods.
+            kcm = Kcm(env.kcm_binary, env.kcm_kubeconfig, d, log_name="no-rs.log",
+                      extra=["--controllers=*,-replicaset", "--leader-elect=false"])
+            rses = wait_for(lambda: ctx.k.json("get", "replicasets", "-l", "app=web")["items"],
+                            timeout=30, what="the Deployment's ReplicaSet")
+            assert rses[0]["spec"]["replicas"] == 2, rses[0]["spec"]
+            assert 'name="replicaset"' not in kcm.text()
+            assert ctx.k.json("get", "pods", "-l", "app=web")["items"] == []
+            assert kcm.stop() == 0
+            kcm = None
+        finally:
+            if kcm:
+                kcm.stop()
     wait_complete(ctx, "web")
 
 
@@ -444,8 +433,7 @@ def events_flushed(ctx):
         ctx.api.faults(clear=True)
     created = ctx.k.json("get", "events", "--field-selector", "reason=SuccessfulCreate")["items"]
     assert len(created) == 6, [e["message"] for e in created]
-    wait_for(lambda: "caches synced" in env.kcm.text() or not env.kcm.alive(), timeout=30,
-             what="the suite's kcm to start again")
+    env.wait_kcm_started()
 
 
 @scenario("SIGTERM with a sync stuck past --shutdown-grace-period: kcm gives it up, releases "
@@ -455,45 +443,40 @@ def grace_period_over(ctx):
     if env.kcm is None or not env.kcm_binary.endswith("/kcm"):
         return
     from scenarios_replicaset import rs_manifest
-    d = os.path.join(env.workdir, ctx.ns)
-    os.makedirs(d, exist_ok=True)
-    assert env.kcm.stop() == 0
-    kcm = None
-    # Every pod create in this namespace takes 30 s: the sync waits on them.
-    ctx.api.faults(rules=[{"verb": "create", "resource": "pods", "namespace": ctx.ns,
-                           "latencyMs": 30000}])
-    try:
-        kcm = Kcm(env.kcm_binary, env.kcm_kubeconfig, d, log_name="grace.log",
-                  extra=["--shutdown-grace-period=1s", "--metrics-bind-address=127.0.0.1:0"])
-        m = wait_for(lambda: re.search(r'serving metrics address="127.0.0.1:(\d+)"', kcm.text()),
-                     timeout=30, what="kcm's metrics port")
-        metrics = "http://127.0.0.1:%s/metrics" % m.group(1)
-        ctx.apply(rs_manifest("stuck", 2))
-
-        def syncing():
-            with urllib.request.urlopen(metrics, timeout=5) as r:
-                text = r.read().decode()
-            hit = re.search(r'^workqueue_longest_running_processor_seconds\{name="replicaset"\} '
-                            r'(\S+)$', text, re.M)
-            return hit and float(hit.group(1)) > 0
-        wait_for(syncing, timeout=30, what="a ReplicaSet sync in progress")
-        start = time.monotonic()
-        code = kcm.stop()
-        took = time.monotonic() - start
+    with suite_kcm_stopped(ctx, "kcm-after-grace.log") as d:
         kcm = None
-        print("    exited %d after %.2f s with a sync stuck" % (code, took))
-        assert code == 0, code
-        assert took < 10, took
-        log = open(os.path.join(d, "grace.log")).read()
-        assert "did not finish within the shutdown grace period" in log, log[-2000:]
-        assert "released lease" in log, log[-2000:]
-    finally:
-        ctx.api.faults(clear=True)
-        if kcm:
-            kcm.stop()
-        env.start_kcm("kcm-after-grace.log")
-        wait_for(lambda: "caches synced" in env.kcm.text() or not env.kcm.alive(), timeout=30,
-                 what="the suite's kcm to start again")
+        # Every pod create in this namespace takes 30 s: the sync waits on them.
+        ctx.api.faults(rules=[{"verb": "create", "resource": "pods", "namespace": ctx.ns,
+                               "latencyMs": 30000}])
+        try:
+            kcm = Kcm(env.kcm_binary, env.kcm_kubeconfig, d, log_name="grace.log",
+                      extra=["--shutdown-grace-period=1s", "--metrics-bind-address=127.0.0.1:0"])
+            m = wait_for(lambda: re.search(r'serving metrics address="127.0.0.1:(\d+)"',
+                                           kcm.text()), timeout=30, what="kcm's metrics port")
+            metrics = "http://127.0.0.1:%s/metrics" % m.group(1)
+            ctx.apply(rs_manifest("stuck", 2))
+
+            def syncing():
+                with urllib.request.urlopen(metrics, timeout=5) as r:
+                    text = r.read().decode()
+                hit = re.search(r'^workqueue_longest_running_processor_seconds'
+                                r'\{name="replicaset"\} (\S+)$', text, re.M)
+                return hit and float(hit.group(1)) > 0
+            wait_for(syncing, timeout=30, what="a ReplicaSet sync in progress")
+            start = time.monotonic()
+            code = kcm.stop()
+            took = time.monotonic() - start
+            kcm = None
+            print("    exited %d after %.2f s with a sync stuck" % (code, took))
+            assert code == 0, code
+            assert took < 10, took
+            log = open(os.path.join(d, "grace.log")).read()
+            assert "did not finish within the shutdown grace period" in log, log[-2000:]
+            assert "released lease" in log, log[-2000:]
+        finally:
+            ctx.api.faults(clear=True)
+            if kcm:
+                kcm.stop()
 
 
 @scenario("the manifests install kcm with least privilege, probes and a hardened pod")
@@ -624,22 +607,6 @@ def _go_quote(s):
                             for c in s)
 
 
-@contextlib.contextmanager
-def _own_kcm(ctx, log_name):
-    """A directory for a scenario's own kcm processes, the suite's kcm
-    stopped meanwhile and started again after (its log in log_name)."""
-    env = ctx.env
-    d = os.path.join(env.workdir, ctx.ns)
-    os.makedirs(d, exist_ok=True)
-    assert env.kcm.stop() == 0
-    try:
-        yield d
-    finally:
-        env.start_kcm(log_name)
-        wait_for(lambda: "caches synced" in env.kcm.text() or not env.kcm.alive(), timeout=30,
-                 what="the suite's kcm to start again")
-
-
 def _klog_keys(line):
     """The keys of one klog text line: the header, a message (quoted strings
     in it skipped) to the first ' key=', then only key=value pairs."""
@@ -703,7 +670,7 @@ def hostile_text_in_logs(ctx):
         "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
         "message": HOSTILE, "reason": "InternalError", "code": 500}})
     logs = {}
-    with _own_kcm(ctx, "kcm-after-hostile.log") as d:
+    with suite_kcm_stopped(ctx, "kcm-after-hostile.log") as d:
         try:
             for mode in ("text", "json"):
                 logs[mode] = _log_hostile_text(ctx, d, mode, git_version, error_event)
