@@ -547,161 +547,231 @@ static void raise_descriptor_limit(void) {
   }
 }
 
-int main(int argc, char **argv) {
-  struct kcm_options f;
-  struct kcm_leader_options lo = {0};
-  const char *why;
-  struct kcm_client_config_options copts;
-  struct app a = {0};
-  char *errmsg = NULL, flag_err[512];
-  int err, k;
+/* Parse the flags: false when --help or --version was answered; exits 2
+ * on a flag error. */
+static bool parse_flags(struct kcm_options *f, int argc, char **argv) {
+  char flag_err[512];
 
-  switch (kcm_options_parse(&f, argc, argv, flag_err, sizeof(flag_err))) {
+  switch (kcm_options_parse(f, argc, argv, flag_err, sizeof(flag_err))) {
   case KCM_OPTIONS_HELP:
     kcm_options_usage(stdout);
-    return 0;
+    return false;
   case KCM_OPTIONS_VERSION:
     printf("kcm %s\n", KCM_VERSION);
-    return 0;
+    return false;
   case KCM_OPTIONS_INVALID:
     flag_error("%s", flag_err);
   case KCM_OPTIONS_RUN:
     break;
   }
-  a.opt = &f;
+  return true;
+}
+
+/* The process-wide settings (descriptor limit, logging) and the leader
+ * election's, checked (exits 2 when they are wrong). */
+static void apply_flags(struct app *a, const struct kcm_options *f,
+                        struct kcm_leader_options *lo) {
+  const char *why;
+
+  a->opt = f;
   raise_descriptor_limit();
-  a.dc_on = f.deployment_on;
-  a.rs_on = f.replicaset_on;
-  kcm_log_set_verbosity(f.verbosity);
-  if (f.json_logs)
+  a->dc_on = f->deployment_on;
+  a->rs_on = f->replicaset_on;
+  kcm_log_set_verbosity(f->verbosity);
+  if (f->json_logs)
     kcm_log_set_format(KCM_LOG_JSON);
-  lo.ns = f.lease_namespace;
-  lo.name = f.lease_name;
-  lo.lease_ms = f.lease_ms;
-  lo.renew_ms = f.renew_ms;
-  lo.retry_ms = f.retry_ms;
-  lo.limiter = KCM_LEADER_LIMITER;
-  if (f.leader_elect && kcm_leader_check(&lo, &why))
+  lo->ns = f->lease_namespace;
+  lo->name = f->lease_name;
+  lo->lease_ms = f->lease_ms;
+  lo->renew_ms = f->renew_ms;
+  lo->retry_ms = f->retry_ms;
+  lo->limiter = KCM_LEADER_LIMITER;
+  if (f->leader_elect && kcm_leader_check(lo, &why))
     flag_error("invalid leader election settings: %s", why);
-  copts.kubeconfig = f.kubeconfig;
-  copts.context = f.context;
-  copts.master = f.master;
-  err = kcm_client_config_load(&a.cfg, &copts, &errmsg);
+}
+
+/* a->cfg from the flags, the environment or the cluster. */
+static int load_config(struct app *a) {
+  struct kcm_client_config_options copts;
+  char *errmsg = NULL;
+  int err;
+
+  copts.kubeconfig = a->opt->kubeconfig;
+  copts.context = a->opt->context;
+  copts.master = a->opt->master;
+  err = kcm_client_config_load(&a->cfg, &copts, &errmsg);
   if (err) {
     fprintf(stderr, "kcm: %s\n", errmsg ? errmsg : kcm_strerror(err));
     free(errmsg);
-    return 1;
+    return err;
   }
   kcm_info("starting kcm version=\"%s\" config=\"%s\" context=\"%s\" server=\"%s\"",
-           KCM_VERSION, a.cfg.source ? a.cfg.source : "", a.cfg.context ? a.cfg.context : "",
-           a.cfg.server);
+           KCM_VERSION, a->cfg.source ? a->cfg.source : "", a->cfg.context ? a->cfg.context : "",
+           a->cfg.server);
+  return 0;
+}
 
-  a.loop = uv_default_loop();
-  err = kcm_client_new(&a.client, a.loop, &a.cfg);
+/* The loop, the API client, the signal handlers and timers. */
+static int setup_client(struct app *a) {
+  int err;
+
+  a->loop = uv_default_loop();
+  err = kcm_client_new(&a->client, a->loop, &a->cfg);
   if (err) {
-    fprintf(stderr, "kcm: cannot set up the API client for %s: %s\n", a.cfg.server,
+    fprintf(stderr, "kcm: cannot set up the API client for %s: %s\n", a->cfg.server,
             kcm_strerror(err));
-    kcm_client_config_release(&a.cfg);
-    return 1;
+    kcm_client_config_release(&a->cfg);
+    return err;
   }
-  uv_signal_init(a.loop, &a.sigterm);
-  uv_signal_init(a.loop, &a.sigint);
-  a.sigterm.data = a.sigint.data = &a;
-  uv_signal_start(&a.sigterm, on_signal, SIGTERM);
-  uv_signal_start(&a.sigint, on_signal, SIGINT);
-  uv_timer_init(a.loop, &a.retry);
-  uv_timer_init(a.loop, &a.sync_check);
-  uv_timer_init(a.loop, &a.grace);
-  a.retry.data = a.sync_check.data = a.grace.data = &a;
-  a.grace_ms = f.grace_ms;
-  a.backoff_ms = 800;
-  kcm_client_set_rate_limit(a.client, f.qps, f.burst);
-  kcm_intern_init(&a.pool);
+  uv_signal_init(a->loop, &a->sigterm);
+  uv_signal_init(a->loop, &a->sigint);
+  a->sigterm.data = a->sigint.data = a;
+  uv_signal_start(&a->sigterm, on_signal, SIGTERM);
+  uv_signal_start(&a->sigint, on_signal, SIGINT);
+  uv_timer_init(a->loop, &a->retry);
+  uv_timer_init(a->loop, &a->sync_check);
+  uv_timer_init(a->loop, &a->grace);
+  a->retry.data = a->sync_check.data = a->grace.data = a;
+  a->grace_ms = a->opt->grace_ms;
+  a->backoff_ms = 800;
+  kcm_client_set_rate_limit(a->client, a->opt->qps, a->opt->burst);
+  kcm_intern_init(&a->pool);
+  return 0;
+}
+
+/* The informers of the kinds the enabled controllers watch. */
+static int setup_informers(struct app *a) {
+  int err, k;
+
   srand((unsigned)time(NULL) ^ (unsigned)getpid());
-  a.used[KCM_KIND_POD] = a.used[KCM_KIND_REPLICASET] = a.dc_on || a.rs_on;
-  a.used[KCM_KIND_DEPLOYMENT] = a.dc_on;
+  a->used[KCM_KIND_POD] = a->used[KCM_KIND_REPLICASET] = a->dc_on || a->rs_on;
+  a->used[KCM_KIND_DEPLOYMENT] = a->dc_on;
   for (k = 0; k < KCM_KIND_COUNT; k++) {
     struct kcm_informer_options io = {0};
     uint32_t r;
-    if (!a.used[k])
+    if (!a->used[k])
       continue;
     io.kind = (enum kcm_kind)k;
     /* A period in [min, 2 min), as kube-controller-manager picks it. */
     r = (uint32_t)rand();
-    io.resync_ms = f.min_resync_ms + (uint64_t)((double)f.min_resync_ms *
-                                                 ((double)r / ((double)RAND_MAX + 1.0)));
-    err = kcm_informer_init(&a.informers[k], a.loop, a.client, &a.pool, &io);
+    io.resync_ms = a->opt->min_resync_ms +
+                   (uint64_t)((double)a->opt->min_resync_ms *
+                              ((double)r / ((double)RAND_MAX + 1.0)));
+    err = kcm_informer_init(&a->informers[k], a->loop, a->client, &a->pool, &io);
     if (err) {
       fprintf(stderr, "kcm: cannot set up the %s cache: %s\n",
               kcm_api_kind_name((enum kcm_kind)k), kcm_strerror(err));
-      return 1;
+      return err;
     }
-    a.informers[k].data = &a;
+    a->informers[k].data = a;
   }
-  kcm_writer_init(&a.rs_writer, a.client, KCM_REPLICASET_LIMITER);
-  kcm_writer_init(&a.dc_writer, a.client, KCM_DEPLOYMENT_LIMITER);
-  err = !a.rs_on ? 0
-                 : kcm_replicaset_controller_init(&a.rs, a.loop, &a.rs_writer,
-                                       &a.informers[KCM_KIND_REPLICASET],
-                                       &a.informers[KCM_KIND_POD], &a.pool,
-                                       &(struct kcm_replicaset_options){
-                                           (uint32_t)f.replicaset_workers,
-                                           f.status_interval_ms, f.failed_pod_backoff_ms});
+  return 0;
+}
+
+/* The controllers --controllers enables, each writing through its own
+ * writer (on its own client rate limiter). */
+static int setup_controllers(struct app *a, const struct kcm_options *f) {
+  int err;
+
+  kcm_writer_init(&a->rs_writer, a->client, KCM_REPLICASET_LIMITER);
+  kcm_writer_init(&a->dc_writer, a->client, KCM_DEPLOYMENT_LIMITER);
+  err = !a->rs_on ? 0
+                  : kcm_replicaset_controller_init(
+                        &a->rs, a->loop, &a->rs_writer, &a->informers[KCM_KIND_REPLICASET],
+                        &a->informers[KCM_KIND_POD], &a->pool,
+                        &(struct kcm_replicaset_options){(uint32_t)f->replicaset_workers,
+                                                         f->status_interval_ms,
+                                                         f->failed_pod_backoff_ms});
   if (err) {
     fprintf(stderr, "kcm: cannot set up the ReplicaSet controller: %s\n", kcm_strerror(err));
-    return 1;
+    return err;
   }
-  err = !a.dc_on ? 0
-                 : kcm_deployment_controller_init(&a.dc, a.loop, &a.dc_writer,
-                                       &a.informers[KCM_KIND_DEPLOYMENT],
-                                       &a.informers[KCM_KIND_REPLICASET],
-                                       &a.informers[KCM_KIND_POD], &a.pool,
-                                       (uint32_t)f.deployment_workers);
+  err = !a->dc_on ? 0
+                  : kcm_deployment_controller_init(
+                        &a->dc, a->loop, &a->dc_writer, &a->informers[KCM_KIND_DEPLOYMENT],
+                        &a->informers[KCM_KIND_REPLICASET], &a->informers[KCM_KIND_POD],
+                        &a->pool, (uint32_t)f->deployment_workers);
   if (err) {
     fprintf(stderr, "kcm: cannot set up the Deployment controller: %s\n", kcm_strerror(err));
-    return 1;
+    return err;
   }
-  a.elect = f.leader_elect;
-  if (a.elect) {
-    if ((err = kcm_leader_init(&a.leader, a.loop, a.client, &lo))) {
-      fprintf(stderr, "kcm: cannot set up leader election: %s\n", kcm_strerror(err));
-      return 1;
-    }
-    a.leader.data = &a;
-    a.leader.on_started = on_started_leading;
-    a.leader.on_lost = on_lost_lease;
-    a.leader.on_released = on_lease_released;
-  }
-  serve_secure(&a);
-  serve_plain(&a, f.health_address, true);
-  serve_plain(&a, f.metrics_address, false);
-  check_server(&a);
-  if (a.elect)
-    kcm_leader_start(&a.leader);
-  uv_update_time(a.loop);
-  a.started = uv_now(a.loop);
-  for (k = 0; k < KCM_KIND_COUNT; k++)
-    if (a.used[k])
-      kcm_informer_start(&a.informers[k]);
-  uv_timer_start(&a.sync_check, on_sync_check, 50, 50);
+  return 0;
+}
 
-  uv_run(a.loop, UV_RUN_DEFAULT);
+static int setup_leader(struct app *a, const struct kcm_leader_options *lo) {
+  int err;
+
+  a->elect = a->opt->leader_elect;
+  if (a->elect) {
+    if ((err = kcm_leader_init(&a->leader, a->loop, a->client, lo))) {
+      fprintf(stderr, "kcm: cannot set up leader election: %s\n", kcm_strerror(err));
+      return err;
+    }
+    a->leader.data = a;
+    a->leader.on_started = on_started_leading;
+    a->leader.on_lost = on_lost_lease;
+    a->leader.on_released = on_lease_released;
+  }
+  return 0;
+}
+
+/* Serve, reach the API server, campaign, start the informers, and run the
+ * loop until shut down. */
+static void run(struct app *a) {
+  int k;
+
+  serve_secure(a);
+  serve_plain(a, a->opt->health_address, true);
+  serve_plain(a, a->opt->metrics_address, false);
+  check_server(a);
+  if (a->elect)
+    kcm_leader_start(&a->leader);
+  uv_update_time(a->loop);
+  a->started = uv_now(a->loop);
+  for (k = 0; k < KCM_KIND_COUNT; k++)
+    if (a->used[k])
+      kcm_informer_start(&a->informers[k]);
+  uv_timer_start(&a->sync_check, on_sync_check, 50, 50);
+
+  uv_run(a->loop, UV_RUN_DEFAULT);
+}
+
+/* Free what is left once the loop has stopped (the controllers freed). */
+static void teardown(struct app *a) {
+  int k;
+
+  for (k = 0; k < KCM_KIND_COUNT; k++)
+    if (a->used[k])
+      kcm_informer_release(&a->informers[k]);
+  kcm_intern_release(&a->pool);
+  if (a->serving_secure) {
+    kcm_auth_release(&a->auth);
+    kcm_tls_free(a->tls);
+  }
+  uv_loop_close(a->loop);
+  kcm_client_config_release(&a->authz_cfg);
+  kcm_client_config_release(&a->authn_cfg);
+  kcm_client_config_release(&a->cfg);
+  kcm_info("stopped");
+}
+
+int main(int argc, char **argv) {
+  struct kcm_options f;
+  struct kcm_leader_options lo = {0};
+  struct app a = {0};
+
+  if (!parse_flags(&f, argc, argv))
+    return 0;
+  apply_flags(&a, &f, &lo);
+  if (load_config(&a) || setup_client(&a) || setup_informers(&a) || setup_controllers(&a, &f))
+    return 1;
+  if (setup_leader(&a, &lo))
+    return 1;
+  run(&a);
   if (a.rs_on)
     kcm_replicaset_controller_release(&a.rs);
   if (a.dc_on)
     kcm_deployment_controller_release(&a.dc);
-  for (k = 0; k < KCM_KIND_COUNT; k++)
-    if (a.used[k])
-      kcm_informer_release(&a.informers[k]);
-  kcm_intern_release(&a.pool);
-  if (a.serving_secure) {
-    kcm_auth_release(&a.auth);
-    kcm_tls_free(a.tls);
-  }
-  uv_loop_close(a.loop);
-  kcm_client_config_release(&a.authz_cfg);
-  kcm_client_config_release(&a.authn_cfg);
-  kcm_client_config_release(&a.cfg);
-  kcm_info("stopped");
+  teardown(&a);
   return 0;
 }

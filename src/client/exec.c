@@ -259,23 +259,15 @@ static char *exec_info(struct kcm_client *c) {
   return out;
 }
 
-void kcm_client_creds_fetch(struct kcm_client *c) {
-  struct kcm_client_creds *k = &c->creds;
+/* The plugin's command line and environment, NULL-terminated: env is
+ * KUBERNETES_EXEC_INFO (env[0], owned), then kcm's own environment but
+ * for any KUBERNETES_EXEC_INFO, then the kubeconfig's; the other strings
+ * are borrowed. KCM_ENOMEM: neither is set. */
+static int plugin_command(struct kcm_client *c, char ***argsp, char ***envp) {
   const struct kcm_client_exec *x = c->cfg->exec;
-  uv_process_options_t po = {0};
-  uv_stdio_container_t stdio[3];
   char **env = NULL, **args = NULL, *info = NULL;
   size_t nenv = 0, nargs = 0, i, j = 0;
-  int rc;
 
-  if (k->running || c->closing)
-    return;
-  if (x->interactive == KCM_CLIENT_INTERACTIVE_ALWAYS) {
-    set_error(k, "exec plugin %s needs an interactive terminal (interactiveMode: Always), and kcm "
-              "runs without one", x->command);
-    kcm_client_creds_ready(c);
-    return;
-  }
   while (environ[nenv])
     nenv++;
   for (i = 0; x->env && x->env[i]; i++)
@@ -286,13 +278,12 @@ void kcm_client_creds_fetch(struct kcm_client *c) {
   env = calloc(nenv + 2, sizeof(*env));
   args = calloc(nargs + 2, sizeof(*args));
   if (!info || !env || !args || asprintf(&env[j], "KUBERNETES_EXEC_INFO=%s", info) < 0) {
-    set_error(k, "exec plugin %s: out of memory", x->command);
     free(info);
     free(env);
     free(args);
-    kcm_client_creds_ready(c);
-    return;
+    return KCM_ENOMEM;
   }
+  free(info);
   j++;
   for (i = 0; environ[i]; i++) {
     if (strncmp(environ[i], "KUBERNETES_EXEC_INFO=", 21))
@@ -303,6 +294,18 @@ void kcm_client_creds_fetch(struct kcm_client *c) {
   args[0] = x->command;
   for (i = 0; i < nargs; i++)
     args[i + 1] = x->args[i];
+  *argsp = args;
+  *envp = env;
+  return 0;
+}
+
+/* Spawn the plugin, its stdout piped into k->output, its stderr kcm's; a
+ * run is counted. The process, pipe and timer handles are open after,
+ * whatever uv_spawn returned. */
+static int spawn(struct kcm_client *c, char **args, char **env) {
+  struct kcm_client_creds *k = &c->creds;
+  uv_process_options_t po = {0};
+  uv_stdio_container_t stdio[3];
 
   kcm_buf_init(&k->output, MAX_OUTPUT);
   uv_pipe_init(c->loop, &k->out, 0);
@@ -313,7 +316,7 @@ void kcm_client_creds_fetch(struct kcm_client *c) {
   stdio[1].data.stream = (uv_stream_t *)&k->out;
   stdio[2].flags = UV_INHERIT_FD;
   stdio[2].data.fd = 2;
-  po.file = x->command;
+  po.file = c->cfg->exec->command;
   po.args = args;
   po.env = env;
   po.stdio = stdio;
@@ -323,11 +326,32 @@ void kcm_client_creds_fetch(struct kcm_client *c) {
   k->failed = false;
   k->runs++;
   c->stats.exec_runs++;
-  rc = uv_spawn(c->loop, &k->proc, &po);
+  return uv_spawn(c->loop, &k->proc, &po);
+}
+
+void kcm_client_creds_fetch(struct kcm_client *c) {
+  struct kcm_client_creds *k = &c->creds;
+  const struct kcm_client_exec *x = c->cfg->exec;
+  char **env = NULL, **args = NULL;
+  int rc;
+
+  if (k->running || c->closing)
+    return;
+  if (x->interactive == KCM_CLIENT_INTERACTIVE_ALWAYS) {
+    set_error(k, "exec plugin %s needs an interactive terminal (interactiveMode: Always), and kcm "
+              "runs without one", x->command);
+    kcm_client_creds_ready(c);
+    return;
+  }
+  if (plugin_command(c, &args, &env)) {
+    set_error(k, "exec plugin %s: out of memory", x->command);
+    kcm_client_creds_ready(c);
+    return;
+  }
+  rc = spawn(c, args, env);
   free(env[0]);
   free(env);
   free(args);
-  free(info);
   c->open_handles += 3;
   k->open = 3;
   if (rc) {

@@ -8,8 +8,12 @@
  *   credentials.c  what credentials an attempt carries
  *   exec.c         credentials from an exec plugin
  *   metrics.c      the rest_client_* families
- *   config.c       settings from a kubeconfig or the cluster
- *   parse.c        pure text functions: headers, statuses, paths
+ *   config.c       settings: their source picked, the server checked, freed
+ *   kubeconfig.c   settings from kubeconfig files merged: context, cluster, user
+ *   yaml.c         one kubeconfig file parsed; its fields read, typed
+ *   exec_config.c  a kubeconfig user's exec plugin settings
+ *   incluster.c    settings from the in-cluster service account
+ *   parse.c        pure text functions: headers, statuses, paths, base64
  */
 #ifndef KCM_CLIENT_INTERNAL_H
 #define KCM_CLIENT_INTERNAL_H
@@ -17,6 +21,7 @@
 #include <curl/curl.h>
 #include <stdint.h>
 #include <time.h>
+#include <yaml.h>
 
 #include "kcm/buf.h"
 #include "kcm/client.h"
@@ -204,6 +209,82 @@ void kcm_client_count_attempt(struct kcm_client_request *r);
 void kcm_client_observe_throttle(struct kcm_client_request *r, uint64_t wait_ms);
 /* r's whole duration, retries included (not for streams). */
 void kcm_client_observe_duration(struct kcm_client_request *r);
+
+/* config.c */
+/* Set *errmsg (when errmsg is not NULL) to the message, replacing the one
+ * there; returns err. */
+int kcm_client_fail(char **errmsg, int err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* The whole file at `path` (at most 16 MiB, NUL-terminated) into *data,
+ * owned by the caller; `what` names it in the message of a failure. */
+int kcm_client_read_file(const char *path, char **data, size_t *len, char **errmsg,
+                         const char *what);
+/* Warn when others than the owner can read or write the file at `path`. */
+void kcm_client_warn_if_shared(const char *path, const char *what);
+
+/* yaml.c */
+/* A kubeconfig file, parsed. */
+struct kcm_client_kcfile {
+  char *path;
+  char *dir; /* its directory, against which the paths it names resolve */
+  yaml_document_t doc;
+  bool loaded;
+};
+
+/* Kubeconfig files merged (the first that sets a value wins), and where
+ * the message of a failure goes. */
+struct kcm_client_kubeconfig {
+  struct kcm_client_kcfile *files;
+  size_t nfiles;
+  char **errmsg;
+};
+
+/* Read and parse the file at `path` into f (freed with kcfile_free even
+ * when this fails). */
+int kcm_client_kcfile_load(struct kcm_client_kcfile *f, const char *path, char **errmsg);
+void kcm_client_kcfile_free(struct kcm_client_kcfile *f);
+/* An absolute path for `p`, named in f (relative to its directory); NULL
+ * when out of memory. Freed by the caller. */
+char *kcm_client_kcfile_path(struct kcm_client_kcfile *f, const char *p);
+/* f's root node; NULL when f did not parse or is empty. */
+yaml_node_t *kcm_client_yaml_root(struct kcm_client_kcfile *f);
+/* The value of `key` in the mapping `map`; NULL when absent or map is not
+ * a mapping. */
+yaml_node_t *kcm_client_yaml_get(struct kcm_client_kcfile *f, yaml_node_t *map, const char *key);
+/* True for an absent node and for YAML's plain null scalars. */
+bool kcm_client_yaml_is_null(yaml_node_t *n);
+/* KCM_EINVAL, with "<file>: line N: <field>: must be <want>". */
+int kcm_client_yaml_type_error(struct kcm_client_kubeconfig *l, struct kcm_client_kcfile *f,
+                               yaml_node_t *n, const char *field, const char *want);
+/* The scalar `key` of `map` copied into *out, owned by the caller (left
+ * alone when absent or null); `field` names it in messages. */
+int kcm_client_yaml_string(struct kcm_client_kubeconfig *l, struct kcm_client_kcfile *f,
+                           yaml_node_t *map, const char *key, const char *field, char **out);
+int kcm_client_yaml_bool(struct kcm_client_kubeconfig *l, struct kcm_client_kcfile *f,
+                         yaml_node_t *map, const char *key, const char *field, bool *out);
+/* A list of strings as a NULL-terminated array owned by the caller (also
+ * after a failure, partly filled). */
+int kcm_client_yaml_strings(struct kcm_client_kubeconfig *l, struct kcm_client_kcfile *f,
+                            yaml_node_t *map, const char *key, const char *field, char ***out);
+
+/* kubeconfig.c */
+/* Settings from the kubeconfig files `paths` merged, for the context opts
+ * names or the current one; sets cfg->source to the files' list. */
+int kcm_client_kubeconfig_load(struct kcm_client_config *cfg, char *const *paths,
+                               size_t npaths, const struct kcm_client_config_options *opts,
+                               char **errmsg);
+
+/* exec_config.c */
+/* cfg->exec from the user's `exec` mapping e, in f. */
+int kcm_client_exec_config_load(struct kcm_client_kubeconfig *l, struct kcm_client_config *cfg,
+                                struct kcm_client_kcfile *f, yaml_node_t *e);
+/* Free x and what it holds. */
+void kcm_client_exec_config_free(struct kcm_client_exec *x);
+
+/* incluster.c */
+/* Settings from KUBERNETES_SERVICE_HOST and _PORT and the service account's
+ * token, CA and namespace. */
+int kcm_client_incluster_load(struct kcm_client_config *cfg, char **errmsg);
 
 /* parse.c */
 /* The KCM_E* code of an HTTP status; 0 for 2xx. */

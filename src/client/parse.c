@@ -1,9 +1,10 @@
 /*
  * client/parse.c — the text the client reads from the network and writes
  * into URLs: header lines, Retry-After, status codes and Status messages,
- * percent-encoding, and the userinfo of a server URL. Pure functions of
- * their arguments.
+ * percent-encoding, the userinfo of a server URL, and base64 (kubeconfig's
+ * inline certificates and keys). Pure functions of their arguments.
  */
+#include <ctype.h>
 #include <json-c/json.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -185,6 +186,58 @@ char *kcm_client_redact_url(const char *url) {
   memcpy(out, url, start);
   memcpy(out + start, url + end, len - end + 1);
   return out;
+}
+
+static int b64_value(int c) {
+  if (c >= 'A' && c <= 'Z')
+    return c - 'A';
+  if (c >= 'a' && c <= 'z')
+    return c - 'a' + 26;
+  if (c >= '0' && c <= '9')
+    return c - '0' + 52;
+  if (c == '+')
+    return 62;
+  if (c == '/')
+    return 63;
+  return -1;
+}
+
+int kcm_client_base64_decode(const char *in, size_t len, char **out, size_t *out_len) {
+  char *o = malloc(len / 4 * 3 + 4);
+  unsigned acc = 0;
+  int bits = 0, pad = 0;
+  size_t n = 0, i;
+
+  if (!o)
+    return KCM_ENOMEM;
+  for (i = 0; i < len; i++) {
+    int c = (unsigned char)in[i], v;
+    if (isspace(c))
+      continue;
+    if (c == '=') {
+      pad++;
+      continue;
+    }
+    v = b64_value(c);
+    if (v < 0 || pad) {
+      free(o);
+      return KCM_EINVAL;
+    }
+    acc = (acc << 6) | (unsigned)v;
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      o[n++] = (char)((acc >> bits) & 0xff);
+    }
+  }
+  if (pad > 2 || bits >= 6) {
+    free(o);
+    return KCM_EINVAL;
+  }
+  o[n] = '\0';
+  *out = o;
+  *out_len = n;
+  return 0;
 }
 
 int kcm_client_status_error(long status) {
