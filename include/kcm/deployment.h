@@ -95,7 +95,7 @@ bool kcm_deployment_revision_of(const struct kcm_pairs *annotations, int64_t *ou
 
 /* A ReplicaSet as a sync sees it: the cached object with the changes this
  * sync made to it. */
-struct kcm_dp_rs {
+struct kcm_deployment_rs {
   const struct kcm_replicaset *rs; /* borrowed; NULL for the one this sync creates */
   char *name;                      /* owned */
   int64_t created;
@@ -104,17 +104,18 @@ struct kcm_dp_rs {
   struct kcm_pairs annotations;    /* owned */
 };
 
-enum kcm_dp_op {
-  KCM_DP_EVENT,    /* record an event; no request */
-  KCM_DP_SCALE,    /* update a ReplicaSet's replicas, minReadySeconds and annotations */
-  KCM_DP_CREATE,   /* create the new ReplicaSet (plan->create_body) */
-  KCM_DP_DELETE,   /* delete an old ReplicaSet */
-  KCM_DP_STATUS,   /* write the Deployment's status and revision annotation */
-  KCM_DP_ROLLBACK, /* write the Deployment's template and annotations (plan->rollback_ops) */
+enum kcm_deployment_op {
+  KCM_DEPLOYMENT_STEP_EVENT,  /* record an event; no request */
+  KCM_DEPLOYMENT_STEP_SCALE,  /* update a ReplicaSet's replicas, minReadySeconds and annotations */
+  KCM_DEPLOYMENT_STEP_CREATE, /* create the new ReplicaSet (plan->create_body) */
+  KCM_DEPLOYMENT_STEP_DELETE, /* delete an old ReplicaSet */
+  KCM_DEPLOYMENT_STEP_STATUS, /* write the Deployment's status and revision annotation */
+  KCM_DEPLOYMENT_STEP_ROLLBACK, /* write the Deployment's template and annotations
+                                   (plan->rollback_ops) */
 };
 
-struct kcm_dp_step {
-  enum kcm_dp_op op;
+struct kcm_deployment_step {
+  enum kcm_deployment_op op;
   int32_t rs;                   /* SCALE, CREATE, DELETE: index in plan->rs */
   int32_t replicas;             /* SCALE: spec.replicas to write */
   int32_t old_replicas;         /* SCALE: spec.replicas before */
@@ -129,7 +130,7 @@ struct kcm_dp_step {
   char *message;                /* owned */
 };
 
-struct kcm_dp_status {
+struct kcm_deployment_status {
   int64_t observed_generation;
   int32_t replicas;
   int32_t updated;
@@ -143,34 +144,34 @@ struct kcm_dp_status {
 /* A ReplicaSet the API server changed on creation (a mutating admission
  * webhook, fields a feature gate drops): for the Deployment template
  * template_key, the ReplicaSet uid with rs_template_key is the new one. */
-struct kcm_dp_alias {
+struct kcm_deployment_alias {
   uint64_t template_key;
   uint64_t rs_template_key;
   struct kcm_uid rs_uid;
 };
 
-struct kcm_dp_plan {
+struct kcm_deployment_plan {
   /* claiming; the ReplicaSets are borrowed from the cache */
   struct kcm_replicaset **adopt;
   size_t nadopt;
   struct kcm_replicaset **release;
   size_t nrelease;
   /* the ReplicaSets the Deployment owns, and the one this sync creates */
-  struct kcm_dp_rs *rs;
+  struct kcm_deployment_rs *rs;
   size_t nrs;
   int32_t new_rs;            /* index in rs, or -1 */
   char *create_body;         /* the ReplicaSet to create, JSON */
-  struct kcm_dp_step *steps;
+  struct kcm_deployment_step *steps;
   size_t nsteps;
   /* the Deployment as the sync leaves it */
-  struct kcm_dp_status status;
+  struct kcm_deployment_status status;
   char *revision;            /* the revision annotation to write; NULL: unchanged */
   char *rollback_ops;        /* JSON patch operations, without the resourceVersion test */
   int64_t requeue_after_ms;  /* check progress again: -1 never, 0 now (rate limited) */
   bool invalid;              /* the selector cannot be used: nothing is done */
 };
 
-struct kcm_dp_input {
+struct kcm_deployment_input {
   const struct kcm_deployment *d;
   /* the ReplicaSets it controls and the orphans of its namespace (others are ignored) */
   struct kcm_replicaset *const *candidates;
@@ -179,29 +180,31 @@ struct kcm_dp_input {
    * Deployment's selector that is neither Succeeded nor Failed. NULL: none. */
   bool (*pods_running)(void *ctx, const struct kcm_replicaset *rs);
   void *ctx;
-  const struct kcm_dp_alias *alias; /* may be NULL */
+  const struct kcm_deployment_alias *alias; /* may be NULL */
   uint64_t now_ms;
 };
 
 /* Plan one sync. Returns 0 or KCM_ENOMEM; free with kcm_deployment_plan_release(). */
-int kcm_deployment_plan(const struct kcm_dp_input *in, struct kcm_dp_plan *out);
-void kcm_deployment_plan_release(struct kcm_dp_plan *p);
+int kcm_deployment_plan(const struct kcm_deployment_input *in, struct kcm_deployment_plan *out);
+void kcm_deployment_plan_release(struct kcm_deployment_plan *p);
 
 /* Whether status and annotation writes of the plan change the Deployment. */
-bool kcm_deployment_status_changed(const struct kcm_deployment *d, const struct kcm_dp_plan *p);
+bool kcm_deployment_status_changed(const struct kcm_deployment *d,
+                                   const struct kcm_deployment_plan *p);
 
 /* Request bodies. resource_version: the object's latest known version. */
-int kcm_deployment_status_body(const struct kcm_deployment *d, const struct kcm_dp_plan *p,
+int kcm_deployment_status_body(const struct kcm_deployment *d, const struct kcm_deployment_plan *p,
                                uint64_t resource_version, struct kcm_buf *out);
-int kcm_deployment_scale_body(const struct kcm_dp_plan *p, const struct kcm_dp_step *s,
-                              uint64_t resource_version, struct kcm_buf *out);
-int kcm_deployment_rollback_body(const struct kcm_dp_plan *p, uint64_t resource_version,
+int kcm_deployment_scale_body(const struct kcm_deployment_plan *p,
+                              const struct kcm_deployment_step *s, uint64_t resource_version,
+                              struct kcm_buf *out);
+int kcm_deployment_rollback_body(const struct kcm_deployment_plan *p, uint64_t resource_version,
                                  struct kcm_buf *out);
 /* After a failed create: Progressing False ReplicaSetCreateError over the
  * conditions it had then; nothing (out left empty) without a progress
  * deadline. */
 int kcm_deployment_create_failed_body(const struct kcm_deployment *d,
-                                      const struct kcm_dp_step *create, const char *message,
+                                      const struct kcm_deployment_step *create, const char *message,
                                       uint64_t now_ms, uint64_t resource_version,
                                       struct kcm_buf *out);
 /* After a hash collision: collisionCount one higher. */
@@ -215,7 +218,7 @@ struct kcm_deployment_controller {
   struct kcm_informer *d_informer;
   struct kcm_informer *rs_informer;
   struct kcm_informer *pod_informer;
-  struct kcm_map aliases;  /* Deployment key -> struct kcm_dp_alias */
+  struct kcm_map aliases;  /* Deployment key -> struct kcm_deployment_alias */
   struct {
     uint64_t rs_created;
     uint64_t rs_scaled;

@@ -56,7 +56,7 @@ bool kcm_replicaset_pod_available(const struct kcm_pod *p, int32_t min_ready, ui
 /* Which pods a ReplicaSet owns after adoption and release. Arrays are
  * owned by the claim (free with kcm_replicaset_claim_release); the pods
  * are borrowed from the cache. */
-struct kcm_rs_claim {
+struct kcm_replicaset_claim {
   struct kcm_pod **claimed; /* active pods it owns or adopts, matching its selector */
   size_t nclaimed;
   struct kcm_pod **adopt;   /* orphans to adopt (also in claimed) */
@@ -68,8 +68,8 @@ struct kcm_rs_claim {
 /* Claim among `candidates` (pods it controls and orphans; others are
  * ignored). Returns 0 or KCM_ENOMEM. */
 int kcm_replicaset_claim(const struct kcm_replicaset *rs, struct kcm_pod *const *candidates,
-                         size_t n, struct kcm_rs_claim *out);
-void kcm_replicaset_claim_release(struct kcm_rs_claim *c);
+                         size_t n, struct kcm_replicaset_claim *out);
+void kcm_replicaset_claim_release(struct kcm_replicaset_claim *c);
 
 /* Sort pods so those best deleted come first (upstream's
  * ActivePodsWithRanks): unscheduled, then Pending < Unknown < Running, not
@@ -95,7 +95,7 @@ int32_t kcm_replicaset_diff(const struct kcm_replicaset *rs, size_t active, int3
  * message sets ReplicaFailure (FailedCreate when `change`, the value of
  * kcm_replicaset_diff(), was a creation, else FailedDelete) unless one
  * exists; success removes it. */
-struct kcm_rs_status {
+struct kcm_replicaset_status {
   int32_t replicas;
   int32_t fully_labeled;
   int32_t ready;
@@ -106,20 +106,20 @@ struct kcm_rs_status {
 
 int kcm_replicaset_status(const struct kcm_replicaset *rs, struct kcm_pod *const *claimed,
                           size_t n, int32_t change, bool manage_failed, const char *message,
-                          uint64_t now_ms, struct kcm_rs_status *out);
+                          uint64_t now_ms, struct kcm_replicaset_status *out);
 bool kcm_replicaset_status_changed(const struct kcm_replicaset *rs,
-                                   const struct kcm_rs_status *s);
+                                   const struct kcm_replicaset_status *s);
 /* Whether s differs from the written status only by more pods (replicas,
  * fully labeled, ready, available): a write that may wait (see
  * --status-write-interval). A change of the observed generation or of a
  * condition, and any count going down, may not: what reads the status would
  * see more than there is. */
 bool kcm_replicaset_status_only_gains(const struct kcm_replicaset *rs,
-                                      const struct kcm_rs_status *s);
-void kcm_replicaset_status_release(struct kcm_rs_status *s);
+                                      const struct kcm_replicaset_status *s);
+void kcm_replicaset_status_release(struct kcm_replicaset_status *s);
 /* The merge patch writing s, guarded by the ReplicaSet's resourceVersion. */
-int kcm_replicaset_status_patch(const struct kcm_replicaset *rs, const struct kcm_rs_status *s,
-                                struct kcm_buf *out);
+int kcm_replicaset_status_patch(const struct kcm_replicaset *rs,
+                                const struct kcm_replicaset_status *s, struct kcm_buf *out);
 
 /* The pod to create from the ReplicaSet's template (labels, annotations and
  * finalizers of the template, its spec, and the controller reference).

@@ -173,9 +173,9 @@ struct run {
   struct kcm_deployment *d;
   struct kcm_replicaset *rs[16];
   size_t n;
-  struct kcm_dp_plan plan;
+  struct kcm_deployment_plan plan;
   bool running;             /* what pods_running answers */
-  const struct kcm_dp_alias *alias;
+  const struct kcm_deployment_alias *alias;
 };
 
 static bool answer_running(void *ctx, const struct kcm_replicaset *rs) {
@@ -183,7 +183,7 @@ static bool answer_running(void *ctx, const struct kcm_replicaset *rs) {
 }
 
 static void plan(struct run *r) {
-  struct kcm_dp_input in = {r->d, r->rs, r->n, answer_running, r, r->alias, NOW_MS};
+  struct kcm_deployment_input in = {r->d, r->rs, r->n, answer_running, r, r->alias, NOW_MS};
   assert_int_equal(kcm_deployment_plan(&in, &r->plan), 0);
 }
 
@@ -201,21 +201,21 @@ static void writes(const struct run *r, char *buf, size_t len) {
   size_t i, o = 0;
   buf[0] = '\0';
   for (i = 0; i < r->plan.nsteps && o < len; i++) {
-    const struct kcm_dp_step *s = &r->plan.steps[i];
+    const struct kcm_deployment_step *s = &r->plan.steps[i];
     const char *name = s->rs >= 0 ? r->plan.rs[s->rs].name : "";
     if (!strncmp(name, "web-", 4))
       name += 4;
-    if (s->op == KCM_DP_SCALE)
+    if (s->op == KCM_DEPLOYMENT_STEP_SCALE)
       o += (size_t)snprintf(buf + o, len - o, "%s%s=%d", o ? "," : "", name, s->replicas);
-    else if (s->op == KCM_DP_CREATE)
+    else if (s->op == KCM_DEPLOYMENT_STEP_CREATE)
       o += (size_t)snprintf(buf + o, len - o, "%s+new=%d", o ? "," : "",
                             r->plan.rs[s->rs].replicas);
-    else if (s->op == KCM_DP_DELETE)
+    else if (s->op == KCM_DEPLOYMENT_STEP_DELETE)
       o += (size_t)snprintf(buf + o, len - o, "%s-%s", o ? "," : "", name);
   }
 }
 
-static const struct kcm_dp_step *has_step(const struct run *r, enum kcm_dp_op op) {
+static const struct kcm_deployment_step *has_step(const struct run *r, enum kcm_deployment_op op) {
   size_t i;
   for (i = 0; i < r->plan.nsteps; i++)
     if (r->plan.steps[i].op == op)
@@ -224,9 +224,9 @@ static const struct kcm_dp_step *has_step(const struct run *r, enum kcm_dp_op op
 }
 
 /* The first step of a kind; the test fails without one. */
-static const struct kcm_dp_step *find_step(const struct run *r, enum kcm_dp_op op) {
-  static const struct kcm_dp_step none;
-  const struct kcm_dp_step *s = has_step(r, op);
+static const struct kcm_deployment_step *find_step(const struct run *r, enum kcm_deployment_op op) {
+  static const struct kcm_deployment_step none;
+  const struct kcm_deployment_step *s = has_step(r, op);
   if (!s)
     fail_msg("no step of kind %d", (int)op);
   return s ? s : &none;
@@ -372,7 +372,7 @@ static void templates_ignore_the_hash(void **state) {
 static void creates_the_first_replica_set(void **state) {
   struct dspec s = dspec(3);
   struct run r = {0};
-  const struct kcm_dp_step *st;
+  const struct kcm_deployment_step *st;
   struct json_object *body;
   char hash[16], name[32], w[256];
 
@@ -383,7 +383,7 @@ static void creates_the_first_replica_set(void **state) {
   assert_string_equal(w, "+new=3");
   kcm_deployment_hash(r.d->template, -1, hash, sizeof(hash));
   snprintf(name, sizeof(name), "web-%s", hash);
-  st = find_step(&r, KCM_DP_CREATE);
+  st = find_step(&r, KCM_DEPLOYMENT_STEP_CREATE);
   assert_non_null(st);
   assert_string_equal(st->reason, "ScalingReplicaSet");
   snprintf(w, sizeof(w), "Scaled up replica set %s from 0 to 3", name);
@@ -437,7 +437,7 @@ static void creates_the_first_replica_set(void **state) {
   assert_string_equal(cond(&r, "Progressing")->status, "True");
   assert_string_equal(cond(&r, "Available")->reason, "MinimumReplicasUnavailable");
   assert_int_equal(r.plan.status.observed_generation, 1);
-  assert_int_equal(r.plan.steps[r.plan.nsteps - 1].op, KCM_DP_STATUS);
+  assert_int_equal(r.plan.steps[r.plan.nsteps - 1].op, KCM_DEPLOYMENT_STEP_STATUS);
   done(&r);
 }
 
@@ -509,12 +509,12 @@ static void empty_selector_selects_all(void **state) {
   r.rs[r.n++] = make_rs(&(struct rsspec){.name = "a", .owner = ""});
   plan(&r);
   assert_int_equal(r.plan.nsteps, 2);
-  assert_int_equal(r.plan.steps[0].op, KCM_DP_EVENT);
+  assert_int_equal(r.plan.steps[0].op, KCM_DEPLOYMENT_STEP_EVENT);
   assert_true(r.plan.steps[0].warning);
   assert_string_equal(r.plan.steps[0].reason, "SelectingAll");
   assert_string_equal(r.plan.steps[0].message,
                       "This deployment is selecting all pods. A non-empty selector is required.");
-  assert_int_equal(r.plan.steps[1].op, KCM_DP_STATUS);
+  assert_int_equal(r.plan.steps[1].op, KCM_DEPLOYMENT_STEP_STATUS);
   assert_true(r.plan.steps[1].lenient);
   assert_int_equal(r.plan.status.observed_generation, 3);
   assert_int_equal(r.plan.nadopt, 0);
@@ -551,9 +551,9 @@ static void claims_replica_sets(void **state) {
   r.rs[r.n++] = make_rs(&(struct rsspec){.name = "own", .replicas = 5, .revision = 1});
   plan(&r);
   assert_int_equal(r.plan.nadopt + r.plan.nrelease, 0);
-  assert_null(has_step(&r, KCM_DP_CREATE));
+  assert_null(has_step(&r, KCM_DEPLOYMENT_STEP_CREATE));
   assert_int_equal(r.plan.nsteps, 1);
-  assert_int_equal(r.plan.steps[0].op, KCM_DP_STATUS);
+  assert_int_equal(r.plan.steps[0].op, KCM_DEPLOYMENT_STEP_STATUS);
   done(&r);
 }
 
@@ -659,7 +659,7 @@ static void cleanup_unhealthy_then_scale_down(void **state) {
   /* The new one cannot grow (13 pods); the 5 unhealthy ones go, oldest
    * first, all of them lenient. */
   assert_string_equal(w, "crash=0");
-  assert_true(find_step(&r, KCM_DP_SCALE)->lenient);
+  assert_true(find_step(&r, KCM_DEPLOYMENT_STEP_SCALE)->lenient);
   done(&r);
 }
 
@@ -745,7 +745,7 @@ static void proportional_scaling(void **state) {
     for (k = 0; k < r.plan.nsteps; k++) {
       char desired[16];
       snprintf(desired, sizeof(desired), "%d", cases[i].new_replicas);
-      if (r.plan.steps[k].op != KCM_DP_SCALE)
+      if (r.plan.steps[k].op != KCM_DEPLOYMENT_STEP_SCALE)
         continue;
       assert_string_equal(kcm_api_pairs_get(&r.plan.steps[k].annotations,
                                             KCM_DEPLOYMENT_DESIRED),
@@ -846,10 +846,10 @@ static void upstream_scale_table(void **state) {
     }
     plan(&r);
     for (j = 0; j < r.plan.nsteps; j++) {
-      const struct kcm_dp_step *st = &r.plan.steps[j];
-      if (st->op == KCM_DP_CREATE || st->op == KCM_DP_DELETE)
+      const struct kcm_deployment_step *st = &r.plan.steps[j];
+      if (st->op == KCM_DEPLOYMENT_STEP_CREATE || st->op == KCM_DEPLOYMENT_STEP_DELETE)
         fail_msg("%s: a ReplicaSet was created or deleted", c->what);
-      if (st->op != KCM_DP_SCALE)
+      if (st->op != KCM_DEPLOYMENT_STEP_SCALE)
         continue;
       for (k = 0; k < r.n; k++)
         if (!strcmp(r.plan.rs[st->rs].name + 4, c->rs[k].name))
@@ -867,7 +867,7 @@ static void upstream_scale_table(void **state) {
 static void scaling_events_name_their_direction(void **state) {
   struct dspec s = dspec(5);
   struct run r = {0};
-  const struct kcm_dp_step *st;
+  const struct kcm_deployment_step *st;
   s.annotations = "{\"deployment.kubernetes.io/revision\":\"1\"}";
   r.d = make_d(&s);
   r.rs[r.n++] = make_rs(&(struct rsspec){
@@ -875,7 +875,7 @@ static void scaling_events_name_their_direction(void **state) {
       .annotations = ",\"deployment.kubernetes.io/desired-replicas\":\"3\","
                      "\"deployment.kubernetes.io/max-replicas\":\"4\""});
   plan(&r);
-  st = find_step(&r, KCM_DP_SCALE);
+  st = find_step(&r, KCM_DEPLOYMENT_STEP_SCALE);
   assert_non_null(st);
   assert_string_equal(st->message, "Scaled up replica set web-n from 3 to 5");
   assert_string_equal(kcm_api_pairs_get(&st->annotations, KCM_DEPLOYMENT_MAX), "7");
@@ -899,7 +899,7 @@ static void paused_only_scales(void **state) {
   plan(&r);
   writes(&r, w, sizeof(w));
   assert_string_equal(w, "n=4");
-  assert_null(has_step(&r, KCM_DP_CREATE));
+  assert_null(has_step(&r, KCM_DEPLOYMENT_STEP_CREATE));
   assert_string_equal(cond(&r, "Progressing")->reason, "DeploymentPaused");
   assert_string_equal(cond(&r, "Progressing")->status, "Unknown");
   done(&r);
@@ -1029,7 +1029,7 @@ static void cleanup_table(void **state) {
 static void undo_reuses_the_old_replica_set(void **state) {
   struct dspec s = dspec(2);
   struct run r = {0};
-  const struct kcm_dp_rs *v;
+  const struct kcm_deployment_rs *v;
   char w[256];
   s.image = "nginx:0"; /* back to revision 1's template */
   s.annotations = "{\"deployment.kubernetes.io/revision\":\"2\"}";
@@ -1041,12 +1041,12 @@ static void undo_reuses_the_old_replica_set(void **state) {
   plan(&r);
   writes(&r, w, sizeof(w));
   /* First its annotations (revision 3, history 1), in one write. */
-  assert_int_equal(r.plan.steps[0].op, KCM_DP_SCALE);
+  assert_int_equal(r.plan.steps[0].op, KCM_DEPLOYMENT_STEP_SCALE);
   v = &r.plan.rs[r.plan.new_rs];
   assert_string_equal(v->name, "web-one");
   assert_string_equal(kcm_api_pairs_get(&v->annotations, KCM_DEPLOYMENT_REVISION), "3");
   assert_string_equal(kcm_api_pairs_get(&v->annotations, KCM_DEPLOYMENT_REVISION_HISTORY), "1");
-  assert_null(has_step(&r, KCM_DP_CREATE));
+  assert_null(has_step(&r, KCM_DEPLOYMENT_STEP_CREATE));
   done(&r);
 }
 
@@ -1083,7 +1083,7 @@ static void revision_history_is_capped(void **state) {
 static void legacy_rollback(void **state) {
   struct dspec s = dspec(2);
   struct run r = {0};
-  const struct kcm_dp_step *st;
+  const struct kcm_deployment_step *st;
   struct kcm_buf b = KCM_BUF_INIT(1 << 20);
   s.annotations = "{\"deployment.kubernetes.io/revision\":\"2\","
                   "\"deprecated.deployment.rollback.to\":\"0\",\"team\":\"new\"}";
@@ -1094,7 +1094,7 @@ static void legacy_rollback(void **state) {
                                          .available = 2, .revision = 2});
   plan(&r);
   st = &r.plan.steps[r.plan.nsteps - 1];
-  assert_int_equal(st->op, KCM_DP_ROLLBACK);
+  assert_int_equal(st->op, KCM_DEPLOYMENT_STEP_ROLLBACK);
   assert_string_equal(st->reason, "DeploymentRollback");
   assert_string_equal(st->message, "Rolled back deployment \"web\" to revision 1");
   assert_int_equal(kcm_deployment_rollback_body(&r.plan, 77, &b), 0);
@@ -1116,11 +1116,11 @@ static void legacy_rollback(void **state) {
   r.d = make_d(&s);
   r.rs[r.n++] = make_rs(&(struct rsspec){.name = "two", .replicas = 2, .revision = 1});
   plan(&r);
-  st = find_step(&r, KCM_DP_EVENT);
+  st = find_step(&r, KCM_DEPLOYMENT_STEP_EVENT);
   assert_non_null(st);
   assert_string_equal(st->reason, "DeploymentRollbackRevisionNotFound");
   assert_string_equal(st->message, "Unable to find the revision to rollback to.");
-  assert_int_equal(r.plan.steps[r.plan.nsteps - 1].op, KCM_DP_ROLLBACK);
+  assert_int_equal(r.plan.steps[r.plan.nsteps - 1].op, KCM_DEPLOYMENT_STEP_ROLLBACK);
   assert_null(strstr(r.plan.rollback_ops, "/spec/template"));
   assert_null(strstr(r.plan.rollback_ops, "a~1b~0c")); /* untouched */
   done(&r);
@@ -1295,20 +1295,20 @@ static void replica_failure_surfaces(void **state) {
 static void alias_finds_a_changed_template(void **state) {
   struct dspec s = dspec(1);
   struct run r = {0};
-  struct kcm_dp_alias a;
+  struct kcm_deployment_alias a;
   s.annotations = "{\"deployment.kubernetes.io/revision\":\"1\"}";
   r.d = make_d(&s);
   r.rs[r.n++] = make_rs(&(struct rsspec){.name = "m", .replicas = 1, .available = 1,
                                          .ready = 1, .image = "nginx:1-mutated", .revision = 1});
   plan(&r);
-  assert_non_null(has_step(&r, KCM_DP_CREATE)); /* without the alias: a new one */
+  assert_non_null(has_step(&r, KCM_DEPLOYMENT_STEP_CREATE)); /* without the alias: a new one */
   kcm_deployment_plan_release(&r.plan);
   a.template_key = r.d->template_key;
   a.rs_template_key = r.rs[0]->template_key;
   a.rs_uid = r.rs[0]->o.uid;
   r.alias = &a;
   plan(&r);
-  assert_null(has_step(&r, KCM_DP_CREATE));
+  assert_null(has_step(&r, KCM_DEPLOYMENT_STEP_CREATE));
   assert_int_equal(r.plan.new_rs, 0);
   done(&r);
 }
@@ -1317,7 +1317,7 @@ static void request_bodies(void **state) {
   struct dspec s = dspec(2);
   struct run r = {0};
   struct kcm_buf b = KCM_BUF_INIT(1 << 20);
-  const struct kcm_dp_step *create;
+  const struct kcm_deployment_step *create;
   r.d = make_d(&s);
   plan(&r);
   assert_int_equal(kcm_deployment_status_body(r.d, &r.plan, 41, &b), 0);
@@ -1326,7 +1326,7 @@ static void request_bodies(void **state) {
   assert_non_null(strstr(b.data, "\"observedGeneration\":1"));
   assert_null(strstr(b.data, "collisionCount")); /* unset stays unset */
   kcm_buf_reset(&b);
-  create = find_step(&r, KCM_DP_CREATE);
+  create = find_step(&r, KCM_DEPLOYMENT_STEP_CREATE);
   assert_int_equal(kcm_deployment_create_failed_body(r.d, create, "Failed to create: quota",
                                                      NOW_MS, 41, &b),
                    0);
@@ -1350,7 +1350,8 @@ static void request_bodies(void **state) {
       .annotations = ",\"deployment.kubernetes.io/desired-replicas\":\"2\","
                      "\"deployment.kubernetes.io/max-replicas\":\"3\""});
   plan(&r);
-  assert_int_equal(kcm_deployment_scale_body(&r.plan, find_step(&r, KCM_DP_SCALE), 8, &b), 0);
+  assert_int_equal(
+      kcm_deployment_scale_body(&r.plan, find_step(&r, KCM_DEPLOYMENT_STEP_SCALE), 8, &b), 0);
   assert_string_equal(b.data,
                       "{\"metadata\":{\"resourceVersion\":\"8\",\"annotations\":"
                       "{\"deployment.kubernetes.io/desired-replicas\":\"4\","
@@ -1400,7 +1401,7 @@ static void many_annotations_in_one_walk(void **state) {
   struct run r = {0};
   char *dann = many_annotations("\"deployment.kubernetes.io/revision\":\"1\"", "a", "new", true);
   char *rsann = many_annotations("", "b", "old", false), key[16];
-  const struct kcm_dp_rs *v;
+  const struct kcm_deployment_rs *v;
 
   /* A rollout: the new ReplicaSet takes the Deployment's annotations. */
   s.image = "nginx:2";
@@ -1409,7 +1410,7 @@ static void many_annotations_in_one_walk(void **state) {
   r.rs[r.n++] = make_rs(&(struct rsspec){.name = "one", .age = 900, .replicas = 2,
                                          .available = 2, .revision = 1});
   plan_within_budget(&r);
-  v = &r.plan.rs[find_step(&r, KCM_DP_CREATE)->rs];
+  v = &r.plan.rs[find_step(&r, KCM_DEPLOYMENT_STEP_CREATE)->rs];
   snprintf(key, sizeof(key), "a%05u", 77);
   assert_string_equal(kcm_api_pairs_get(&v->annotations, key), "new");
   assert_string_equal(kcm_api_pairs_get(&v->annotations, KCM_DEPLOYMENT_REVISION), "2");
@@ -1443,11 +1444,12 @@ static void many_annotations_in_one_walk(void **state) {
   r.rs[r.n++] = make_rs(&(struct rsspec){.name = "two", .age = 500, .replicas = 2,
                                          .available = 2, .revision = 2});
   plan_within_budget(&r);
-  assert_int_equal(r.plan.steps[r.plan.nsteps - 1].op, KCM_DP_ROLLBACK);
+  assert_int_equal(r.plan.steps[r.plan.nsteps - 1].op, KCM_DEPLOYMENT_STEP_ROLLBACK);
   assert_non_null(strstr(r.plan.rollback_ops,
                          "{\"op\":\"remove\",\"path\":\"/metadata/annotations/a00077\"}"));
-  assert_non_null(strstr(r.plan.rollback_ops, "{\"op\":\"add\",\"path\":"
-                                              "\"/metadata/annotations/b00077\",\"value\":\"old\"}"));
+  assert_non_null(strstr(r.plan.rollback_ops,
+                         "{\"op\":\"add\",\"path\":"
+                         "\"/metadata/annotations/b00077\",\"value\":\"old\"}"));
   done(&r);
   free(dann);
   free(rsann);
@@ -1506,8 +1508,8 @@ static void sorts_are_stable_merges(void **state) {
 static void many_old_replica_sets_sort_in_n_log_n(void **state) {
   struct dspec s = dspec(MANY);
   struct kcm_replicaset **rs = calloc(MANY + 1, sizeof(*rs));
-  struct kcm_dp_input in;
-  struct kcm_dp_plan p;
+  struct kcm_deployment_input in;
+  struct kcm_deployment_plan p;
   struct budget_use used;
   char created[32], name[16];
   size_t i, k = 0;
@@ -1539,7 +1541,7 @@ static void many_old_replica_sets_sort_in_n_log_n(void **state) {
     free(json);
   }
 
-  in = (struct kcm_dp_input){d, rs, MANY + 1, NULL, NULL, NULL, NOW_MS};
+  in = (struct kcm_deployment_input){d, rs, MANY + 1, NULL, NULL, NULL, NOW_MS};
   budget_start(40u * MANY, MANY); /* reallocations: a few per step at most */
   assert_int_equal(kcm_deployment_plan(&in, &p), 0);
   budget_stop(&used);
@@ -1548,7 +1550,7 @@ static void many_old_replica_sets_sort_in_n_log_n(void **state) {
 
   /* The surge's worth of the oldest (by name) go to zero, in order. */
   for (i = 0; i < p.nsteps; i++) {
-    if (p.steps[i].op != KCM_DP_SCALE)
+    if (p.steps[i].op != KCM_DEPLOYMENT_STEP_SCALE)
       continue;
     snprintf(name, sizeof(name), "web-r%05zu", k++);
     assert_string_equal(p.rs[p.steps[i].rs].name, name);
@@ -1569,7 +1571,7 @@ static void many_old_replica_sets_sort_in_n_log_n(void **state) {
 static void numbers_at_their_limits(void **state) {
   struct dspec s = dspec(3);
   struct run r = {0};
-  const struct kcm_dp_rs *v;
+  const struct kcm_deployment_rs *v;
   struct kcm_buf b = KCM_BUF_INIT(4096);
   char w[256];
 
@@ -1582,7 +1584,7 @@ static void numbers_at_their_limits(void **state) {
   plan(&r);
   writes(&r, w, sizeof(w));
   assert_string_equal(w, "+new=3");
-  v = &r.plan.rs[find_step(&r, KCM_DP_CREATE)->rs];
+  v = &r.plan.rs[find_step(&r, KCM_DEPLOYMENT_STEP_CREATE)->rs];
   assert_string_equal(kcm_api_pairs_get(&v->annotations, KCM_DEPLOYMENT_MAX), "2147483647");
   done(&r);
 

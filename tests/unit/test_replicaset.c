@@ -220,7 +220,7 @@ static void claiming(void **state) {
         make_rs(1, c->rs_deleting ? ",\"deletionTimestamp\":\"2026-01-01T00:00:00Z\"" : NULL, 0,
                 NULL);
     struct kcm_pod *p = make_pod(&c->pod);
-    struct kcm_rs_claim claim;
+    struct kcm_replicaset_claim claim;
     assert_int_equal(kcm_replicaset_claim(rs, &p, 1, &claim), 0);
     if ((int)claim.nclaimed != c->claimed || (int)claim.nadopt != c->adopted ||
         (int)claim.nrelease != c->released)
@@ -371,7 +371,7 @@ static void status_counts(void **state) {
        .labels = "{\"app\":\"web\"}"},
   };
   struct kcm_pod *pods[4];
-  struct kcm_rs_status st;
+  struct kcm_replicaset_status st;
   int i;
   for (i = 0; i < 4; i++)
     pods[i] = make_pod(&specs[i]);
@@ -395,7 +395,7 @@ static void status_replica_failure(void **state) {
       "\"status\":\"True\",\"reason\":\"Mine\",\"message\":\"kept\"}]}");
   struct kcm_replicaset *failing;
   struct kcm_pod *p = make_pod(&(struct podspec){.name = "a", .owner = RS_UID, .node = "n"});
-  struct kcm_rs_status st;
+  struct kcm_replicaset_status st;
   struct kcm_buf b = KCM_BUF_INIT(1 << 16);
 
   /* A failed create adds ReplicaFailure and keeps the foreign condition. */
@@ -440,7 +440,7 @@ static void status_unchanged_is_not_written(void **state) {
       "\"observedGeneration\":3}");
   struct kcm_pod *p = make_pod(&(struct podspec){.name = "a", .owner = RS_UID, .node = "n",
                                                   .ready = true, .ready_since = 100});
-  struct kcm_rs_status st;
+  struct kcm_replicaset_status st;
   assert_int_equal(kcm_replicaset_status(rs, &p, 1, 0, false, NULL, NOW_MS, &st), 0);
   assert_false(kcm_replicaset_status_changed(rs, &st));
   kcm_replicaset_status_release(&st);
@@ -466,7 +466,7 @@ static void status_only_gains_may_wait(void **state) {
   struct podspec waiting2 = {.name = "d", .owner = RS_UID, .node = "n"};
   struct kcm_pod *both[2] = {make_pod(&ready), make_pod(&ready2)};
   struct kcm_pod *none[2] = {make_pod(&waiting), make_pod(&waiting2)};
-  struct kcm_rs_status st;
+  struct kcm_replicaset_status st;
 
   /* 1 -> 2 ready and available, the rest unchanged: may wait. */
   assert_int_equal(kcm_replicaset_status(rs, both, 2, 0, false, NULL, NOW_MS, &st), 0);
@@ -529,7 +529,8 @@ static void pod_name_of(const char *rsname, char *name, size_t size, char *prefi
   size_t at, len;
   snprintf(json, sizeof(json),
            "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"ns\",\"uid\":\"" RS_UID "\","
-           "\"resourceVersion\":\"1\"},\"spec\":{\"replicas\":1,\"selector\":{\"matchLabels\":{\"app\":\"web\"}},"
+           "\"resourceVersion\":\"1\"},\"spec\":{\"replicas\":1,\"selector\":{\"matchLabels\":{"
+           "\"app\":\"web\"}},"
            "\"template\":{\"metadata\":{\"labels\":{\"app\":\"web\"}},\"spec\":{}}}}",
            rsname);
   rs = (struct kcm_replicaset *)decode(KCM_KIND_REPLICASET, json);

@@ -19,9 +19,9 @@ static struct json_object *meta_with_rv(uint64_t rv) {
   return meta;
 }
 
-int kcm_deployment_status_body(const struct kcm_deployment *d, const struct kcm_dp_plan *p,
+int kcm_deployment_status_body(const struct kcm_deployment *d, const struct kcm_deployment_plan *p,
                                uint64_t resource_version, struct kcm_buf *out) {
-  const struct kcm_dp_status *s = &p->status;
+  const struct kcm_deployment_status *s = &p->status;
   struct json_object *doc = json_object_new_object(), *meta = meta_with_rv(resource_version);
   struct json_object *st = json_object_new_object();
   const char *rev = kcm_api_pairs_get(&d->annotations, KCM_DEPLOYMENT_REVISION);
@@ -47,9 +47,10 @@ int kcm_deployment_status_body(const struct kcm_deployment *d, const struct kcm_
   return kcm_api_json_emit(doc, out);
 }
 
-int kcm_deployment_scale_body(const struct kcm_dp_plan *p, const struct kcm_dp_step *s,
-                              uint64_t resource_version, struct kcm_buf *out) {
-  const struct kcm_dp_rs *r = &p->rs[s->rs];
+int kcm_deployment_scale_body(const struct kcm_deployment_plan *p,
+                              const struct kcm_deployment_step *s, uint64_t resource_version,
+                              struct kcm_buf *out) {
+  const struct kcm_deployment_rs *r = &p->rs[s->rs];
   const struct kcm_pairs *have = r->rs ? &r->rs->annotations : NULL;
   struct json_object *doc = json_object_new_object(), *meta = meta_with_rv(resource_version);
   struct json_object *spec = json_object_new_object(), *ann = json_object_new_object();
@@ -71,7 +72,7 @@ int kcm_deployment_scale_body(const struct kcm_dp_plan *p, const struct kcm_dp_s
   return kcm_api_json_emit(doc, out);
 }
 
-int kcm_deployment_rollback_body(const struct kcm_dp_plan *p, uint64_t resource_version,
+int kcm_deployment_rollback_body(const struct kcm_deployment_plan *p, uint64_t resource_version,
                                  struct kcm_buf *out) {
   struct json_object *ops = json_tokener_parse(p->rollback_ops), *all, *test;
   size_t i;
@@ -93,7 +94,7 @@ int kcm_deployment_rollback_body(const struct kcm_dp_plan *p, uint64_t resource_
 }
 
 int kcm_deployment_create_failed_body(const struct kcm_deployment *d,
-                                      const struct kcm_dp_step *create, const char *message,
+                                      const struct kcm_deployment_step *create, const char *message,
                                       uint64_t now_ms, uint64_t resource_version,
                                       struct kcm_buf *out) {
   struct kcm_conditions conds;

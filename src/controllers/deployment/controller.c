@@ -21,7 +21,7 @@
 /* The Deployment-to-ReplicaSet aliases, keyed by the Deployment's key. */
 struct alias_entry {
   char *key;
-  struct kcm_dp_alias alias;
+  struct kcm_deployment_alias alias;
 };
 
 static void enqueue(struct kcm_deployment_controller *c, const struct kcm_object *d) {
@@ -53,7 +53,7 @@ static void alias_drop(struct kcm_deployment_controller *c, const char *key) {
 }
 
 static void alias_put(struct kcm_deployment_controller *c, const char *key,
-                      const struct kcm_dp_alias *a) {
+                      const struct kcm_deployment_alias *a) {
   struct alias_entry *e = calloc(1, sizeof(*e)), *old = NULL;
   if (!e || !(e->key = strdup(key))) {
     free(e);
@@ -177,11 +177,11 @@ struct dp_job {
   struct kcm_runtime_job base;
   struct kcm_deployment_controller *c;
   struct kcm_deployment *d;
-  struct kcm_dp_plan plan;
+  struct kcm_deployment_plan plan;
   uint64_t d_rv;            /* the Deployment's latest resourceVersion */
   uint64_t *rs_rv;          /* each planned ReplicaSet's */
   size_t step;              /* the next step */
-  const struct kcm_dp_step *current;
+  const struct kcm_deployment_step *current;
   uint32_t skip_group;      /* after a lenient failure */
   bool skipping;
   enum phase phase;
@@ -225,7 +225,8 @@ static void send_claims(struct dp_job *j) {
 
 /* --- steps ------------------------------------------------------------------------------- */
 
-static const struct kcm_dp_rs *step_rs(struct dp_job *j, const struct kcm_dp_step *s) {
+static const struct kcm_deployment_rs *step_rs(struct dp_job *j,
+                                               const struct kcm_deployment_step *s) {
   return &j->plan.rs[s->rs];
 }
 
@@ -240,11 +241,11 @@ static struct json_object *answer(const struct kcm_client_response *resp, uint64
 
 /* A step's write has answered. */
 static void step_done(struct dp_job *j, const struct kcm_client_response *resp) {
-  const struct kcm_dp_step *s = j->current;
+  const struct kcm_deployment_step *s = j->current;
   if (!resp->err) {
     if (s->reason)
       record(j, s->warning, s->reason, s->message);
-  } else if (s->op == KCM_DP_DELETE && resp->err == KCM_ENOTFOUND) {
+  } else if (s->op == KCM_DEPLOYMENT_STEP_DELETE && resp->err == KCM_ENOTFOUND) {
     /* gone already */
   } else if (s->lenient) {
     kcm_v(2, "ignoring a failed write deployment=\"%s\" err=\"%s\"", j->base.key,
@@ -267,10 +268,10 @@ static void answer_rv(const struct kcm_client_response *resp, uint64_t *rv) {
 
 static void on_rs_write(const struct kcm_client_response *resp, void *data) {
   struct dp_job *j = data;
-  const struct kcm_dp_step *s = j->current;
+  const struct kcm_deployment_step *s = j->current;
   if (!resp->err) {
     answer_rv(resp, &j->rs_rv[s->rs]);
-    if (s->op == KCM_DP_SCALE) {
+    if (s->op == KCM_DEPLOYMENT_STEP_SCALE) {
       j->c->stats.rs_scaled++;
       kcm_informer_written(j->c->rs_informer, j->d->o.ns, step_rs(j, s)->name,
                            j->rs_rv[s->rs]);
@@ -346,7 +347,7 @@ static bool answer_template(struct json_object *doc, uint64_t *key, char **canon
  * it makes of ours, that one is ours. Otherwise it is a hash collision. */
 static void on_dry_run(const struct kcm_client_response *resp, void *data) {
   struct dp_job *j = data;
-  const struct kcm_dp_rs *r = step_rs(j, j->current);
+  const struct kcm_deployment_rs *r = step_rs(j, j->current);
   struct kcm_replicaset *existing =
       (struct kcm_replicaset *)kcm_informer_get(j->c->rs_informer, j->d->o.ns, r->name);
   struct json_object *doc;
@@ -356,7 +357,7 @@ static void on_dry_run(const struct kcm_client_response *resp, void *data) {
   doc = resp->err ? NULL : answer(resp, &rv);
   if (existing && answer_template(doc, &key, &made) && key == existing->template_key &&
       kcm_api_template_equal(made, existing->template)) {
-    struct kcm_dp_alias a = {j->d->template_key, existing->template_key, existing->o.uid};
+    struct kcm_deployment_alias a = {j->d->template_key, existing->template_key, existing->o.uid};
     kcm_warn("the API server changes the pod template of new ReplicaSets; treating the existing "
              "one as this template's deployment=\"%s\" replicaset=\"%s\"",
              j->base.key, r->name);
@@ -400,13 +401,13 @@ static void dry_run(struct dp_job *j) {
 /* The API server made the new ReplicaSet; if it changed the template on
  * the way in, the ReplicaSet still belongs to this template. */
 static void created(struct dp_job *j, const struct kcm_client_response *resp) {
-  const struct kcm_dp_step *s = j->current;
+  const struct kcm_deployment_step *s = j->current;
   struct json_object *doc = answer(resp, &j->rs_rv[s->rs]), *meta, *uid;
   uint64_t key;
 
   j->c->stats.rs_created++;
   if (answer_template(doc, &key, NULL) && key != j->d->template_key) {
-    struct kcm_dp_alias a = {j->d->template_key, key, {{0}}};
+    struct kcm_deployment_alias a = {j->d->template_key, key, {{0}}};
     if (json_object_object_get_ex(doc, "metadata", &meta) &&
         json_object_object_get_ex(meta, "uid", &uid) &&
         !kcm_api_parse_uid(json_object_get_string(uid), &a.rs_uid)) {
@@ -422,7 +423,7 @@ static void created(struct dp_job *j, const struct kcm_client_response *resp) {
 /* AlreadyExists: ours seen late, ours changed by the API server, or a hash
  * collision. */
 static void name_taken(struct dp_job *j, const struct kcm_client_response *resp) {
-  const struct kcm_dp_rs *r = step_rs(j, j->current);
+  const struct kcm_deployment_rs *r = step_rs(j, j->current);
   struct kcm_replicaset *existing =
       (struct kcm_replicaset *)kcm_informer_get(j->c->rs_informer, j->d->o.ns, r->name);
   bool ours = existing && existing->o.has_controller &&
@@ -486,43 +487,44 @@ static void on_created(const struct kcm_client_response *resp, void *data) {
 }
 
 /* Build the write of step s into req (body: its storage). */
-static int build_step(struct dp_job *j, const struct kcm_dp_step *s, struct kcm_buf *body,
+static int build_step(struct dp_job *j, const struct kcm_deployment_step *s, struct kcm_buf *body,
                       struct kcm_write *req) {
   const char *ns = j->d->o.ns;
   int err;
   switch (s->op) {
-  case KCM_DP_SCALE:
+  case KCM_DEPLOYMENT_STEP_SCALE:
     if ((err = kcm_deployment_scale_body(&j->plan, s, j->rs_rv[s->rs], body)))
       return err;
     return kcm_writer_patch(req, KCM_KIND_REPLICASET, ns, step_rs(j, s)->name, NULL,
                             KCM_PATCH_MERGE, body->data);
-  case KCM_DP_CREATE:
+  case KCM_DEPLOYMENT_STEP_CREATE:
     return kcm_writer_create(req, KCM_KIND_REPLICASET, ns, j->plan.create_body, false);
-  case KCM_DP_DELETE:
+  case KCM_DEPLOYMENT_STEP_DELETE:
     if ((err = kcm_api_delete_options(body, &step_rs(j, s)->rs->o.uid, j->rs_rv[s->rs])))
       return err;
     return kcm_writer_delete(req, KCM_KIND_REPLICASET, ns, step_rs(j, s)->name, body->data);
-  case KCM_DP_STATUS:
+  case KCM_DEPLOYMENT_STEP_STATUS:
     if ((err = kcm_deployment_status_body(j->d, &j->plan, j->d_rv, body)))
       return err;
     return kcm_writer_patch(req, KCM_KIND_DEPLOYMENT, ns, j->d->o.name, "status",
                             KCM_PATCH_MERGE, body->data);
-  case KCM_DP_ROLLBACK:
+  case KCM_DEPLOYMENT_STEP_ROLLBACK:
     if ((err = kcm_deployment_rollback_body(&j->plan, j->d_rv, body)))
       return err;
     return kcm_writer_patch(req, KCM_KIND_DEPLOYMENT, ns, j->d->o.name, NULL, KCM_PATCH_JSON,
                             body->data);
-  case KCM_DP_EVENT:
+  case KCM_DEPLOYMENT_STEP_EVENT:
     break;
   }
   return KCM_EINVAL;
 }
 
 /* Send step s. */
-static void send_step(struct dp_job *j, const struct kcm_dp_step *s) {
+static void send_step(struct dp_job *j, const struct kcm_deployment_step *s) {
   static const kcm_client_done_cb done[] = {
-      [KCM_DP_SCALE] = on_rs_write, [KCM_DP_CREATE] = on_created, [KCM_DP_DELETE] = on_rs_write,
-      [KCM_DP_STATUS] = on_d_write, [KCM_DP_ROLLBACK] = on_d_write,
+      [KCM_DEPLOYMENT_STEP_SCALE] = on_rs_write,   [KCM_DEPLOYMENT_STEP_CREATE] = on_created,
+      [KCM_DEPLOYMENT_STEP_DELETE] = on_rs_write,  [KCM_DEPLOYMENT_STEP_STATUS] = on_d_write,
+      [KCM_DEPLOYMENT_STEP_ROLLBACK] = on_d_write,
   };
   struct kcm_buf body = KCM_BUF_INIT(8u << 20);
   struct kcm_write req;
@@ -531,8 +533,8 @@ static void send_step(struct dp_job *j, const struct kcm_dp_step *s) {
   j->current = s;
   if ((err = build_step(j, s, &body, &req)))
     FAIL(j, err, "cannot build a write: %s", req.err ? req.path : kcm_strerror(err));
-  else if (!kcm_runtime_send(&j->base, &req, done[s->op], j) && s->op == KCM_DP_STATUS &&
-           j->step >= j->plan.nsteps)
+  else if (!kcm_runtime_send(&j->base, &req, done[s->op], j) &&
+           s->op == KCM_DEPLOYMENT_STEP_STATUS && j->step >= j->plan.nsteps)
     /* The last step: only its answer is left to wait for, so another key
      * may have the worker while this one stays in processing. */
     kcm_runtime_give_back(&j->base);
@@ -544,7 +546,7 @@ static void send_step(struct dp_job *j, const struct kcm_dp_step *s) {
 /* Move the sync on: check, claim, the steps one by one; false when over. */
 static bool next_step(struct kcm_runtime_job *base) {
   struct dp_job *j = (struct dp_job *)base;
-  const struct kcm_dp_step *s;
+  const struct kcm_deployment_step *s;
   switch (j->phase) {
   case PHASE_CHECK:
     j->phase = PHASE_STEPS; /* after the claims, unless one fails */
@@ -560,7 +562,7 @@ static bool next_step(struct kcm_runtime_job *base) {
     if (j->skipping && s->group == j->skip_group)
       return true;
     j->skipping = false;
-    if (s->op == KCM_DP_EVENT)
+    if (s->op == KCM_DEPLOYMENT_STEP_EVENT)
       record(j, s->warning, s->reason, s->message);
     else
       send_step(j, s);
@@ -612,7 +614,7 @@ static struct kcm_replicaset **candidates(struct dp_job *j, size_t *n, bool *beh
 static bool plan(struct dp_job *j) {
   struct kcm_deployment_controller *c = j->c;
   struct kcm_replicaset **cands;
-  struct kcm_dp_input in;
+  struct kcm_deployment_input in;
   struct alias_entry *al;
   bool behind = kcm_informer_behind(c->d_informer, &j->d->o);
   size_t n, i;

@@ -27,10 +27,10 @@
 /* The state of one sync: the plan being built and the Deployment's status
  * and revision annotation as the sync has changed them so far. */
 struct dp_sync {
-  const struct kcm_dp_input *in;
+  const struct kcm_deployment_input *in;
   const struct kcm_deployment *d;
-  struct kcm_dp_plan *p;
-  struct kcm_dp_status *st;
+  struct kcm_deployment_plan *p;
+  struct kcm_deployment_status *st;
   int *old;          /* indexes of the old ReplicaSets */
   size_t nold;
   int64_t now_s;
@@ -39,15 +39,15 @@ struct dp_sync {
 };
 
 /* A planned ReplicaSet and its status (zero for the one being created). */
-static inline struct kcm_dp_rs *view(struct dp_sync *s, int i) { return &s->p->rs[i]; }
+static inline struct kcm_deployment_rs *view(struct dp_sync *s, int i) { return &s->p->rs[i]; }
 
-static inline int32_t status_replicas(const struct kcm_dp_rs *r) {
+static inline int32_t status_replicas(const struct kcm_deployment_rs *r) {
   return r->rs ? r->rs->status.replicas : 0;
 }
-static inline int32_t status_ready(const struct kcm_dp_rs *r) {
+static inline int32_t status_ready(const struct kcm_deployment_rs *r) {
   return r->rs ? r->rs->status.ready : 0;
 }
-static inline int32_t status_available(const struct kcm_dp_rs *r) {
+static inline int32_t status_available(const struct kcm_deployment_rs *r) {
   return r->rs ? r->rs->status.available : 0;
 }
 
@@ -67,10 +67,10 @@ static inline char *mut(const char *s) { return (char *)(uintptr_t)s; }
 typedef bool (*dp_less)(struct dp_sync *s, int a, int b);
 
 /* plan.c: steps, orders and lists */
-bool dp_int_annotation(const struct kcm_dp_rs *r, const char *key, int32_t *out);
-struct kcm_dp_step *dp_add_step(struct dp_sync *s, enum kcm_dp_op op);
-void dp_set_message(struct dp_sync *s, struct kcm_dp_step *st, const char *reason, bool warning,
-                    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+bool dp_int_annotation(const struct kcm_deployment_rs *r, const char *key, int32_t *out);
+struct kcm_deployment_step *dp_add_step(struct dp_sync *s, enum kcm_deployment_op op);
+void dp_set_message(struct dp_sync *s, struct kcm_deployment_step *st, const char *reason,
+                    bool warning, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 void dp_event(struct dp_sync *s, bool warning, const char *reason, const char *message);
 int64_t dp_sum_spec(struct dp_sync *s, const int *l, size_t n);
 size_t dp_filter_active(struct dp_sync *s, const int *l, size_t n, int *out);
@@ -85,7 +85,7 @@ size_t dp_all_of(struct dp_sync *s, int new_rs, int *all);
 bool dp_skip_annotation(const char *key);
 bool dp_set_annotation(struct dp_sync *s, struct kcm_pairs *a, const char *key, const char *v);
 bool dp_scale_to(struct dp_sync *s, int i, int32_t from, int32_t to);
-bool dp_template_of_equal(struct dp_sync *s, const struct kcm_dp_rs *r);
+bool dp_template_of_equal(struct dp_sync *s, const struct kcm_deployment_rs *r);
 int32_t dp_new_rs_replicas(struct dp_sync *s, const int *all, size_t n, int new_rs);
 int dp_get_new_rs(struct dp_sync *s, bool create);
 void dp_cleanup(struct dp_sync *s);
@@ -97,10 +97,10 @@ void dp_new_condition(struct dp_sync *s, struct kcm_conditions *c, const char *t
                       const char *status, const char *reason, const char *fmt,
                       ...) __attribute__((format(printf, 6, 7)));
 bool dp_reason_is(const struct kcm_conditions *c, const char *type, const char *reason);
-bool dp_deployment_complete(const struct kcm_deployment *d, const struct kcm_dp_status *st);
-void dp_status_release(struct kcm_dp_status *st);
-bool dp_status_equal(const struct kcm_dp_status *a, const struct kcm_dp_status *b);
-void dp_cached_status(const struct kcm_deployment *d, struct kcm_dp_status *out);
+bool dp_deployment_complete(const struct kcm_deployment *d, const struct kcm_deployment_status *st);
+void dp_status_release(struct kcm_deployment_status *st);
+bool dp_status_equal(const struct kcm_deployment_status *a, const struct kcm_deployment_status *b);
+void dp_cached_status(const struct kcm_deployment *d, struct kcm_deployment_status *out);
 void dp_sync_status(struct dp_sync *s, const int *l, size_t n, int new_rs);
 void dp_sync_rollout_status(struct dp_sync *s, const int *l, size_t n, int new_rs);
 void dp_write_status(struct dp_sync *s, bool lenient);

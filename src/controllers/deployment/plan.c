@@ -5,7 +5,7 @@
  * See include/kcm/deployment.h.
  *
  * Where upstream keeps using an object it has just written, the plan does
- * the same with its view of that ReplicaSet (struct kcm_dp_rs); where
+ * the same with its view of that ReplicaSet (struct kcm_deployment_rs); where
  * upstream goes on with the copy it read from the cache, so does the plan.
  */
 #include <math.h>
@@ -27,7 +27,7 @@ static bool rollback_to(const struct kcm_deployment *d, int64_t *rev) {
 }
 
 /* An annotation read as upstream's strconv.Atoi into an int32. */
-bool dp_int_annotation(const struct kcm_dp_rs *r, const char *key, int32_t *out) {
+bool dp_int_annotation(const struct kcm_deployment_rs *r, const char *key, int32_t *out) {
   int64_t v;
   if (!kcm_deployment_parse_int(kcm_api_pairs_get(&r->annotations, key), &v))
     return false;
@@ -36,8 +36,8 @@ bool dp_int_annotation(const struct kcm_dp_rs *r, const char *key, int32_t *out)
 }
 
 
-struct kcm_dp_step *dp_add_step(struct dp_sync *s, enum kcm_dp_op op) {
-  struct kcm_dp_step *grown;
+struct kcm_deployment_step *dp_add_step(struct dp_sync *s, enum kcm_deployment_op op) {
+  struct kcm_deployment_step *grown;
   if (s->err)
     return NULL;
   grown = kcm_buf_grow_items(s->p->steps, s->p->nsteps, sizeof(*grown));
@@ -54,9 +54,8 @@ struct kcm_dp_step *dp_add_step(struct dp_sync *s, enum kcm_dp_op op) {
   return grown;
 }
 
-
-void dp_set_message(struct dp_sync *s, struct kcm_dp_step *st, const char *reason, bool warning,
-                        const char *fmt, ...) {
+void dp_set_message(struct dp_sync *s, struct kcm_deployment_step *st, const char *reason,
+                    bool warning, const char *fmt, ...) {
   va_list ap;
   if (!st)
     return;
@@ -72,7 +71,7 @@ void dp_set_message(struct dp_sync *s, struct kcm_dp_step *st, const char *reaso
 
 /* An event, recorded in its turn among the steps. */
 void dp_event(struct dp_sync *s, bool warning, const char *reason, const char *message) {
-  dp_set_message(s, dp_add_step(s, KCM_DP_EVENT), reason, warning, "%s", message);
+  dp_set_message(s, dp_add_step(s, KCM_DEPLOYMENT_STEP_EVENT), reason, warning, "%s", message);
 }
 
 int64_t dp_sum_spec(struct dp_sync *s, const int *l, size_t n) {
@@ -131,7 +130,7 @@ void dp_sort(struct dp_sync *s, int *l, size_t n, dp_less less) {
 }
 
 static bool by_creation(struct dp_sync *s, int a, int b) {
-  const struct kcm_dp_rs *x = view(s, a), *y = view(s, b);
+  const struct kcm_deployment_rs *x = view(s, a), *y = view(s, b);
   if (x->created == y->created)
     return strcmp(x->name, y->name) < 0;
   return x->created < y->created;
@@ -239,7 +238,7 @@ static int64_t scale_down_old(struct dp_sync *s, int new_rs, int *old, int32_t *
  * (upstream ignores them): their steps are lenient. */
 static bool reconcile_old(struct dp_sync *s, const int *all, size_t nall, int new_rs) {
   const struct kcm_deployment *d = s->d;
-  const struct kcm_dp_rs *nr = view(s, new_rs);
+  const struct kcm_deployment_rs *nr = view(s, new_rs);
   int *old = malloc((s->nold + 1) * sizeof(*old));
   int32_t *spec = malloc((s->nold + 1) * sizeof(*spec));
   int64_t max_scaled_down;
@@ -283,7 +282,7 @@ static void rollout_rolling(struct dp_sync *s, int *all) {
   const struct kcm_deployment *d = s->d;
   int new_rs = dp_get_new_rs(s, true);
   size_t n;
-  const struct kcm_dp_rs *nr;
+  const struct kcm_deployment_rs *nr;
   bool complete = dp_deployment_complete(d, s->st);
 
   if (s->err || new_rs < 0)
@@ -316,7 +315,7 @@ static bool old_pods_running(struct dp_sync *s, int new_rs) {
   if (!s->in->pods_running)
     return false;
   for (i = 0; i < s->p->nrs; i++) {
-    const struct kcm_dp_rs *r = view(s, (int)i);
+    const struct kcm_deployment_rs *r = view(s, (int)i);
     if ((int)i != new_rs && r->rs && s->in->pods_running(s->in->ctx, r->rs))
       return true;
   }
@@ -332,7 +331,7 @@ static void rollout_recreate(struct dp_sync *s, int *all) {
 
   s->group++;
   for (i = 0; i < s->nold; i++) {
-    const struct kcm_dp_rs *r = view(s, s->old[i]);
+    const struct kcm_deployment_rs *r = view(s, s->old[i]);
     if (r->replicas != 0)
       scaled |= dp_scale_to(s, s->old[i], r->replicas, 0);
   }
@@ -368,8 +367,8 @@ static void check_paused(struct dp_sync *s) {
 
 /* --- claiming ------------------------------------------------------------------------------- */
 
-static int add_view(struct kcm_dp_plan *p, const struct kcm_replicaset *rs) {
-  struct kcm_dp_rs *grown = kcm_buf_grow_items(p->rs, p->nrs, sizeof(*grown)), *r;
+static int add_view(struct kcm_deployment_plan *p, const struct kcm_replicaset *rs) {
+  struct kcm_deployment_rs *grown = kcm_buf_grow_items(p->rs, p->nrs, sizeof(*grown)), *r;
   if (!grown)
     return KCM_ENOMEM;
   p->rs = grown;
@@ -389,7 +388,7 @@ static int add_view(struct kcm_dp_plan *p, const struct kcm_replicaset *rs) {
 
 /* Upstream's ClaimReplicaSets: owned and matching, or orphans it adopts;
  * owned ones that stop matching are released. */
-static int claim(const struct kcm_dp_input *in, struct kcm_dp_plan *p) {
+static int claim(const struct kcm_deployment_input *in, struct kcm_deployment_plan *p) {
   const struct kcm_deployment *d = in->d;
   bool deleting = d->o.deleted != 0;
   size_t i;
@@ -420,7 +419,7 @@ static int claim(const struct kcm_dp_input *in, struct kcm_dp_plan *p) {
 
 /* --- the plan ------------------------------------------------------------------------------- */
 
-int kcm_deployment_plan(const struct kcm_dp_input *in, struct kcm_dp_plan *out) {
+int kcm_deployment_plan(const struct kcm_deployment_input *in, struct kcm_deployment_plan *out) {
   const struct kcm_deployment *d = in->d;
   struct dp_sync s;
   int *all = NULL;
@@ -466,7 +465,7 @@ int kcm_deployment_plan(const struct kcm_dp_input *in, struct kcm_dp_plan *out) 
   /* Oldest first, as upstream sorts before looking for the new one. */
   {
     int *idx = malloc((out->nrs + 1) * sizeof(*idx));
-    struct kcm_dp_rs *sorted = malloc((out->nrs + 1) * sizeof(*sorted));
+    struct kcm_deployment_rs *sorted = malloc((out->nrs + 1) * sizeof(*sorted));
     size_t i;
     if (!idx || !sorted) {
       free(idx);
@@ -513,7 +512,7 @@ done:
   return 0;
 }
 
-void kcm_deployment_plan_release(struct kcm_dp_plan *p) {
+void kcm_deployment_plan_release(struct kcm_deployment_plan *p) {
   size_t i;
   for (i = 0; i < p->nrs; i++) {
     free(p->rs[i].name);
@@ -537,9 +536,10 @@ void kcm_deployment_plan_release(struct kcm_dp_plan *p) {
   p->requeue_after_ms = -1;
 }
 
-bool kcm_deployment_status_changed(const struct kcm_deployment *d, const struct kcm_dp_plan *p) {
+bool kcm_deployment_status_changed(const struct kcm_deployment *d,
+                                   const struct kcm_deployment_plan *p) {
   const char *rev = kcm_api_pairs_get(&d->annotations, KCM_DEPLOYMENT_REVISION);
-  struct kcm_dp_status cached;
+  struct kcm_deployment_status cached;
   if (p->revision && (!rev || strcmp(rev, p->revision)))
     return true;
   dp_cached_status(d, &cached);

@@ -57,19 +57,20 @@ bool dp_reason_is(const struct kcm_conditions *c, const char *type, const char *
 
 /* --- status --------------------------------------------------------------------------------- */
 
-bool dp_deployment_complete(const struct kcm_deployment *d, const struct kcm_dp_status *st) {
+bool dp_deployment_complete(const struct kcm_deployment *d,
+                            const struct kcm_deployment_status *st) {
   return st->updated == d->replicas && st->replicas == d->replicas &&
          st->available == d->replicas && st->observed_generation >= d->o.generation;
 }
 
-static bool deployment_progressing(const struct kcm_dp_status *old,
-                                   const struct kcm_dp_status *cur) {
+static bool deployment_progressing(const struct kcm_deployment_status *old,
+                                   const struct kcm_deployment_status *cur) {
   return cur->updated > old->updated ||
          (int64_t)cur->replicas - cur->updated < (int64_t)old->replicas - old->updated ||
          cur->ready > old->ready || cur->available > old->available;
 }
 
-static bool deployment_timed_out(struct dp_sync *s, const struct kcm_dp_status *st) {
+static bool deployment_timed_out(struct dp_sync *s, const struct kcm_deployment_status *st) {
   const struct kcm_condition *c = kcm_api_condition_get(&st->conditions, PROGRESSING);
   if (!has_deadline(s->d) || !c)
     return false;
@@ -80,11 +81,11 @@ static bool deployment_timed_out(struct dp_sync *s, const struct kcm_dp_status *
   return (c->last_update + s->d->progress_deadline) * 1000 < (int64_t)s->in->now_ms;
 }
 
-void dp_status_release(struct kcm_dp_status *st) {
+void dp_status_release(struct kcm_deployment_status *st) {
   kcm_api_conditions_release(&st->conditions);
 }
 
-bool dp_status_equal(const struct kcm_dp_status *a, const struct kcm_dp_status *b) {
+bool dp_status_equal(const struct kcm_deployment_status *a, const struct kcm_deployment_status *b) {
   return a->observed_generation == b->observed_generation && a->replicas == b->replicas &&
          a->updated == b->updated && a->ready == b->ready && a->available == b->available &&
          a->unavailable == b->unavailable && a->collision_count == b->collision_count &&
@@ -92,7 +93,7 @@ bool dp_status_equal(const struct kcm_dp_status *a, const struct kcm_dp_status *
 }
 
 /* The cached status, borrowing its conditions. */
-void dp_cached_status(const struct kcm_deployment *d, struct kcm_dp_status *out) {
+void dp_cached_status(const struct kcm_deployment *d, struct kcm_deployment_status *out) {
   out->observed_generation = d->status.observed_generation;
   out->replicas = d->status.replicas;
   out->updated = d->status.updated;
@@ -105,14 +106,14 @@ void dp_cached_status(const struct kcm_deployment *d, struct kcm_dp_status *out)
 
 /* Upstream's calculateStatus over the ReplicaSets in l. */
 static void calculate_status(struct dp_sync *s, const int *l, size_t n, int new_rs,
-                             struct kcm_dp_status *out) {
+                             struct kcm_deployment_status *out) {
   const struct kcm_deployment *d = s->d;
   int64_t spec = 0, available = 0, replicas = 0, ready = 0;
   size_t i;
 
   memset(out, 0, sizeof(*out));
   for (i = 0; i < n; i++) {
-    const struct kcm_dp_rs *r = view(s, l[i]);
+    const struct kcm_deployment_rs *r = view(s, l[i]);
     spec += r->replicas;
     available += status_available(r);
     replicas += status_replicas(r);
@@ -139,7 +140,7 @@ static void calculate_status(struct dp_sync *s, const int *l, size_t n, int new_
 }
 
 /* Replace the sync's status with ns (taking its conditions). */
-static void adopt_status(struct dp_sync *s, struct kcm_dp_status *ns) {
+static void adopt_status(struct dp_sync *s, struct kcm_deployment_status *ns) {
   dp_status_release(s->st);
   *s->st = *ns;
   memset(ns, 0, sizeof(*ns));
@@ -147,7 +148,7 @@ static void adopt_status(struct dp_sync *s, struct kcm_dp_status *ns) {
 
 /* Upstream's syncDeploymentStatus: the numbers, without progress. */
 void dp_sync_status(struct dp_sync *s, const int *l, size_t n, int new_rs) {
-  struct kcm_dp_status ns;
+  struct kcm_deployment_status ns;
   calculate_status(s, l, n, new_rs, &ns);
   if (s->err) {
     dp_status_release(&ns);
@@ -172,7 +173,7 @@ static const struct kcm_condition *replica_failure(struct dp_sync *s, const int 
 }
 
 /* Upstream's requeueStuckDeployment, as a delay. */
-static int64_t requeue_stuck(struct dp_sync *s, const struct kcm_dp_status *ns) {
+static int64_t requeue_stuck(struct dp_sync *s, const struct kcm_deployment_status *ns) {
   const struct kcm_condition *c = kcm_api_condition_get(&s->st->conditions, PROGRESSING);
   int64_t after;
   if (!has_deadline(s->d) || !c)
@@ -189,7 +190,7 @@ void dp_sync_rollout_status(struct dp_sync *s, const int *l, size_t n, int new_r
   const struct kcm_condition *cur, *fail;
   const char *what = new_rs >= 0 ? "ReplicaSet" : "Deployment";
   const char *name = new_rs >= 0 ? view(s, new_rs)->name : d->o.name;
-  struct kcm_dp_status ns;
+  struct kcm_deployment_status ns;
 
   calculate_status(s, l, n, new_rs, &ns);
   if (s->err) {
@@ -242,11 +243,11 @@ void dp_sync_rollout_status(struct dp_sync *s, const int *l, size_t n, int new_r
 
 /* The status write, when the sync changed anything the Deployment shows. */
 void dp_write_status(struct dp_sync *s, bool lenient) {
-  struct kcm_dp_step *st;
+  struct kcm_deployment_step *st;
   if (s->err || !kcm_deployment_status_changed(s->d, s->p))
     return;
   s->group++;
-  st = dp_add_step(s, KCM_DP_STATUS);
+  st = dp_add_step(s, KCM_DEPLOYMENT_STEP_STATUS);
   if (st)
     st->lenient = lenient;
 }

@@ -80,7 +80,7 @@ static void append_history(struct dp_sync *s, struct kcm_pairs *a, const char *o
 }
 
 /* Upstream's SetNewReplicaSetAnnotations on a view; true when it changed. */
-static bool set_new_rs_annotations(struct dp_sync *s, struct kcm_dp_rs *r, int64_t new_rev,
+static bool set_new_rs_annotations(struct dp_sync *s, struct kcm_deployment_rs *r, int64_t new_rev,
                                    bool exists) {
   const struct kcm_pairs *da = &s->d->annotations;
   const char *old;
@@ -135,9 +135,9 @@ static bool set_deployment_revision(struct dp_sync *s, const char *rev) {
 /* --- writes to ReplicaSets ------------------------------------------------------------------- */
 
 /* A ReplicaSet update carrying the view's annotations and minReadySeconds. */
-static struct kcm_dp_step *update_step(struct dp_sync *s, int i, int32_t from, int32_t to,
+static struct kcm_deployment_step *update_step(struct dp_sync *s, int i, int32_t from, int32_t to,
                                        const struct kcm_pairs *annotations) {
-  struct kcm_dp_step *st = dp_add_step(s, KCM_DP_SCALE);
+  struct kcm_deployment_step *st = dp_add_step(s, KCM_DEPLOYMENT_STEP_SCALE);
   if (!st)
     return NULL;
   st->rs = i;
@@ -153,9 +153,9 @@ static struct kcm_dp_step *update_step(struct dp_sync *s, int i, int32_t from, i
  * annotations change; an event when the size did. The view is not
  * changed (upstream goes on with the object it had). */
 static bool scale_rs(struct dp_sync *s, int i, int32_t from, int32_t to, const char *op) {
-  struct kcm_dp_rs *r = view(s, i);
+  struct kcm_deployment_rs *r = view(s, i);
   struct kcm_pairs a;
-  struct kcm_dp_step *st;
+  struct kcm_deployment_step *st;
   bool resize = from != to;
 
   if (!resize && !replicas_annotations_need_update(s, &r->annotations))
@@ -182,8 +182,8 @@ bool dp_scale_to(struct dp_sync *s, int i, int32_t from, int32_t to) {
 
 /* --- the new ReplicaSet ---------------------------------------------------------------------- */
 
-bool dp_template_of_equal(struct dp_sync *s, const struct kcm_dp_rs *r) {
-  const struct kcm_dp_alias *al = s->in->alias;
+bool dp_template_of_equal(struct dp_sync *s, const struct kcm_deployment_rs *r) {
+  const struct kcm_deployment_alias *al = s->in->alias;
   if (!r->rs)
     return true; /* made from the Deployment's template in this sync */
   if (r->rs->template_key == s->d->template_key &&
@@ -235,7 +235,8 @@ int32_t dp_new_rs_replicas(struct dp_sync *s, const int *all, size_t n, int new_
   return (int32_t)(cur_new + up);
 }
 
-static int build_create_body(struct dp_sync *s, const struct kcm_dp_rs *r, const char *hash) {
+static int build_create_body(struct dp_sync *s, const struct kcm_deployment_rs *r,
+                             const char *hash) {
   const struct kcm_deployment *d = s->d;
   struct json_object *rs = json_object_new_object(), *meta = json_object_new_object();
   struct json_object *spec = json_object_new_object(), *ann = json_object_new_object();
@@ -312,8 +313,8 @@ int dp_get_new_rs(struct dp_sync *s, bool create) {
   const struct kcm_deployment *d = s->d;
   int found = find_new(s);
   int64_t new_rev;
-  struct kcm_dp_rs *r, *grown;
-  struct kcm_dp_step *st;
+  struct kcm_deployment_rs *r, *grown;
+  struct kcm_deployment_step *st;
   char hash[16], rev[24];
   int *all;
   size_t i;
@@ -378,7 +379,7 @@ int dp_get_new_rs(struct dp_sync *s, bool create) {
     return -1;
   }
   s->p->new_rs = found;
-  st = dp_add_step(s, KCM_DP_CREATE);
+  st = dp_add_step(s, KCM_DEPLOYMENT_STEP_CREATE);
   if (st) {
     st->rs = found;
     if (kcm_api_conditions_copy(&st->conditions, &s->st->conditions))
@@ -420,12 +421,12 @@ void dp_cleanup(struct dp_sync *s) {
     dp_sort(s, l, n, dp_by_revision);
     s->group++;
     for (i = 0; i < (size_t)diff; i++) {
-      const struct kcm_dp_rs *r = view(s, l[i]);
-      struct kcm_dp_step *st;
+      const struct kcm_deployment_rs *r = view(s, l[i]);
+      struct kcm_deployment_step *st;
       if (r->rs->status.replicas != 0 || r->replicas != 0 ||
           r->rs->o.generation > r->rs->status.observed_generation || r->rs->o.deleted)
         continue;
-      if ((st = dp_add_step(s, KCM_DP_DELETE)))
+      if ((st = dp_add_step(s, KCM_DEPLOYMENT_STEP_DELETE)))
         st->rs = l[i];
     }
   }
@@ -438,7 +439,7 @@ void dp_cleanup(struct dp_sync *s) {
  * int32 sizes do not fit an int32. */
 static int64_t proportion(struct dp_sync *s, int i, int64_t to_add, int64_t added) {
   const struct kcm_deployment *d = s->d;
-  const struct kcm_dp_rs *r = view(s, i);
+  const struct kcm_deployment_rs *r = view(s, i);
   int64_t fraction, allowed = to_add - added;
   int32_t annotated;
   double size;
@@ -490,7 +491,7 @@ static int active_or_latest(struct dp_sync *s, int new_rs) {
 }
 
 static bool saturated(struct dp_sync *s, int new_rs) {
-  const struct kcm_dp_rs *r;
+  const struct kcm_deployment_rs *r;
   int32_t desired;
   if (new_rs < 0)
     return false;

@@ -105,7 +105,7 @@ static void rollback_update(struct dp_sync *s, const char *template_json,
   json_object_put(ops);
   dp_write_status(s, false); /* what getNewReplicaSet changed goes first */
   s->group++;
-  dp_add_step(s, KCM_DP_ROLLBACK);
+  dp_add_step(s, KCM_DEPLOYMENT_STEP_ROLLBACK);
 }
 
 /* Upstream's dp_rollback (the deprecated.deployment.rollback.to annotation). */
@@ -136,7 +136,7 @@ void dp_rollback(struct dp_sync *s, int *all, int64_t target) {
     }
   }
   for (i = 0; i < n; i++) {
-    const struct kcm_dp_rs *r = view(s, all[i]);
+    const struct kcm_deployment_rs *r = view(s, all[i]);
     int64_t v;
     if (!kcm_deployment_revision_of(&r->annotations, &v) || v != target)
       continue;

@@ -183,7 +183,7 @@ struct rs_job {
   struct kcm_runtime_job base;
   struct kcm_replicaset_controller *c;
   struct kcm_replicaset *rs;
-  struct kcm_rs_claim claim;
+  struct kcm_replicaset_claim claim;
   struct kcm_pod **del;  /* pods to delete */
   size_t ndel;
   enum phase phase;
@@ -536,7 +536,7 @@ static void on_status(const struct kcm_client_response *resp, void *data) {
 static void start_status(struct rs_job *j) {
   struct kcm_replicaset_controller *c = j->c;
   struct kcm_runtime *rt = j->base.rt;
-  struct kcm_rs_status st;
+  struct kcm_replicaset_status st;
   struct kcm_buf body = KCM_BUF_INIT(1u << 20);
   uint64_t wait;
 

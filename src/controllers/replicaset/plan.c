@@ -29,7 +29,7 @@ bool kcm_replicaset_pod_available(const struct kcm_pod *p, int32_t min_ready, ui
 /* --- claiming ---------------------------------------------------------------------- */
 
 int kcm_replicaset_claim(const struct kcm_replicaset *rs, struct kcm_pod *const *candidates,
-                         size_t n, struct kcm_rs_claim *out) {
+                         size_t n, struct kcm_replicaset_claim *out) {
   bool deleting = rs->o.deleted != 0;
   size_t i;
   int err = 0;
@@ -61,7 +61,7 @@ int kcm_replicaset_claim(const struct kcm_replicaset *rs, struct kcm_pod *const 
   return err;
 }
 
-void kcm_replicaset_claim_release(struct kcm_rs_claim *c) {
+void kcm_replicaset_claim_release(struct kcm_replicaset_claim *c) {
   free(c->claimed);
   free(c->adopt);
   free(c->release);
@@ -87,14 +87,14 @@ int32_t kcm_replicaset_diff(const struct kcm_replicaset *rs, size_t active, int3
 
 /* --- status -------------------------------------------------------------------------- */
 
-void kcm_replicaset_status_release(struct kcm_rs_status *s) {
+void kcm_replicaset_status_release(struct kcm_replicaset_status *s) {
   kcm_api_conditions_release(&s->conditions);
   memset(s, 0, sizeof(*s));
 }
 
 int kcm_replicaset_status(const struct kcm_replicaset *rs, struct kcm_pod *const *claimed,
                           size_t n, int32_t change, bool manage_failed, const char *message,
-                          uint64_t now_ms, struct kcm_rs_status *out) {
+                          uint64_t now_ms, struct kcm_replicaset_status *out) {
   const struct kcm_conditions *have = &rs->status.conditions;
   bool has_failure = false;
   uint32_t i;
@@ -148,7 +148,7 @@ int kcm_replicaset_status(const struct kcm_replicaset *rs, struct kcm_pod *const
 }
 
 bool kcm_replicaset_status_changed(const struct kcm_replicaset *rs,
-                                   const struct kcm_rs_status *s) {
+                                   const struct kcm_replicaset_status *s) {
   return s->replicas != rs->status.replicas || s->fully_labeled != rs->status.fully_labeled ||
          s->ready != rs->status.ready || s->available != rs->status.available ||
          s->observed_generation != rs->status.observed_generation ||
@@ -156,15 +156,15 @@ bool kcm_replicaset_status_changed(const struct kcm_replicaset *rs,
 }
 
 bool kcm_replicaset_status_only_gains(const struct kcm_replicaset *rs,
-                                      const struct kcm_rs_status *s) {
+                                      const struct kcm_replicaset_status *s) {
   return s->replicas >= rs->status.replicas && s->fully_labeled >= rs->status.fully_labeled &&
          s->observed_generation == rs->status.observed_generation &&
          kcm_api_conditions_equal(&s->conditions, &rs->status.conditions) &&
          s->ready >= rs->status.ready && s->available >= rs->status.available;
 }
 
-int kcm_replicaset_status_patch(const struct kcm_replicaset *rs, const struct kcm_rs_status *s,
-                                struct kcm_buf *out) {
+int kcm_replicaset_status_patch(const struct kcm_replicaset *rs,
+                                const struct kcm_replicaset_status *s, struct kcm_buf *out) {
   struct json_object *doc = json_object_new_object(), *meta = json_object_new_object();
   struct json_object *st = json_object_new_object(), *conds;
 
