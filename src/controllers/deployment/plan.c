@@ -419,6 +419,31 @@ static int claim(const struct kcm_deployment_input *in, struct kcm_deployment_pl
 
 /* --- the plan ------------------------------------------------------------------------------- */
 
+/* Oldest first, as upstream sorts before looking for the new one; true
+ * (the plan failed) when memory is short. */
+static bool sort_oldest_first(struct dp_sync *s) {
+  struct kcm_deployment_plan *out = s->p;
+  int *idx = malloc((out->nrs + 1) * sizeof(*idx));
+  struct kcm_deployment_rs *sorted = malloc((out->nrs + 1) * sizeof(*sorted));
+  size_t i;
+  if (!idx || !sorted) {
+    free(idx);
+    free(sorted);
+    nomem(s);
+    return true;
+  }
+  for (i = 0; i < out->nrs; i++)
+    idx[i] = (int)i;
+  dp_sort(s, idx, out->nrs, by_creation);
+  for (i = 0; i < out->nrs; i++)
+    sorted[i] = out->rs[idx[i]];
+  if (out->nrs)
+    memcpy(out->rs, sorted, out->nrs * sizeof(*sorted));
+  free(idx);
+  free(sorted);
+  return false;
+}
+
 int kcm_deployment_plan(const struct kcm_deployment_input *in, struct kcm_deployment_plan *out) {
   const struct kcm_deployment *d = in->d;
   struct dp_sync s;
@@ -462,28 +487,8 @@ int kcm_deployment_plan(const struct kcm_deployment_input *in, struct kcm_deploy
     nomem(&s);
     goto done;
   }
-  /* Oldest first, as upstream sorts before looking for the new one. */
-  {
-    int *idx = malloc((out->nrs + 1) * sizeof(*idx));
-    struct kcm_deployment_rs *sorted = malloc((out->nrs + 1) * sizeof(*sorted));
-    size_t i;
-    if (!idx || !sorted) {
-      free(idx);
-      free(sorted);
-      nomem(&s);
-      goto done;
-    }
-    for (i = 0; i < out->nrs; i++)
-      idx[i] = (int)i;
-    dp_sort(&s, idx, out->nrs, by_creation);
-    for (i = 0; i < out->nrs; i++)
-      sorted[i] = out->rs[idx[i]];
-    if (out->nrs)
-      memcpy(out->rs, sorted, out->nrs * sizeof(*sorted));
-    free(idx);
-    free(sorted);
-  }
-
+  if (sort_oldest_first(&s))
+    goto done;
   if (d->o.deleted) {
     int new_rs = dp_get_new_rs(&s, false);
     dp_sync_status(&s, all, dp_all_of(&s, new_rs, all), new_rs);

@@ -309,43 +309,37 @@ out:
 /* Upstream's getNewReplicaSet (with getAllReplicaSetsAndSyncRevision):
  * find the new ReplicaSet and bring its revision and annotations up to
  * date, or create it. Returns its index or -1; s->old holds the others. */
-int dp_get_new_rs(struct dp_sync *s, bool create) {
+/* The new ReplicaSet exists (index found): bring its annotations and
+ * minReadySeconds up to date, or take its revision and note it found. */
+static int update_new_rs(struct dp_sync *s, int found, int64_t new_rev) {
   const struct kcm_deployment *d = s->d;
-  int found = find_new(s);
-  int64_t new_rev;
+  struct kcm_deployment_rs *r = view(s, found);
+  const char *rs_rev;
+
+  s->p->new_rs = found;
+  if (set_new_rs_annotations(s, r, new_rev, true) ||
+      r->min_ready_seconds != d->min_ready_seconds) {
+    r->min_ready_seconds = d->min_ready_seconds;
+    update_step(s, found, r->replicas, r->replicas, &r->annotations);
+    return found; /* the Deployment's revision follows on a later sync */
+  }
+  rs_rev = kcm_api_pairs_get(&r->annotations, KCM_DEPLOYMENT_REVISION);
+  set_deployment_revision(s, rs_rev ? rs_rev : "");
+  if (has_deadline(d) && !kcm_api_condition_get(&s->st->conditions, PROGRESSING))
+    dp_new_condition(s, &s->st->conditions, PROGRESSING, "True", "FoundNewReplicaSet",
+                     "Found new replica set \"%s\"", r->name);
+  return found;
+}
+
+/* A view of the ReplicaSet to create, named after the hash of the template
+ * and the collision count, sized as upstream sizes a new one; -1 when
+ * memory is short. */
+static int add_new_rs(struct dp_sync *s, char hash[16]) {
+  const struct kcm_deployment *d = s->d;
   struct kcm_deployment_rs *r, *grown;
-  struct kcm_deployment_step *st;
-  char hash[16], rev[24];
-  int *all;
+  int found, *all;
   size_t i;
 
-  if (s->err)
-    return -1;
-  new_rev = max_revision(s);
-  new_rev += new_rev < INT64_MAX; /* the next, saturating */
-  if (found >= 0 && !view(s, found)->rs)
-    return found; /* created earlier in this sync */
-  if (found >= 0) {
-    const char *rs_rev;
-    s->p->new_rs = found;
-    r = view(s, found);
-    if (set_new_rs_annotations(s, r, new_rev, true) ||
-        r->min_ready_seconds != d->min_ready_seconds) {
-      r->min_ready_seconds = d->min_ready_seconds;
-      update_step(s, found, r->replicas, r->replicas, &r->annotations);
-      return found; /* the Deployment's revision follows on a later sync */
-    }
-    rs_rev = kcm_api_pairs_get(&r->annotations, KCM_DEPLOYMENT_REVISION);
-    set_deployment_revision(s, rs_rev ? rs_rev : "");
-    if (has_deadline(d) && !kcm_api_condition_get(&s->st->conditions, PROGRESSING))
-      dp_new_condition(s, &s->st->conditions, PROGRESSING, "True", "FoundNewReplicaSet",
-                    "Found new replica set \"%s\"", r->name);
-    return found;
-  }
-  if (!create)
-    return -1;
-
-  /* Create it: named after the hash of the template and collision count. */
   grown = kcm_buf_grow_items(s->p->rs, s->p->nrs, sizeof(*grown));
   if (!grown) {
     nomem(s);
@@ -355,7 +349,7 @@ int dp_get_new_rs(struct dp_sync *s, bool create) {
   found = (int)s->p->nrs++;
   r = view(s, found);
   memset(r, 0, sizeof(*r));
-  kcm_deployment_hash(d->template, s->st->collision_count, hash, sizeof(hash));
+  kcm_deployment_hash(d->template, s->st->collision_count, hash, 16);
   if (asprintf(&r->name, "%s-%s", d->o.name, hash) < 0) {
     r->name = NULL;
     nomem(s);
@@ -373,6 +367,28 @@ int dp_get_new_rs(struct dp_sync *s, bool create) {
   all[s->nold] = found;
   r->replicas = dp_new_rs_replicas(s, all, s->nold + 1, found);
   free(all);
+  return found;
+}
+
+int dp_get_new_rs(struct dp_sync *s, bool create) {
+  const struct kcm_deployment *d = s->d;
+  int found = find_new(s);
+  int64_t new_rev;
+  struct kcm_deployment_rs *r;
+  struct kcm_deployment_step *st;
+  char hash[16], rev[24];
+
+  if (s->err)
+    return -1;
+  new_rev = max_revision(s);
+  new_rev += new_rev < INT64_MAX; /* the next, saturating */
+  if (found >= 0 && !view(s, found)->rs)
+    return found; /* created earlier in this sync */
+  if (found >= 0)
+    return update_new_rs(s, found, new_rev);
+  if (!create || (found = add_new_rs(s, hash)) < 0)
+    return -1;
+  r = view(s, found);
   set_new_rs_annotations(s, r, new_rev, false);
   if (s->err || build_create_body(s, r, hash)) {
     s->err = s->err ? s->err : KCM_EINVAL;
@@ -386,13 +402,13 @@ int dp_get_new_rs(struct dp_sync *s, bool create) {
       nomem(s);
     if (r->replicas > 0)
       dp_set_message(s, st, "ScalingReplicaSet", false, "Scaled up replica set %s from 0 to %d",
-                  r->name, r->replicas);
+                     r->name, r->replicas);
   }
   snprintf(rev, sizeof(rev), "%lld", (long long)new_rev);
   set_deployment_revision(s, rev);
   if (has_deadline(d))
     dp_new_condition(s, &s->st->conditions, PROGRESSING, "True", "NewReplicaSetCreated",
-                  "Created new replica set \"%s\"", r->name);
+                     "Created new replica set \"%s\"", r->name);
   return found;
 }
 
