@@ -134,7 +134,10 @@ static int choose_files(const struct kcm_client_config_options *opts, const char
   }
   if (!*npaths && !(env && *env)) {
     const char *home = getenv("HOME");
-    if (home && asprintf(&home_cfg, "%s/.kube/config", home) >= 0 && access(home_cfg, F_OK) == 0) {
+    /* asprintf leaves home_cfg undefined when it fails: not freed then. */
+    if (home && asprintf(&home_cfg, "%s/.kube/config", home) < 0)
+      return kcm_client_fail(errmsg, KCM_ENOMEM, "out of memory");
+    if (home_cfg && access(home_cfg, F_OK) == 0) {
       if (!(*paths = one_path(home_cfg))) {
         free(home_cfg);
         return kcm_client_fail(errmsg, KCM_ENOMEM, "out of memory");
