@@ -259,4 +259,9 @@ bool kcm_client_url_userinfo(const char *url, size_t *start, size_t *end);
  * out of memory). */
 char *kcm_client_redact_url(const char *url);
 
+/* Whether url ("scheme://[userinfo@]host[:port][/path]") names no host: its
+ * authority, without userinfo and port, is empty ("https://user@",
+ * "https://:443", "https:///x", "https://[]"). False without "://". */
+bool kcm_client_url_host_empty(const char *url);
+
 #endif

@@ -134,7 +134,10 @@ static int choose_files(const struct kcm_client_config_options *opts, const char
   }
   if (!*npaths && !(env && *env)) {
     const char *home = getenv("HOME");
-    if (home && asprintf(&home_cfg, "%s/.kube/config", home) >= 0 && access(home_cfg, F_OK) == 0) {
+    /* asprintf leaves home_cfg undefined when it fails: not freed then. */
+    if (home && asprintf(&home_cfg, "%s/.kube/config", home) < 0)
+      return kcm_client_fail(errmsg, KCM_ENOMEM, "out of memory");
+    if (home_cfg && access(home_cfg, F_OK) == 0) {
       if (!(*paths = one_path(home_cfg))) {
         free(home_cfg);
         return kcm_client_fail(errmsg, KCM_ENOMEM, "out of memory");
@@ -147,12 +150,18 @@ static int choose_files(const struct kcm_client_config_options *opts, const char
   return 0;
 }
 
-/* Settings when no kubeconfig file is there: in the cluster, else the
+static bool env_set(const char *name) {
+  const char *v = getenv(name);
+  return v && *v;
+}
+
+/* Settings when no kubeconfig file is there: in the cluster (its service's
+ * host and port both set and not empty, as client-go asks), else the
  * --master URL alone. */
 static int without_files(struct kcm_client_config *cfg,
                          const struct kcm_client_config_options *opts, const char *env,
                          char **errmsg) {
-  if (getenv("KUBERNETES_SERVICE_HOST") && getenv("KUBERNETES_SERVICE_PORT"))
+  if (env_set("KUBERNETES_SERVICE_HOST") && env_set("KUBERNETES_SERVICE_PORT"))
     return kcm_client_incluster_load(cfg, errmsg);
   if (opts->master && *opts->master) {
     cfg->source = strdup("--master");
@@ -160,8 +169,8 @@ static int without_files(struct kcm_client_config *cfg,
   }
   if (env && *env)
     return kcm_client_fail(errmsg, KCM_EINVAL, "none of the files in KUBECONFIG (%s) exist, and "
-                           "kcm is not running in a cluster (KUBERNETES_SERVICE_HOST is unset)",
-                           env);
+                           "kcm is not running in a cluster (KUBERNETES_SERVICE_HOST or "
+                           "KUBERNETES_SERVICE_PORT is unset or empty)", env);
   return kcm_client_fail(errmsg, KCM_EINVAL, "no kubeconfig: pass --kubeconfig, set KUBECONFIG "
                          "or create ~/.kube/config, or run kcm in a cluster");
 }
@@ -169,8 +178,9 @@ static int without_files(struct kcm_client_config *cfg,
 /* Move the user and password of a server URL ("https://user:pass@host",
  * percent-encoded) out of it: they authenticate (Basic, as Go's HTTP client
  * does, unless the kubeconfig names a user of its own), and the URL, which
- * is logged, shown in metrics and messages, holds no secret. */
-static int take_userinfo(struct kcm_client_config *cfg, char **errmsg) {
+ * is logged, shown in metrics and messages, holds no secret. `from` names
+ * where the URL came from, for messages. */
+static int take_userinfo(struct kcm_client_config *cfg, const char *from, char **errmsg) {
   size_t start, end, colon;
   char *bare, *user = NULL, *password = NULL;
 
@@ -194,7 +204,7 @@ static int take_userinfo(struct kcm_client_config *cfg, char **errmsg) {
       free(cfg->server);
       cfg->server = bare;
       return kcm_client_fail(errmsg, KCM_EINVAL, "server \"%s\" (from %s): the user and "
-                             "password are not valid percent-encoding", bare, cfg->source ? cfg->source : "--master");
+                             "password are not valid percent-encoding", bare, from);
     }
     if (cfg->password)
       explicit_bzero(cfg->password, strlen(cfg->password));
@@ -209,15 +219,18 @@ static int take_userinfo(struct kcm_client_config *cfg, char **errmsg) {
 }
 
 /* The server: --master over the source's, without trailing slashes or
- * userinfo, http or https; the namespace "default" when none is set. */
+ * userinfo, http or https, with a host; the namespace "default" when none
+ * is set. */
 static int check_server(struct kcm_client_config *cfg,
                         const struct kcm_client_config_options *opts, char **errmsg) {
+  const char *from = cfg->source ? cfg->source : "--master";
   size_t n;
   int err;
 
   if (opts->master && *opts->master) {
     free(cfg->server);
     cfg->server = strdup(opts->master);
+    from = "--master";
   }
   if (!cfg->server || !*cfg->server)
     return kcm_client_fail(errmsg, KCM_EINVAL, "kubeconfig %s: the cluster of context \"%s\" "
@@ -226,13 +239,15 @@ static int check_server(struct kcm_client_config *cfg,
   n = strlen(cfg->server);
   while (n > 0 && cfg->server[n - 1] == '/')
     cfg->server[--n] = '\0';
-  err = take_userinfo(cfg, errmsg);
+  err = take_userinfo(cfg, from, errmsg);
   if (err)
     return err;
   if (strncmp(cfg->server, "https://", 8) != 0 && strncmp(cfg->server, "http://", 7) != 0)
     return kcm_client_fail(errmsg, KCM_EINVAL, "server \"%s\" (from %s): must start with "
-                           "https:// or http://", cfg->server,
-                           cfg->source ? cfg->source : "--master");
+                           "https:// or http://", cfg->server, from);
+  if (kcm_client_url_host_empty(cfg->server))
+    return kcm_client_fail(errmsg, KCM_EINVAL, "server \"%s\" (from %s): has no host; it "
+                           "must be https://host[:port]", cfg->server, from);
   if (!cfg->namespace)
     cfg->namespace = strdup("default");
   return 0;

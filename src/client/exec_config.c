@@ -99,21 +99,25 @@ static int resolve_command(struct kcm_client_kubeconfig *l, struct kcm_client_kc
   return 0;
 }
 
-/* One {name, value} of env, v, as "name=value" into *out. */
+/* One {name, value} of env, v, as "name=value" into *out, which is left
+ * NULL on failure (asprintf leaves its pointer undefined when it fails, so
+ * it is stored only on success). */
 static int env_entry(struct kcm_client_kubeconfig *l, struct kcm_client_kcfile *f,
                      yaml_node_t *env, yaml_node_t *v, char **out) {
-  char *name = NULL, *value = NULL;
+  char *name = NULL, *value = NULL, *entry;
   int err;
 
+  *out = NULL;
   if (!v || v->type != YAML_MAPPING_NODE)
     return kcm_client_yaml_type_error(l, f, v ? v : env, "user.exec.env",
                                       "a list of {name, value}");
-  if ((err = kcm_client_yaml_string(l, f, v, "name", "user.exec.env.name", &name)) ||
-      (err = kcm_client_yaml_string(l, f, v, "value", "user.exec.env.value", &value)) ||
-      (!name && (err = kcm_client_yaml_type_error(l, f, v, "user.exec.env.name", "set"))) ||
-      asprintf(out, "%s=%s", name, value ? value : "") < 0) {
-    if (!err)
+  if (!(err = kcm_client_yaml_string(l, f, v, "name", "user.exec.env.name", &name)) &&
+      !(err = kcm_client_yaml_string(l, f, v, "value", "user.exec.env.value", &value)) &&
+      !(err = name ? 0 : kcm_client_yaml_type_error(l, f, v, "user.exec.env.name", "set"))) {
+    if (asprintf(&entry, "%s=%s", name, value ? value : "") < 0)
       err = kcm_client_fail(l->errmsg, KCM_ENOMEM, "out of memory");
+    else
+      *out = entry;
   }
   free(name);
   free(value);

@@ -109,8 +109,30 @@ static int load_pem(struct kcm_client_kubeconfig *l, struct kcm_client_kcfile *f
   return err;
 }
 
+/* The cluster's server names a host: client-go refuses a URL without one
+ * ("host must be a URL or a host:port pair"), and "https://user@" is one
+ * once its userinfo is taken out. The URL shown holds no userinfo. */
+static int check_host(struct kcm_client_kubeconfig *l, struct kcm_client_kcfile *f,
+                      yaml_node_t *c, const char *name, const char *server) {
+  yaml_node_t *n = kcm_client_yaml_get(f, c, "server");
+  char *shown;
+  int err;
+
+  if (!kcm_client_url_host_empty(server))
+    return 0;
+  if (!(shown = kcm_client_redact_url(server)))
+    return kcm_client_fail(l->errmsg, KCM_ENOMEM, "out of memory");
+  err = kcm_client_fail(l->errmsg, KCM_EINVAL, "kubeconfig %s: line %zu: cluster \"%s\": "
+                        "cluster.server \"%s\" has no host; it must be "
+                        "https://host[:port]", f->path, n->start_mark.line + 1, name, shown);
+  free(shown);
+  return err;
+}
+
+/* The cluster called name; its server is not checked when --master
+ * (master) replaces it. */
 static int load_cluster(struct kcm_client_kubeconfig *l, struct kcm_client_config *cfg,
-                        const char *name) {
+                        const char *name, const char *master) {
   struct kcm_client_kcfile *f = NULL;
   yaml_node_t *c;
   int err = find_named(l, "clusters", "cluster", name, &f, &c);
@@ -131,6 +153,8 @@ static int load_cluster(struct kcm_client_kubeconfig *l, struct kcm_client_confi
                                     &cfg->proxy_url)) ||
       (err = load_pem(l, f, c, "cluster", "certificate-authority", &cfg->ca_pem,
                       &cfg->ca_pem_len)))
+    return err;
+  if (cfg->server && !(master && *master) && (err = check_host(l, f, c, name, cfg->server)))
     return err;
   if (cfg->insecure && cfg->ca_pem)
     return kcm_client_fail(l->errmsg, KCM_EINVAL, "kubeconfig %s: cluster \"%s\": specifying "
@@ -248,7 +272,7 @@ static int from_kubeconfig(struct kcm_client_kubeconfig *l, struct kcm_client_co
                           "cluster", f->path, cfg->context);
     goto out;
   }
-  err = load_cluster(l, cfg, cluster);
+  err = load_cluster(l, cfg, cluster, opts->master);
   if (!err && user)
     err = load_user(l, cfg, user);
 out:

@@ -188,6 +188,17 @@ char *kcm_client_redact_url(const char *url) {
   return out;
 }
 
+bool kcm_client_url_host_empty(const char *url) {
+  const char *a = strstr(url, "://"), *h;
+  size_t start, end;
+  if (!a)
+    return false;
+  h = kcm_client_url_userinfo(url, &start, &end) ? url + end : a + 3;
+  if (*h == '[')
+    return h[1] == ']';
+  return !*h || *h == ':' || *h == '/' || *h == '?' || *h == '#';
+}
+
 static int b64_value(int c) {
   if (c >= 'A' && c <= 'Z')
     return c - 'A';

@@ -47,6 +47,8 @@ static char *path_of(const char *name) {
   return path;
 }
 
+static bool contains(const char *text, const char *what) { return strstr(text, what) != NULL; }
+
 static int load(struct kcm_client_config *cfg, const char *kubeconfig, const char *context,
                 const char *master, char **errmsg) {
   struct kcm_client_config_options o = {kubeconfig, context, master};
@@ -216,6 +218,17 @@ static void in_cluster_settings(void **state) {
   assert_int_equal(load(&cfg, NULL, NULL, NULL, &err), 0);
   assert_string_equal(cfg.server, "https://10.96.0.1:443");
   kcm_client_config_release(&cfg);
+  /* An empty host or port is not a cluster, as client-go reads them. */
+  setenv("KUBERNETES_SERVICE_HOST", "", 1);
+  assert_int_equal(load(&cfg, NULL, NULL, "http://m:1", &err), 0);
+  assert_string_equal(cfg.source, "--master");
+  assert_null(cfg.token_file);
+  kcm_client_config_release(&cfg);
+  setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1", 1);
+  setenv("KUBERNETES_SERVICE_PORT", "", 1);
+  assert_int_equal(load(&cfg, NULL, NULL, "http://m:1", &err), 0);
+  assert_string_equal(cfg.source, "--master");
+  kcm_client_config_release(&cfg);
   unsetenv("KUBERNETES_SERVICE_HOST");
   unsetenv("KUBERNETES_SERVICE_PORT");
   unsetenv("KCM_SERVICEACCOUNT_DIR");
@@ -266,6 +279,53 @@ static void bad_files_are_reported_precisely(void **state) {
                "clusters: [{name: c, cluster: {server: 'https://a', "
                "certificate-authority: nofile.pem}}]\n",
                NULL, "nofile.pem", "No such file");
+}
+
+/* Loading the kubeconfig "nohost" (with --master when master is set) is
+ * refused with a message holding both words and none of the userinfo. */
+static void expect_no_host(const char *master, const char *word1, const char *word2) {
+  struct kcm_client_config cfg;
+  char *err = NULL;
+  assert_int_equal(load(&cfg, path_of("nohost"), NULL, master, &err), KCM_EINVAL);
+  assert_null(cfg.server);
+  assert_non_null(err);
+  if (!contains(err, "no host") || !contains(err, word1) || !contains(err, word2) ||
+      contains(err, "b.example") || contains(err, "user") || contains(err, "pw"))
+    fail_msg("unexpected message: %s", err);
+  free(err);
+}
+
+/* A server URL whose host is empty once its user and password are taken
+ * out is refused (client-go: "host must be a URL or a host:port pair"),
+ * naming the file, the line and the cluster, and none of the userinfo. */
+static void server_without_a_host_is_refused(void **state) {
+  static const char *const urls[] = {"https://b.example@", "https://@", "https://:443",
+                                     "https:///path", "https://user:pw@/x", "http://[]:80"};
+  struct kcm_client_config cfg;
+  char kc[512], *err = NULL;
+  size_t i;
+
+  for (i = 0; i < sizeof(urls) / sizeof(urls[0]); i++) {
+    snprintf(kc, sizeof(kc),
+             "current-context: x\ncontexts: [{name: x, context: {cluster: prod}}]\n"
+             "clusters:\n- name: prod\n  cluster:\n    server: '%s'\n", urls[i]);
+    write_file("nohost", kc);
+    expect_no_host(NULL, "line 6", "cluster \"prod\"");
+    expect_no_host(NULL, path_of("nohost"), "cluster.server");
+    /* --master replaces the cluster's server, as client-go's override does,
+     * and is checked itself. */
+    assert_int_equal(load(&cfg, path_of("nohost"), NULL, "https://h:1", &err), 0);
+    assert_string_equal(cfg.server, "https://h:1");
+    kcm_client_config_release(&cfg);
+    expect_no_host(urls[i], "--master", "server");
+  }
+  /* A host after the userinfo, or in brackets, is one. */
+  assert_int_equal(load(&cfg, path_of("nohost"), NULL, "https://u:p@h", &err), 0);
+  assert_string_equal(cfg.server, "https://h");
+  kcm_client_config_release(&cfg);
+  assert_int_equal(load(&cfg, path_of("nohost"), NULL, "https://[::1]:6443/", &err), 0);
+  assert_string_equal(cfg.server, "https://[::1]:6443");
+  kcm_client_config_release(&cfg);
 }
 
 /* Load name and return what was logged (caller frees). */
@@ -451,6 +511,14 @@ static void url_text(void **state) {
   assert_int_equal(end, 14);
   assert_false(kcm_client_url_userinfo("https://h:1/x@y", &start, &end));
   assert_false(kcm_client_url_userinfo("h@x", &start, &end));
+  assert_true(kcm_client_url_host_empty("https://b.example@"));
+  assert_true(kcm_client_url_host_empty("https://u:p@:443/x"));
+  assert_true(kcm_client_url_host_empty("https://?q"));
+  assert_true(kcm_client_url_host_empty("https://[]:1"));
+  assert_false(kcm_client_url_host_empty("https://u@h"));
+  assert_false(kcm_client_url_host_empty("https://[::1]"));
+  assert_false(kcm_client_url_host_empty("https://h/x@"));
+  assert_false(kcm_client_url_host_empty("no-scheme"));
   r = kcm_client_redact_url("https://admin:s3cret@h:6443/api?x=a@b");
   assert_string_equal(r, "https://h:6443/api?x=a@b");
   free(r);
@@ -1736,8 +1804,6 @@ static void retry_after_is_whole_seconds_within_the_time_limit(void **state) {
   wire_stop(&w);
 }
 
-static bool contains(const char *text, const char *what) { return strstr(text, what) != NULL; }
-
 /* A password in the server URL authenticates (Basic), and appears in no
  * log line at any verbosity, no metric and no error message. */
 static void url_credentials_stay_secret(void **state) {
@@ -1827,6 +1893,7 @@ int main(void) {
       cmocka_unit_test(home_config_is_the_fallback),
       cmocka_unit_test(in_cluster_settings),
       cmocka_unit_test(bad_files_are_reported_precisely),
+      cmocka_unit_test(server_without_a_host_is_refused),
       cmocka_unit_test(missing_file_and_no_config),
       cmocka_unit_test(shared_credential_files_are_warned_of),
       cmocka_unit_test(base64_decoding),
