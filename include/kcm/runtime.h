@@ -98,10 +98,11 @@ struct kcm_runtime {
 void kcm_runtime_init(struct kcm_runtime *rt, uv_loop_t *loop, const struct kcm_runtime_ops *ops,
                       void *ctx, uint32_t workers, struct kcm_writer *writer,
                       struct kcm_intern *pool);
-/* Register the controller's handlers of inf's events (h->ctx is set to the
- * controller); before the informer starts. Returns 0 or KCM_ENOMEM. */
+/* Register the controller's handlers of inf's events (h copied, its ctx
+ * set to the controller); before the informer starts. Returns 0 or
+ * KCM_ENOMEM. */
 int kcm_runtime_watch(struct kcm_runtime *rt, struct kcm_informer *inf,
-                      struct kcm_informer_handler h);
+                      const struct kcm_informer_handler *h);
 /* Start taking keys. */
 void kcm_runtime_run(struct kcm_runtime *rt);
 /* Stop taking keys; on_stopped runs once the syncs in flight are over and

@@ -701,6 +701,13 @@ static const struct kcm_runtime_ops ops = {
     .release = release_plan,
 };
 
+static const struct kcm_informer_handler deployment_events = {d_added, d_updated, d_deleted,
+                                                              NULL};
+static const struct kcm_informer_handler replicaset_events = {rs_added, rs_updated, rs_deleted,
+                                                              NULL};
+/* A Recreate rollout waits for its old pods to go. */
+static const struct kcm_informer_handler pod_events = {.deleted = pod_deleted};
+
 /* --- lifecycle ---------------------------------------------------------------------------- */
 
 int kcm_deployment_controller_init(struct kcm_deployment_controller *c, uv_loop_t *loop,
@@ -714,12 +721,9 @@ int kcm_deployment_controller_init(struct kcm_deployment_controller *c, uv_loop_
   c->pod_informer = pod_informer;
   kcm_runtime_init(&c->rt, loop, &ops, c, workers, writer, pool);
   kcm_map_init(&c->aliases, &alias_type);
-  if (kcm_runtime_watch(&c->rt, d_informer,
-                        (struct kcm_informer_handler){d_added, d_updated, d_deleted, NULL}) ||
-      kcm_runtime_watch(&c->rt, rs_informer,
-                        (struct kcm_informer_handler){rs_added, rs_updated, rs_deleted, NULL}) ||
-      kcm_runtime_watch(&c->rt, pod_informer,
-                        (struct kcm_informer_handler){NULL, NULL, pod_deleted, NULL}))
+  if (kcm_runtime_watch(&c->rt, d_informer, &deployment_events) ||
+      kcm_runtime_watch(&c->rt, rs_informer, &replicaset_events) ||
+      kcm_runtime_watch(&c->rt, pod_informer, &pod_events))
     return KCM_ENOMEM;
   return 0;
 }

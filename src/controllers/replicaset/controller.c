@@ -690,6 +690,10 @@ static const struct kcm_runtime_ops ops = {
     .release = release_job,
 };
 
+static const struct kcm_informer_handler replicaset_events = {rs_added, rs_updated, rs_deleted,
+                                                              NULL};
+static const struct kcm_informer_handler pod_events = {pod_added, pod_updated, pod_deleted, NULL};
+
 /* --- lifecycle ---------------------------------------------------------------------------- */
 
 int kcm_replicaset_controller_init(struct kcm_replicaset_controller *c, uv_loop_t *loop,
@@ -705,10 +709,8 @@ int kcm_replicaset_controller_init(struct kcm_replicaset_controller *c, uv_loop_
   kcm_crashloop_init(&c->failing, FAILED_BACKOFF_BASE_MS, opts->failed_backoff_ms,
                      FAILED_BACKOFF_WINDOW_MS);
   kcm_json_init(&c->json);
-  if (kcm_runtime_watch(&c->rt, rs_informer,
-                        (struct kcm_informer_handler){rs_added, rs_updated, rs_deleted, NULL}) ||
-      kcm_runtime_watch(&c->rt, pod_informer,
-                        (struct kcm_informer_handler){pod_added, pod_updated, pod_deleted, NULL}))
+  if (kcm_runtime_watch(&c->rt, rs_informer, &replicaset_events) ||
+      kcm_runtime_watch(&c->rt, pod_informer, &pod_events))
     return KCM_ENOMEM;
   return 0;
 }

@@ -225,9 +225,10 @@ void kcm_runtime_init(struct kcm_runtime *rt, uv_loop_t *loop, const struct kcm_
 }
 
 int kcm_runtime_watch(struct kcm_runtime *rt, struct kcm_informer *inf,
-                      struct kcm_informer_handler h) {
-  h.ctx = rt->ctx;
-  return kcm_informer_add_handler(inf, &h);
+                      const struct kcm_informer_handler *h) {
+  struct kcm_informer_handler mine = *h;
+  mine.ctx = rt->ctx;
+  return kcm_informer_add_handler(inf, &mine);
 }
 
 void kcm_runtime_run(struct kcm_runtime *rt) {
