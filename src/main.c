@@ -40,6 +40,20 @@
  *   SHUTDOWN_LEASE        the lease is released (with leader election);
  *   SHUTDOWN_INFORMERS    servers, watches and clients close; the loop then
  *                         runs out of handles and main returns. */
+/* What the build was, for --version and kcm_build_info. */
+#if defined(__x86_64__)
+#define KCM_PLATFORM "linux/amd64"
+#elif defined(__aarch64__)
+#define KCM_PLATFORM "linux/arm64"
+#else
+#define KCM_PLATFORM "linux/unknown"
+#endif
+#ifdef __clang__
+#define KCM_COMPILER "clang " __clang_version__
+#else
+#define KCM_COMPILER "gcc " __VERSION__
+#endif
+
 enum shutdown {
   SHUTDOWN_NONE,
   SHUTDOWN_CONTROLLERS,
@@ -166,7 +180,10 @@ static void answer_metrics(struct app *a, struct kcm_server_response *resp) {
   const struct kcm_workqueue *queues[2];
   const char *names[2];
   const char *lease[] = {"name", a->elect ? a->leader.name : "kcm", NULL};
-  char labels[600];
+  const char *build[] = {"build_date", KCM_BUILD_DATE, "compiler", KCM_COMPILER,
+                         "git_commit", KCM_GIT_COMMIT, "git_tree_state", KCM_GIT_TREE_STATE,
+                         "git_version", "v" KCM_VERSION, "platform", KCM_PLATFORM, NULL};
+  char labels[600], build_labels[600];
   size_t n = 0;
   if (a->dc_on) {
     queues[n] = &a->dc.rt.queue;
@@ -184,6 +201,11 @@ static void answer_metrics(struct app *a, struct kcm_server_response *resp) {
                          "identify the lease. Please make sure to group by name.") ||
       kcm_metrics_sample(&resp->body, "leader_election_master_status", labels,
                          a->elect ? a->leading : 1) ||
+      kcm_metrics_labels(build_labels, sizeof(build_labels), build) ||
+      kcm_metrics_family(&resp->body, "kcm_build_info", "gauge",
+                         "A metric with a constant '1' value labeled by the version, commit and "
+                         "build of kcm.") ||
+      kcm_metrics_sample(&resp->body, "kcm_build_info", build_labels, 1) ||
       kcm_metrics_process(&resp->body)) {
     resp->status = 500;
     resp->content_type = "text/plain; charset=utf-8";
@@ -259,7 +281,7 @@ static void listen_or_exit(struct app *a, struct kcm_server *s, const char *what
                            const struct kcm_server_options *so) {
   const char *why = NULL;
   if (kcm_server_listen(s, a->loop, so, &why)) {
-    fprintf(stderr, "kcm: cannot serve %s on %s: %s\n", what, so->address, why);
+    kcm_error("cannot serve what=\"%s\" address=\"%s\" err=\"%s\"", what, so->address, why);
     exit(1);
   }
   kcm_info("serving %s address=\"%s\"", what, s->address);
@@ -304,12 +326,11 @@ static struct kcm_client *auth_client(struct app *a, const char *kubeconfig,
   char *err = NULL;
   int rc = kubeconfig ? kcm_client_config_load(cfg, &co, &err) : 0;
   if (rc) {
-    fprintf(stderr, "kcm: %s\n", err ? err : kcm_strerror(rc));
+    kcm_error("cannot load a kubeconfig err=\"%s\"", err ? err : kcm_strerror(rc));
     exit(1);
   }
   if ((rc = kcm_client_new(&c, a->loop, kubeconfig ? cfg : &a->cfg))) {
-    fprintf(stderr, "kcm: cannot set up the client for %s: %s\n", cfg->server,
-            kcm_strerror(rc));
+    kcm_error("cannot set up a client server=\"%s\" err=\"%s\"", cfg->server, kcm_strerror(rc));
     exit(1);
   }
   kcm_client_set_rate_limit(c, 200, 400);
@@ -328,7 +349,7 @@ static void serve_secure(struct app *a) {
   if (o->secure_port == 0)
     return;
   if ((rc = kcm_tls_new(&a->tls, &to, &err))) {
-    fprintf(stderr, "kcm: %s\n", err ? err : kcm_strerror(rc));
+    kcm_error("cannot set up TLS err=\"%s\"", err ? err : kcm_strerror(rc));
     exit(1);
   }
   if (!o->tls_cert_file)
@@ -345,7 +366,7 @@ static void serve_secure(struct app *a) {
   ao.allow_ttl_ms = o->allow_ttl_ms;
   ao.deny_ttl_ms = o->deny_ttl_ms;
   if (kcm_auth_init(&a->auth, a->loop, &ao)) {
-    fprintf(stderr, "kcm: out of memory\n");
+    kcm_error("cannot set up authentication err=\"out of memory\"");
     exit(1);
   }
   snprintf(address, sizeof(address), strchr(o->bind_address, ':') ? "[%s]:%d" : "%s:%d",
@@ -557,7 +578,13 @@ static bool parse_flags(struct kcm_options *f, int argc, char **argv) {
     kcm_options_usage(stdout);
     return false;
   case KCM_OPTIONS_VERSION:
-    printf("kcm %s\n", KCM_VERSION);
+    if (f->version_raw)
+      printf("version.Info{Major:\"%d\", Minor:\"%d\", GitVersion:\"v%s\", GitCommit:\"%s\", "
+             "GitTreeState:\"%s\", BuildDate:\"%s\", Compiler:\"%s\", Platform:\"%s\"}\n",
+             KCM_VERSION_MAJOR, KCM_VERSION_MINOR, KCM_VERSION, KCM_GIT_COMMIT, KCM_GIT_TREE_STATE,
+             KCM_BUILD_DATE, KCM_COMPILER, KCM_PLATFORM);
+    else
+      printf("kcm v%s (commit %.12s, built %s)\n", KCM_VERSION, KCM_GIT_COMMIT, KCM_BUILD_DATE);
     return false;
   case KCM_OPTIONS_INVALID:
     flag_error("%s", flag_err);
@@ -569,6 +596,25 @@ static bool parse_flags(struct kcm_options *f, int argc, char **argv) {
 
 /* The process-wide settings (descriptor limit, logging) and the leader
  * election's, checked (exits 2 when they are wrong). */
+/* One warning for every kind of thing given that kcm does not act on. */
+static void warn_foreign(const struct kcm_options *f) {
+  char list[4096], controllers[1024];
+  size_t i, at = 0;
+  for (i = 0; i < f->nignored && at < sizeof(list); i++)
+    at += (size_t)snprintf(list + at, sizeof(list) - at, "%s--%s", i ? "," : "", f->ignored[i]);
+  if (f->nignored)
+    kcm_warn("ignoring kube-controller-manager flags of controllers and features kcm does not "
+             "have flags=\"%s\"",
+             list);
+  if (*kcm_options_foreign_controllers(f, controllers, sizeof(controllers)))
+    kcm_warn("kcm runs only the deployment and replicaset controllers; the others named in "
+             "--controllers are kube-controller-manager's controllers=\"%s\"",
+             controllers);
+  if (f->feature_gates)
+    kcm_warn("feature gates have no effect on kcm's controllers featureGates=\"%s\"",
+             f->feature_gates);
+}
+
 static void apply_flags(struct app *a, const struct kcm_options *f,
                         struct kcm_leader_options *lo) {
   const char *why;
@@ -578,8 +624,11 @@ static void apply_flags(struct app *a, const struct kcm_options *f,
   a->dc_on = f->deployment_on;
   a->rs_on = f->replicaset_on;
   kcm_log_set_verbosity(f->verbosity);
+  if (kcm_log_set_vmodule(f->vmodule))
+    flag_error("invalid value \"%s\" for flag --vmodule: out of memory", f->vmodule);
   if (f->json_logs)
     kcm_log_set_format(KCM_LOG_JSON);
+  warn_foreign(f);
   lo->ns = f->lease_namespace;
   lo->name = f->lease_name;
   lo->lease_ms = f->lease_ms;
@@ -601,7 +650,7 @@ static int load_config(struct app *a) {
   copts.master = a->opt->master;
   err = kcm_client_config_load(&a->cfg, &copts, &errmsg);
   if (err) {
-    fprintf(stderr, "kcm: %s\n", errmsg ? errmsg : kcm_strerror(err));
+    kcm_error("cannot load the settings err=\"%s\"", errmsg ? errmsg : kcm_strerror(err));
     free(errmsg);
     return err;
   }
@@ -618,8 +667,8 @@ static int setup_client(struct app *a) {
   a->loop = uv_default_loop();
   err = kcm_client_new(&a->client, a->loop, &a->cfg);
   if (err) {
-    fprintf(stderr, "kcm: cannot set up the API client for %s: %s\n", a->cfg.server,
-            kcm_strerror(err));
+    kcm_error("cannot set up the API client server=\"%s\" err=\"%s\"", a->cfg.server,
+              kcm_strerror(err));
     kcm_client_config_release(&a->cfg);
     return err;
   }
@@ -659,8 +708,8 @@ static int setup_informers(struct app *a) {
                               ((double)r / ((double)RAND_MAX + 1.0)));
     err = kcm_informer_init(&a->informers[k], a->loop, a->client, &a->pool, &io);
     if (err) {
-      fprintf(stderr, "kcm: cannot set up the %s cache: %s\n",
-              kcm_api_kind_name((enum kcm_kind)k), kcm_strerror(err));
+      kcm_error("cannot set up a cache kind=\"%s\" err=\"%s\"",
+                kcm_api_kind_name((enum kcm_kind)k), kcm_strerror(err));
       return err;
     }
     a->informers[k].data = a;
@@ -683,7 +732,7 @@ static int setup_controllers(struct app *a, const struct kcm_options *f) {
                                                          f->status_interval_ms,
                                                          f->failed_pod_backoff_ms});
   if (err) {
-    fprintf(stderr, "kcm: cannot set up the ReplicaSet controller: %s\n", kcm_strerror(err));
+    kcm_error("cannot set up a controller name=\"replicaset\" err=\"%s\"", kcm_strerror(err));
     return err;
   }
   err = !a->dc_on ? 0
@@ -692,7 +741,7 @@ static int setup_controllers(struct app *a, const struct kcm_options *f) {
                         &a->informers[KCM_KIND_REPLICASET], &a->informers[KCM_KIND_POD],
                         &a->pool, (uint32_t)f->deployment_workers);
   if (err) {
-    fprintf(stderr, "kcm: cannot set up the Deployment controller: %s\n", kcm_strerror(err));
+    kcm_error("cannot set up a controller name=\"deployment\" err=\"%s\"", kcm_strerror(err));
     return err;
   }
   return 0;
@@ -704,7 +753,7 @@ static int setup_leader(struct app *a, const struct kcm_leader_options *lo) {
   a->elect = a->opt->leader_elect;
   if (a->elect) {
     if ((err = kcm_leader_init(&a->leader, a->loop, a->client, lo))) {
-      fprintf(stderr, "kcm: cannot set up leader election: %s\n", kcm_strerror(err));
+      kcm_error("cannot set up leader election err=\"%s\"", kcm_strerror(err));
       return err;
     }
     a->leader.data = a;

@@ -57,6 +57,15 @@ void kcm_log_set_format(enum kcm_log_format f);
 /* Info lines at level <= v are written; default 0. */
 void kcm_log_set_verbosity(int v);
 int kcm_log_verbosity(void);
+/* --vmodule: "pattern=N,..." gives the source files whose name (without
+ * its directory and ".c") matches a glob pattern the verbosity N instead,
+ * the first pattern that matches winning, as klog reads it; NULL or ""
+ * clears it. The string is copied. Returns 0, or -1 (nothing changed) for
+ * a list that is not pattern=N,... */
+int kcm_log_set_vmodule(const char *list);
+/* The verbosity of a source file (KCM_LOG_FILE); kcm_v() caches it per
+ * call site in *cached, valid while *generation matches. */
+int kcm_log_file_verbosity(const char *file, int *cached, unsigned *generation);
 
 /* Where lines go (default stderr). The stream is borrowed, not closed. */
 void kcm_log_set_output(FILE *out);
@@ -80,7 +89,10 @@ void kcm_log_write_v(int level, const char *file, int line, const char *fmt, ...
 /* Verbose info, written only when the verbosity is at least n. */
 #define kcm_v(n, ...)                                                          \
   do {                                                                         \
-    if (kcm_log_verbosity() >= (n))                                            \
+    static int kcm_v_level_;                                                   \
+    static unsigned kcm_v_generation_;                                         \
+    if (kcm_log_file_verbosity(KCM_LOG_FILE, &kcm_v_level_, &kcm_v_generation_) \
+        >= (n))                                                                \
       kcm_log_write_v((n), KCM_LOG_FILE, __LINE__, __VA_ARGS__);               \
   } while (0)
 

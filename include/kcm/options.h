@@ -4,7 +4,11 @@
  * them, with kube-controller-manager's names and defaults.
  *
  * Flags are "--name=value", "--name value", or "-v N"; a boolean flag alone
- * means true. A bad flag is reported as "invalid value "x" for flag --name:
+ * means true; '_' in a name reads as '-', as kube-controller-manager
+ * normalizes names. Every flag of kube-controller-manager is accepted:
+ * those kcm implements keep its meaning and default, those of controllers
+ * and features kcm does not have are listed in o->ignored for one warning,
+ * so that kubeadm's and k3s's argument lists can be reused unchanged. A bad flag is reported as "invalid value "x" for flag --name:
  * why" (or "unknown flag: ..."); the caller prints it with the usage and
  * exits 2, as kube-controller-manager does.
  */
@@ -15,6 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+
+#define KCM_OPTIONS_MAX_IGNORED 160
 
 /* Every value is borrowed from argv or static; nothing needs freeing. */
 struct kcm_options {
@@ -46,19 +52,30 @@ struct kcm_options {
   const char *health_address, *metrics_address;
   /* logs */
   int verbosity;
+  const char *vmodule;   /* pattern=N,... on kcm's source files */
   bool json_logs;
+  /* kube-controller-manager's flags kcm accepts and does not act on, as
+   * given ("--cluster-cidr"), for one warning; and the feature gates */
+  const char *ignored[KCM_OPTIONS_MAX_IGNORED];
+  size_t nignored;
+  const char *feature_gates;
+  bool version_raw;      /* --version=raw */
 };
 
 enum kcm_options_result {
   KCM_OPTIONS_RUN,     /* parsed: run */
   KCM_OPTIONS_HELP,    /* --help: print the usage, exit 0 */
-  KCM_OPTIONS_VERSION, /* --version */
+  KCM_OPTIONS_VERSION, /* --version or --version=raw (o->version_raw) */
   KCM_OPTIONS_INVALID, /* err says why */
 };
 
 /* Fill *o with the defaults, then argv[1..argc). */
 enum kcm_options_result kcm_options_parse(struct kcm_options *o, int argc, char **argv,
                                           char *err, size_t err_len);
+
+/* The controllers --controllers names that kcm does not run (upstream's
+ * others), comma-separated into buf; "" when none. */
+const char *kcm_options_foreign_controllers(const struct kcm_options *o, char *buf, size_t len);
 
 /* The usage text, every flag with its section, value and default. */
 void kcm_options_usage(FILE *out);

@@ -2,6 +2,7 @@
 #include "kcm/log.h"
 
 #include <errno.h>
+#include <fnmatch.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -21,7 +22,70 @@ static enum kcm_log_format format;
 
 void kcm_log_set_format(enum kcm_log_format f) { format = f; }
 
-void kcm_log_set_verbosity(int v) { verbosity = v; }
+/* --vmodule: a copy of the list, and a generation that changes with it or
+ * with the verbosity, so that call sites look their level up again. */
+static char *vmodule;
+static unsigned generation = 1;
+
+void kcm_log_set_verbosity(int v) {
+  verbosity = v;
+  generation++;
+}
+
+int kcm_log_set_vmodule(const char *list) {
+  const char *p = list;
+  char *copy = NULL;
+  while (p && *p) {
+    size_t n = strcspn(p, ","), k = strcspn(p, "="), i;
+    if (k == 0 || k >= n || k + 1 == n)
+      return -1;
+    for (i = k + 1; i < n; i++)
+      if (p[i] < '0' || p[i] > '9')
+        return -1;
+    p += n + (p[n] == ',');
+  }
+  if (list && *list && !(copy = strdup(list)))
+    return -1;
+  free(vmodule);
+  vmodule = copy;
+  generation++;
+  return 0;
+}
+
+/* The level the first pattern matching file's base name gives, or the
+ * verbosity. */
+static int lookup_level(const char *file) {
+  const char *base = strrchr(file, '/'), *p = vmodule;
+  char name[128], pattern[128];
+  size_t len;
+  base = base ? base + 1 : file;
+  len = strcspn(base, ".");
+  if (len >= sizeof(name))
+    return verbosity;
+  memcpy(name, base, len);
+  name[len] = '\0';
+  while (*p) {
+    size_t n = strcspn(p, ","), k = strcspn(p, "=");
+    if (k < sizeof(pattern)) {
+      memcpy(pattern, p, k);
+      pattern[k] = '\0';
+      if (fnmatch(pattern, name, 0) == 0)
+        return atoi(p + k + 1);
+    }
+    p += n + (p[n] == ',');
+  }
+  return verbosity;
+}
+
+int kcm_log_file_verbosity(const char *file, int *cached, unsigned *gen) {
+  if (!vmodule)
+    return verbosity;
+  if (*gen != generation) {
+    *cached = lookup_level(file);
+    *gen = generation;
+  }
+  return *cached;
+}
 
 int kcm_log_verbosity(void) { return verbosity; }
 

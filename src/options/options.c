@@ -22,6 +22,9 @@ enum kind {
   IP,        /* an IP address */
   LOG_FORMAT,
   TLS_VERSION,
+  VMODULE,   /* pattern=N,... */
+  GATES,     /* Name=true|false,... */
+  LOCK,      /* the leader election lock: leases only */
 };
 
 struct flag {
@@ -37,8 +40,12 @@ struct flag {
 
 static const struct flag flags[] = {
     {"Generic flags", "controllers", "LIST", STRING, AT(controllers),
-     "controllers to run: names, * for all, -name to leave one out;\n"
-     "known: deployment, replicaset (default *)"},
+     "controllers to run: names, * for all, -name to leave one out\n"
+     "(default *); kcm runs deployment and replicaset, and reports\n"
+     "kube-controller-manager's other names given as not run here"},
+    {NULL, "feature-gates", "LIST", GATES, AT(feature_gates),
+     "Name=true|false,...: parsed; kcm's controllers have no gates, so\n"
+     "each one given is reported as having no effect"},
     {NULL, "min-resync-period", "D", DURATION, AT(min_resync_ms),
      "caches resync at a random period in [D, 2D) (default 12h)"},
     {NULL, "leader-elect", NULL, BOOLEAN, AT(leader_elect),
@@ -49,6 +56,8 @@ static const struct flag flags[] = {
      "how long the leader tries to renew before giving up (default 10s)"},
     {NULL, "leader-elect-retry-period", "D", DURATION, AT(retry_ms),
      "time between tries to acquire or renew (default 2s)"},
+    {NULL, "leader-elect-resource-lock", "KIND", LOCK, 0,
+     "leases, the only kind kcm holds (default leases)"},
     {NULL, "leader-elect-resource-namespace", "NS", STRING, AT(lease_namespace),
      "namespace of the Lease (default kube-system)"},
     {NULL, "leader-elect-resource-name", "NAME", STRING, AT(lease_name),
@@ -119,6 +128,9 @@ static const struct flag flags[] = {
     {"Logs flags", "v", "N", LEVEL, AT(verbosity), "log verbosity (default 0)"},
     {NULL, "logging-format", "F", LOG_FORMAT, AT(json_logs),
      "text (klog lines, the default) or json"},
+    {NULL, "vmodule", "LIST", VMODULE, AT(vmodule),
+     "pattern=N,...: verbosity N for the source files (without .c)\n"
+     "whose name matches the glob pattern, as klog reads it"},
 
     {"Misc flags", "kubeconfig", "PATH", STRING, AT(kubeconfig),
      "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or the\n"
@@ -131,6 +143,84 @@ static const struct flag flags[] = {
      "requests per second to the API server, per controller (default 20)"},
     {NULL, "kube-api-burst", "N", POSITIVE, AT(burst),
      "requests allowed in a burst, per controller (default 30)"},
+};
+
+/* kube-controller-manager's flags of controllers and features kcm does
+ * not have: accepted, so that its argument lists can be reused, and
+ * reported once. `boolean`: the flag may stand alone. */
+static const struct {
+  const char *name;
+  bool boolean;
+} foreign[] = {
+    {"add-dir-header", true}, {"allocate-node-cidrs", true}, {"allow-metric-labels", false},
+    {"allow-metric-labels-manifest", false}, {"alsologtostderr", true},
+    {"attach-detach-reconcile-sync-period", false}, {"authentication-skip-lookup", true},
+    {"authentication-tolerate-lookup-failure", true}, {"cidr-allocator-type", false},
+    {"cloud-config", false}, {"cloud-provider", false}, {"cluster-cidr", false},
+    {"cluster-name", false}, {"cluster-signing-cert-file", false},
+    {"cluster-signing-duration", false}, {"cluster-signing-key-file", false},
+    {"cluster-signing-kube-apiserver-client-cert-file", false},
+    {"cluster-signing-kube-apiserver-client-key-file", false},
+    {"cluster-signing-kubelet-client-cert-file", false},
+    {"cluster-signing-kubelet-client-key-file", false},
+    {"cluster-signing-kubelet-serving-cert-file", false},
+    {"cluster-signing-kubelet-serving-key-file", false},
+    {"cluster-signing-legacy-unknown-cert-file", false},
+    {"cluster-signing-legacy-unknown-key-file", false}, {"concurrent-cron-job-syncs", false},
+    {"concurrent-daemonset-syncs", false}, {"concurrent-endpoint-syncs", false},
+    {"concurrent-ephemeralvolume-syncs", false}, {"concurrent-gc-syncs", false},
+    {"concurrent-horizontal-pod-autoscaler-syncs", false}, {"concurrent-job-syncs", false},
+    {"concurrent-namespace-syncs", false}, {"concurrent-rc-syncs", false},
+    {"concurrent-resource-quota-syncs", false}, {"concurrent-service-endpoint-syncs", false},
+    {"concurrent-service-syncs", false}, {"concurrent-serviceaccount-token-syncs", false},
+    {"concurrent-statefulset-syncs", false}, {"concurrent-ttl-after-finished-syncs", false},
+    {"concurrent-validating-admission-policy-status-syncs", false},
+    {"configure-cloud-routes", true}, {"contention-profiling", true},
+    {"controller-start-interval", false}, {"deployment-controller-sync-period", false},
+    {"disable-attach-detach-reconcile-sync", true}, {"disable-force-detach-on-timeout", true},
+    {"disable-http2-serving", true}, {"disabled-metrics", false},
+    {"enable-dynamic-provisioning", true}, {"enable-garbage-collector", true},
+    {"enable-hostpath-provisioner", true}, {"enable-leader-migration", true},
+    {"enable-taint-manager", true}, {"endpoint-updates-batch-period", false},
+    {"endpointslice-updates-batch-period", false},
+    {"experimental-cluster-signing-duration", false}, {"external-cloud-volume-plugin", false},
+    {"flex-volume-plugin-dir", false},
+    {"horizontal-pod-autoscaler-cpu-initialization-period", false},
+    {"horizontal-pod-autoscaler-downscale-stabilization", false},
+    {"horizontal-pod-autoscaler-initial-readiness-delay", false},
+    {"horizontal-pod-autoscaler-sync-period", false},
+    {"horizontal-pod-autoscaler-tolerance", false}, {"http2-max-streams-per-connection", false},
+    {"kube-api-content-type", false}, {"large-cluster-size-threshold", false},
+    {"leader-migration-config", false}, {"legacy-service-account-token-clean-up-period", false},
+    {"log-backtrace-at", false}, {"log-dir", false}, {"log-file", false},
+    {"log-file-max-size", false}, {"log-flush-frequency", false},
+    {"log-json-info-buffer-size", false}, {"log-json-split-stream", true},
+    {"log-text-info-buffer-size", false}, {"log-text-split-stream", true}, {"logtostderr", true},
+    {"max-endpoints-per-slice", false}, {"mirroring-concurrent-service-endpoint-syncs", false},
+    {"mirroring-endpointslice-updates-batch-period", false},
+    {"mirroring-max-endpoints-per-subset", false}, {"namespace-sync-period", false},
+    {"node-cidr-mask-size", false}, {"node-cidr-mask-size-ipv4", false},
+    {"node-cidr-mask-size-ipv6", false}, {"node-eviction-rate", false},
+    {"node-monitor-grace-period", false}, {"node-monitor-period", false},
+    {"node-startup-grace-period", false}, {"one-output", true}, {"permit-address-sharing", true},
+    {"permit-port-sharing", true}, {"pod-eviction-timeout", false}, {"profiling", true},
+    {"pv-recycler-increment-timeout-nfs", false}, {"pv-recycler-minimum-timeout-hostpath", false},
+    {"pv-recycler-minimum-timeout-nfs", false},
+    {"pv-recycler-pod-template-filepath-hostpath", false},
+    {"pv-recycler-pod-template-filepath-nfs", false},
+    {"pv-recycler-timeout-increment-hostpath", false}, {"pvclaimbinder-sync-period", false},
+    {"requestheader-allowed-names", false}, {"requestheader-client-ca-file", false},
+    {"requestheader-extra-headers-prefix", false}, {"requestheader-group-headers", false},
+    {"requestheader-uid-headers", false}, {"requestheader-username-headers", false},
+    {"resource-quota-sync-period", false}, {"root-ca-file", false},
+    {"route-reconciliation-period", false}, {"secondary-node-eviction-rate", false},
+    {"service-account-private-key-file", false}, {"service-cluster-ip-range", false},
+    {"show-hidden-metrics-for-version", false}, {"skip-headers", true},
+    {"skip-log-headers", true}, {"stderrthreshold", false},
+    {"terminated-pod-gc-threshold", false}, {"tls-cipher-suites", false},
+    {"tls-sni-cert-key", false}, {"unhealthy-zone-threshold", false},
+    {"use-service-account-credentials", true}, {"volume-host-allow-local-loopback", true},
+    {"volume-host-cidr-denylist", false},
 };
 
 static const struct kcm_options defaults = {
@@ -162,13 +252,13 @@ static const struct kcm_options defaults = {
 
 void kcm_options_usage(FILE *out) {
   size_t i;
+  int n;
   fprintf(out, "Usage: kcm [flags]\n\n"
                "kcm runs the Deployment and ReplicaSet controllers against a Kubernetes API "
                "server.\n");
   for (i = 0; i < sizeof(flags) / sizeof(flags[0]); i++) {
     const struct flag *f = &flags[i];
     const char *h = f->help;
-    int n;
     if (f->section)
       fprintf(out, "\n%s:\n", f->section);
     n = fprintf(out, "  %s%s%s%s", f->name[1] ? "--" : "-", f->name,
@@ -186,7 +276,17 @@ void kcm_options_usage(FILE *out) {
       h += len + (h[len] == '\n');
     }
   }
-  fprintf(out, "\n  --version             print the version and exit\n"
+  fprintf(out, "\nFlags of kube-controller-manager's other controllers and features, accepted\n"
+               "so that its argument lists can be reused, and reported once as ignored:\n");
+  for (i = 0, n = 0; i < sizeof(foreign) / sizeof(foreign[0]); i++) {
+    int len = (int)strlen(foreign[i].name) + 3;
+    if (n + len > 78) {
+      fputc('\n', out);
+      n = 0;
+    }
+    n += fprintf(out, "%s--%s", n ? " " : "  ", foreign[i].name);
+  }
+  fprintf(out, "\n\n  --version[=raw]       print the version (raw: every build detail) and exit\n"
                "  -h, --help            print this help and exit\n");
 }
 
@@ -245,8 +345,46 @@ static int int_value(const char *s, long min, long max, int *out) {
 }
 
 /* Store value in the flag's field, or say why not. */
+/* strconv.ParseBool's spellings. */
+static const char *bool_value(const char *s, size_t n) {
+  static const char *const ok[] = {"1", "t", "T", "TRUE", "true", "True",
+                                   "0", "f", "F", "FALSE", "false", "False"};
+  size_t i;
+  for (i = 0; i < sizeof(ok) / sizeof(ok[0]); i++)
+    if (strlen(ok[i]) == n && !strncmp(ok[i], s, n))
+      return NULL;
+  return "each value must be true or false";
+}
+
+static const char *level_value(const char *s, size_t n) {
+  size_t i;
+  if (!n || n > 9)
+    return "each level must be a non-negative integer";
+  for (i = 0; i < n; i++)
+    if (s[i] < '0' || s[i] > '9')
+      return "each level must be a non-negative integer";
+  return NULL;
+}
+
+/* A list "key=value,..." whose keys are not empty and whose values check
+ * says are good; NULL or why not. */
+static const char *each_pair(const char *list, const char *(*check)(const char *s, size_t n)) {
+  const char *p = list;
+  while (*p) {
+    size_t n = strcspn(p, ","), k = strcspn(p, "=");
+    const char *why;
+    if (k >= n || k == 0)
+      return "each item must be key=value";
+    if ((why = check(p + k + 1, n - k - 1)))
+      return why;
+    p += n + (p[n] == ',');
+  }
+  return NULL;
+}
+
 static const char *set(const struct flag *f, const char *value, struct kcm_options *o) {
   void *field = (char *)o + f->offset;
+  const char *why;
   char host[64];
   int port;
   switch (f->kind) {
@@ -301,47 +439,137 @@ static const char *set(const struct flag *f, const char *value, struct kcm_optio
       return "must be VersionTLS12 or VersionTLS13 (kcm does not serve TLS 1.0 or 1.1)";
     *(bool *)field = !strcmp(value, "VersionTLS13");
     return NULL;
+  case VMODULE:
+    if ((why = each_pair(value, level_value)))
+      return why;
+    *(const char **)field = value;
+    return NULL;
+  case GATES:
+    if ((why = each_pair(value, bool_value)))
+      return why;
+    *(const char **)field = value;
+    return NULL;
+  case LOCK:
+    return strcmp(value, "leases") ? "kcm holds its lock in a Lease: must be leases" : NULL;
   }
   return "unknown kind";
 }
 
+/* kube-controller-manager's controllers, by the names --controllers takes
+ * (the older names, then the canonical ones of v1.29 on); kcm runs the
+ * first two. */
+static const char *const upstream_controllers[] = {
+    "deployment", "replicaset", "deployment-controller", "replicaset-controller",
+    "attachdetach", "bootstrapsigner", "cloud-node-lifecycle", "clusterrole-aggregation",
+    "cronjob", "csrapproving", "csrcleaner", "csrsigning", "daemonset", "disruption", "endpoint",
+    "endpointslice", "endpointslicemirroring", "ephemeral-volume", "garbagecollector",
+    "horizontalpodautoscaling", "job", "legacy-service-account-token-cleaner", "namespace",
+    "nodeipam", "nodelifecycle", "persistentvolume-binder", "persistentvolume-expander", "podgc",
+    "pv-protection", "pvc-protection", "replicationcontroller", "resourceclaim", "resourcequota",
+    "root-ca-cert-publisher", "route", "service", "service-cidr", "serviceaccount",
+    "serviceaccount-token", "statefulset", "storage-version-gc", "storage-version-migrator",
+    "taint-eviction-controller", "tokencleaner", "ttl", "ttl-after-finished",
+    "validatingadmissionpolicy-status", "serviceaccount-token-controller", "endpoints-controller",
+    "endpointslice-controller", "endpointslice-mirroring-controller",
+    "replicationcontroller-controller", "pod-garbage-collector-controller",
+    "resourcequota-controller", "namespace-controller", "serviceaccount-controller",
+    "garbage-collector-controller", "daemonset-controller", "job-controller",
+    "horizontal-pod-autoscaler-controller", "disruption-controller", "statefulset-controller",
+    "cronjob-controller", "certificatesigningrequest-signing-controller",
+    "certificatesigningrequest-approving-controller",
+    "certificatesigningrequest-cleaner-controller", "ttl-controller",
+    "bootstrap-signer-controller", "token-cleaner-controller", "node-ipam-controller",
+    "node-lifecycle-controller", "persistentvolume-binder-controller",
+    "persistentvolume-attach-detach-controller", "persistentvolume-expander-controller",
+    "clusterrole-aggregation-controller", "persistentvolumeclaim-protection-controller",
+    "persistentvolume-protection-controller", "ttl-after-finished-controller",
+    "root-ca-certificate-publisher-controller", "ephemeral-volume-controller",
+    "storageversion-garbage-collector-controller", "resourceclaim-controller",
+    "legacy-serviceaccount-token-cleaner-controller",
+    "validatingadmissionpolicy-status-controller", "service-cidr-controller",
+    "storage-version-migrator-controller", "cloud-node-lifecycle-controller",
+    "service-lb-controller", "node-route-controller", "selinux-warning-controller",
+};
+
+/* The index in upstream_controllers of the name s[0..n), or -1. */
+static int controller_index(const char *s, size_t n) {
+  size_t i;
+  for (i = 0; i < sizeof(upstream_controllers) / sizeof(upstream_controllers[0]); i++)
+    if (strlen(upstream_controllers[i]) == n && !strncmp(upstream_controllers[i], s, n))
+      return (int)i;
+  return -1;
+}
+
 /* --controllers as kube-controller-manager reads it: a name turns a
- * controller on, "-name" off, and "*" every controller not turned off. */
+ * controller on, "-name" off, and "*" every controller not turned off;
+ * a name it does not know is an error. */
 static int controllers(struct kcm_options *o, char *err, size_t err_len) {
-  static const char *const known[] = {"deployment", "replicaset"};
   bool named[2] = {false, false}, off[2] = {false, false}, star = false;
   const char *p = o->controllers;
-  size_t i;
   while (*p) {
     size_t n = strcspn(p, ",");
     bool minus = *p == '-';
     const char *name = p + minus;
     size_t len = n - minus;
+    int i;
     if (len == 1 && *name == '*' && !minus) {
       star = true;
-    } else {
-      for (i = 0; i < 2; i++)
-        if (strlen(known[i]) == len && !strncmp(name, known[i], len))
-          break;
-      if (i == 2) {
-        snprintf(err, err_len,
-                 "invalid value \"%s\" for flag --controllers: \"%.*s\" is not in the list of "
-                 "known controllers (deployment, replicaset)",
-                 o->controllers, (int)len, name);
-        return -1;
-      }
+    } else if ((i = controller_index(name, len)) < 0) {
+      snprintf(err, err_len,
+               "invalid value \"%s\" for flag --controllers: \"%.*s\" is not in the list of "
+               "known controllers",
+               o->controllers, (int)len, name);
+      return -1;
+    } else if (i < 4) {
       if (minus)
-        off[i] = true;
+        off[i % 2] = true;
       else
-        named[i] = true;
+        named[i % 2] = true;
     }
-    p += n;
-    if (*p == ',')
-      p++;
+    p += n + (p[n] == ',');
   }
   o->deployment_on = !off[0] && (named[0] || star);
   o->replicaset_on = !off[1] && (named[1] || star);
   return 0;
+}
+
+const char *kcm_options_foreign_controllers(const struct kcm_options *o, char *buf, size_t len) {
+  const char *p = o->controllers;
+  size_t at = 0;
+  buf[0] = '\0';
+  while (*p) {
+    size_t n = strcspn(p, ",");
+    int i = *p == '-' ? -1 : controller_index(p, n);
+    if (i >= 4 && at + n + 2 < len) {
+      at += (size_t)snprintf(buf + at, len - at, "%s%.*s", at ? "," : "", (int)n, p);
+    }
+    p += n + (p[n] == ',');
+  }
+  return buf;
+}
+
+/* Whether a flag's name and the n bytes given match, '_' reading as '-'. */
+static bool same_name(const char *name, const char *given, size_t n) {
+  size_t i;
+  for (i = 0; i < n; i++)
+    if (name[i] != (given[i] == '_' ? '-' : given[i]))
+      return false;
+  return name[n] == '\0';
+}
+
+/* A foreign flag given: taken once into o->ignored; its index or -1. */
+static int foreign_flag(struct kcm_options *o, const char *name, size_t n) {
+  size_t k, j;
+  for (k = 0; k < sizeof(foreign) / sizeof(foreign[0]); k++) {
+    if (!same_name(foreign[k].name, name, n))
+      continue;
+    for (j = 0; j < o->nignored && o->ignored[j] != foreign[k].name; j++)
+      ;
+    if (j == o->nignored && o->nignored < KCM_OPTIONS_MAX_IGNORED)
+      o->ignored[o->nignored++] = foreign[k].name;
+    return (int)k;
+  }
+  return -1;
 }
 
 enum kcm_options_result kcm_options_parse(struct kcm_options *o, int argc, char **argv,
@@ -352,6 +580,7 @@ enum kcm_options_result kcm_options_parse(struct kcm_options *o, int argc, char 
     const char *arg = argv[i], *name, *value = NULL, *eq, *why;
     const struct flag *f = NULL;
     size_t klen, k;
+    int g;
 
     if (arg[0] != '-' || !arg[1]) {
       snprintf(err, err_len, "unexpected argument \"%s\"", arg);
@@ -362,13 +591,30 @@ enum kcm_options_result kcm_options_parse(struct kcm_options *o, int argc, char 
     klen = eq ? (size_t)(eq - name) : strlen(name);
     if (eq)
       value = eq + 1;
-    if ((klen == 1 && *name == 'h') || (klen == 4 && !strncmp(name, "help", 4)))
+    if ((klen == 1 && *name == 'h') || same_name("help", name, klen))
       return KCM_OPTIONS_HELP;
-    if (klen == 7 && !strncmp(name, "version", 7))
-      return KCM_OPTIONS_VERSION;
+    if (same_name("version", name, klen)) {
+      if (!value || !strcmp(value, "true") || !strcmp(value, "raw")) {
+        o->version_raw = value && !strcmp(value, "raw");
+        return KCM_OPTIONS_VERSION;
+      }
+      if (strcmp(value, "false")) {
+        snprintf(err, err_len, "invalid value \"%s\" for flag --version: must be true, false "
+                               "or raw", value);
+        return KCM_OPTIONS_INVALID;
+      }
+      continue;
+    }
     for (k = 0; k < sizeof(flags) / sizeof(flags[0]); k++)
-      if (strlen(flags[k].name) == klen && !strncmp(flags[k].name, name, klen))
+      if (same_name(flags[k].name, name, klen))
         f = &flags[k];
+    if (!f && (g = foreign_flag(o, name, klen)) >= 0) {
+      if (!value && !foreign[g].boolean && ++i >= argc) {
+        snprintf(err, err_len, "flag needs an argument: %s", arg);
+        return KCM_OPTIONS_INVALID;
+      }
+      continue;
+    }
     if (!f) {
       snprintf(err, err_len, "unknown flag: %s", arg);
       return KCM_OPTIONS_INVALID;

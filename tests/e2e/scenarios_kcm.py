@@ -272,8 +272,8 @@ def bad_flags(ctx):
         ("--leader-elect-lease-duration=1m30s", "--leader-elect-renew-deadline=1m30s"):
             "the lease duration must be greater than the renew deadline",
         ("--leader-elect-resource-name=",): "the lease namespace and name must not be empty",
-        ("--controllers=deployment,endpoint",):
-            '"endpoint" is not in the list of known controllers',
+        ("--controllers=deployment,endpoints",):
+            '"endpoints" is not in the list of known controllers',
         ("--min-resync-period=soon",): 'invalid value "soon" for flag --min-resync-period',
         ("--status-write-interval=1",):
             'invalid value "1" for flag --status-write-interval: must be a duration',
@@ -347,6 +347,15 @@ def probes_and_metrics(ctx):
     code, body = _get(metrics + "/metrics")
     assert code == 200, (code, body)
     assert re.search(r'^leader_election_master_status\{name="kcm"\} 1$', body, re.M), body
+    # What was built, as kubernetes_build_info says it: the version --version prints.
+    version = subprocess.run([ctx.env.kcm_binary, "--version"], capture_output=True, text=True,
+                             timeout=10).stdout
+    m = re.search(r'^kcm_build_info\{build_date="([^"]+)",compiler="[^"]+",'
+                  r'git_commit="([0-9a-f]{40}|unknown)",git_tree_state="(clean|dirty|unknown)",'
+                  r'git_version="(v[0-9.]+)",platform="linux/[a-z0-9]+"\} 1$', body, re.M)
+    assert m, body
+    assert version.startswith("kcm %s (commit %s, built %s)" % (m.group(4), m.group(2)[:12],
+                                                                m.group(1))), (version, m.groups())
     rss = re.search(r"^process_resident_memory_bytes (\d+)$", body, re.M)
     assert rss and int(rss.group(1)) > 1 << 20, body
     assert re.search(r"^process_start_time_seconds \d+(\.\d+)?$", body, re.M), body
@@ -410,6 +419,59 @@ def chosen_controllers(ctx):
             if kcm:
                 kcm.stop()
     wait_complete(ctx, "web")
+
+
+# kube-controller-manager's arguments in kubeadm's static pod manifest
+# (v1.24 to v1.31); CONF, CA: where kubeadm keeps its kubeconfig and CA.
+KUBEADM_ARGS = [
+    "--allocate-node-cidrs=true", "--authentication-kubeconfig=CONF",
+    "--authorization-kubeconfig=CONF", "--bind-address=127.0.0.1", "--client-ca-file=CA",
+    "--cluster-cidr=10.244.0.0/16", "--cluster-name=kubernetes",
+    "--cluster-signing-cert-file=/etc/kubernetes/pki/ca.crt",
+    "--cluster-signing-key-file=/etc/kubernetes/pki/ca.key",
+    "--controllers=*,bootstrapsigner,tokencleaner", "--kubeconfig=CONF", "--leader-elect=true",
+    "--requestheader-client-ca-file=/etc/kubernetes/pki/front-proxy-ca.crt",
+    "--root-ca-file=/etc/kubernetes/pki/ca.crt",
+    "--service-account-private-key-file=/etc/kubernetes/pki/sa.key",
+    "--service-cluster-ip-range=10.96.0.0/12", "--use-service-account-credentials=true"]
+
+
+@scenario("kubeadm's kube-controller-manager arguments start kcm, what it ignores said once",
+          needs_sim=True)
+def kubeadm_arguments(ctx):
+    env = ctx.env
+    if env.kcm is None or not env.kcm_binary.endswith("/kcm"):
+        return
+    from scenarios_replicaset import rs_manifest, wait_replicas
+    with suite_kcm_stopped(ctx, "kcm-after-kubeadm.log") as d:
+        ca = os.path.join(d, "ca.crt")
+        with open(ca, "wb") as f:
+            f.write(base64.b64decode(_sim_cluster(env)[1]))
+        paths = {"CONF": env.kcm_kubeconfig, "CA": ca}
+        args = [a.split("=")[0] + "=" + paths[a.split("=")[1]]
+                if a.split("=")[1] in paths else a for a in KUBEADM_ARGS]
+        kcm = Kcm(env.kcm_binary, None, d, log_name="kubeadm.log", extra=args)
+        try:
+            wait_for(lambda: "caches synced" in kcm.text() or not kcm.alive(), timeout=30,
+                     what="kcm started with kubeadm's arguments")
+            assert kcm.alive(), kcm.text()[-2000:]
+            ctx.apply(rs_manifest("web", 2))
+            wait_replicas(ctx, "web", 2)
+        finally:
+            assert kcm.stop() == 0
+    lines = kcm.text().splitlines()
+    ignored = [ln for ln in lines if "ignoring kube-controller-manager flags" in ln]
+    assert len(ignored) == 1, ignored
+    for flag in ("--allocate-node-cidrs", "--cluster-cidr", "--cluster-name",
+                 "--cluster-signing-cert-file", "--cluster-signing-key-file",
+                 "--requestheader-client-ca-file", "--root-ca-file",
+                 "--service-account-private-key-file", "--service-cluster-ip-range",
+                 "--use-service-account-credentials"):
+        assert flag in ignored[0], (flag, ignored[0])
+    others = [ln for ln in lines if "others named in --controllers" in ln]
+    assert len(others) == 1 and 'controllers="bootstrapsigner,tokencleaner"' in others[0], others
+    assert 'starting controller name="deployment"' in kcm.text()
+    assert 'starting controller name="replicaset"' in kcm.text()
 
 
 @scenario("SIGTERM posts the events still queued before exiting", needs_sim=True)

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include <cmocka.h>
+#include <json-c/json.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,7 @@
 #include "fake_writer.h"
 #include "kcm/deployment.h"
 #include "kcm/error.h"
+#include "kcm/log.h"
 #include "kcm/replicaset.h"
 
 #define RS_UID "aaaaaaaa-0000-0000-0000-000000000001"
@@ -318,6 +320,40 @@ static void rs_status_conflict(void **state) {
   assert_int_equal(kcm_workqueue_requeues(&f->rc.rt.queue, KEY), 1);
 }
 
+/* A failed sync is logged with its message and keys apart, in JSON too:
+ * the controller and the key are values, never part of a key's name. */
+static void rs_failure_logged(void **state) {
+  struct fixture *f = *state;
+  char *text = NULL, *line, *save = NULL;
+  size_t len = 0;
+  FILE *out = open_memstream(&text, &len);
+  bool found = false;
+  kcm_log_set_output(out);
+  kcm_log_set_format(KCM_LOG_JSON);
+  put_rs(f, 1);
+  put_pod(f, "a", RS_UID);
+  kcm_runtime_run(&f->rc.rt);
+  fake_writer_answer(&f->fw, fake_writer_find(&f->fw, "PATCH", "/replicasets/web/status"), 500,
+                     fake_status(status, sizeof(status), 500, "InternalError", "etcd down"));
+  kcm_log_set_format(KCM_LOG_TEXT);
+  kcm_log_set_output(NULL);
+  fclose(out);
+  for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+    struct json_object *o = json_tokener_parse(line), *v;
+    if (o && json_object_object_get_ex(o, "msg", &v) &&
+        !strcmp(json_object_get_string(v), "sync failed; retrying")) {
+      assert_true(json_object_object_get_ex(o, "controller", &v));
+      assert_string_equal(json_object_get_string(v), "replicaset");
+      assert_true(json_object_object_get_ex(o, "key", &v));
+      assert_string_equal(json_object_get_string(v), KEY);
+      found = true;
+    }
+    json_object_put(o);
+  }
+  free(text);
+  assert_true(found);
+}
+
 /* Deletes: a 404 is the deletion done; another error is reported; each
  * lowers the expectation, since the cache will not see it. */
 static void rs_delete_errors(void **state) {
@@ -497,6 +533,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(rs_namespace_terminating, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(rs_status_conflict, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(rs_delete_errors, setup_rs, teardown),
+      cmocka_unit_test_setup_teardown(rs_failure_logged, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(rs_adoption_checks_first, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(rs_adoption_patches_owner, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(dp_hash_collision, setup_dp, teardown),

@@ -50,6 +50,28 @@ static void write_levels(void) {
   kcm_log_set_verbosity(0);
 }
 
+/* --vmodule: the first matching pattern gives this file its level; a
+ * change of the list or the verbosity reaches a call site already used. */
+static void write_vmodule(void) {
+  int i;
+  for (i = 0; i < 4; i++) {
+    static const char *const lists[] = {"other=5", "test_l*=3,test_log=1", "test_log=1", ""};
+    assert_int_equal(kcm_log_set_vmodule(lists[i]), 0);
+    kcm_v(3, "at three list=\"%s\"", lists[i]);
+  }
+  assert_int_equal(kcm_log_set_vmodule("bad"), -1);
+  assert_int_equal(kcm_log_set_vmodule("x=1,=2"), -1);
+}
+
+static void vmodule_sets_a_files_level(void **state) {
+  char *text = capture(write_vmodule);
+  assert_null(strstr(text, "list=\"other=5\""));
+  assert_non_null(strstr(text, "list=\"test_l*=3,test_log=1\""));
+  assert_null(strstr(text, "list=\"test_log=1\""));
+  assert_null(strstr(text, "list=\"\""));
+  free(text);
+}
+
 static void write_json_lines(void) {
   kcm_log_set_format(KCM_LOG_JSON);
   kcm_info("caches synced pods=%d elapsed=\"%s\" ratio=0.5", 12, "101ms");
@@ -332,6 +354,7 @@ static void long_json_values_are_kept_whole(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(line_has_klog_header),
+      cmocka_unit_test(vmodule_sets_a_files_level),
       cmocka_unit_test(json_lines),
       cmocka_unit_test(severities_and_verbosity),
       cmocka_unit_test(long_messages_are_kept_whole),

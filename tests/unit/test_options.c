@@ -117,7 +117,16 @@ static void refusals_name_the_flag(void **state) {
       {{"--metrics-bind-address=8080"},
        "invalid value \"8080\" for flag --metrics-bind-address: must be [host]:port or 0"},
       {{"--min-resync-period=1e300h"}, "invalid value \"1e300h\" for flag --min-resync-period"},
-      {{"--controllers=endpoint"}, "\"endpoint\" is not in the list of known controllers"},
+      {{"--controllers=endpoints"}, "\"endpoints\" is not in the list of known controllers"},
+      {{"--controllers=*,-bogus"}, "\"bogus\" is not in the list of known controllers"},
+      {{"--feature-gates=Foo"}, "invalid value \"Foo\" for flag --feature-gates: each item "
+                                "must be key=value"},
+      {{"--feature-gates=Foo=yes"}, "each value must be true or false"},
+      {{"--vmodule=controller"}, "invalid value \"controller\" for flag --vmodule"},
+      {{"--vmodule=controller=x"}, "each level must be a non-negative integer"},
+      {{"--leader-elect-resource-lock=endpointsleases"}, "must be leases"},
+      {{"--version=v2"}, "invalid value \"v2\" for flag --version"},
+      {{"--cluster-cidr"}, "flag needs an argument: --cluster-cidr"},
       {{"--no-such-flag"}, "unknown flag: --no-such-flag"},
       {{"--kubeconfig"}, "flag needs an argument: --kubeconfig"},
       {{"stray"}, "unexpected argument \"stray\""},
@@ -186,8 +195,98 @@ static void usage_lists_every_flag_in_sections(void **state) {
   free(text);
 }
 
+/* kubeadm's kube-controller-manager arguments, as its static pod manifest
+ * gives them (v1.24 to v1.31). */
+static void kubeadms_arguments_run_unchanged(void **state) {
+  static char *args[] = {
+      "--allocate-node-cidrs=true",
+      "--authentication-kubeconfig=/etc/kubernetes/controller-manager.conf",
+      "--authorization-kubeconfig=/etc/kubernetes/controller-manager.conf",
+      "--bind-address=127.0.0.1",
+      "--client-ca-file=/etc/kubernetes/pki/ca.crt",
+      "--cluster-cidr=10.244.0.0/16",
+      "--cluster-name=kubernetes",
+      "--cluster-signing-cert-file=/etc/kubernetes/pki/ca.crt",
+      "--cluster-signing-key-file=/etc/kubernetes/pki/ca.key",
+      "--controllers=*,bootstrapsigner,tokencleaner",
+      "--kubeconfig=/etc/kubernetes/controller-manager.conf",
+      "--leader-elect=true",
+      "--requestheader-client-ca-file=/etc/kubernetes/pki/front-proxy-ca.crt",
+      "--root-ca-file=/etc/kubernetes/pki/ca.crt",
+      "--service-account-private-key-file=/etc/kubernetes/pki/sa.key",
+      "--service-cluster-ip-range=10.96.0.0/12",
+      "--use-service-account-credentials=true",
+  };
+  static const char *const ignored[] = {
+      "allocate-node-cidrs", "cluster-cidr", "cluster-name", "cluster-signing-cert-file",
+      "cluster-signing-key-file", "requestheader-client-ca-file", "root-ca-file",
+      "service-account-private-key-file", "service-cluster-ip-range",
+      "use-service-account-credentials"};
+  static char name[] = "kcm";
+  char *argv[32] = {name}, err[256], foreign[256];
+  struct kcm_options o;
+  size_t i;
+  for (i = 0; i < sizeof(args) / sizeof(args[0]); i++)
+    argv[i + 1] = args[i];
+  assert_int_equal(kcm_options_parse(&o, (int)i + 1, argv, err, sizeof(err)), KCM_OPTIONS_RUN);
+  assert_true(o.deployment_on && o.replicaset_on);
+  assert_string_equal(o.bind_address, "127.0.0.1");
+  assert_string_equal(o.client_ca_file, "/etc/kubernetes/pki/ca.crt");
+  assert_string_equal(o.authn_kubeconfig, "/etc/kubernetes/controller-manager.conf");
+  assert_string_equal(kcm_options_foreign_controllers(&o, foreign, sizeof(foreign)),
+                      "bootstrapsigner,tokencleaner");
+  assert_int_equal(o.nignored, sizeof(ignored) / sizeof(ignored[0]));
+  for (i = 0; i < o.nignored; i++)
+    assert_string_equal(o.ignored[i], ignored[i]);
+}
+
+/* Names read as upstream reads them: '_' as '-'; a foreign boolean alone
+ * takes no value; one given twice is reported once. */
+static void foreign_flags_and_names(void **state) {
+  struct kcm_options o;
+  char err[256], foreign[256];
+  assert_int_equal(parse(&o, err, sizeof(err), "--concurrent_deployment_syncs=3", "--profiling",
+                         "--kubeconfig", "/k", "--profiling=false", "--concurrent_rc_syncs", "2",
+                         NULL),
+                   KCM_OPTIONS_RUN);
+  assert_int_equal(o.deployment_workers, 3);
+  assert_string_equal(o.kubeconfig, "/k");
+  assert_int_equal(o.nignored, 2);
+  assert_string_equal(o.ignored[0], "profiling");
+  assert_string_equal(o.ignored[1], "concurrent-rc-syncs");
+  /* The canonical names of v1.29 on, and their negations. */
+  assert_int_equal(parse(&o, err, sizeof(err), "--controllers=deployment-controller,job", NULL),
+                   KCM_OPTIONS_RUN);
+  assert_true(o.deployment_on && !o.replicaset_on);
+  assert_string_equal(kcm_options_foreign_controllers(&o, foreign, sizeof(foreign)), "job");
+  assert_int_equal(parse(&o, err, sizeof(err), "--controllers=*,-replicaset-controller", NULL),
+                   KCM_OPTIONS_RUN);
+  assert_true(o.deployment_on && !o.replicaset_on);
+  assert_string_equal(kcm_options_foreign_controllers(&o, foreign, sizeof(foreign)), "");
+  assert_int_equal(parse(&o, err, sizeof(err), "--feature-gates=A=true,B=False",
+                         "--leader-elect-resource-lock=leases", "--vmodule=controller*=4", NULL),
+                   KCM_OPTIONS_RUN);
+  assert_string_equal(o.feature_gates, "A=true,B=False");
+  assert_string_equal(o.vmodule, "controller*=4");
+}
+
+static void version_forms(void **state) {
+  struct kcm_options o;
+  char err[256];
+  assert_int_equal(parse(&o, err, sizeof(err), "--version", NULL), KCM_OPTIONS_VERSION);
+  assert_false(o.version_raw);
+  assert_int_equal(parse(&o, err, sizeof(err), "--version=raw", NULL), KCM_OPTIONS_VERSION);
+  assert_true(o.version_raw);
+  assert_int_equal(parse(&o, err, sizeof(err), "--version=false", "-v", "2", NULL),
+                   KCM_OPTIONS_RUN);
+  assert_int_equal(o.verbosity, 2);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(kubeadms_arguments_run_unchanged),
+      cmocka_unit_test(foreign_flags_and_names),
+      cmocka_unit_test(version_forms),
       cmocka_unit_test(defaults_are_kube_controller_managers),
       cmocka_unit_test(values_of_every_kind),
       cmocka_unit_test(refusals_name_the_flag),

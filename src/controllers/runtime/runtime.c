@@ -87,7 +87,8 @@ void kcm_runtime_give_back(struct kcm_runtime_job *j) {
 /* What becomes of the key after its sync. */
 static void settle(struct kcm_runtime *rt, struct kcm_runtime_job *j) {
   struct kcm_workqueue *q = &rt->queue;
-  const char *kind = rt->ops->kind;
+  const char *kind = rt->ops->kind, *msg;
+  uint32_t retries;
 
   kcm_workqueue_done(q, j->key);
   if (!j->err) {
@@ -100,24 +101,27 @@ static void settle(struct kcm_runtime *rt, struct kcm_runtime_job *j) {
       kcm_workqueue_add_after(q, j->key, (uint64_t)j->requeue_after_ms);
     return;
   }
-  uint32_t retries = kcm_workqueue_requeues(q, j->key);
-  const char *msg = j->err_msg ? j->err_msg : kcm_strerror(j->err);
+  retries = kcm_workqueue_requeues(q, j->key);
+  msg = j->err_msg ? j->err_msg : kcm_strerror(j->err);
   rt->stats.errors++;
   if (j->forget) {
-    kcm_v(2, "sync failed; not retrying %s=\"%s\" err=\"%s\"", kind, j->key, msg);
+    kcm_v(2, "sync failed; not retrying controller=\"%s\" key=\"%s\" err=\"%s\"", kind,
+          j->key, msg);
     kcm_workqueue_forget(q, j->key);
   } else if (rt->ops->max_retries && retries >= rt->ops->max_retries) {
-    kcm_warn("sync failed; dropping the key out of the queue %s=\"%s\" err=\"%s\"", kind,
-             j->key, msg);
+    kcm_warn("sync failed; dropping the key out of the queue controller=\"%s\" key=\"%s\" "
+             "err=\"%s\"",
+             kind, j->key, msg);
     kcm_workqueue_forget(q, j->key);
     rt->stats.dropped++;
   } else {
     /* Conflicts are routine (the object moved on); they retry quietly. */
     if (j->err == KCM_ECONFLICT)
-      kcm_v(2, "sync conflicted; retrying %s=\"%s\" err=\"%s\"", kind, j->key, msg);
+      kcm_v(2, "sync conflicted; retrying controller=\"%s\" key=\"%s\" err=\"%s\"", kind,
+            j->key, msg);
     else
-      kcm_warn("sync failed; retrying %s=\"%s\" err=\"%s\" retries=%u", kind, j->key, msg,
-               retries);
+      kcm_warn("sync failed; retrying controller=\"%s\" key=\"%s\" err=\"%s\" retries=%u",
+               kind, j->key, msg, retries);
     kcm_workqueue_add_rate_limited(q, j->key);
   }
 }
