@@ -38,6 +38,22 @@ class CommandError(AssertionError):
     pass
 
 
+class Skip(Exception):
+    """Raised by a scenario that does not apply to the controller-manager or
+    cluster under test; reported as SKIP with the reason."""
+
+
+def is_kcm(binary):
+    """Whether binary is kcm (its --version says so), not another
+    controller-manager under comparison."""
+    try:
+        out = subprocess.run([binary, "--version"], capture_output=True, text=True,
+                             timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return out.startswith("kcm ")
+
+
 class Kubectl:
     def __init__(self, kubeconfig, namespace, cache_dir):
         self.base = ["kubectl", "--kubeconfig", kubeconfig, "--cache-dir", cache_dir]
@@ -81,7 +97,7 @@ class Kcm:
         self.log = open(self.log_path, "w")
         args = [binary, "-v", "2", *extra]
         self.secure_port = None
-        if os.path.basename(binary) == "kcm":  # probes and metrics on loopback, free ports
+        if is_kcm(binary):  # probes and metrics on loopback, free ports
             self.secure_port = free_port()
             args[1:1] = ["--health-probe-bind-address=127.0.0.1:0",
                          "--metrics-bind-address=127.0.0.1:0",
@@ -175,13 +191,14 @@ class Env:
             self.kubeconfig = self.sim.kubeconfig
             self.real = False
         self.kcm_binary = kcm_binary
+        self.is_kcm = is_kcm(kcm_binary)
         self.kcm_args = tuple(kcm_args)
         # The kubeconfig kcm runs with: against the local API server, its
         # service account's token, authorized by the RBAC objects in
         # manifests/ only; elsewhere (or for another controller-manager) the
         # harness's own.
         self.kcm_kubeconfig = self.kubeconfig
-        if self.sim and os.path.basename(kcm_binary) == "kcm":
+        if self.sim and self.is_kcm:
             self.kcm_kubeconfig = self._service_account_kubeconfig()
         if os.environ.get("KCM_E2E_START_KCM", "1") != "0":
             self.kcm = Kcm(kcm_binary, self.kcm_kubeconfig, self.workdir, extra=kcm_args)
@@ -289,5 +306,5 @@ class Context:
         return self.k("apply", "-f", "-", stdin=text)
 
 
-__all__ = ["scenario", "SCENARIOS", "Env", "Context", "Kubectl", "Kcm", "Client",
+__all__ = ["scenario", "SCENARIOS", "Env", "Context", "Kubectl", "Kcm", "Client", "Skip",
            "suite_kcm_stopped", "wait_for", "CommandError", "ROOT", "time"]

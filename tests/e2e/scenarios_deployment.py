@@ -649,7 +649,7 @@ def restart_writes_nothing(ctx):
         code = ctx.env.restart_kcm("kcm-restarted.log")
         # The restarted process queues every Deployment when its caches sync; a change
         # made afterwards is handled once it runs, and the rest must be left alone.
-        if ctx.env.kcm_binary.endswith("/kcm"):  # upstream's exits non-zero on SIGTERM
+        if ctx.env.is_kcm:  # upstream's exits non-zero on SIGTERM
             assert code == 0, "kcm exited %s on SIGTERM" % code
             wait_for(lambda: "caches synced" in ctx.env.kcm.text(), timeout=30,
                      what="the restarted kcm to sync its caches")

@@ -11,7 +11,7 @@ import threading
 import time
 from collections import Counter
 
-from harness import Kcm, scenario, suite_kcm_stopped, wait_for
+from harness import Kcm, Skip, scenario, suite_kcm_stopped, wait_for
 from scenarios_deployment import complete, deployment, rolling, summary, wait_state
 
 
@@ -146,7 +146,7 @@ def compacted(ctx):
     exactly(ctx, "compacted", 15)
     lists = Counter(r["resource"] for r in requests_since(ctx, last)
                     if r["verb"] == "list" and r["userAgent"].startswith("kcm/"))
-    if ctx.env.kcm_binary.endswith("/kcm"):
+    if ctx.env.is_kcm:
         # A kind whose last version kcm saw is the newest the server wrote
         # (the ReplicaSet just scaled, say) may watch on without a 410.
         assert sum(lists.values()) >= 1 and max(lists.values()) == 1, lists
@@ -299,7 +299,7 @@ def server_restarted(ctx):
     # A create sent as the server died may have been made with its answer
     # lost: kcm sends it again under the same name and learns so.
     no_pod_too_many(most, "restarted")
-    if env.kcm and env.kcm_binary.endswith("/kcm"):
+    if env.kcm and env.is_kcm:
         assert env.kcm.alive() and env.kcm.proc.pid == pid, "kcm restarted"
         lists = Counter(r["resource"] for r in requests_since(ctx, 0)
                         if r["verb"] == "list" and r["userAgent"].startswith("kcm/"))
@@ -319,8 +319,8 @@ def _short_lease_kcm(ctx, log_name):
           "killed and restarted with nothing to do: no write", needs_sim=True)
 def killed_mid_scale(ctx):
     env = ctx.env
-    if env.kcm is None or not env.kcm_binary.endswith("/kcm"):
-        return
+    if env.kcm is None or not env.is_kcm:
+        raise Skip("kcm itself is run and inspected")
     with suite_kcm_stopped(ctx, "kcm-after-faults.log"):
         kcm = None
         try:

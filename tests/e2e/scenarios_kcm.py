@@ -10,14 +10,14 @@ import urllib.error
 import urllib.request
 import time
 
-from harness import Kcm, manifest_objects, scenario, suite_kcm_stopped, wait_for
+from harness import Kcm, Skip, manifest_objects, scenario, suite_kcm_stopped, wait_for
 
 
 @scenario("kcm connects to the API server and keeps running")
 def kcm_connects(ctx):
     kcm = ctx.env.kcm
-    if kcm is None or not ctx.env.kcm_binary.endswith("/kcm"):
-        return  # another controller-manager logs differently
+    if kcm is None or not ctx.env.is_kcm:
+        raise Skip("another controller-manager logs differently")
     wait_for(lambda: "connected to the API server" in kcm.text(), timeout=30,
              what="kcm to log its connection")
     assert kcm.alive(), "kcm exited: %s" % kcm.text()[-2000:]
@@ -69,8 +69,8 @@ def _expect_sync(kcm, what, secrets=()):
 @scenario("kcm syncs its caches with every kind of credential", needs_sim=True)
 def every_credential(ctx):
     env, sim = ctx.env, ctx.env.sim
-    if not env.kcm_binary.endswith("/kcm"):
-        return
+    if not env.is_kcm:
+        raise Skip("kcm itself is run and inspected")
     d, server, ca, token = _sim_setting(ctx, "credentials")
     with open(os.path.join(d, "token"), "w") as f:
         f.write(token + "\n")
@@ -120,8 +120,8 @@ def every_credential(ctx):
           needs_sim=True)
 def untrusted_server(ctx):
     env, sim = ctx.env, ctx.env.sim
-    if not env.kcm_binary.endswith("/kcm"):
-        return
+    if not env.is_kcm:
+        raise Skip("kcm itself is run and inspected")
     d, server, _, token = _sim_setting(ctx, "untrusted")
     # Trust the sim's client certificate in place of its CA: the server's
     # chain then leads to no trusted certificate.
@@ -162,8 +162,8 @@ def _leads(kcm):
           needs_sim=True)
 def leader_election(ctx):
     env = ctx.env
-    if env.kcm is None or not env.kcm_binary.endswith("/kcm"):
-        return
+    if env.kcm is None or not env.is_kcm:
+        raise Skip("kcm itself is run and inspected")
     from scenarios_replicaset import rs_manifest, wait_replicas
     lease_s, retry_s = 4, 0.5
     args = ["-v", "6", "--leader-elect-resource-name=" + ctx.ns,
@@ -241,8 +241,8 @@ def leader_election(ctx):
 @scenario("bad flags are refused with exit status 2, the reason and the usage")
 def bad_flags(ctx):
     binary = ctx.env.kcm_binary
-    if not binary.endswith("/kcm"):
-        return
+    if not ctx.env.is_kcm:
+        raise Skip("kcm itself is run and inspected")
     missing = os.path.join(ctx.env.workdir, "no-such-kubeconfig")
 
     def run(*args):
@@ -331,8 +331,8 @@ def _get(url):
 @scenario("health probes and metrics are served")
 def probes_and_metrics(ctx):
     kcm = ctx.env.kcm
-    if kcm is None or not ctx.env.kcm_binary.endswith("/kcm"):
-        return
+    if kcm is None or not ctx.env.is_kcm:
+        raise Skip("kcm itself is run and inspected")
     health, metrics = _served(kcm, "health probes"), _served(kcm, "metrics")
     wait_for(lambda: _get(health + "/readyz")[0] == 200, timeout=30, what="kcm to be ready")
     for path in ("/healthz", "/livez", "/readyz", "/healthz/ping", "/readyz/informer-sync"):
@@ -387,8 +387,8 @@ def probes_and_metrics(ctx):
 @scenario("--controllers runs only the controllers it names", needs_sim=True)
 def chosen_controllers(ctx):
     env = ctx.env
-    if env.kcm is None or not env.kcm_binary.endswith("/kcm"):
-        return
+    if env.kcm is None or not env.is_kcm:
+        raise Skip("kcm itself is run and inspected")
     from scenarios_deployment import deployment, wait_complete
     from scenarios_replicaset import rs_manifest, wait_replicas
     with suite_kcm_stopped(ctx, "kcm-after-controllers.log") as d:
@@ -440,8 +440,8 @@ KUBEADM_ARGS = [
           needs_sim=True)
 def kubeadm_arguments(ctx):
     env = ctx.env
-    if env.kcm is None or not env.kcm_binary.endswith("/kcm"):
-        return
+    if env.kcm is None or not env.is_kcm:
+        raise Skip("kcm itself is run and inspected")
     from scenarios_replicaset import rs_manifest, wait_replicas
     with suite_kcm_stopped(ctx, "kcm-after-kubeadm.log") as d:
         ca = os.path.join(d, "ca.crt")
@@ -477,8 +477,8 @@ def kubeadm_arguments(ctx):
 @scenario("SIGTERM posts the events still queued before exiting", needs_sim=True)
 def events_flushed(ctx):
     env = ctx.env
-    if env.kcm is None or not env.kcm_binary.endswith("/kcm"):
-        return
+    if env.kcm is None or not env.is_kcm:
+        raise Skip("kcm itself is run and inspected")
     from scenarios_replicaset import rs_manifest
     # Every event POST in this namespace takes 400 ms, so they queue up.
     ctx.api.faults(rules=[{"verb": "create", "resource": "events", "namespace": ctx.ns,
@@ -502,8 +502,8 @@ def events_flushed(ctx):
           "the lease and exits 0 in time", needs_sim=True)
 def grace_period_over(ctx):
     env = ctx.env
-    if env.kcm is None or not env.kcm_binary.endswith("/kcm"):
-        return
+    if env.kcm is None or not env.is_kcm:
+        raise Skip("kcm itself is run and inspected")
     from scenarios_replicaset import rs_manifest
     with suite_kcm_stopped(ctx, "kcm-after-grace.log") as d:
         kcm = None
@@ -616,7 +616,7 @@ def manifests(ctx):
                              "protocol": "TCP"}], svc["ports"]
     assert pod["terminationGracePeriodSeconds"] > 30
     # kcm accepts the arguments: it gets past its flags to the missing kubeconfig.
-    if ctx.env.kcm_binary.endswith("/kcm"):
+    if ctx.env.is_kcm:
         missing = os.path.join(ctx.env.workdir, "none")
         p = subprocess.run([ctx.env.kcm_binary, *c["args"], "--kubeconfig", missing],
                            capture_output=True, text=True, timeout=30)
@@ -626,8 +626,8 @@ def manifests(ctx):
 @scenario("kcm works with only the permissions of its ClusterRole", needs_sim=True)
 def least_privilege(ctx):
     env = ctx.env
-    if env.kcm is None or not env.kcm_binary.endswith("/kcm"):
-        return
+    if env.kcm is None or not env.is_kcm:
+        raise Skip("kcm itself is run and inspected")
     from scenarios_deployment import deployment, wait_complete
     # The harness runs kcm as its ServiceAccount, with manifests/' RBAC objects.
     assert env.kcm_kubeconfig != env.kubeconfig, "kcm runs with the harness's credentials"
@@ -725,8 +725,8 @@ def _log_hostile_text(ctx, d, mode, git_version, error_event):
 @scenario("text from the API server cannot forge kcm's log lines or keys, in text and JSON",
           needs_sim=True)
 def hostile_text_in_logs(ctx):
-    if ctx.env.kcm is None or not ctx.env.kcm_binary.endswith("/kcm"):
-        return
+    if ctx.env.kcm is None or not ctx.env.is_kcm:
+        raise Skip("kcm itself is run and inspected")
     git_version = "v1.31.0\n" + FORGED + '","evil":"1'
     error_event = json.dumps({"type": "ERROR", "object": {
         "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
