@@ -301,6 +301,13 @@ def bad_flags(ctx):
                  ("--logging-format=json",)):
         p = run("--kubeconfig", missing, *args)
         assert p.returncode == 1 and missing in p.stderr, (args, p.returncode, p.stderr)
+    # With JSON logs every line is JSON, the fatal one and the warnings included.
+    p = run("--kubeconfig", missing, "--logging-format=json", "--cluster-cidr=10.0.0.0/8")
+    lines = [json.loads(line) for line in p.stderr.splitlines()]
+    assert [o["msg"] for o in lines] == [
+        "ignoring kube-controller-manager flags of controllers and features kcm does not have",
+        "cannot load the settings"], lines
+    assert lines[0]["flags"] == "--cluster-cidr" and missing in lines[1]["err"], lines
     p = run("--help")
     assert p.returncode == 0, p.stderr
     for flag in ("--kubeconfig", "--leader-elect-lease-duration", "--leader-elect-renew-deadline",
@@ -310,7 +317,10 @@ def bad_flags(ctx):
                  "--concurrent-deployment-syncs", "--kube-api-qps"):
         assert flag in p.stdout, (flag, p.stdout)
     p = run("--version")
-    assert p.returncode == 0 and p.stdout.startswith("kcm "), (p.returncode, p.stdout)
+    assert p.returncode == 0 and re.match(r"kcm v\d+\.\d+\.\d+ \(commit (\w{12}|unknown), "
+                                          r"built \d{4}-\d\d-\d\dT[\d:]+Z\)\n$", p.stdout), p.stdout
+    p = run("--version=raw")
+    assert p.returncode == 0 and p.stdout.startswith('version.Info{Major:"'), p.stdout
 
 
 def _served(kcm, what):
