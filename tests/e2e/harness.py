@@ -135,7 +135,8 @@ def manifest_objects(variant="base", manifests=None):
     """The objects kustomize builds from manifests/<variant>, parsed by
     kubectl without a server, by (kind, name)."""
     p = subprocess.run(["kubectl", "label", "--local", "-f", "-", "checked=yes", "-o", "json"],
-                       input=manifest_yaml(variant, manifests), capture_output=True, text=True, timeout=60,
+                       input=manifest_yaml(variant, manifests), capture_output=True, text=True,
+                       timeout=60,
                        env=dict(os.environ, KUBECONFIG=os.devnull))
     if p.returncode != 0:
         raise CommandError("kubectl cannot read manifests/%s: %s" % (variant, p.stderr.strip()))
