@@ -130,14 +130,32 @@ class Kcm:
         return self.proc.returncode
 
 
-def manifest_objects():
-    """The objects in manifests/ (not examples/), parsed by kubectl without a
-    server, by (kind, name)."""
-    p = subprocess.run(["kubectl", "label", "--local", "-f", os.path.join(ROOT, "manifests"),
-                        "checked=yes", "-o", "json"], capture_output=True, text=True, timeout=60,
+# The directories under manifests/ that `kubectl kustomize` builds: what
+# every variant shares, then the three ways of running kcm (static-pod/node
+# is the Pod copied to the nodes, static-pod its RBAC).
+MANIFEST_VARIANTS = ("base", "static-pod", "static-pod/node", "daemonset", "deployment")
+
+
+def manifest_yaml(variant="base", manifests=None):
+    """What `kubectl kustomize manifests/<variant>` builds, as YAML
+    (manifests: another copy of the manifests/ directory)."""
+    path = os.path.join(manifests or os.path.join(ROOT, "manifests"), variant)
+    p = subprocess.run(["kubectl", "kustomize", path], capture_output=True, text=True,
+                       timeout=60, env=dict(os.environ, KUBECONFIG=os.devnull))
+    if p.returncode != 0:
+        raise CommandError("kubectl kustomize manifests/%s: %s" % (variant, p.stderr.strip()))
+    return p.stdout
+
+
+def manifest_objects(variant="base", manifests=None):
+    """The objects kustomize builds from manifests/<variant>, parsed by
+    kubectl without a server, by (kind, name)."""
+    p = subprocess.run(["kubectl", "label", "--local", "-f", "-", "checked=yes", "-o", "json"],
+                       input=manifest_yaml(variant, manifests), capture_output=True, text=True,
+                       timeout=60,
                        env=dict(os.environ, KUBECONFIG=os.devnull))
     if p.returncode != 0:
-        raise CommandError("kubectl cannot read manifests/: " + p.stderr.strip())
+        raise CommandError("kubectl cannot read manifests/%s: %s" % (variant, p.stderr.strip()))
     objects, text, i = [], p.stdout, 0
     decoder = json.JSONDecoder()
     while i < len(text):
@@ -177,7 +195,7 @@ class Env:
             self.kubeconfig = real
             self.real = True
         else:
-            # A service-account token for kcm, authorized by the roles in manifests/.
+            # A service-account token for kcm, authorized by the roles in manifests/base.
             self.sa_token = "kcm-sa-" + os.urandom(8).hex()
             # Tokens of ServiceAccounts for scenarios that need users of their own.
             self.user_tokens = {name: "kcm-e2e-%s-%s" % (name, os.urandom(8).hex())
@@ -194,8 +212,8 @@ class Env:
         self.is_kcm = is_kcm(kcm_binary)
         self.kcm_args = tuple(kcm_args)
         # The kubeconfig kcm runs with: against the local API server, its
-        # service account's token, authorized by the RBAC objects in
-        # manifests/ only; elsewhere (or for another controller-manager) the
+        # service account's token, authorized by the RBAC objects of
+        # manifests/base only; elsewhere (or for another controller-manager) the
         # harness's own.
         self.kcm_kubeconfig = self.kubeconfig
         if self.sim and self.is_kcm:

@@ -4,13 +4,15 @@ import base64
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import urllib.error
 import urllib.request
 import time
 
-from harness import Kcm, Skip, manifest_objects, scenario, suite_kcm_stopped, wait_for
+from harness import (MANIFEST_VARIANTS, ROOT, Kcm, Skip, manifest_objects, manifest_yaml,
+                     scenario, suite_kcm_stopped, wait_for)
 
 
 @scenario("kcm connects to the API server and keeps running")
@@ -551,14 +553,23 @@ def grace_period_over(ctx):
                 kcm.stop()
 
 
-@scenario("the manifests install kcm with least privilege, probes and a hardened pod")
-def manifests(ctx):
-    objs = manifest_objects()
-    assert set(objs) == {("ServiceAccount", "kcm"), ("ClusterRole", "kcm"),
-                         ("ClusterRoleBinding", "kcm"), ("Role", "kcm-leader-election"),
-                         ("RoleBinding", "kcm-leader-election"), ("Deployment", "kcm"),
-                         ("ClusterRoleBinding", "kcm:system:auth-delegator"),
-                         ("ClusterRole", "kcm-metrics-reader"), ("Service", "kcm")}, set(objs)
+BASE_OBJECTS = {("ServiceAccount", "kcm"), ("ClusterRole", "kcm"), ("ClusterRoleBinding", "kcm"),
+                ("Role", "kcm-leader-election"), ("RoleBinding", "kcm-leader-election"),
+                ("ClusterRoleBinding", "kcm:system:auth-delegator"),
+                ("ClusterRole", "kcm-metrics-reader"), ("Service", "kcm")}
+# What each variant adds to manifests/base.
+VARIANT_OBJECTS = {
+    "static-pod": {("ClusterRoleBinding", "kcm:kube-controller-manager"),
+                   ("RoleBinding", "kcm-leader-election:kube-controller-manager")},
+    "daemonset": {("DaemonSet", "kcm")},
+    "deployment": {("Deployment", "kcm"), ("PodDisruptionBudget", "kcm")},
+}
+# kubeadm's probe timings for kube-controller-manager.
+KUBEADM_PROBE = {"initialDelaySeconds": 10, "periodSeconds": 10, "timeoutSeconds": 15}
+
+
+def _check_base(objs):
+    """The RBAC and Service every variant shares."""
     for (kind, _), o in objs.items():
         if kind not in ("ClusterRole", "ClusterRoleBinding"):
             assert o["metadata"]["namespace"] == "kube-system", o["metadata"]
@@ -582,7 +593,8 @@ def manifests(ctx):
     assert all(r["apiGroups"] == ["coordination.k8s.io"] and r["resources"] == ["leases"]
                for r in lease_rules), lease_rules
     assert {v for r in lease_rules for v in r["verbs"]} == {"create", "get", "update"}
-    assert all(r.get("resourceNames") == ["kcm"] for r in lease_rules if "update" in r["verbs"])
+    assert all(len(r.get("resourceNames") or ()) == 1 for r in lease_rules
+               if "update" in r["verbs"]), lease_rules
     for key in (("ClusterRoleBinding", "kcm"), ("RoleBinding", "kcm-leader-election"),
                 ("ClusterRoleBinding", "kcm:system:auth-delegator")):
         b = objs[key]
@@ -594,43 +606,185 @@ def manifests(ctx):
         "name": "system:auth-delegator"}
     assert objs[("ClusterRole", "kcm-metrics-reader")]["rules"] == [
         {"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
-    d = objs[("Deployment", "kcm")]
-    pod = d["spec"]["template"]["spec"]
+    svc = objs[("Service", "kcm")]["spec"]
+    assert svc["selector"] == {"app.kubernetes.io/name": "kcm"}, svc
+    assert svc["ports"] == [{"name": "https-metrics", "port": 10257, "targetPort": "probe-port",
+                             "protocol": "TCP"}], svc["ports"]
+
+
+def _lease_name(objs):
+    """The Lease the Role allows updating."""
+    (name,) = [n for r in objs[("Role", "kcm-leader-election")]["rules"]
+               if "update" in r["verbs"] for n in r["resourceNames"]]
+    return name
+
+
+def _check_pod(pod, port, host=None):
+    """A kcm pod spec: hardened, its probes on the secure port with kubeadm's
+    timings for kube-controller-manager, resources as measured; returns the
+    container."""
     (c,) = pod["containers"]
-    assert d["spec"]["replicas"] == 2 and pod["serviceAccountName"] == "kcm"
-    assert pod["securityContext"]["runAsNonRoot"] is True, pod["securityContext"]
     assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
     sc = c["securityContext"]
     assert (sc["readOnlyRootFilesystem"], sc["allowPrivilegeEscalation"],
             sc["capabilities"]) == (True, False, {"drop": ["ALL"]}), sc
-    assert c["resources"]["requests"] == {"cpu": "10m", "memory": "16Mi"}, c["resources"]
+    assert c["resources"] == {"requests": {"cpu": "20m", "memory": "32Mi"},
+                              "limits": {"memory": "256Mi"}}, c["resources"]
     ports = {p["name"]: p["containerPort"] for p in c["ports"]}
-    assert ports == {"probe-port": 10257}, ports
-    # Probes on the secure port, with kubeadm's timings for kube-controller-manager.
-    probes = {k: c[k] for k in ("livenessProbe", "startupProbe", "readinessProbe")}
-    for name, probe in probes.items():
-        assert probe["httpGet"]["port"] == "probe-port", (name, probe)
-        assert probe["httpGet"]["scheme"] == "HTTPS", (name, probe)
+    assert ports == {"probe-port": port}, ports
     for name, threshold in (("livenessProbe", 8), ("startupProbe", 24)):
-        assert probes[name]["httpGet"]["path"] == "/healthz", probes[name]
-        assert {k: probes[name].get(k) for k in ("initialDelaySeconds", "periodSeconds",
-                                                 "timeoutSeconds", "failureThreshold")} == {
-            "initialDelaySeconds": 10, "periodSeconds": 10, "timeoutSeconds": 15,
-            "failureThreshold": threshold}, probes[name]
-    assert probes["readinessProbe"]["httpGet"]["path"] == "/readyz"
+        probe = c[name]
+        assert probe["httpGet"].get("host") == host, (name, probe)
+        assert probe["httpGet"]["port"] in (port, "probe-port"), (name, probe)
+        assert probe["httpGet"]["scheme"] == "HTTPS", (name, probe)
+        assert probe["httpGet"]["path"] == "/healthz", probe
+        assert {k: probe.get(k) for k in (*KUBEADM_PROBE, "failureThreshold")} == dict(
+            KUBEADM_PROBE, failureThreshold=threshold), probe
     assert not [a for a in c["args"] if a.startswith(("--health-probe-bind-address",
                                                        "--metrics-bind-address"))], c["args"]
-    svc = objs[("Service", "kcm")]["spec"]
-    assert svc["selector"] == d["spec"]["selector"]["matchLabels"], svc
-    assert svc["ports"] == [{"name": "https-metrics", "port": 10257, "targetPort": "probe-port",
-                             "protocol": "TCP"}], svc["ports"]
     assert pod["terminationGracePeriodSeconds"] > 30
-    # kcm accepts the arguments: it gets past its flags to the missing kubeconfig.
+    return c
+
+
+def _check_pod_network(pod):
+    """The Deployment's and the DaemonSet's pods: the ServiceAccount kcm, not
+    root, port 10257 in their own network namespace, ready on /readyz."""
+    c = _check_pod(pod, 10257)
+    assert pod["serviceAccountName"] == "kcm" and not pod.get("hostNetwork"), pod
+    assert pod["securityContext"]["runAsNonRoot"] is True, pod["securityContext"]
+    assert pod["priorityClassName"] == "system-cluster-critical", pod
+    ready = c["readinessProbe"]["httpGet"]
+    assert (ready["path"], ready["port"], ready["scheme"]) == ("/readyz", "probe-port", "HTTPS")
+    assert not [a for a in c["args"] if a.startswith(("--secure-port", "--kubeconfig"))]
+    return c
+
+
+def _check_static_pod(pod):
+    """The static pod: kubeadm's kubeconfig for kube-controller-manager, read
+    only; the node's network, its own port 10267 on loopback."""
+    conf = "/etc/kubernetes/controller-manager.conf"
+    c = _check_pod(pod, 10267, host="127.0.0.1")
+    assert pod["hostNetwork"] is True and pod["priorityClassName"] == "system-node-critical"
+    assert "serviceAccountName" not in pod, pod
+    for flag in ("--kubeconfig", "--authentication-kubeconfig", "--authorization-kubeconfig"):
+        assert "%s=%s" % (flag, conf) in c["args"], (flag, c["args"])
+    assert {"--secure-port=10267", "--bind-address=127.0.0.1"} <= set(c["args"]), c["args"]
+    assert not [a for a in c["args"] if "10257" in a], c["args"]
+    (mount,) = c["volumeMounts"]
+    (vol,) = pod["volumes"]
+    assert mount == {"name": vol["name"], "mountPath": conf, "readOnly": True}, mount
+    assert vol["hostPath"] == {"path": conf, "type": "File"}, vol
+    return c
+
+
+def _workloads(builds):
+    """{variant: (pod spec, its kcm container)} of the variants that run kcm."""
+    return {"static-pod/node": builds["static-pod/node"][("Pod", "kcm")]["spec"],
+            "daemonset": builds["daemonset"][("DaemonSet", "kcm")]["spec"]["template"]["spec"],
+            "deployment": builds["deployment"][("Deployment", "kcm")]["spec"]["template"]["spec"]}
+
+
+def _leader_elect_name(pod):
+    (c,) = pod["containers"]
+    (name,) = [a.split("=", 1)[1] for a in c["args"]
+               if a.startswith("--leader-elect-resource-name=")]
+    return name
+
+
+def _server_dry_run(ctx, variant):
+    """`kubectl apply --dry-run=server` of what a variant builds: all of it on
+    a real API server; on the local one, the kinds it serves, returning the
+    others."""
+    k = ctx.env.kubectl()
+    served = {tuple(line.split()[-3::2]) for line in
+              k("api-resources", "--no-headers", namespaced=False).splitlines()}
+    # kustomize writes each object's top-level fields unindented.
+    docs = [(re.search(r"^apiVersion: (\S+)$", d, re.M).group(1),
+             re.search(r"^kind: (\S+)$", d, re.M).group(1), d)
+            for d in manifest_yaml(variant).split("\n---\n")]
+    sent = [d for av, kind, d in docs if (av, kind) in served]
+    skipped = sorted({kind for av, kind, _ in docs if (av, kind) not in served})
+    assert not skipped or ctx.env.sim, (variant, skipped)
+    out = k("apply", "--dry-run=server", "-f", "-", namespaced=False, stdin="\n---\n".join(sent))
+    assert out.count("(server dry run)") == len(sent), (variant, out)
+    return skipped
+
+
+@scenario("the manifests install kcm with least privilege, probes and a hardened pod")
+def manifests(ctx):
+    builds = {v: manifest_objects(v) for v in MANIFEST_VARIANTS}
+    base = builds["base"]
+    assert set(base) == BASE_OBJECTS, set(base)
+    _check_base(base)
+    # Each variant is the base, unchanged, and its own objects.
+    for variant, extra in VARIANT_OBJECTS.items():
+        objs = builds[variant]
+        assert set(objs) == BASE_OBJECTS | extra, (variant, set(objs))
+        assert all(objs[key] == base[key] for key in BASE_OBJECTS), variant
+    assert set(builds["static-pod/node"]) == {("Pod", "kcm")}
+    # kubeadm's kubeconfig user holds kcm's roles (kcm does not yet act as
+    # the controllers' ServiceAccounts).
+    static = builds["static-pod"]
+    user = [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+             "name": "system:kube-controller-manager"}]
+    for key, ref in (((("ClusterRoleBinding", "kcm:kube-controller-manager")), "ClusterRole/kcm"),
+                     (("RoleBinding", "kcm-leader-election:kube-controller-manager"),
+                      "Role/kcm-leader-election")):
+        b = static[key]
+        assert b["subjects"] == user, b
+        assert "%s/%s" % (b["roleRef"]["kind"], b["roleRef"]["name"]) == ref, b
+    assert static[("RoleBinding", "kcm-leader-election:kube-controller-manager")][
+        "metadata"]["namespace"] == "kube-system"
+    pods = _workloads(builds)
+    args = {"static-pod/node": _check_static_pod(pods["static-pod/node"])["args"],
+            "daemonset": _check_pod_network(pods["daemonset"])["args"],
+            "deployment": _check_pod_network(pods["deployment"])["args"]}
+    # The DaemonSet: every control-plane node, through kubeadm's taint.
+    ds = pods["daemonset"]
+    assert ds["nodeSelector"] == {"node-role.kubernetes.io/control-plane": ""}, ds
+    assert {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists",
+            "effect": "NoSchedule"} in ds["tolerations"], ds["tolerations"]
+    assert "affinity" not in ds
+    # The Deployment: two replicas never on one node, one at a time out.
+    d = builds["deployment"][("Deployment", "kcm")]["spec"]
+    assert d["replicas"] == 2, d
+    anti = pods["deployment"]["affinity"]["podAntiAffinity"]
+    assert anti == {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {"topologyKey": "kubernetes.io/hostname",
+         "labelSelector": {"matchLabels": d["selector"]["matchLabels"]}}]}, anti
+    assert d["strategy"]["rollingUpdate"] == {"maxSurge": 0, "maxUnavailable": 1}, d["strategy"]
+    pdb = builds["deployment"][("PodDisruptionBudget", "kcm")]
+    assert pdb["metadata"]["namespace"] == "kube-system"
+    assert pdb["spec"] == {"minAvailable": 1, "selector": d["selector"]}, pdb["spec"]
+    assert base[("Service", "kcm")]["spec"]["selector"] == d["selector"]["matchLabels"]
+    # One Lease name, the Role's, in every kcm container; set in one place.
+    assert {v: _leader_elect_name(p) for v, p in pods.items()} == dict.fromkeys(pods, "kcm")
+    assert _lease_name(base) == "kcm"
+    copy = os.path.join(ctx.env.workdir, "manifests")
+    shutil.copytree(os.path.join(ROOT, "manifests"), copy)
+    param = os.path.join(copy, "base", "parameters", "lease.yaml")
+    with open(param) as f:
+        text = f.read()
+    assert text.count("leaseName: kcm\n") == 1, text
+    with open(param, "w") as f:
+        f.write(text.replace("leaseName: kcm\n", "leaseName: kcm-other\n"))
+    renamed = {v: manifest_objects(v, copy) for v in MANIFEST_VARIANTS}
+    assert all(_lease_name(renamed[v]) == "kcm-other" for v in VARIANT_OBJECTS)
+    assert {v: _leader_elect_name(p) for v, p in _workloads(renamed).items()} == dict.fromkeys(
+        pods, "kcm-other")
+    # kcm accepts each variant's arguments: it gets past its flags to the
+    # missing kubeconfig.
     if ctx.env.is_kcm:
         missing = os.path.join(ctx.env.workdir, "none")
-        p = subprocess.run([ctx.env.kcm_binary, *c["args"], "--kubeconfig", missing],
-                           capture_output=True, text=True, timeout=30)
-        assert p.returncode == 1 and missing in p.stderr, (p.returncode, p.stderr)
+        for variant, argv in args.items():
+            argv = [a for a in argv if not a.startswith("--kubeconfig=")]
+            p = subprocess.run([ctx.env.kcm_binary, *argv, "--kubeconfig", missing],
+                               capture_output=True, text=True, timeout=30)
+            assert p.returncode == 1 and missing in p.stderr, (variant, p.returncode, p.stderr)
+    # The API server accepts every object (dry run).
+    skipped = {v: _server_dry_run(ctx, v) for v in MANIFEST_VARIANTS}
+    print("server dry run: every variant accepted%s" % "".join(
+        "; %s: not served, not sent: %s" % (v, ", ".join(k)) for v, k in skipped.items() if k))
 
 
 @scenario("kcm works with only the permissions of its ClusterRole", needs_sim=True)
@@ -639,7 +793,7 @@ def least_privilege(ctx):
     if env.kcm is None or not env.is_kcm:
         raise Skip("kcm itself is run and inspected")
     from scenarios_deployment import deployment, wait_complete
-    # The harness runs kcm as its ServiceAccount, with manifests/' RBAC objects.
+    # The harness runs kcm as its ServiceAccount, with manifests/base's RBAC objects.
     assert env.kcm_kubeconfig != env.kubeconfig, "kcm runs with the harness's credentials"
     last = env.api.get("/_sim/requests?since=999999999").json()["last"]
     ctx.apply(deployment("web", 2))
