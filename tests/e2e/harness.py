@@ -117,11 +117,18 @@ class Kcm:
 def manifest_objects():
     """The objects in manifests/ (not examples/), parsed by kubectl without a
     server, by (kind, name)."""
-    p = subprocess.run(["kubectl", "label", "--local", "-f", os.path.join(ROOT, "manifests"),
-                        "checked=yes", "-o", "json"], capture_output=True, text=True, timeout=60,
+    return local_objects(os.path.join(ROOT, "manifests"))
+
+
+def local_objects(source, stdin=None):
+    """The objects of a file or directory, or of YAML on stdin when source
+    is "-", parsed by kubectl without a server, by (kind, name)."""
+    p = subprocess.run(["kubectl", "label", "--local", "-f", source, "checked=yes", "-o", "json"],
+                       input=stdin, capture_output=True, text=True, timeout=60,
                        env=dict(os.environ, KUBECONFIG=os.devnull))
     if p.returncode != 0:
-        raise CommandError("kubectl cannot read manifests/: " + p.stderr.strip())
+        raise CommandError("kubectl cannot read %s: %s" % (
+            "the objects" if source == "-" else source, p.stderr.strip()))
     objects, text, i = [], p.stdout, 0
     decoder = json.JSONDecoder()
     while i < len(text):
@@ -290,4 +297,4 @@ class Context:
 
 
 __all__ = ["scenario", "SCENARIOS", "Env", "Context", "Kubectl", "Kcm", "Client",
-           "suite_kcm_stopped", "wait_for", "CommandError", "ROOT", "time"]
+           "local_objects", "suite_kcm_stopped", "wait_for", "CommandError", "ROOT", "time"]
