@@ -150,12 +150,18 @@ def manifest_yaml(variant="base", manifests=None):
 def manifest_objects(variant="base", manifests=None):
     """The objects kustomize builds from manifests/<variant>, parsed by
     kubectl without a server, by (kind, name)."""
-    p = subprocess.run(["kubectl", "label", "--local", "-f", "-", "checked=yes", "-o", "json"],
-                       input=manifest_yaml(variant, manifests), capture_output=True, text=True,
-                       timeout=60,
+    return local_objects("-", manifest_yaml(variant, manifests))
+
+
+def local_objects(source, stdin=None):
+    """The objects of a file or directory, or of YAML on stdin when source
+    is "-", parsed by kubectl without a server, by (kind, name)."""
+    p = subprocess.run(["kubectl", "label", "--local", "-f", source, "checked=yes", "-o", "json"],
+                       input=stdin, capture_output=True, text=True, timeout=60,
                        env=dict(os.environ, KUBECONFIG=os.devnull))
     if p.returncode != 0:
-        raise CommandError("kubectl cannot read manifests/%s: %s" % (variant, p.stderr.strip()))
+        raise CommandError("kubectl cannot read %s: %s" % (
+            "the objects" if source == "-" else source, p.stderr.strip()))
     objects, text, i = [], p.stdout, 0
     decoder = json.JSONDecoder()
     while i < len(text):
@@ -325,4 +331,4 @@ class Context:
 
 
 __all__ = ["scenario", "SCENARIOS", "Env", "Context", "Kubectl", "Kcm", "Client", "Skip",
-           "suite_kcm_stopped", "wait_for", "CommandError", "ROOT", "time"]
+           "local_objects", "suite_kcm_stopped", "wait_for", "CommandError", "ROOT", "time"]

@@ -29,6 +29,7 @@ import scenarios_deployment  # noqa: E402,F401  (registers scenarios)
 import scenarios_faults  # noqa: E402,F401
 import scenarios_hostile  # noqa: E402,F401
 import scenarios_kcm  # noqa: E402,F401
+import scenarios_monitoring  # noqa: E402,F401
 import scenarios_replicaset  # noqa: E402,F401
 import scenarios_secure  # noqa: E402,F401
 import scenarios_serving  # noqa: E402,F401
