@@ -258,6 +258,8 @@ def main(argv=None):
     if kubelet:
         kubelet.stop()
     srv.server_close()
+    if srv.audit is not None:
+        srv.audit.close()
     return 0
 
 
