@@ -28,6 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import rbac  # noqa: E402
 import resources  # noqa: E402
+import satokens  # noqa: E402
 from api import ApiError  # noqa: E402
 from collector import Collector  # noqa: E402
 from kubelet import Kubelet  # noqa: E402
@@ -123,7 +124,14 @@ def parse_args(argv):
     p.add_argument("--state", default="", metavar="FILE",
                    help="keep every object in FILE, loaded at start, so the server can be "
                    "killed and started again (with the same --dir, --port and --token)")
+    p.add_argument("--min-token-seconds", type=int, default=satokens.MIN_SECONDS, metavar="N",
+                   help="shortest expirationSeconds a TokenRequest may ask for (600 as "
+                   "kube-apiserver; lower it to test token expiry)")
+    p.add_argument("--audit-log", default="", metavar="FILE",
+                   help="append an audit.k8s.io/v1 Event (level Metadata) per request to FILE")
     args = p.parse_args(argv)
+    if args.min_token_seconds < 1:
+        p.error("--min-token-seconds must be at least 1")
     if args.nodes < 1:
         p.error("--nodes must be at least 1")
     for v in ("ready_delay", "terminate_delay", "bookmark_interval"):
@@ -193,6 +201,19 @@ def build(args):
         except ApiError:
             pass
     rbac.bootstrap(srv.api)
+    # The controllers' ServiceAccounts, which kube-controller-manager makes
+    # with --use-service-account-credentials.
+    sa = resources.BY_PLURAL["serviceaccounts"]
+    for name in rbac.CONTROLLER_ROLES:
+        if not srv.api.store.get(sa.plural, (rbac.CONTROLLER_NAMESPACE, name)):
+            srv.api.create(sa, rbac.CONTROLLER_NAMESPACE, {
+                "kind": "ServiceAccount", "apiVersion": "v1", "metadata": {"name": name}})
+    srv.issuer = satokens.TokenIssuer(srv.api, satokens.load_key(d), args.min_token_seconds)
+    if args.audit_log:
+        try:
+            srv.audit = open(os.path.abspath(args.audit_log), "a", encoding="utf-8")
+        except OSError as e:
+            sys.exit("apiserver: --audit-log %s: %s" % (args.audit_log, e.strerror))
     collector = Collector(srv.api)
     kubelet = None
     if args.kubelet:
@@ -237,6 +258,8 @@ def main(argv=None):
     if kubelet:
         kubelet.stop()
     srv.server_close()
+    if srv.audit is not None:
+        srv.audit.close()
     return 0
 
 

@@ -11,9 +11,10 @@ subjects name the user, one of its groups, or its service account. A denial
 is answered with the 403 Status kube-apiserver sends.
 
 The default ClusterRoles and ClusterRoleBindings that make discovery,
-/version and the health paths readable, cluster-admin, system:monitoring
-and system:auth-delegator are created at start, as the apiserver's RBAC
-bootstrap does. SubjectAccessReviews (reviews.py) are answered by the same
+/version and the health paths readable, cluster-admin, system:monitoring,
+system:auth-delegator, system:kube-controller-manager and the roles of the
+deployment and replicaset controllers' ServiceAccounts are created at
+start, as the apiserver's RBAC bootstrap does. SubjectAccessReviews (reviews.py) are answered by the same
 authorizer.
 """
 
@@ -313,13 +314,75 @@ BOOTSTRAP_CLUSTER_ROLES = {
             "/readyz", "/readyz/*"]}],
 }
 
+# eventsRule() of upstream's bootstrap policy.
+_EVENTS_RULE = {"verbs": ["create", "patch", "update"], "apiGroups": ["", "events.k8s.io"],
+                "resources": ["events"]}
+
+# The controllers' roles, as bootstrappolicy's controller_policy.go has them
+# (rules sorted as its PolicyRuleBuilder sorts them), each bound to the
+# ServiceAccount kube-system/NAME that --use-service-account-credentials
+# gives the controller.
+CONTROLLER_ROLE_PREFIX = "system:controller:"
+CONTROLLER_ROLES = {
+    "deployment-controller": [
+        {"verbs": ["get", "list", "update", "watch"], "apiGroups": ["apps", "extensions"],
+         "resources": ["deployments"]},
+        {"verbs": ["update"], "apiGroups": ["apps", "extensions"],
+         "resources": ["deployments/status"]},
+        {"verbs": ["update"], "apiGroups": ["apps", "extensions"],
+         "resources": ["deployments/finalizers"]},
+        {"verbs": ["create", "delete", "get", "list", "patch", "update", "watch"],
+         "apiGroups": ["apps", "extensions"], "resources": ["replicasets"]},
+        {"verbs": ["get", "list", "update", "watch"], "apiGroups": [""], "resources": ["pods"]},
+        _EVENTS_RULE],
+    "replicaset-controller": [
+        {"verbs": ["get", "list", "update", "watch"], "apiGroups": ["apps", "extensions"],
+         "resources": ["replicasets"]},
+        {"verbs": ["update"], "apiGroups": ["apps", "extensions"],
+         "resources": ["replicasets/status"]},
+        {"verbs": ["update"], "apiGroups": ["apps", "extensions"],
+         "resources": ["replicasets/finalizers"]},
+        {"verbs": ["create", "delete", "list", "patch", "watch"], "apiGroups": [""],
+         "resources": ["pods"]},
+        _EVENTS_RULE],
+}
+CONTROLLER_NAMESPACE = "kube-system"
+
+# What system:kube-controller-manager (policy.go) grants for leader election,
+# the controllers' ServiceAccounts and their tokens, reviews and informers.
+BOOTSTRAP_CLUSTER_ROLES["system:kube-controller-manager"] = [
+    _EVENTS_RULE,
+    {"verbs": ["create"], "apiGroups": ["coordination.k8s.io"], "resources": ["leases"]},
+    {"verbs": ["get", "update"], "apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+     "resourceNames": ["kube-controller-manager"]},
+    {"verbs": ["create"], "apiGroups": [""], "resources": ["endpoints"]},
+    {"verbs": ["get", "update"], "apiGroups": [""], "resources": ["endpoints"],
+     "resourceNames": ["kube-controller-manager"]},
+    {"verbs": ["create"], "apiGroups": [""], "resources": ["secrets", "serviceaccounts"]},
+    {"verbs": ["delete"], "apiGroups": [""], "resources": ["secrets"]},
+    {"verbs": ["get"], "apiGroups": [""],
+     "resources": ["configmaps", "namespaces", "secrets", "serviceaccounts"]},
+    {"verbs": ["update"], "apiGroups": [""], "resources": ["secrets", "serviceaccounts"]},
+    {"verbs": ["create"], "apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"]},
+    {"verbs": ["create"], "apiGroups": ["authorization.k8s.io"],
+     "resources": ["subjectaccessreviews"]},
+    {"verbs": ["list", "watch"], "apiGroups": ["*"], "resources": ["*"]},
+    {"verbs": ["create"], "apiGroups": [""], "resources": ["serviceaccounts/token"]}]
+for _name, _rules in CONTROLLER_ROLES.items():
+    BOOTSTRAP_CLUSTER_ROLES[CONTROLLER_ROLE_PREFIX + _name] = _rules
+
 BOOTSTRAP_CLUSTER_ROLE_BINDINGS = {
     "cluster-admin": ["system:masters"],
     "system:discovery": ["system:authenticated"],
     "system:basic-user": ["system:authenticated"],
     "system:public-info-viewer": ["system:authenticated", "system:unauthenticated"],
     "system:monitoring": ["system:monitoring"],
+    "system:kube-controller-manager": [{"kind": "User", "apiGroup": resources.RBAC_GROUP,
+                                        "name": "system:kube-controller-manager"}],
 }
+for _name in CONTROLLER_ROLES:
+    BOOTSTRAP_CLUSTER_ROLE_BINDINGS[CONTROLLER_ROLE_PREFIX + _name] = [
+        {"kind": "ServiceAccount", "name": _name, "namespace": CONTROLLER_NAMESPACE}]
 
 
 def bootstrap(api):
@@ -333,15 +396,16 @@ def bootstrap(api):
         api.create(roles, "", {"kind": "ClusterRole", "apiVersion": roles.api_version,
                                "metadata": dict(copy.deepcopy(_DEFAULT_META), name=name),
                                "rules": copy.deepcopy(rules)})
-    for name, group_names in BOOTSTRAP_CLUSTER_ROLE_BINDINGS.items():
+    for name, subjects in BOOTSTRAP_CLUSTER_ROLE_BINDINGS.items():
         if api.store.get(bindings.plural, ("", name)):
             continue
         api.create(bindings, "", {
             "kind": "ClusterRoleBinding", "apiVersion": bindings.api_version,
             "metadata": dict(copy.deepcopy(_DEFAULT_META), name=name),
             "roleRef": {"apiGroup": resources.RBAC_GROUP, "kind": "ClusterRole", "name": name},
-            "subjects": [{"kind": "Group", "apiGroup": resources.RBAC_GROUP, "name": g}
-                         for g in group_names]})
+            "subjects": [s if isinstance(s, dict) else
+                         {"kind": "Group", "apiGroup": resources.RBAC_GROUP, "name": s}
+                         for s in copy.deepcopy(subjects)]})
 
 
 def service_account_identity(namespace, name):

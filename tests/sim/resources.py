@@ -732,6 +732,14 @@ class Leases(Resource):
             errs.invalid("spec.leaseTransitions", lt, "must be greater than or equal to 0")
 
 
+class ServiceAccounts(Resource):
+    plural, singular, kind = "serviceaccounts", "serviceaccount", "ServiceAccount"
+    short_names = ("sa",)
+    generic_field_labels = True
+    # The TokenRequest API (satokens.py): create only, answered and not stored.
+    subresources = {"token": ("authentication.k8s.io", "v1", "TokenRequest", ("create",))}
+
+
 class _AppsWorkload(Resource):
     group = "apps"
     has_generation = True
@@ -1089,9 +1097,9 @@ class SubjectAccessReviews(_Review):
                               "SubjectAccessReview")
 
 
-ALL = [Namespaces(), Nodes(), Pods(), Events(), Leases(), Deployments(), ReplicaSets(),
-       ClusterRoles(), ClusterRoleBindings(), Roles(), RoleBindings(), TokenReviews(),
-       SubjectAccessReviews()]
+ALL = [Namespaces(), Nodes(), Pods(), Events(), Leases(), ServiceAccounts(), Deployments(),
+       ReplicaSets(), ClusterRoles(), ClusterRoleBindings(), Roles(), RoleBindings(),
+       TokenReviews(), SubjectAccessReviews()]
 BY_PATH = {(r.group, r.version, r.plural): r for r in ALL}
 BY_KIND = {(r.api_version, r.kind): r for r in ALL}
 BY_PLURAL = {r.plural: r for r in ALL}

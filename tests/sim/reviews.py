@@ -7,16 +7,11 @@ in, and forgotten. The caller needs `create` on the review's resource,
 which the bootstrap ClusterRole system:auth-delegator grants.
 """
 
-import uuid
-
 import rbac
 import resources
 from api import bad_request, invalid
 from resources import FieldErrors
-
-# The audience of the API server's service-account tokens (kubeadm's
-# --api-audiences default, the issuer).
-API_AUDIENCES = ["https://kubernetes.default.svc.cluster.local"]
+from satokens import API_AUDIENCES
 
 
 def _answer(body, status):
@@ -28,23 +23,22 @@ def _answer(body, status):
     return out
 
 
-def token_review(body, tokens):
-    """Answer a TokenReview (already checked to be one) from the accepted
-    tokens, {token: (user, groups)}. An unknown token is not an error: the
-    status says nothing but an empty user, as kube-apiserver's omitempty
-    fields leave it."""
+def token_review(body, lookup):
+    """Answer a TokenReview (already checked to be one) through `lookup`,
+    token -> (user, groups, uid) or None, the server's own authenticator. An
+    unknown token is not an error: the status says nothing but an empty
+    user, as kube-apiserver's omitempty fields leave it."""
     spec = body.get("spec")
     token = spec.get("token") if isinstance(spec, dict) else None
     if not isinstance(token, str) or not token:
         raise bad_request("token is required for TokenReview in authentication")
-    ident = tokens.get(token)
+    ident = lookup(token)
     if ident is None:
         return _answer(body, {"user": {}})
-    name, groups = ident
+    name, groups, uid = ident
     user = {"username": name}
-    if name.startswith(rbac.SA_PREFIX):
-        # A service account's uid; the same account always has the same one.
-        user["uid"] = str(uuid.uuid5(uuid.NAMESPACE_URL, "serviceaccount:" + name))
+    if uid:
+        user["uid"] = uid
     user["groups"] = list(groups)
     return _answer(body, {"authenticated": True, "user": user, "audiences": list(API_AUDIENCES)})
 

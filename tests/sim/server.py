@@ -229,6 +229,39 @@ class Journal:
             return [x for x in self.entries if x["seq"] > seq], self.seq
 
 
+def _micro_time(ts):
+    t = time.gmtime(ts)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", t) + ".%06dZ" % int((ts % 1) * 1e6)
+
+
+def audit_event(handler, r, verb, user, groups, received):
+    """The audit.k8s.io/v1 Event kube-apiserver logs at level Metadata, stage
+    ResponseComplete, for a request (`handler` after answering it)."""
+    ev = {"kind": "Event", "apiVersion": "audit.k8s.io/v1", "level": "Metadata",
+          "auditID": handler.audit_id, "stage": "ResponseComplete",
+          "requestURI": handler.path, "verb": verb, "user": {}}
+    if user:
+        ev["user"]["username"] = user
+        if groups:
+            ev["user"]["groups"] = list(groups)
+    ev["sourceIPs"] = [handler.client_address[0]]
+    agent = handler.headers.get("User-Agent")
+    if agent:
+        ev["userAgent"] = agent
+    if r.res is not None:
+        ref = {"resource": r.res.plural}
+        for key, value in (("namespace", r.ns), ("name", handler.object_name),
+                           ("apiGroup", r.group), ("apiVersion", r.version),
+                           ("subresource", r.sub)):
+            if value:
+                ref[key] = value
+        ev["objectRef"] = ref
+    ev["responseStatus"] = {"metadata": {}, "code": handler.status_code}
+    ev["requestReceivedTimestamp"] = _micro_time(received)
+    ev["stageTimestamp"] = _micro_time(time.time())
+    return ev
+
+
 class SimServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
@@ -250,6 +283,21 @@ class SimServer(ThreadingHTTPServer):
         self.closing = False
         self.kubelet = None
         self.openapi_docs = openapi.documents()
+        self.issuer = None   # satokens.TokenIssuer: tokens of the TokenRequest API
+        self.audit = None    # file the audit log is written to (--audit-log)
+        self.audit_lock = threading.Lock()
+
+    def lookup_token(self, token):
+        """(user, groups, uid) a bearer token authenticates as, or None."""
+        ident = self.tokens.get(token)
+        if ident is not None:
+            user, groups = ident
+            uid = ""
+            if user.startswith(rbac.SA_PREFIX):
+                # A static service-account token's uid: the same account, the same uid.
+                uid = str(uuid.uuid5(uuid.NAMESPACE_URL, "serviceaccount:" + user))
+            return user, groups, uid
+        return self.issuer.authenticate(token) if self.issuer else None
 
     def finish_request(self, request, client_address):
         # As Go's net/http: no Nagle delay, so a small watch event or response
@@ -273,6 +321,12 @@ class SimServer(ThreadingHTTPServer):
 
     def record(self, entry):
         self.requests.append(entry)
+
+    def write_audit(self, event):
+        line = json.dumps(event, separators=(",", ":")) + "\n"
+        with self.audit_lock:
+            self.audit.write(line)
+            self.audit.flush()
 
     def record_sent(self, ev, plural, user_agent):
         """Note when a watch event went out to a watcher, to tell the server's
@@ -380,10 +434,10 @@ class Handler(BaseHTTPRequestHandler):
         """Return (user, groups); raise ApiError 401 on bad credentials."""
         auth = self.headers.get("Authorization") or ""
         if auth.startswith("Bearer "):
-            ident = self.server.tokens.get(auth[7:].strip())
+            ident = self.server.lookup_token(auth[7:].strip())
             if ident is None:
                 raise ApiError(401, "Unauthorized", "Unauthorized")
-            return ident
+            return ident[0], ident[1]
         if auth.startswith("Basic "):
             import base64
             try:
@@ -420,7 +474,9 @@ class Handler(BaseHTTPRequestHandler):
                                                             keep_blank_values=True).items()}
         r = route(url.path)
         verb = self.command.lower()
-        user = ""
+        user, groups = "", []
+        self.object_name = r.name
+        received = time.time()
         agent = self.headers.get("User-Agent") or ""
         self.server.api.ctx.manager = query.get("fieldManager") or agent.split("/")[0] or \
             "unknown"
@@ -458,6 +514,9 @@ class Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
             self.close_connection = True
         finally:
+            if r.kind != "sim" and self.server.audit is not None:
+                self.server.write_audit(audit_event(
+                    self, r, verb, user, groups, received))
             if r.kind != "sim":
                 self.server.record({
                     "time": time.time(), "user": user, "verb": verb, "method": self.command,
@@ -539,7 +598,7 @@ class Handler(BaseHTTPRequestHandler):
         if method in ("PUT", "PATCH") and not r.name:
             raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on "
                            "the requested resource")
-        if method == "POST" and r.name and r.sub != "binding":
+        if (method == "POST") != (r.sub in ("binding", "token")) and (r.name or r.sub):
             raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on "
                            "the requested resource")
         self.apply_faults(verb, r)
@@ -566,9 +625,15 @@ class Handler(BaseHTTPRequestHandler):
             return self.send_json(200, obj)
         body_raw = self.read_body()
         if verb == "create":
-            body = self.decode_body(body_raw, "Binding" if r.sub == "binding" else res.kind)
+            kind = {"binding": "Binding", "token": "TokenRequest"}.get(r.sub, res.kind)
+            body = self.decode_body(body_raw, kind)
             if r.sub == "binding":
                 return self.send_json(201, api.bind(r.ns, r.name, body))
+            if r.sub == "token":
+                api._check_kind(res, body, "TokenRequest", "authentication.k8s.io/v1")
+                return self.send_json(201, self.server.issuer.request(r.ns, r.name, body))
+            if isinstance(body, dict) and isinstance(body.get("metadata"), dict):
+                self.object_name = body["metadata"].get("name") or ""
             return self.send_json(201, api.create(res, r.ns, body, dry))
         if verb == "update":
             body = self.decode_body(body_raw, "Scale" if r.sub == "scale" else res.kind)
@@ -597,7 +662,7 @@ class Handler(BaseHTTPRequestHandler):
         body = self.decode_body(self.read_body(), r.res.kind)
         self.server.api._check_kind(r.res, body)
         if r.res.plural == "tokenreviews":
-            return self.send_json(201, reviews.token_review(body, self.server.tokens))
+            return self.send_json(201, reviews.token_review(body, self.server.lookup_token))
         return self.send_json(201, reviews.access_review(body, self.server.authorizer))
 
     def check_accept(self):

@@ -1559,5 +1559,251 @@ class Reviews(RbacCase):
                 'spec.nonResourceAttributes.path: Invalid value: 7: must be a string')
 
 
+SA = "/api/v1/namespaces/%s/serviceaccounts"
+KCM_USER = 'User "system:serviceaccount:kube-system:%s"'
+
+
+def token_request(seconds=None, **spec):
+    if seconds is not None:
+        spec["expirationSeconds"] = seconds
+    return {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": spec}
+
+
+def replicaset(name, labels=None):
+    labels = labels or {"app": name}
+    return {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": name},
+            "spec": {"replicas": 1, "selector": {"matchLabels": labels},
+                     "template": {"metadata": {"labels": labels},
+                                  "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}}
+
+
+class TokenCase(RbacCase):
+    def issue(self, name, seconds=None, ns="kube-system", client=None, code=201, **spec):
+        r = (client or self.c).post((SA % ns) + "/%s/token" % name, token_request(seconds, **spec))
+        self.assertEqual(r.status, code, r.body)
+        return r.json()
+
+    def as_token(self, token):
+        client = Client(self.sim.url, token, os.path.join(self.sim.dir, "ca.crt"))
+        self.addCleanup(lambda: getattr(client.local, "conn", None) and client.local.conn.close())
+        return client
+
+
+class ServiceAccountTokens(TokenCase):
+    """ServiceAccounts, the TokenRequest API and the controllers' bootstrap roles."""
+
+    def test_service_accounts_are_objects_and_the_controllers_exist_at_start(self):
+        names = {i["metadata"]["name"] for i in self.c.get(SA % "kube-system").json()["items"]}
+        self.assertTrue({"deployment-controller", "replicaset-controller"} <= names, names)
+        sa = self.create(SA, {"apiVersion": "v1", "kind": "ServiceAccount",
+                              "metadata": {"name": "builder"}})
+        self.assertEqual(sa["kind"], "ServiceAccount")
+        self.assertEqual(len(sa["metadata"]["uid"]), 36)
+        self.assertStatus(self.c.post(SA % self.ns, {"metadata": {"name": "builder"}}), 409,
+                          "AlreadyExists")
+        self.assertEqual(self.c.get((SA % self.ns) + "/builder").json()["metadata"]["uid"],
+                         sa["metadata"]["uid"])
+        self.assertEqual(self.c.delete((SA % self.ns) + "/builder").status, 200)
+        self.assertStatus(self.c.get((SA % self.ns) + "/builder"), 404, "NotFound")
+        disc = {r["name"]: r for r in self.c.get("/api/v1").json()["resources"]}
+        self.assertEqual(disc["serviceaccounts"]["shortNames"], ["sa"])
+        self.assertEqual(disc["serviceaccounts/token"], {
+            "name": "serviceaccounts/token", "singularName": "", "namespaced": True,
+            "group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest",
+            "verbs": ["create"]})
+
+    def test_a_token_authenticates_as_its_service_account(self):
+        before = time.time()
+        tr = self.issue("replicaset-controller")
+        self.assertEqual((tr["kind"], tr["apiVersion"]), ("TokenRequest", "authentication.k8s.io/v1"))
+        self.assertEqual((tr["metadata"]["name"], tr["metadata"]["namespace"]),
+                         ("replicaset-controller", "kube-system"))
+        self.assertEqual(tr["spec"]["expirationSeconds"], 3600)
+        self.assertEqual(tr["spec"]["audiences"], ["https://kubernetes.default.svc.cluster.local"])
+        expires = time.mktime(time.strptime(tr["status"]["expirationTimestamp"],
+                                            "%Y-%m-%dT%H:%M:%SZ")) - time.timezone
+        self.assertTrue(before + 3599 <= expires <= time.time() + 3600, (before, expires))
+        rs = self.as_token(tr["status"]["token"])
+        self.assertEqual(rs.get(PODS % self.ns).status, 200)
+        self.delegate_reviews()
+        review = self.kcm.post(TOKEN_REVIEWS, token_review(tr["status"]["token"])).json()
+        sa = self.c.get((SA % "kube-system") + "/replicaset-controller").json()
+        self.assertEqual(review["status"]["user"], {
+            "username": "system:serviceaccount:kube-system:replicaset-controller",
+            "uid": sa["metadata"]["uid"],
+            "groups": ["system:serviceaccounts", "system:serviceaccounts:kube-system",
+                       "system:authenticated"]})
+        # A token for another audience is not one for this server.
+        other = self.issue("replicaset-controller", audiences=["https://vault.example"])
+        self.assertStatus(self.as_token(other["status"]["token"]).get(PODS % self.ns), 401,
+                          "Unauthorized")
+        forged = tr["status"]["token"][:-2] + ("AA" if tr["status"]["token"][-2:] != "AA"
+                                               else "BB")
+        self.assertStatus(self.as_token(forged).get(PODS % self.ns), 401, "Unauthorized")
+
+    def delegate_reviews(self):
+        self.bind("kcm-delegator", "ClusterRole", "system:auth-delegator",
+                  [{"kind": "ServiceAccount", "name": "kcm", "namespace": "kube-system"}])
+
+    def test_token_requests_are_validated_and_need_the_account(self):
+        body = self.issue("replicaset-controller", 599, code=422)
+        self.assertEqual(body["message"], 'TokenRequest.authentication.k8s.io "" is invalid: '
+                         'spec.expirationSeconds: Invalid value: 599: may not specify a duration '
+                         'less than 10 minutes')
+        self.assertEqual(self.issue("replicaset-controller", 600)["spec"]["expirationSeconds"],
+                         600)
+        body = self.issue("nobody", code=404)
+        self.assertEqual(body["message"], 'serviceaccounts "nobody" not found')
+        r = self.c.post((SA % "kube-system") + "/replicaset-controller/token",
+                        dict(token_request(), metadata={"name": "deployment-controller"}))
+        body = self.assertStatus(r, 422, "Invalid")
+        self.assertEqual(body["message"], 'TokenRequest.authentication.k8s.io '
+                         '"replicaset-controller" is invalid: metadata.name: Invalid value: '
+                         '"deployment-controller": must match the service account name if '
+                         'specified')
+        self.assertStatus(self.c.get((SA % "kube-system") + "/replicaset-controller/token"),
+                          405, "MethodNotAllowed")
+        self.assertStatus(self.c.post((SA % "kube-system") + "/replicaset-controller/token",
+                                      dict(token_request(), kind="Pod")), 400, "BadRequest")
+
+    def test_requesting_a_token_needs_create_on_serviceaccounts_token(self):
+        self.assertForbidden(
+            self.kcm.post((SA % "kube-system") + "/replicaset-controller/token", token_request()),
+            'serviceaccounts "replicaset-controller" is forbidden: %s cannot create resource '
+            '"serviceaccounts/token" in API group "" in the namespace "kube-system"'
+            % (KCM_USER % "kcm"))
+        self.bind("kcm-is-kcm", "ClusterRole", "system:kube-controller-manager",
+                  [{"kind": "ServiceAccount", "name": "kcm", "namespace": "kube-system"}])
+        self.issue("replicaset-controller", client=self.kcm)
+        self.assertEqual(self.kcm.get((SA % "kube-system") + "/deployment-controller").status,
+                         200)
+        self.assertEqual(self.kcm.post(SA % self.ns, {"metadata": {"name": "x"}}).status, 201)
+        self.assertForbidden(self.kcm.delete((SA % self.ns) + "/x"),
+                             'serviceaccounts "x" is forbidden: %s cannot delete resource '
+                             '"serviceaccounts" in API group "" in the namespace "%s"'
+                             % (KCM_USER % "kcm", self.ns))
+
+    def test_the_controllers_roles_allow_their_work_and_nothing_more(self):
+        rsc = self.as_token(self.issue("replicaset-controller")["status"]["token"])
+        dc = self.as_token(self.issue("deployment-controller")["status"]["token"])
+        # The deployment controller makes ReplicaSets, reads Deployments and pods.
+        self.assertEqual(dc.post(RS % self.ns, replicaset("web")).status, 201)
+        self.assertEqual(dc.get(APPS % self.ns).status, 200)
+        self.assertEqual(dc.get(PODS % self.ns).status, 200)
+        self.assertForbidden(dc.post(PODS % self.ns, pod("p")),
+                             'pods is forbidden: %s cannot create resource "pods" in API group '
+                             '"" in the namespace "%s"' % (KCM_USER % "deployment-controller",
+                                                           self.ns))
+        # The ReplicaSet controller makes pods and writes ReplicaSet status.
+        self.assertEqual(rsc.post(PODS % self.ns, pod("p")).status, 201)
+        rs = self.c.get((RS % self.ns) + "/web").json()
+        rs["status"] = {"replicas": 1, "observedGeneration": 1}
+        self.assertEqual(rsc.put((RS % self.ns) + "/web/status", rs).status, 200)
+        self.assertEqual(rsc.delete((PODS % self.ns) + "/p").status, 200)
+        self.assertForbidden(rsc.post(RS % self.ns, replicaset("other")),
+                             'replicasets.apps is forbidden: %s cannot create resource '
+                             '"replicasets" in API group "apps" in the namespace "%s"'
+                             % (KCM_USER % "replicaset-controller", self.ns))
+        self.assertEqual(rsc.patch((RS % self.ns) + "/web/status", {"status": {}}).status, 403)
+        event = {"apiVersion": "v1", "kind": "Event", "metadata": {"name": "e"},
+                 "involvedObject": {"kind": "ReplicaSet", "name": "web", "namespace": self.ns},
+                 "reason": "SuccessfulCreate", "message": "m", "type": "Normal"}
+        self.assertEqual(rsc.post("/api/v1/namespaces/%s/events" % self.ns, event).status, 201)
+        # The roles are upstream's, bound to the kube-system accounts.
+        role = self.c.get(RBAC + "/clusterroles/system:controller:replicaset-controller").json()
+        self.assertIn(rule(["apps", "extensions"], ["replicasets"],
+                           ["get", "list", "update", "watch"]), role["rules"])
+        self.assertIn(rule([""], ["pods"], ["create", "delete", "list", "patch", "watch"]),
+                      role["rules"])
+        binding = self.c.get(RBAC + "/clusterrolebindings/system:controller:deployment-controller"
+                             ).json()
+        self.assertEqual(binding["subjects"], [{"kind": "ServiceAccount",
+                                                "name": "deployment-controller",
+                                                "namespace": "kube-system"}])
+        self.assertEqual(binding["roleRef"]["name"], "system:controller:deployment-controller")
+
+
+class ShortLivedTokens(TokenCase):
+    """--min-token-seconds lets tests see tokens expire; --audit-log records who did what."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.audit_dir = tempfile.mkdtemp(prefix="kcm-audit-")
+        cls.audit = os.path.join(cls.audit_dir, "audit.log")
+        cls.args = RbacCase.args + ("--min-token-seconds", "1", "--audit-log", cls.audit)
+        super().setUpClass()
+
+    @classmethod
+    def tearDownClass(cls):
+        super().tearDownClass()
+        shutil.rmtree(cls.audit_dir, ignore_errors=True)
+
+    def test_an_expired_token_is_refused(self):
+        body = self.issue("replicaset-controller", 0, code=422)
+        self.assertIn("spec.expirationSeconds: Invalid value: 0: may not specify a duration "
+                      "less than 1 seconds", body["message"])
+        tr = self.issue("replicaset-controller", 3)
+        self.assertEqual(tr["spec"]["expirationSeconds"], 3)
+        client = self.as_token(tr["status"]["token"])
+        self.assertEqual(client.get(PODS % self.ns).status, 200)
+        wait_for(lambda: client.get(PODS % self.ns).status == 401, timeout=10,
+                 what="the token to expire")
+        self.assertGreaterEqual(time.time() + 1, time.mktime(time.strptime(
+            tr["status"]["expirationTimestamp"], "%Y-%m-%dT%H:%M:%SZ")) - time.timezone)
+
+    def test_a_token_dies_with_its_service_account(self):
+        self.create(SA, {"metadata": {"name": "worker"}})
+        self.bind("worker-reads-%s" % self.ns, "ClusterRole",
+                  "system:controller:replicaset-controller",
+                  [{"kind": "ServiceAccount", "name": "worker", "namespace": self.ns}])
+        old = self.as_token(self.issue("worker", ns=self.ns)["status"]["token"])
+        self.assertEqual(old.get(PODS % self.ns).status, 200)
+        self.assertEqual(self.c.delete((SA % self.ns) + "/worker").status, 200)
+        self.assertStatus(old.get(PODS % self.ns), 401, "Unauthorized")
+        self.create(SA, {"metadata": {"name": "worker"}})  # same name, another uid
+        self.assertStatus(old.get(PODS % self.ns), 401, "Unauthorized")
+        new = self.as_token(self.issue("worker", ns=self.ns)["status"]["token"])
+        self.assertEqual(new.get(PODS % self.ns).status, 200)
+
+    def test_the_audit_log_names_who_did_what(self):
+        rsc = self.as_token(self.issue("replicaset-controller")["status"]["token"])
+        agent = "kcm/v0.1 (linux/amd64) replicaset-controller"
+        r = rsc.post(PODS % self.ns, pod("audited"), headers={"User-Agent": agent})
+        self.assertEqual(r.status, 201, r.body)
+        audit_id = r.headers["Audit-Id"]
+        self.assertEqual(rsc.post(RS % self.ns, replicaset("nope")).status, 403)
+
+        def events():
+            with open(self.audit) as f:
+                return [json.loads(line) for line in f]
+
+        ev = wait_for(lambda: next((e for e in events() if e["auditID"] == audit_id), None),
+                      timeout=5, what="the pod create in the audit log")
+        self.assertEqual((ev["kind"], ev["apiVersion"], ev["level"], ev["stage"]),
+                         ("Event", "audit.k8s.io/v1", "Metadata", "ResponseComplete"))
+        self.assertEqual(ev["user"]["username"],
+                         "system:serviceaccount:kube-system:replicaset-controller")
+        self.assertIn("system:serviceaccounts:kube-system", ev["user"]["groups"])
+        self.assertEqual(ev["userAgent"], agent)
+        self.assertEqual(ev["verb"], "create")
+        self.assertEqual(ev["objectRef"], {"resource": "pods", "namespace": self.ns,
+                                           "name": "audited", "apiVersion": "v1"})
+        self.assertEqual(ev["responseStatus"]["code"], 201)
+        self.assertEqual(ev["requestURI"], PODS % self.ns)
+        denied = wait_for(lambda: [e for e in events()
+                                   if e.get("objectRef", {}).get("resource") == "replicasets"
+                                   and e["objectRef"].get("namespace") == self.ns],
+                          timeout=5, what="the denied create in the audit log")
+        self.assertEqual(denied[0]["responseStatus"]["code"], 403)
+        self.assertEqual(denied[0]["objectRef"]["apiGroup"], "apps")
+        self.assertEqual(denied[0]["user"]["username"],
+                         "system:serviceaccount:kube-system:replicaset-controller")
+        issued = [e for e in events() if e.get("objectRef", {}).get("subresource") == "token"
+                  and e["objectRef"].get("name") == "replicaset-controller"]
+        self.assertIn(("kcm-admin", "create", 201),
+                      [(e["user"]["username"], e["verb"], e["responseStatus"]["code"])
+                       for e in issued])
+
+
 if __name__ == "__main__":
     unittest.main()
