@@ -29,6 +29,7 @@
 #include "kcm/replicaset.h"
 #include "kcm/server.h"
 #include "kcm/tls.h"
+#include "kcm/version.h"
 #include "kcm/writer.h"
 
 /* Shutdown goes one way through these phases, each entered once:
@@ -40,20 +41,6 @@
  *   SHUTDOWN_LEASE        the lease is released (with leader election);
  *   SHUTDOWN_INFORMERS    servers, watches and clients close; the loop then
  *                         runs out of handles and main returns. */
-/* What the build was, for --version and kcm_build_info. */
-#if defined(__x86_64__)
-#define KCM_PLATFORM "linux/amd64"
-#elif defined(__aarch64__)
-#define KCM_PLATFORM "linux/arm64"
-#else
-#define KCM_PLATFORM "linux/unknown"
-#endif
-#ifdef __clang__
-#define KCM_COMPILER "clang " __clang_version__
-#else
-#define KCM_COMPILER "gcc " __VERSION__
-#endif
-
 enum shutdown {
   SHUTDOWN_NONE,
   SHUTDOWN_CONTROLLERS,
@@ -724,6 +711,10 @@ static int setup_controllers(struct app *a, const struct kcm_options *f) {
 
   kcm_writer_init(&a->rs_writer, a->client, KCM_REPLICASET_LIMITER);
   kcm_writer_init(&a->dc_writer, a->client, KCM_DEPLOYMENT_LIMITER);
+  /* Named as upstream's controllers name their clients, so audit logs and
+   * field managers tell who wrote what. */
+  a->rs_writer.agent = "replicaset-controller";
+  a->dc_writer.agent = "deployment-controller";
   err = !a->rs_on ? 0
                   : kcm_replicaset_controller_init(
                         &a->rs, a->loop, &a->rs_writer, &a->informers[KCM_KIND_REPLICASET],

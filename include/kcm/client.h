@@ -141,6 +141,12 @@ struct kcm_client_request_options {
   void *data;
   unsigned limiter;         /* which rate limiter to draw from, < KCM_CLIENT_LIMITERS */
   uint64_t delay_ms;        /* wait this long before going to the limiter and curl */
+  const char *const *bearer; /* when set, *bearer (read at each attempt; the pointer
+                                outlives the request) is the bearer token sent
+                                instead of the client's credentials, and a 401
+                                leaves the client's own credentials alone */
+  const char *agent;        /* appended to the User-Agent ("kcm/VERSION (OS/ARCH)
+                               kcm/<agent>"), e.g. "deployment-controller" */
   bool repeatable;          /* sending it again does no more than sending it once (a
                                create of a named object, a delete): an attempt that
                                got no answer is sent again 1, 2, 4, 8, 8, ... s

@@ -48,11 +48,14 @@ struct kcm_writer {
               void *data);
   struct kcm_client *client; /* the client writer's; borrowed */
   unsigned limiter;          /* the client writer's rate limiter */
+  const char *agent;         /* the client writer's User-Agent component, or NULL */
+  const char *const *bearer; /* the client writer's token instead of the client's
+                                credentials (--use-service-account-credentials), or NULL */
   void *data;                /* free for another writer's use */
 };
 
 /* A writer sending through client (borrowed, outliving the writer) on the
- * given rate limiter. */
+ * given rate limiter; set agent and bearer after, if wanted. */
 void kcm_writer_init(struct kcm_writer *w, struct kcm_client *client, unsigned limiter);
 /* req->err when the request could not be built, else the writer's answer. */
 int kcm_writer_send(struct kcm_writer *w, const struct kcm_write *req, kcm_client_done_cb done,

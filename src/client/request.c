@@ -19,6 +19,7 @@
 #include "internal.h"
 #include "kcm/error.h"
 #include "kcm/log.h"
+#include "kcm/version.h"
 
 #define DEFAULT_MAX_BODY (16u << 20)
 #define MAX_RETRIES 10
@@ -250,7 +251,7 @@ void kcm_client_transfers_done(struct kcm_client *c) {
  * its headers afresh: the request's own, then the credentials of now. */
 static void launch(struct kcm_client_request *r) {
   struct kcm_client *c = r->client;
-  const char *token = kcm_client_current_token(c);
+  const char *token = r->bearer ? *r->bearer : kcm_client_current_token(c);
   uint64_t now = uv_now(c->loop);
   int err;
 
@@ -378,6 +379,11 @@ static int request_options(struct kcm_client_request *r,
     return KCM_ENOMEM;
   curl_easy_setopt(e, CURLOPT_URL, url);
   free(url);
+  if (o->agent && asprintf(&hdr, "%s/%s", KCM_USER_AGENT, o->agent) < 0)
+    return KCM_ENOMEM;
+  curl_easy_setopt(e, CURLOPT_USERAGENT, hdr ? hdr : KCM_USER_AGENT); /* copied */
+  free(hdr);
+  hdr = NULL;
   curl_easy_setopt(e, CURLOPT_PRIVATE, r);
   curl_easy_setopt(e, CURLOPT_ERRORBUFFER, r->errbuf);
   curl_easy_setopt(e, CURLOPT_WRITEDATA, r);
@@ -423,6 +429,7 @@ int kcm_client_request(struct kcm_client *c, const struct kcm_client_request_opt
   r->data = o->data;
   r->limiter = o->limiter;
   r->repeatable = o->repeatable;
+  r->bearer = o->bearer;
   timeout_ms = o->timeout_ms > 0 ? o->timeout_ms
                                  : (o->on_chunk ? STREAM_TIMEOUT_MS : DEFAULT_TIMEOUT_MS);
   r->verb = kcm_client_verb(o->method);

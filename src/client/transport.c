@@ -15,7 +15,6 @@
 #include "internal.h"
 #include "kcm/error.h"
 
-#define USER_AGENT "kcm/" KCM_VERSION
 
 /* A socket curl watches. The poll handle of a connection lives as long as
  * the connection, not one transfer, so a kept-alive connection costs the
@@ -242,7 +241,6 @@ static void easy_defaults(struct kcm_client *c, CURL *e) {
   curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, c);
   curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, on_close_socket);
   curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, c);
-  curl_easy_setopt(e, CURLOPT_USERAGENT, USER_AGENT);
   /* No Accept-Encoding: as kube-controller-manager (DisableCompression),
    * kcm does not ask for gzip, which costs both sides more CPU than it saves
    * on the networks between control-plane components. */

@@ -20,6 +20,8 @@ static int client_send(struct kcm_writer *w, const struct kcm_write *req, kcm_cl
   o.repeatable = req->repeatable;
   o.delay_ms = req->delay_ms;
   o.limiter = w->limiter;
+  o.agent = w->agent;
+  o.bearer = w->bearer;
   o.done = done;
   o.data = data;
   return kcm_client_request(w->client, &o, NULL);

@@ -471,6 +471,12 @@ def kubeadm_arguments(ctx):
             wait_replicas(ctx, "web", 2)
         finally:
             assert kcm.stop() == 0
+    # Each controller's requests name it, as upstream's clients do.
+    agents = {(r["verb"], r["resource"]): r["userAgent"]
+              for r in ctx.api.get("/_sim/requests").json()["items"] if r["namespace"] == ctx.ns}
+    for write in (("create", "pods"), ("create", "events")):
+        assert re.match(r"kcm/v[0-9.]+ \(linux/\w+\) kcm/replicaset-controller$",
+                        agents.get(write, "")), (write, agents)
     lines = kcm.text().splitlines()
     ignored = [ln for ln in lines if "ignoring kube-controller-manager flags" in ln]
     assert len(ignored) == 1, ignored

@@ -1742,6 +1742,65 @@ static void retries_carry_one_authorization(void **state) {
   wire_stop(&w);
 }
 
+/* A request may carry a token of its own (a controller's service account)
+ * and name its component in the User-Agent: the token is read at each
+ * attempt, so a refreshed one is used on a retry; a 401 for it leaves the
+ * client's own token alone; without either, the client's token and the
+ * plain User-Agent. */
+static void a_request_may_carry_its_own_token_and_agent(void **state) {
+  const struct peer_answer answers[] = {
+      {"HTTP/1.1 429 Too Many Requests\r\nRetry-After: 1", NULL},
+      {"HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json", "{}"},
+      {ok_head, "{}"},
+  };
+  struct wire w;
+  struct result r = {0};
+  struct kcm_client_request_options o = {0};
+  const char *token = "sa-token-1";
+  char value[256], *head;
+  bool swapped = false;
+
+  wire_start(&w, answers, 3, "own-token\n");
+  o.method = "GET";
+  o.path = "/api/v1/pods";
+  o.timeout_ms = 10000;
+  o.done = on_done;
+  o.data = &r;
+  o.bearer = &token;
+  o.agent = "replicaset-controller";
+  assert_int_equal(kcm_client_request(w.c, &o, NULL), 0);
+  while (!r.done) {
+    uv_run(&w.loop, UV_RUN_ONCE);
+    if (!swapped && peer_count(&w.peer) == 1) {
+      token = "sa-token-2"; /* refreshed while the request waits to retry */
+      swapped = true;
+    }
+  }
+  assert_int_equal(r.status, 401);
+  assert_int_equal(kcm_client_stats(w.c)->unauthorized, 0);
+  head = peer_request(&w.peer, 0);
+  assert_true(peer_header(head, "Authorization", value, sizeof(value)));
+  assert_string_equal(value, "Bearer sa-token-1");
+  assert_true(peer_header(head, "User-Agent", value, sizeof(value)));
+  assert_true(strncmp(value, "kcm/v", 5) == 0);
+  assert_non_null(strstr(value, ") kcm/replicaset-controller"));
+  free(head);
+  head = peer_request(&w.peer, 1);
+  assert_true(peer_header(head, "Authorization", value, sizeof(value)));
+  assert_string_equal(value, "Bearer sa-token-2");
+  free(head);
+  /* The next request of the same handle, without: the client's own. */
+  assert_true(wire_get(&w, "/api/v1/nodes", 10000, 10000, &r));
+  assert_int_equal(r.status, 200);
+  head = peer_request(&w.peer, 2);
+  assert_true(peer_header(head, "Authorization", value, sizeof(value)));
+  assert_string_equal(value, "Bearer own-token");
+  assert_true(peer_header(head, "User-Agent", value, sizeof(value)));
+  assert_null(strstr(value, "replicaset-controller"));
+  free(head);
+  wire_stop(&w);
+}
+
 /* Retry-After is whole seconds (delay-seconds), as client-go reads it; any
  * other text is no Retry-After; a long pause is capped, and one that would
  * pass the request's time limit ends the request with the answer. */
@@ -1931,6 +1990,7 @@ int main(void) {
   };
   const struct CMUnitTest wire_tests[] = {
       cmocka_unit_test(retries_carry_one_authorization),
+      cmocka_unit_test(a_request_may_carry_its_own_token_and_agent),
       cmocka_unit_test(retry_after_is_whole_seconds_within_the_time_limit),
       cmocka_unit_test(url_credentials_stay_secret),
   };

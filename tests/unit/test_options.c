@@ -198,7 +198,7 @@ static void usage_lists_every_flag_in_sections(void **state) {
 /* kubeadm's kube-controller-manager arguments, as its static pod manifest
  * gives them (v1.24 to v1.31). */
 static void kubeadms_arguments_run_unchanged(void **state) {
-  static char *args[] = {
+  static const char *const args[] = {
       "--allocate-node-cidrs=true",
       "--authentication-kubeconfig=/etc/kubernetes/controller-manager.conf",
       "--authorization-kubeconfig=/etc/kubernetes/controller-manager.conf",
@@ -227,7 +227,7 @@ static void kubeadms_arguments_run_unchanged(void **state) {
   struct kcm_options o;
   size_t i;
   for (i = 0; i < sizeof(args) / sizeof(args[0]); i++)
-    argv[i + 1] = args[i];
+    assert_non_null(argv[i + 1] = strdup(args[i]));
   assert_int_equal(kcm_options_parse(&o, (int)i + 1, argv, err, sizeof(err)), KCM_OPTIONS_RUN);
   assert_true(o.deployment_on && o.replicaset_on);
   assert_string_equal(o.bind_address, "127.0.0.1");
@@ -238,6 +238,8 @@ static void kubeadms_arguments_run_unchanged(void **state) {
   assert_int_equal(o.nignored, sizeof(ignored) / sizeof(ignored[0]));
   for (i = 0; i < o.nignored; i++)
     assert_string_equal(o.ignored[i], ignored[i]);
+  for (i = 1; argv[i]; i++)
+    free(argv[i]);
 }
 
 /* Names read as upstream reads them: '_' as '-'; a foreign boolean alone

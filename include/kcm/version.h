@@ -1,0 +1,27 @@
+/*
+ * version — what kcm reports about its build: the version (KCM_VERSION,
+ * from CMake), the platform and the compiler, for --version, the
+ * kcm_build_info metric and the User-Agent of its requests.
+ */
+#ifndef KCM_VERSION_H
+#define KCM_VERSION_H
+
+#if defined(__x86_64__)
+#define KCM_PLATFORM "linux/amd64"
+#elif defined(__aarch64__)
+#define KCM_PLATFORM "linux/arm64"
+#else
+#define KCM_PLATFORM "linux/unknown"
+#endif
+
+#ifdef __clang__
+#define KCM_COMPILER "clang " __clang_version__
+#else
+#define KCM_COMPILER "gcc " __VERSION__
+#endif
+
+/* The User-Agent of kcm's requests, as client-go writes one: with a
+ * component, "kcm/vVERSION (OS/ARCH) kcm/COMPONENT". */
+#define KCM_USER_AGENT "kcm/v" KCM_VERSION " (" KCM_PLATFORM ") kcm"
+
+#endif
