@@ -295,11 +295,14 @@ static int choose_pair(struct kcm_tls *t, const struct kcm_tls_options *o, char 
   char *crt = NULL, *key = NULL;
   int rc = KCM_ENOMEM;
   if (o->cert_dir && *o->cert_dir) {
-    if (asprintf(&crt, "%s/%s.crt", o->cert_dir, pair) < 0 ||
-        asprintf(&key, "%s/%s.key", o->cert_dir, pair) < 0) {
-      crt = key = NULL;
+    char *c = NULL, *k = NULL;
+    /* Each pointer kept only when its asprintf succeeded (else undefined). */
+    if (asprintf(&c, "%s/%s.crt", o->cert_dir, pair) < 0)
       goto out;
-    }
+    crt = c;
+    if (asprintf(&k, "%s/%s.key", o->cert_dir, pair) < 0)
+      goto out;
+    key = k;
     if (access(crt, R_OK) == 0 && access(key, R_OK) == 0) {
       t->cert_file = crt;
       t->key_file = key;
