@@ -61,8 +61,11 @@ class Client:
             return m.group(1).strip("'\"") if m else None
         server = field("server")
         ca = field("certificate-authority-data")
+        ca_file = field("certificate-authority")
+        if ca_file:  # relative to the kubeconfig, as kubectl resolves it
+            ca_file = os.path.join(os.path.dirname(os.path.abspath(path)), ca_file)
         token = field("token")
-        return cls(server, token, ca_data=base64.b64decode(ca) if ca else None)
+        return cls(server, token, ca_file=ca_file, ca_data=base64.b64decode(ca) if ca else None)
 
     def _conn(self):
         conn = getattr(self.local, "conn", None)

@@ -99,6 +99,26 @@ class SimTestCase(unittest.TestCase):
 
 
 class Basics(SimTestCase):
+    def test_a_kubeconfig_may_name_its_ca_by_file(self):
+        """certificate-authority, a path relative to the kubeconfig's
+        directory as kubectl reads it, as well as certificate-authority-data."""
+        if COMPARE:
+            self.skipTest("the local API server's own files")
+        d = tempfile.mkdtemp(prefix="kcm-kubeconfig-")
+        try:
+            shutil.copy(os.path.join(self.sim.dir, "ca.crt"), os.path.join(d, "the-ca.crt"))
+            with open(os.path.join(self.sim.dir, "token")) as f:
+                token = f.read().strip()
+            path = os.path.join(d, "kubeconfig")
+            with open(path, "w") as f:
+                f.write("clusters:\n- name: c\n  cluster:\n    server: %s\n"
+                        "    certificate-authority: the-ca.crt\n"
+                        "users:\n- name: u\n  user:\n    token: %s\n" % (self.sim.url, token))
+            r = Client.from_kubeconfig(path).get("/api/v1/namespaces/" + self.ns)
+            self.assertEqual(r.status, 200, r.body)
+        finally:
+            shutil.rmtree(d)
+
     def test_discovery_lists_resources_and_subresources(self):
         groups = self.c.get("/apis").json()
         self.assertIn("apps", [g["name"] for g in groups["groups"]])
