@@ -38,6 +38,9 @@ struct kcm_write {
   bool repeatable;                /* see struct kcm_client_request_options */
   uint64_t delay_ms;              /* wait before sending */
   int err;                        /* a builder's error; such a request is never sent */
+  bool update_only;               /* a patch upstream's bootstrap roles allow only as
+                                     `update` (deployments, deployments/status,
+                                     replicasets/status): see kcm_writer.as_update */
 };
 
 /* The writer the controllers write through. */
@@ -51,6 +54,9 @@ struct kcm_writer {
   const char *agent;         /* the client writer's User-Agent component, or NULL */
   const char *const *bearer; /* the client writer's token instead of the client's
                                 credentials (--use-service-account-credentials), or NULL */
+  bool as_update;            /* send an update_only patch as GET, the patch applied
+                                to the object read, PUT: what a service account
+                                holding only upstream's bootstrap role may do */
   void *data;                /* free for another writer's use */
 };
 

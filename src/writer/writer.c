@@ -7,6 +7,7 @@
 #include "kcm/buf.h"
 #include "kcm/error.h"
 #include "kcm/informer.h"
+#include "internal.h"
 #include "kcm/writer.h"
 
 static int client_send(struct kcm_writer *w, const struct kcm_write *req, kcm_client_done_cb done,
@@ -36,7 +37,11 @@ void kcm_writer_init(struct kcm_writer *w, struct kcm_client *client, unsigned l
 
 int kcm_writer_send(struct kcm_writer *w, const struct kcm_write *req, kcm_client_done_cb done,
                     void *data) {
-  return req->err ? req->err : w->send(w, req, done, data);
+  if (req->err)
+    return req->err;
+  if (w->as_update && req->update_only)
+    return kcm_writer_send_as_update(w, req, done, data);
+  return w->send(w, req, done, data);
 }
 
 static int build(struct kcm_write *req, const char *method, enum kcm_kind kind, const char *ns,
@@ -78,6 +83,8 @@ int kcm_writer_patch(struct kcm_write *req, enum kcm_kind kind, const char *ns, 
   if (build(req, "PATCH", kind, ns, name, sub, body))
     return req->err;
   req->content_type = types[type];
+  req->update_only = (sub && !strcmp(sub, "status")) ||
+                     (kind == KCM_KIND_DEPLOYMENT && type != KCM_PATCH_STRATEGIC);
   return 0;
 }
 

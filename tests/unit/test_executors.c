@@ -414,6 +414,93 @@ static void rs_adoption_patches_owner(void **state) {
   assert_int_equal(f->rc.rt.stats.errors, 0);
 }
 
+/* --- writes as updates ------------------------------------------------------------------ */
+
+/* A service account holding only upstream's replicaset-controller role may
+ * update replicasets/status, not patch it: the status write becomes a GET
+ * of the ReplicaSet, the patch applied to it, and a PUT of the whole object
+ * at the version the patch was made from. */
+static void rs_status_as_update(void **state) {
+  struct fixture *f = *state;
+  const char *body;
+  int i;
+  f->fw.w.as_update = true;
+  put_rs(f, 1);
+  put_pod(f, "a", RS_UID);
+  kcm_runtime_run(&f->rc.rt);
+  assert_int_equal(fake_writer_pending(&f->fw, "PATCH", "/status"), 0);
+  i = fake_writer_find(&f->fw, "GET", "/replicasets/web");
+  assert_true(i >= 0);
+  assert_null(strstr(f->fw.calls[i].path, "/status"));
+  fake_writer_answer(&f->fw, i,
+                     200, "{\"apiVersion\":\"apps/v1\",\"kind\":\"ReplicaSet\",\"metadata\":"
+                          "{\"name\":\"web\",\"namespace\":\"ns\",\"resourceVersion\":\"12\","
+                          "\"labels\":{\"x\":\"y\"}},\"spec\":{\"replicas\":1},\"status\":"
+                          "{\"replicas\":0,\"conditions\":[{\"type\":\"Old\"}]}}");
+  i = fake_writer_find(&f->fw, "PUT", "/replicasets/web/status");
+  assert_true(i >= 0);
+  body = f->fw.calls[i].body;
+  assert_non_null(strstr(body, "\"resourceVersion\":\"10\"")); /* the cached one: a guard */
+  assert_non_null(strstr(body, "\"labels\":{\"x\":\"y\"}"));   /* the rest kept */
+  assert_non_null(strstr(body, "\"spec\":{\"replicas\":1}"));
+  assert_non_null(strstr(body, "\"readyReplicas\":1"));
+  assert_null(strstr(body, "\"Old\""));                          /* conditions replaced */
+  fake_writer_answer(&f->fw, i, 409,
+                     fake_status(status, sizeof(status), 409, "Conflict", "modified"));
+  assert_int_equal(f->rc.rt.stats.errors, 1);
+  assert_int_equal(kcm_workqueue_requeues(&f->rc.rt.queue, KEY), 1);
+}
+
+struct answer {
+  int err;
+  long status;
+};
+
+static void on_answer(const struct kcm_client_response *resp, void *data) {
+  struct answer *r = data;
+  r->err = resp->err;
+  r->status = resp->status;
+}
+
+/* A JSON patch's test op is checked against the object read: a failure is
+ * a conflict, and nothing is written. */
+static void json_patch_as_update(void **state) {
+  struct fixture *f = *state;
+  struct kcm_write req;
+  struct answer r = {1, -1};
+  static const char doc[] =
+      "{\"metadata\":{\"name\":\"web\",\"resourceVersion\":\"7\",\"annotations\":"
+      "{\"a\":\"1\",\"b/c\":\"2\"}},\"spec\":{\"template\":{\"x\":1}}}";
+  int i;
+  f->fw.w.as_update = true;
+  for (i = 0; i < 2; i++) {
+    char patch[512];
+    snprintf(patch, sizeof(patch),
+             "[{\"op\":\"test\",\"path\":\"/metadata/resourceVersion\",\"value\":\"%s\"},"
+             "{\"op\":\"replace\",\"path\":\"/spec/template\",\"value\":{\"y\":2}},"
+             "{\"op\":\"remove\",\"path\":\"/metadata/annotations/b~1c\"},"
+             "{\"op\":\"add\",\"path\":\"/metadata/annotations/d\",\"value\":\"4\"}]",
+             i ? "6" : "7");
+    assert_int_equal(kcm_writer_patch(&req, KCM_KIND_DEPLOYMENT, "ns", "web", NULL,
+                                      KCM_PATCH_JSON, patch),
+                     0);
+    assert_true(req.update_only);
+    assert_int_equal(kcm_writer_send(&f->fw.w, &req, on_answer, &r), 0);
+    fake_writer_answer(&f->fw, fake_writer_find(&f->fw, "GET", "/deployments/web"), 200, doc);
+    if (i == 0) {
+      const char *body = f->fw.calls[fake_writer_find(&f->fw, "PUT", "/deployments/web")].body;
+      assert_non_null(strstr(body, "\"template\":{\"y\":2}"));
+      assert_non_null(strstr(body, "\"annotations\":{\"a\":\"1\",\"d\":\"4\"}"));
+      fake_writer_answer(&f->fw, fake_writer_find(&f->fw, "PUT", "/deployments/web"), 200, "{}");
+      assert_int_equal(r.err, 0);
+    } else {
+      assert_int_equal(fake_writer_find(&f->fw, "PUT", "/deployments/web"), -1);
+      assert_int_equal(r.err, KCM_ECONFLICT);
+      assert_int_equal(r.status, 409);
+    }
+  }
+}
+
 /* --- Deployments ------------------------------------------------------------------------ */
 
 static void put_deployment(struct fixture *f) {
@@ -536,6 +623,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(rs_failure_logged, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(rs_adoption_checks_first, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(rs_adoption_patches_owner, setup_rs, teardown),
+      cmocka_unit_test_setup_teardown(rs_status_as_update, setup_rs, teardown),
+      cmocka_unit_test_setup_teardown(json_patch_as_update, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(dp_hash_collision, setup_dp, teardown),
       cmocka_unit_test_setup_teardown(dp_create_forbidden, setup_dp, teardown),
       cmocka_unit_test_setup_teardown(dp_namespace_terminating, setup_dp, teardown),
