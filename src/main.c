@@ -27,6 +27,7 @@
 #include "kcm/metrics.h"
 #include "kcm/options.h"
 #include "kcm/replicaset.h"
+#include "kcm/satoken.h"
 #include "kcm/server.h"
 #include "kcm/tls.h"
 #include "kcm/version.h"
@@ -62,6 +63,10 @@ struct app {
   struct kcm_replicaset_controller rs;
   struct kcm_deployment_controller dc;
   struct kcm_writer rs_writer, dc_writer; /* each controller's requests, on its own limiter */
+  /* --use-service-account-credentials: each controller's token */
+  struct kcm_satoken rs_token, dc_token;
+  int tokens_wanted, tokens_ready;
+  bool tokens_started;
   struct kcm_leader leader;
   bool elect;
   bool leading;
@@ -371,8 +376,33 @@ static void serve_secure(struct app *a) {
 
 /* The controllers run once every cache is synced and, with leader election,
  * while this process holds the lease: a standby sends no write. */
+static void maybe_start(struct app *a);
+
+static void on_token_ready(struct kcm_satoken *t) {
+  struct app *a = t->data;
+  a->tokens_ready++;
+  maybe_start(a);
+}
+
+/* With --use-service-account-credentials, the controllers' tokens are
+ * asked for when the controllers are due to start: false until every one
+ * has come. */
+static bool tokens_ready(struct app *a) {
+  if (a->tokens_ready == a->tokens_wanted)
+    return true;
+  if (!a->tokens_started) {
+    a->tokens_started = true;
+    if (a->rs_on)
+      kcm_satoken_start(&a->rs_token, on_token_ready);
+    if (a->dc_on)
+      kcm_satoken_start(&a->dc_token, on_token_ready);
+  }
+  return false;
+}
+
 static void maybe_start(struct app *a) {
-  if (a->running || a->phase != SHUTDOWN_NONE || !a->synced || (a->elect && !a->leading))
+  if (a->running || a->phase != SHUTDOWN_NONE || !a->synced || (a->elect && !a->leading) ||
+      !tokens_ready(a))
     return;
   a->running = true;
   if (a->dc_on) {
@@ -441,6 +471,12 @@ static void stop_informers(struct app *a) {
     kcm_server_close(&a->health, NULL);
   if (a->serving_metrics)
     kcm_server_close(&a->metrics, NULL);
+  if (a->opt->sa_credentials) {
+    if (a->rs_on)
+      kcm_satoken_stop(&a->rs_token, NULL);
+    if (a->dc_on)
+      kcm_satoken_stop(&a->dc_token, NULL);
+  }
   a->informers_open = 0;
   for (k = 0; k < KCM_KIND_COUNT; k++)
     a->informers_open += a->used[k];
@@ -704,6 +740,20 @@ static int setup_informers(struct app *a) {
   return 0;
 }
 
+/* A controller's writer sends as its service account in kube-system, with
+ * only upstream's bootstrap role: a token of its own, and the writes the
+ * role grants as update sent as updates. */
+static int setup_token(struct app *a, struct kcm_satoken *t, struct kcm_writer *w,
+                       const char *account) {
+  if (kcm_satoken_init(t, a->loop, a->client, KCM_LEADER_LIMITER, "kube-system", account))
+    return KCM_EINVAL;
+  t->data = a;
+  a->tokens_wanted++;
+  w->bearer = (const char *const *)&t->token;
+  w->as_update = true;
+  return 0;
+}
+
 /* The controllers --controllers enables, each writing through its own
  * writer (on its own client rate limiter). */
 static int setup_controllers(struct app *a, const struct kcm_options *f) {
@@ -715,6 +765,11 @@ static int setup_controllers(struct app *a, const struct kcm_options *f) {
    * field managers tell who wrote what. */
   a->rs_writer.agent = "replicaset-controller";
   a->dc_writer.agent = "deployment-controller";
+  if (f->sa_credentials && ((a->rs_on && setup_token(a, &a->rs_token, &a->rs_writer,
+                                                    "replicaset-controller")) ||
+                            (a->dc_on && setup_token(a, &a->dc_token, &a->dc_writer,
+                                                    "deployment-controller"))))
+    return KCM_EINVAL;
   err = !a->rs_on ? 0
                   : kcm_replicaset_controller_init(
                         &a->rs, a->loop, &a->rs_writer, &a->informers[KCM_KIND_REPLICASET],
@@ -808,6 +863,10 @@ int main(int argc, char **argv) {
   if (setup_leader(&a, &lo))
     return 1;
   run(&a);
+  if (a.opt->sa_credentials) {
+    kcm_satoken_release(&a.rs_token);
+    kcm_satoken_release(&a.dc_token);
+  }
   if (a.rs_on)
     kcm_replicaset_controller_release(&a.rs);
   if (a.dc_on)

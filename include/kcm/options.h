@@ -31,6 +31,7 @@ struct kcm_options {
   /* controllers */
   const char *controllers;
   bool deployment_on, replicaset_on; /* from controllers */
+  bool sa_credentials;   /* --use-service-account-credentials */
   uint64_t min_resync_ms;
   int deployment_workers, replicaset_workers;
   uint64_t status_interval_ms, failed_pod_backoff_ms;

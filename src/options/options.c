@@ -43,6 +43,11 @@ static const struct flag flags[] = {
      "controllers to run: names, * for all, -name to leave one out\n"
      "(default *); kcm runs deployment and replicaset, and reports\n"
      "kube-controller-manager's other names given as not run here"},
+    {NULL, "use-service-account-credentials", NULL, BOOLEAN, AT(sa_credentials),
+     "each controller makes its requests with a token of its own service\n"
+     "account in kube-system (deployment-controller,\n"
+     "replicaset-controller), as upstream's bootstrap roles expect\n"
+     "(default false)"},
     {NULL, "feature-gates", "LIST", GATES, AT(feature_gates),
      "Name=true|false,...: parsed; kcm's controllers have no gates, so\n"
      "each one given is reported as having no effect"},
@@ -219,7 +224,7 @@ static const struct {
     {"skip-log-headers", true}, {"stderrthreshold", false},
     {"terminated-pod-gc-threshold", false}, {"tls-cipher-suites", false},
     {"tls-sni-cert-key", false}, {"unhealthy-zone-threshold", false},
-    {"use-service-account-credentials", true}, {"volume-host-allow-local-loopback", true},
+    {"volume-host-allow-local-loopback", true},
     {"volume-host-cidr-denylist", false},
 };
 

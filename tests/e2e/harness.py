@@ -209,8 +209,11 @@ class Env:
             users = [a for name, token in self.user_tokens.items()
                      for a in ("--sa-token", "%s:%s:%s" % (token, USER_NAMESPACE, name))]
             # Its objects kept in a file, so a scenario can kill and restart it.
+            # Who did what, as kube-apiserver's audit log says it.
+            self.audit_log = os.path.join(self.workdir, "audit.jsonl")
             self.sim = SimProcess("--kubelet", "--ready-delay", "0.5",
                                   "--state", os.path.join(self.workdir, "sim-state.jsonl"),
+                                  "--audit-log", self.audit_log,
                                   "--sa-token", self.sa_token + ":kube-system:kcm", *users)
             self.kubeconfig = self.sim.kubeconfig
             self.real = False
@@ -239,6 +242,12 @@ class Env:
         write_kubeconfig(path, self.sim.url, os.path.join(self.sim.dir, "ca.crt"),
                          {"token": self.sa_token})
         return path
+
+    def audit(self, namespace):
+        """The local API server's audit events about objects in namespace."""
+        with open(self.audit_log) as f:
+            events = [json.loads(line) for line in f if line.strip()]
+        return [e for e in events if (e.get("objectRef") or {}).get("namespace") == namespace]
 
     def user_token(self, namespace, name):
         """A bearer token of the ServiceAccount `name` (one of

@@ -448,12 +448,13 @@ KUBEADM_ARGS = [
     "--service-cluster-ip-range=10.96.0.0/12", "--use-service-account-credentials=true"]
 
 
-@scenario("kubeadm's kube-controller-manager arguments start kcm, what it ignores said once",
-          needs_sim=True)
+@scenario("kubeadm's kube-controller-manager arguments start kcm, what it ignores said once, "
+          "each controller writing as its service account", needs_sim=True)
 def kubeadm_arguments(ctx):
     env = ctx.env
     if env.kcm is None or not env.is_kcm:
         raise Skip("kcm itself is run and inspected")
+    from scenarios_deployment import deployment, wait_complete
     from scenarios_replicaset import rs_manifest, wait_replicas
     with suite_kcm_stopped(ctx, "kcm-after-kubeadm.log") as d:
         ca = os.path.join(d, "ca.crt")
@@ -469,8 +470,29 @@ def kubeadm_arguments(ctx):
             assert kcm.alive(), kcm.text()[-2000:]
             ctx.apply(rs_manifest("web", 2))
             wait_replicas(ctx, "web", 2)
+            ctx.apply(deployment("site", 2))
+            wait_complete(ctx, "site")
         finally:
             assert kcm.stop() == 0
+    dc = "system:serviceaccount:kube-system:deployment-controller"
+    dc_writes = {(e["verb"], e["objectRef"]["resource"], e["objectRef"].get("subresource", ""),
+                  e["responseStatus"]["code"])
+                 for e in env.audit(ctx.ns) if e["user"]["username"] == dc}
+    assert {("create", "replicasets", "", 201), ("update", "deployments", "status", 200)} <= \
+        dc_writes, dc_writes
+    # --use-service-account-credentials: every write of the ReplicaSet
+    # controller is made as its service account, with upstream's bootstrap
+    # role alone (its status write an update, which the role grants).
+    sa = "system:serviceaccount:kube-system:replicaset-controller"
+    writes = {(e["verb"], e["objectRef"]["resource"], e["objectRef"].get("subresource", ""),
+               e["user"]["username"], e["responseStatus"]["code"])
+              for e in env.audit(ctx.ns) if e["verb"] not in ("get", "list", "watch")}
+    assert ("create", "pods", "", sa, 201) in writes, writes
+    assert ("update", "replicasets", "status", sa, 200) in writes, writes
+    assert all(w[3] == sa for w in writes if w[1] == "pods" or w[1:3] == ("replicasets", "status"))
+    assert {e["user"]["username"] for e in env.audit(ctx.ns) if e["verb"] not in (
+        "get", "list", "watch") and e["userAgent"].startswith("kcm/")} == {sa, dc}, writes
+    assert not [w for w in writes if w[4] == 403], writes
     # Each controller's requests name it, as upstream's clients do.
     agents = {(r["verb"], r["resource"]): r["userAgent"]
               for r in ctx.api.get("/_sim/requests").json()["items"] if r["namespace"] == ctx.ns}
@@ -483,8 +505,7 @@ def kubeadm_arguments(ctx):
     for flag in ("--allocate-node-cidrs", "--cluster-cidr", "--cluster-name",
                  "--cluster-signing-cert-file", "--cluster-signing-key-file",
                  "--requestheader-client-ca-file", "--root-ca-file",
-                 "--service-account-private-key-file", "--service-cluster-ip-range",
-                 "--use-service-account-credentials"):
+                 "--service-account-private-key-file", "--service-cluster-ip-range"):
         assert flag in ignored[0], (flag, ignored[0])
     others = [ln for ln in lines if "others named in --controllers" in ln]
     assert len(others) == 1 and 'controllers="bootstrapsigner,tokencleaner"' in others[0], others
@@ -562,11 +583,11 @@ def grace_period_over(ctx):
 BASE_OBJECTS = {("ServiceAccount", "kcm"), ("ClusterRole", "kcm"), ("ClusterRoleBinding", "kcm"),
                 ("Role", "kcm-leader-election"), ("RoleBinding", "kcm-leader-election"),
                 ("ClusterRoleBinding", "kcm:system:auth-delegator"),
-                ("ClusterRole", "kcm-metrics-reader"), ("Service", "kcm")}
+                ("ClusterRole", "kcm-metrics-reader"), ("Service", "kcm"),
+                ("Role", "kcm-controller-tokens"), ("RoleBinding", "kcm-controller-tokens")}
 # What each variant adds to manifests/base.
 VARIANT_OBJECTS = {
-    "static-pod": {("ClusterRoleBinding", "kcm:kube-controller-manager"),
-                   ("RoleBinding", "kcm-leader-election:kube-controller-manager")},
+    "static-pod": {("RoleBinding", "kcm-leader-election:kube-controller-manager")},
     "daemonset": {("DaemonSet", "kcm")},
     "deployment": {("Deployment", "kcm"), ("PodDisruptionBudget", "kcm")},
 }
@@ -601,8 +622,15 @@ def _check_base(objs):
     assert {v for r in lease_rules for v in r["verbs"]} == {"create", "get", "update"}
     assert all(len(r.get("resourceNames") or ()) == 1 for r in lease_rules
                if "update" in r["verbs"]), lease_rules
+    # --use-service-account-credentials: tokens of the two controllers' accounts only.
+    assert objs[("Role", "kcm-controller-tokens")]["rules"] == [
+        {"apiGroups": [""], "resources": ["serviceaccounts/token"],
+         "resourceNames": ["deployment-controller", "replicaset-controller"],
+         "verbs": ["create"]},
+        {"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["create"]}]
     for key in (("ClusterRoleBinding", "kcm"), ("RoleBinding", "kcm-leader-election"),
-                ("ClusterRoleBinding", "kcm:system:auth-delegator")):
+                ("ClusterRoleBinding", "kcm:system:auth-delegator"),
+                ("RoleBinding", "kcm-controller-tokens")):
         b = objs[key]
         assert b["subjects"] == [{"kind": "ServiceAccount", "name": "kcm",
                                   "namespace": "kube-system"}], b
@@ -674,7 +702,8 @@ def _check_static_pod(pod):
     assert "serviceAccountName" not in pod, pod
     for flag in ("--kubeconfig", "--authentication-kubeconfig", "--authorization-kubeconfig"):
         assert "%s=%s" % (flag, conf) in c["args"], (flag, c["args"])
-    assert {"--secure-port=10267", "--bind-address=127.0.0.1"} <= set(c["args"]), c["args"]
+    assert {"--secure-port=10267", "--bind-address=127.0.0.1",
+            "--use-service-account-credentials=true"} <= set(c["args"]), c["args"]
     assert not [a for a in c["args"] if "10257" in a], c["args"]
     (mount,) = c["volumeMounts"]
     (vol,) = pod["volumes"]
@@ -733,9 +762,8 @@ def manifests(ctx):
     static = builds["static-pod"]
     user = [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
              "name": "system:kube-controller-manager"}]
-    for key, ref in (((("ClusterRoleBinding", "kcm:kube-controller-manager")), "ClusterRole/kcm"),
-                     (("RoleBinding", "kcm-leader-election:kube-controller-manager"),
-                      "Role/kcm-leader-election")):
+    for key, ref in ((("RoleBinding", "kcm-leader-election:kube-controller-manager"),
+                      "Role/kcm-leader-election"),):
         b = static[key]
         assert b["subjects"] == user, b
         assert "%s/%s" % (b["roleRef"]["kind"], b["roleRef"]["name"]) == ref, b

@@ -220,8 +220,7 @@ static void kubeadms_arguments_run_unchanged(void **state) {
   static const char *const ignored[] = {
       "allocate-node-cidrs", "cluster-cidr", "cluster-name", "cluster-signing-cert-file",
       "cluster-signing-key-file", "requestheader-client-ca-file", "root-ca-file",
-      "service-account-private-key-file", "service-cluster-ip-range",
-      "use-service-account-credentials"};
+      "service-account-private-key-file", "service-cluster-ip-range"};
   static char name[] = "kcm";
   char *argv[32] = {name}, err[256], foreign[256];
   struct kcm_options o;
@@ -229,7 +228,7 @@ static void kubeadms_arguments_run_unchanged(void **state) {
   for (i = 0; i < sizeof(args) / sizeof(args[0]); i++)
     assert_non_null(argv[i + 1] = strdup(args[i]));
   assert_int_equal(kcm_options_parse(&o, (int)i + 1, argv, err, sizeof(err)), KCM_OPTIONS_RUN);
-  assert_true(o.deployment_on && o.replicaset_on);
+  assert_true(o.deployment_on && o.replicaset_on && o.sa_credentials);
   assert_string_equal(o.bind_address, "127.0.0.1");
   assert_string_equal(o.client_ca_file, "/etc/kubernetes/pki/ca.crt");
   assert_string_equal(o.authn_kubeconfig, "/etc/kubernetes/controller-manager.conf");

@@ -1,0 +1,62 @@
+/*
+ * satoken — the token of a controller's service account, as
+ * kube-controller-manager's --use-service-account-credentials gets one:
+ * requested with kcm's own credentials through the TokenRequest API
+ * (POST /api/v1/namespaces/NS/serviceaccounts/NAME/token, for an hour),
+ * the ServiceAccount created first when it is missing, and requested again
+ * once 80% of its life has passed (client-go's dynamic controller client
+ * builder keeps the same leeway), or, after a failure, again with backoff
+ * (1 s doubling to 60 s) while the old token, if any, stays in use.
+ *
+ * The token is `token` (NULL until the first one): a writer sending as the
+ * controller reads it at each request through a pointer to that field.
+ * Everything runs on the loop.
+ */
+#ifndef KCM_SATOKEN_H
+#define KCM_SATOKEN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "kcm/client.h"
+
+#define KCM_SATOKEN_SECONDS 3600
+
+struct kcm_satoken {
+  uv_loop_t *loop;
+  struct kcm_client *client; /* borrowed: kcm's own credentials */
+  unsigned limiter;
+  char ns[64];
+  char name[254];
+  char *token;               /* owned; NULL until the first one */
+  uv_timer_t timer;          /* the next request */
+  uint64_t backoff_ms;       /* the wait after the next failure */
+  int32_t seconds;           /* the life asked for (default KCM_SATOKEN_SECONDS) */
+  bool started, stopping, made_account;
+  void (*on_ready)(struct kcm_satoken *t); /* once, with the first token */
+  void (*on_closed)(struct kcm_satoken *t);
+  void *data;                /* free for the owner's use */
+  struct {
+    uint64_t issued;
+    uint64_t failures;
+  } stats;
+};
+
+/* ns/name: the ServiceAccount. The client must outlive the token source.
+ * Returns 0 or KCM_EINVAL (a name too long). */
+int kcm_satoken_init(struct kcm_satoken *t, uv_loop_t *loop, struct kcm_client *client,
+                     unsigned limiter, const char *ns, const char *name);
+/* Request the first token (once; later calls do nothing). */
+void kcm_satoken_start(struct kcm_satoken *t, void (*on_ready)(struct kcm_satoken *t));
+/* Stop requesting; on_closed (may be NULL) runs from the loop once the
+ * timer is closed. A request in flight is ended by closing the client. */
+void kcm_satoken_stop(struct kcm_satoken *t, void (*on_closed)(struct kcm_satoken *t));
+/* Free the token, after on_closed. */
+void kcm_satoken_release(struct kcm_satoken *t);
+
+/* When to replace a token that lives life_s seconds: after 80% of it, at
+ * least 1 s from now (pure). */
+uint64_t kcm_satoken_refresh_ms(int64_t life_s);
+
+#endif

@@ -1,0 +1,193 @@
+/*
+ * satoken/satoken.c — a controller's service-account token, requested and
+ * renewed. See include/kcm/satoken.h.
+ */
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kcm/api.h"
+#include "kcm/error.h"
+#include "kcm/log.h"
+#include "kcm/satoken.h"
+
+#define BACKOFF_FIRST_MS 1000
+#define BACKOFF_MAX_MS 60000
+
+static void request_token(struct kcm_satoken *t);
+
+uint64_t kcm_satoken_refresh_ms(int64_t life_s) {
+  if (life_s <= 1)
+    return 1000;
+  if (life_s > INT32_MAX)
+    life_s = INT32_MAX;
+  return (uint64_t)life_s * 800 > 1000 ? (uint64_t)life_s * 800 : 1000;
+}
+
+int kcm_satoken_init(struct kcm_satoken *t, uv_loop_t *loop, struct kcm_client *client,
+                     unsigned limiter, const char *ns, const char *name) {
+  memset(t, 0, sizeof(*t));
+  if (strlen(ns) >= sizeof(t->ns) || strlen(name) >= sizeof(t->name))
+    return KCM_EINVAL;
+  t->loop = loop;
+  t->client = client;
+  t->limiter = limiter;
+  snprintf(t->ns, sizeof(t->ns), "%s", ns);
+  snprintf(t->name, sizeof(t->name), "%s", name);
+  t->backoff_ms = BACKOFF_FIRST_MS;
+  t->seconds = KCM_SATOKEN_SECONDS;
+  uv_timer_init(loop, &t->timer);
+  t->timer.data = t;
+  return 0;
+}
+
+static void on_timer(uv_timer_t *timer) { request_token(timer->data); }
+
+static void again_in(struct kcm_satoken *t, uint64_t ms) {
+  if (!t->stopping)
+    uv_timer_start(&t->timer, on_timer, ms, 0);
+}
+
+static void failed(struct kcm_satoken *t, const char *what, const char *why) {
+  t->stats.failures++;
+  kcm_warn("cannot get a service account token serviceAccount=\"%s/%s\" step=\"%s\" err=\"%s\" "
+           "retryIn=\"%llums\"",
+           t->ns, t->name, what, why, (unsigned long long)t->backoff_ms);
+  again_in(t, t->backoff_ms);
+  t->backoff_ms = t->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : t->backoff_ms * 2;
+}
+
+/* A TokenRequest's answer: the token, and its life from now. */
+static int read_answer(const char *body, char **token, int64_t *life_s) {
+  struct json_object *doc = json_tokener_parse(body), *status, *tok, *exp;
+  int64_t expires;
+  int err = KCM_EINVAL;
+  if (doc && json_object_object_get_ex(doc, "status", &status) &&
+      json_object_object_get_ex(status, "token", &tok) &&
+      json_object_is_type(tok, json_type_string) && json_object_get_string_len(tok) > 0 &&
+      json_object_object_get_ex(status, "expirationTimestamp", &exp) &&
+      !kcm_api_parse_time(json_object_get_string(exp), &expires)) {
+    *life_s = expires - (int64_t)time(NULL);
+    *token = strdup(json_object_get_string(tok));
+    err = *token ? 0 : KCM_ENOMEM;
+  }
+  json_object_put(doc);
+  return err;
+}
+
+static void on_account(const struct kcm_client_response *resp, void *data) {
+  struct kcm_satoken *t = data;
+  if (t->stopping)
+    return;
+  /* AlreadyExists: made meanwhile, by kube-controller-manager or a peer. */
+  if (resp->err && resp->status != 409) {
+    failed(t, "create the ServiceAccount", resp->message);
+    return;
+  }
+  kcm_info("created a service account serviceAccount=\"%s/%s\"", t->ns, t->name);
+  request_token(t);
+}
+
+/* POST doc (apiVersion and kind given, the rest in doc) to the
+ * ServiceAccount's collection (name NULL) or its subresource; the doc is
+ * consumed. */
+static void post(struct kcm_satoken *t, const char *api_version, const char *kind,
+                 struct json_object *doc, const char *name, const char *sub,
+                 kcm_client_done_cb done, const char *step) {
+  struct kcm_client_request_options o = {0};
+  char path[KCM_CLIENT_PATH_MAX];
+  json_object_object_add(doc, "apiVersion", json_object_new_string(api_version));
+  json_object_object_add(doc, "kind", json_object_new_string(kind));
+  o.method = "POST";
+  o.path = path;
+  o.body = json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PLAIN);
+  o.body_len = strlen(o.body);
+  o.limiter = t->limiter;
+  o.done = done;
+  o.data = t;
+  if (kcm_client_path(path, sizeof(path), "/api/v1", t->ns, "serviceaccounts", name, sub) ||
+      kcm_client_request(t->client, &o, NULL))
+    failed(t, step, "the request could not be sent");
+  json_object_put(doc); /* the body was copied */
+}
+
+static void make_account(struct kcm_satoken *t) {
+  struct json_object *doc = json_object_new_object(), *meta = json_object_new_object();
+  t->made_account = true;
+  json_object_object_add(meta, "name", json_object_new_string(t->name));
+  json_object_object_add(doc, "metadata", meta);
+  post(t, "v1", "ServiceAccount", doc, NULL, NULL, on_account, "create the ServiceAccount");
+}
+
+static void on_token(const struct kcm_client_response *resp, void *data) {
+  struct kcm_satoken *t = data;
+  char *token = NULL;
+  int64_t life = 0;
+  bool first;
+  if (t->stopping)
+    return;
+  if (resp->status == 404 && !t->made_account) {
+    make_account(t);
+    return;
+  }
+  if (resp->err) {
+    failed(t, "request a token", resp->message);
+    return;
+  }
+  if (read_answer(resp->body, &token, &life)) {
+    failed(t, "request a token", "the answer holds no token and expiry");
+    return;
+  }
+  first = !t->token;
+  free(t->token);
+  t->token = token;
+  t->stats.issued++;
+  t->backoff_ms = BACKOFF_FIRST_MS;
+  kcm_v(2, "got a service account token serviceAccount=\"%s/%s\" lifetime=\"%llds\"", t->ns,
+        t->name, (long long)life);
+  again_in(t, kcm_satoken_refresh_ms(life));
+  if (first && t->on_ready)
+    t->on_ready(t);
+}
+
+static void request_token(struct kcm_satoken *t) {
+  struct json_object *doc, *spec;
+  if (t->stopping)
+    return;
+  doc = json_object_new_object();
+  spec = json_object_new_object();
+  json_object_object_add(spec, "expirationSeconds", json_object_new_int(t->seconds));
+  json_object_object_add(doc, "spec", spec);
+  post(t, "authentication.k8s.io/v1", "TokenRequest", doc, t->name, "token", on_token,
+       "request a token");
+}
+
+void kcm_satoken_start(struct kcm_satoken *t, void (*on_ready)(struct kcm_satoken *t)) {
+  if (t->started)
+    return;
+  t->started = true;
+  t->on_ready = on_ready;
+  request_token(t);
+}
+
+static void on_timer_closed(uv_handle_t *h) {
+  struct kcm_satoken *t = h->data;
+  if (t->on_closed)
+    t->on_closed(t);
+}
+
+void kcm_satoken_stop(struct kcm_satoken *t, void (*on_closed)(struct kcm_satoken *t)) {
+  t->stopping = true;
+  t->on_closed = on_closed;
+  uv_timer_stop(&t->timer);
+  uv_close((uv_handle_t *)&t->timer, on_timer_closed);
+}
+
+void kcm_satoken_release(struct kcm_satoken *t) {
+  if (t->token)
+    explicit_bzero(t->token, strlen(t->token));
+  free(t->token);
+  t->token = NULL;
+}
