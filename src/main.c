@@ -749,7 +749,7 @@ static int setup_token(struct app *a, struct kcm_satoken *t, struct kcm_writer *
     return KCM_EINVAL;
   t->data = a;
   a->tokens_wanted++;
-  w->bearer = (const char *const *)&t->token;
+  w->bearer = &t->bearer;
   w->as_update = true;
   return 0;
 }
@@ -855,6 +855,7 @@ int main(int argc, char **argv) {
   struct kcm_leader_options lo = {0};
   struct app a = {0};
 
+  kcm_client_set_program(argv[0]);
   if (!parse_flags(&f, argc, argv))
     return 0;
   apply_flags(&a, &f, &lo);

@@ -100,6 +100,16 @@ struct kcm_client;
 struct kcm_client_request;
 
 /* The outcome of a request, valid during the callback only. */
+/* A token sent instead of the client's credentials: a controller's
+ * service-account token. Its owner replaces the token (and bumps the
+ * generation); a 401 answering the token still current calls refused, once
+ * per token, as client-go resets its cached token source on a 401. */
+struct kcm_client_bearer {
+  char *token;         /* NULL or "": none yet */
+  uint64_t generation; /* bumped with each new token */
+  void (*refused)(struct kcm_client_bearer *b); /* may be NULL */
+};
+
 struct kcm_client_response {
   int err;              /* 0 for 2xx, else a KCM_E* code */
   long status;          /* HTTP status; 0 if no response arrived */
@@ -141,10 +151,9 @@ struct kcm_client_request_options {
   void *data;
   unsigned limiter;         /* which rate limiter to draw from, < KCM_CLIENT_LIMITERS */
   uint64_t delay_ms;        /* wait this long before going to the limiter and curl */
-  const char *const *bearer; /* when set, *bearer (read at each attempt; the pointer
-                                outlives the request) is the bearer token sent
-                                instead of the client's credentials, and a 401
-                                leaves the client's own credentials alone */
+  struct kcm_client_bearer *bearer; /* when set (outliving the request), its token,
+                                read at each attempt, is sent instead of the
+                                client's credentials; a 401 leaves those alone */
   const char *agent;        /* appended to the User-Agent ("kcm/VERSION (OS/ARCH)
                                kcm/<agent>"), e.g. "deployment-controller" */
   bool repeatable;          /* sending it again does no more than sending it once (a
@@ -172,6 +181,14 @@ struct kcm_client_stats {
  * client. Each limiter allows 20 requests per second with bursts of 30 (the
  * kube-controller-manager defaults) until kcm_client_set_rate_limit().
  * Returns 0 or a KCM_E* code. */
+/* Name the program in the User-Agent of every request by the last part of
+ * argv0, as client-go's DefaultUserAgent does ("kcm" until called; names
+ * longer than 63 bytes or empty are ignored). kube-apiserver takes that name
+ * as the field manager of kcm's writes. Call before any request. */
+void kcm_client_set_program(const char *argv0);
+/* The name kcm_client_set_program() gave ("kcm" by default). */
+const char *kcm_client_program(void);
+
 int kcm_client_new(struct kcm_client **out, uv_loop_t *loop,
                    const struct kcm_client_config *cfg);
 

@@ -3,14 +3,17 @@
  * kube-controller-manager's --use-service-account-credentials gets one:
  * requested with kcm's own credentials through the TokenRequest API
  * (POST /api/v1/namespaces/NS/serviceaccounts/NAME/token, for an hour),
- * the ServiceAccount created first when it is missing, and requested again
+ * the ServiceAccount created when it is missing (once between two tokens), and requested again
  * once 80% of its life has passed (client-go's dynamic controller client
  * builder keeps the same leeway), or, after a failure, again with backoff
- * (1 s doubling to 60 s) while the old token, if any, stays in use.
+ * (1 s doubling to 60 s) while the old token, if any, stays in use. A 401
+ * answering a request made with the current token asks for a new one at
+ * once (client-go's token source is reset by a 401 the same way): the
+ * account was deleted and made again, or the signing key rotated.
  *
- * The token is `token` (NULL until the first one): a writer sending as the
- * controller reads it at each request through a pointer to that field.
- * Everything runs on the loop.
+ * The token is `bearer.token` (NULL until the first one): a writer sending
+ * as the controller hands `&bearer` to the client, which reads the token at
+ * each attempt. Everything runs on the loop.
  */
 #ifndef KCM_SATOKEN_H
 #define KCM_SATOKEN_H
@@ -29,17 +32,21 @@ struct kcm_satoken {
   unsigned limiter;
   char ns[64];
   char name[254];
-  char *token;               /* owned; NULL until the first one */
+  struct kcm_client_bearer bearer; /* its token owned; NULL until the first one */
   uv_timer_t timer;          /* the next request */
   uint64_t backoff_ms;       /* the wait after the next failure */
   int32_t seconds;           /* the life asked for (default KCM_SATOKEN_SECONDS) */
-  bool started, stopping, made_account;
+  bool started, stopping;
+  bool made_account;         /* since the last token */
+  bool asking;               /* a request of ours is in flight */
   void (*on_ready)(struct kcm_satoken *t); /* once, with the first token */
   void (*on_closed)(struct kcm_satoken *t);
   void *data;                /* free for the owner's use */
   struct {
     uint64_t issued;
     uint64_t failures;
+    uint64_t refused;        /* 401s answering the current token */
+    uint64_t accounts_made;
   } stats;
 };
 

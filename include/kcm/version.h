@@ -21,7 +21,10 @@
 #endif
 
 /* The User-Agent of kcm's requests, as client-go writes one: with a
- * component, "kcm/vVERSION (OS/ARCH) kcm/COMPONENT". */
+ * component, "kcm/vVERSION (OS/ARCH) kcm/COMPONENT". The first word is the
+ * program's name (kcm_client_set_program()), which kube-apiserver records
+ * as the field manager of kcm's writes. */
 #define KCM_USER_AGENT "kcm/v" KCM_VERSION " (" KCM_PLATFORM ") kcm"
+#define KCM_USER_AGENT_REST "/v" KCM_VERSION " (" KCM_PLATFORM ") kcm"
 
 #endif

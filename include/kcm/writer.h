@@ -52,8 +52,9 @@ struct kcm_writer {
   struct kcm_client *client; /* the client writer's; borrowed */
   unsigned limiter;          /* the client writer's rate limiter */
   const char *agent;         /* the client writer's User-Agent component, or NULL */
-  const char *const *bearer; /* the client writer's token instead of the client's
-                                credentials (--use-service-account-credentials), or NULL */
+  struct kcm_client_bearer *bearer; /* the client writer's token instead of the client's
+                                       credentials (--use-service-account-credentials),
+                                       or NULL */
   bool as_update;            /* send an update_only patch as GET, the patch applied
                                 to the object read, PUT: what a service account
                                 holding only upstream's bootstrap role may do */
@@ -70,6 +71,10 @@ int kcm_writer_send(struct kcm_writer *w, const struct kcm_write *req, kcm_clien
 /* The builders fill *req and return 0, or an error with why in req->path
  * (and in req->err). sub: a subresource ("status") or NULL. */
 int kcm_writer_get(struct kcm_write *req, enum kcm_kind kind, const char *ns, const char *name);
+/* A list of the objects named `name` in ns (none or one): a GET of the
+ * collection with a field selector, for an identity that may list but not
+ * get (upstream's replicaset-controller role, for pods). */
+int kcm_writer_find(struct kcm_write *req, enum kcm_kind kind, const char *ns, const char *name);
 /* POST body to the namespace's collection; dry_run asks the server only to
  * tell what it would create. */
 int kcm_writer_create(struct kcm_write *req, enum kcm_kind kind, const char *ns,

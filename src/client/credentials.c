@@ -105,8 +105,13 @@ void kcm_client_note_unauthorized(struct kcm_client_request *r) {
   struct kcm_client *c = r->client;
   long status = 0;
   curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &status);
-  if (status != 401 || r->bearer)
-    return; /* not the client's credentials that were refused */
+  if (status != 401)
+    return;
+  if (r->bearer) { /* not the client's credentials that were refused */
+    if (r->bearer->refused && r->bearer_generation == r->bearer->generation)
+      r->bearer->refused(r->bearer);
+    return;
+  }
   c->stats.unauthorized++;
   c->token_read_at = 0; /* re-read the token file */
   if (c->cfg->exec)

@@ -76,7 +76,8 @@ struct kcm_client_request {
   bool delayed;          /* parked for its delay_ms, not yet admitted */
   bool repeatable;       /* resent when an attempt gets no answer */
   bool after_unanswered; /* an earlier attempt went out and got no answer */
-  const char *const *bearer; /* the caller's token, instead of the client's */
+  struct kcm_client_bearer *bearer; /* the caller's token, instead of the client's */
+  uint64_t bearer_generation;        /* of the token the last attempt sent */
   struct kcm_client_request *prev, *next;
   char errbuf[CURL_ERROR_SIZE];
 };

@@ -251,10 +251,12 @@ void kcm_client_transfers_done(struct kcm_client *c) {
  * its headers afresh: the request's own, then the credentials of now. */
 static void launch(struct kcm_client_request *r) {
   struct kcm_client *c = r->client;
-  const char *token = r->bearer ? *r->bearer : kcm_client_current_token(c);
+  const char *token = r->bearer ? r->bearer->token : kcm_client_current_token(c);
   uint64_t now = uv_now(c->loop);
   int err;
 
+  if (r->bearer)
+    r->bearer_generation = r->bearer->generation;
   if (now >= r->deadline) {
     fail_later(r, KCM_ETIMEOUT, "the time limit passed before the request could be sent");
     return;
@@ -368,6 +370,20 @@ void kcm_client_creds_ready(struct kcm_client *c) {
 
 /* --- public API ------------------------------------------------------------------------------------ */
 
+static char program[64] = "kcm";
+static char user_agent[64 + sizeof(KCM_USER_AGENT_REST)] = KCM_USER_AGENT;
+
+void kcm_client_set_program(const char *argv0) {
+  const char *base = argv0 ? strrchr(argv0, '/') : NULL;
+  base = base ? base + 1 : argv0;
+  if (!base || !*base || strlen(base) >= sizeof(program) || strpbrk(base, " \t\r\n/()"))
+    return;
+  snprintf(program, sizeof(program), "%s", base);
+  snprintf(user_agent, sizeof(user_agent), "%s%s", program, KCM_USER_AGENT_REST);
+}
+
+const char *kcm_client_program(void) { return program; }
+
 /* The options of r's own: where, how and what it sends, where the answer
  * goes, and how long the connection may stay silent. */
 static int request_options(struct kcm_client_request *r,
@@ -379,9 +395,9 @@ static int request_options(struct kcm_client_request *r,
     return KCM_ENOMEM;
   curl_easy_setopt(e, CURLOPT_URL, url);
   free(url);
-  if (o->agent && asprintf(&hdr, "%s/%s", KCM_USER_AGENT, o->agent) < 0)
+  if (o->agent && asprintf(&hdr, "%s/%s", user_agent, o->agent) < 0)
     return KCM_ENOMEM;
-  curl_easy_setopt(e, CURLOPT_USERAGENT, hdr ? hdr : KCM_USER_AGENT); /* copied */
+  curl_easy_setopt(e, CURLOPT_USERAGENT, hdr ? hdr : user_agent); /* copied */
   free(hdr);
   hdr = NULL;
   curl_easy_setopt(e, CURLOPT_PRIVATE, r);

@@ -3,6 +3,7 @@
  * renewed. See include/kcm/satoken.h.
  */
 #include <json-c/json.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 #define BACKOFF_MAX_MS 60000
 
 static void request_token(struct kcm_satoken *t);
+static void refused(struct kcm_client_bearer *b);
 
 uint64_t kcm_satoken_refresh_ms(int64_t life_s) {
   if (life_s <= 1)
@@ -38,6 +40,7 @@ int kcm_satoken_init(struct kcm_satoken *t, uv_loop_t *loop, struct kcm_client *
   snprintf(t->name, sizeof(t->name), "%s", name);
   t->backoff_ms = BACKOFF_FIRST_MS;
   t->seconds = KCM_SATOKEN_SECONDS;
+  t->bearer.refused = refused;
   uv_timer_init(loop, &t->timer);
   t->timer.data = t;
   return 0;
@@ -51,6 +54,7 @@ static void again_in(struct kcm_satoken *t, uint64_t ms) {
 }
 
 static void failed(struct kcm_satoken *t, const char *what, const char *why) {
+  t->asking = false;
   t->stats.failures++;
   kcm_warn("cannot get a service account token serviceAccount=\"%s/%s\" step=\"%s\" err=\"%s\" "
            "retryIn=\"%llums\"",
@@ -86,6 +90,8 @@ static void on_account(const struct kcm_client_response *resp, void *data) {
     failed(t, "create the ServiceAccount", resp->message);
     return;
   }
+  t->asking = false;
+  t->stats.accounts_made += !resp->err;
   kcm_info("created a service account serviceAccount=\"%s/%s\"", t->ns, t->name);
   request_token(t);
 }
@@ -107,6 +113,7 @@ static void post(struct kcm_satoken *t, const char *api_version, const char *kin
   o.limiter = t->limiter;
   o.done = done;
   o.data = t;
+  t->asking = true;
   if (kcm_client_path(path, sizeof(path), "/api/v1", t->ns, "serviceaccounts", name, sub) ||
       kcm_client_request(t->client, &o, NULL))
     failed(t, step, "the request could not be sent");
@@ -128,7 +135,8 @@ static void on_token(const struct kcm_client_response *resp, void *data) {
   bool first;
   if (t->stopping)
     return;
-  if (resp->status == 404 && !t->made_account) {
+  t->asking = false;
+  if (resp->status == 404 && !t->made_account) { /* once between two tokens */
     make_account(t);
     return;
   }
@@ -140,10 +148,12 @@ static void on_token(const struct kcm_client_response *resp, void *data) {
     failed(t, "request a token", "the answer holds no token and expiry");
     return;
   }
-  first = !t->token;
-  free(t->token);
-  t->token = token;
+  first = !t->bearer.token;
+  free(t->bearer.token);
+  t->bearer.token = token;
+  t->bearer.generation++;
   t->stats.issued++;
+  t->made_account = false;
   t->backoff_ms = BACKOFF_FIRST_MS;
   kcm_v(2, "got a service account token serviceAccount=\"%s/%s\" lifetime=\"%llds\"", t->ns,
         t->name, (long long)life);
@@ -162,6 +172,20 @@ static void request_token(struct kcm_satoken *t) {
   json_object_object_add(doc, "spec", spec);
   post(t, "authentication.k8s.io/v1", "TokenRequest", doc, t->name, "token", on_token,
        "request a token");
+}
+
+/* A 401 answered the current token: ask for another now (unless asking
+ * already), keeping the old one until then. */
+static void refused(struct kcm_client_bearer *b) {
+  struct kcm_satoken *t = (struct kcm_satoken *)((char *)b - offsetof(struct kcm_satoken, bearer));
+  t->stats.refused++;
+  if (t->stopping || t->asking)
+    return;
+  kcm_warn("the API server refused a service account token; asking for a new one "
+           "serviceAccount=\"%s/%s\"",
+           t->ns, t->name);
+  uv_timer_stop(&t->timer);
+  request_token(t);
 }
 
 void kcm_satoken_start(struct kcm_satoken *t, void (*on_ready)(struct kcm_satoken *t)) {
@@ -186,8 +210,8 @@ void kcm_satoken_stop(struct kcm_satoken *t, void (*on_closed)(struct kcm_satoke
 }
 
 void kcm_satoken_release(struct kcm_satoken *t) {
-  if (t->token)
-    explicit_bzero(t->token, strlen(t->token));
-  free(t->token);
-  t->token = NULL;
+  if (t->bearer.token)
+    explicit_bzero(t->bearer.token, strlen(t->bearer.token));
+  free(t->bearer.token);
+  t->bearer.token = NULL;
 }

@@ -58,19 +58,36 @@ int kcm_writer_get(struct kcm_write *req, enum kcm_kind kind, const char *ns, co
   return build(req, "GET", kind, ns, name, NULL, NULL);
 }
 
-int kcm_writer_create(struct kcm_write *req, enum kcm_kind kind, const char *ns,
-                      const char *body, bool dry_run) {
-  static const char dry[] = "?dryRun=All";
-  size_t len;
-  if (build(req, "POST", kind, ns, NULL, NULL, body) || !dry_run)
-    return req->err;
-  len = strlen(req->path);
-  if (len + sizeof(dry) > sizeof(req->path)) {
+/* Insert s at req->path + at (moving what follows). */
+static int insert(struct kcm_write *req, size_t at, const char *s) {
+  size_t n = strlen(s), len = strlen(req->path);
+  if (len + n >= sizeof(req->path)) {
     strcpy(req->path, "path too long");
     return req->err = KCM_EINVAL;
   }
-  memcpy(req->path + len, dry, sizeof(dry));
+  memmove(req->path + at + n, req->path + at, len - at + 1);
+  memcpy(req->path + at, s, n);
   return 0;
+}
+
+int kcm_writer_find(struct kcm_write *req, enum kcm_kind kind, const char *ns, const char *name) {
+  size_t at;
+  if (build(req, "GET", kind, ns, name, NULL, NULL))
+    return req->err;
+  /* .../pods/NAME -> .../pods?fieldSelector=metadata.name%3DNAME (NAME
+   * percent-encoded already, holding no slash). */
+  at = (size_t)(strrchr(req->path, '/') - req->path);
+  if (insert(req, at + 1, "?fieldSelector=metadata.name%3D"))
+    return req->err;
+  memmove(req->path + at, req->path + at + 1, strlen(req->path + at + 1) + 1);
+  return 0;
+}
+
+int kcm_writer_create(struct kcm_write *req, enum kcm_kind kind, const char *ns,
+                      const char *body, bool dry_run) {
+  if (build(req, "POST", kind, ns, NULL, NULL, body) || !dry_run)
+    return req->err;
+  return insert(req, strlen(req->path), "?dryRun=All");
 }
 
 int kcm_writer_patch(struct kcm_write *req, enum kcm_kind kind, const char *ns, const char *name,

@@ -184,6 +184,21 @@ def rbac_path(obj):
         "/namespaces/" + ns if ns else "", RBAC_KINDS[obj["kind"]])
 
 
+# The user kubeadm's kubeconfig for kube-controller-manager names.
+CONTROLLER_MANAGER_USER = "system:kube-controller-manager"
+
+
+def uses_service_account_credentials(args):
+    """Whether a controller-manager argument list turns on
+    --use-service-account-credentials (the last mention wins)."""
+    on = False
+    for a in args:
+        name, eq, value = a.partition("=")
+        if name == "--use-service-account-credentials":
+            on = not eq or value.lower() in ("true", "1", "t")
+    return on
+
+
 # The ServiceAccounts whose tokens the local API server accepts from the
 # start, in USER_NAMESPACE (which needs not exist).
 USER_ACCOUNTS = ("metrics-reader", "nobody")
@@ -196,13 +211,19 @@ class Env:
         self.cache_dir = os.path.join(self.workdir, "kubectl-cache")
         self.sim = None
         self.kcm = None
+        self.sa_mode = uses_service_account_credentials(kcm_args)
         real = os.environ.get("KCM_E2E_KUBECONFIG")
         if real:
             self.kubeconfig = real
             self.real = True
         else:
-            # A service-account token for kcm, authorized by the roles in manifests/base.
+            # kcm's token: of its ServiceAccount, authorized by the roles in
+            # manifests/base; with --use-service-account-credentials, of
+            # kube-controller-manager's user, as the static pod runs (its
+            # bootstrap ClusterRole and manifests/static-pod's binding only).
             self.sa_token = "kcm-sa-" + os.urandom(8).hex()
+            identity = (("--extra-token", self.sa_token + ":" + CONTROLLER_MANAGER_USER)
+                        if self.sa_mode else ("--sa-token", self.sa_token + ":kube-system:kcm"))
             # Tokens of ServiceAccounts for scenarios that need users of their own.
             self.user_tokens = {name: "kcm-e2e-%s-%s" % (name, os.urandom(8).hex())
                                 for name in USER_ACCOUNTS}
@@ -214,16 +235,16 @@ class Env:
             self.sim = SimProcess("--kubelet", "--ready-delay", "0.5",
                                   "--state", os.path.join(self.workdir, "sim-state.jsonl"),
                                   "--audit-log", self.audit_log,
-                                  "--sa-token", self.sa_token + ":kube-system:kcm", *users)
+                                  *identity, *users)
             self.kubeconfig = self.sim.kubeconfig
             self.real = False
         self.kcm_binary = kcm_binary
         self.is_kcm = is_kcm(kcm_binary)
         self.kcm_args = tuple(kcm_args)
-        # The kubeconfig kcm runs with: against the local API server, its
-        # service account's token, authorized by the RBAC objects of
-        # manifests/base only; elsewhere (or for another controller-manager) the
-        # harness's own.
+        # The kubeconfig kcm runs with: against the local API server, the
+        # token above, authorized by the RBAC objects of manifests/base (or
+        # manifests/static-pod) only; elsewhere (or for another
+        # controller-manager) the harness's own.
         self.kcm_kubeconfig = self.kubeconfig
         if self.sim and self.is_kcm:
             self.kcm_kubeconfig = self._service_account_kubeconfig()
@@ -232,7 +253,8 @@ class Env:
 
     def _service_account_kubeconfig(self):
         from apiserver import write_kubeconfig
-        for obj in manifest_objects().values():
+        variant = "static-pod" if self.sa_mode else "base"
+        for obj in manifest_objects(variant).values():
             if obj["kind"] in RBAC_KINDS:
                 r = self.api.post(rbac_path(obj), obj)
                 if r.status != 201:
@@ -242,6 +264,33 @@ class Env:
         write_kubeconfig(path, self.sim.url, os.path.join(self.sim.dir, "ca.crt"),
                          {"token": self.sa_token})
         return path
+
+    @property
+    def kcm_subject(self):
+        """The RBAC subject kcm authenticates as against the local API server."""
+        if self.sa_mode:
+            return {"kind": "User", "apiGroup": "rbac.authorization.k8s.io",
+                    "name": CONTROLLER_MANAGER_USER}
+        return {"kind": "ServiceAccount", "name": "kcm", "namespace": "kube-system"}
+
+    @property
+    def kcm_users(self):
+        """The users kcm's requests are made as against the local API
+        server: its ServiceAccount; or with --use-service-account-credentials
+        kube-controller-manager's user and the two controllers' accounts."""
+        if self.sa_mode:
+            return {CONTROLLER_MANAGER_USER} | {
+                "system:serviceaccount:kube-system:%s-controller" % c
+                for c in ("deployment", "replicaset")}
+        return {"system:serviceaccount:kube-system:kcm"}
+
+    @property
+    def status_verb(self):
+        """The verb of kcm's status writes as the API server sees them: a
+        patch, or with --use-service-account-credentials an update (the
+        bootstrap roles grant no patch on replicasets/status and
+        deployments/status)."""
+        return "update" if self.sa_mode else "patch"
 
     def audit(self, namespace):
         """The local API server's audit events about objects in namespace."""
@@ -271,13 +320,19 @@ class Env:
         for obj in ({"kind": "Role", "rules": [{"apiGroups": ["coordination.k8s.io"],
                                                 "resources": ["leases"], "resourceNames": [name],
                                                 "verbs": ["get", "update"]}]},
-                    {"kind": "RoleBinding", "roleRef": ref, "subjects": [
-                        {"kind": "ServiceAccount", "name": "kcm", "namespace": "kube-system"}]}):
+                    {"kind": "RoleBinding", "roleRef": ref, "subjects": [self.kcm_subject]}):
             obj.update(apiVersion="rbac.authorization.k8s.io/v1",
                        metadata={"name": role, "namespace": "kube-system"})
             r = self.api.post(rbac_path(obj), obj)
             if r.status not in (201, 409):
                 raise RuntimeError("cannot grant the Lease %s: %s" % (name, r.body.decode()))
+
+    def own_kcm(self, workdir, log_name, extra=()):
+        """A kcm of a scenario's own, run as the suite's is: its kubeconfig,
+        and --use-service-account-credentials when the suite's has it."""
+        ident = ("--use-service-account-credentials",) if self.sa_mode else ()
+        return Kcm(self.kcm_binary, self.kcm_kubeconfig, workdir, extra=(*ident, *extra),
+                   log_name=log_name)
 
     def restart_kcm(self, log_name):
         """Stop kcm with SIGTERM and start it again; returns the old exit status."""

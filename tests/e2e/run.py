@@ -8,6 +8,11 @@ KCM_E2E_KUBECONFIG names its kubeconfig.
 Each scenario runs in a namespace of its own. The last line printed is
 `N passed, N failed`; the exit status is non-zero when any failed.
 
+Against the local API server kcm runs as its ServiceAccount with the RBAC
+objects of manifests/base only; given --kcm-arg=--use-service-account-credentials,
+as the user system:kube-controller-manager with upstream's bootstrap roles
+and the RBAC objects of manifests/static-pod only, as kubeadm runs it.
+
 Environment:
   KCM_E2E_KUBECONFIG   run against this cluster instead of the local API server
   KCM_E2E_START_KCM=0  do not start kcm (it already runs in that cluster)

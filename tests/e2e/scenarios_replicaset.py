@@ -245,8 +245,8 @@ def no_stale_status_writes(ctx):
 def status_write_frees_worker(ctx):
     # kcm runs upstream's 5 ReplicaSet workers; six ReplicaSets whose status
     # writes each take 4 s. The sixth's pod must not wait for those answers.
-    ctx.api.faults(rules=[{"verb": "patch", "resource": "replicasets", "subresource": "status",
-                           "namespace": ctx.ns, "latencyMs": 4000}])
+    ctx.api.faults(rules=[{"verb": ctx.env.status_verb, "resource": "replicasets",
+                           "subresource": "status", "namespace": ctx.ns, "latencyMs": 4000}])
     try:
         names = ["rs%d" % i for i in range(6)]
         ctx.apply("\n".join(rs_manifest(n, 1) for n in names))

@@ -8,10 +8,9 @@ import os
 import subprocess
 import time
 
-from harness import Kcm, Skip, manifest_objects, scenario, wait_for
+from harness import Skip, manifest_objects, scenario, wait_for
 from scenarios_serving import https_get
 
-KCM_USER = "system:serviceaccount:kube-system:kcm"
 REVIEWS = ("tokenreviews", "subjectaccessreviews")
 
 
@@ -50,12 +49,12 @@ def _client_certs(d, cn):
 
 
 def _reviews_since(env, last):
-    """The reviews kcm's ServiceAccount sent the local API server since
-    request number `last`, counted by resource."""
+    """The reviews kcm sent the local API server since request number
+    `last`, counted by resource."""
     items = env.api.get("/_sim/requests?since=%d" % last).json()["items"]
     counts = dict.fromkeys(REVIEWS, 0)
     for r in items:
-        if r["user"] == KCM_USER and r["resource"] in REVIEWS and r["verb"] == "create":
+        if r["user"] in env.kcm_users and r["resource"] in REVIEWS and r["verb"] == "create":
             counts[r["resource"]] += 1
     return counts
 
@@ -124,8 +123,8 @@ def secure_port(ctx):
 
         # Client certificates: kcm trusts one CA, not the other.
         ca_file, certs = _client_certs(d, cn)
-        kcm = Kcm(env.kcm_binary, env.kcm_kubeconfig, d, log_name="client-ca.log",
-                  extra=["--client-ca-file", ca_file])
+        kcm = env.own_kcm(d, log_name="client-ca.log",
+                          extra=["--client-ca-file", ca_file])
         wait_for(lambda: _get(kcm.secure_port, "/healthz")[0] == 200 or not kcm.alive(),
                  timeout=30, what="the second kcm's secure port")
         assert kcm.alive(), kcm.text()[-2000:]

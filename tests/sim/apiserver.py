@@ -102,7 +102,8 @@ def parse_args(argv):
     p.add_argument("--token", default="", help="admin bearer token (default: random)")
     p.add_argument("--extra-token", action="append", default=[], metavar="TOKEN:USER[:GROUPS]",
                    help="another accepted token; GROUPS is comma-separated; a USER of the form "
-                   "system:serviceaccount:NAMESPACE:NAME is taken whole, as --sa-token does")
+                   "system:serviceaccount:NAMESPACE:NAME is taken whole, as --sa-token does, "
+                   "and so is one of the form system:NAME (system:kube-controller-manager)")
     p.add_argument("--sa-token", action="append", default=[], metavar="TOKEN:NAMESPACE:NAME",
                    help="a token of the service account NAMESPACE/NAME")
     p.add_argument("--basic-auth", default="", metavar="USER:PASSWORD",
@@ -154,6 +155,11 @@ def parse_extra_token(spec):
         user, groups = rbac.service_account_identity(parts[3], parts[4])
         extra = parts[5] if len(parts) > 5 else ""
     else:
+        if parts[1] == "system":  # system:NAME, one user
+            if len(parts) < 3 or not parts[2]:
+                sys.exit("apiserver: --extra-token wants TOKEN:system:NAME[:GROUPS], got %r"
+                         % spec)
+            parts[1:3] = [parts[1] + ":" + parts[2]]
         if len(parts) > 3:
             sys.exit("apiserver: --extra-token wants TOKEN:USER[:GROUPS], got %r" % spec)
         user, groups = parts[1], ["system:authenticated"]

@@ -1011,7 +1011,8 @@ class RbacCase(SimTestCase):
     args = ("--extra-token", "alice-token:alice",
             "--extra-token", "bob-token:bob:devs,qa",
             "--sa-token", "kcm-token:kube-system:kcm",
-            "--extra-token", "builder-token:system:serviceaccount:ci:builder:ci-bots")
+            "--extra-token", "builder-token:system:serviceaccount:ci:builder:ci-bots",
+            "--extra-token", "kcm-user-token:system:kube-controller-manager")
 
     @classmethod
     def setUpClass(cls):
@@ -1741,6 +1742,25 @@ class ServiceAccountTokens(TokenCase):
                                                 "name": "deployment-controller",
                                                 "namespace": "kube-system"}])
         self.assertEqual(binding["roleRef"]["name"], "system:controller:deployment-controller")
+
+
+    def test_kube_controller_manager_user_reads_and_asks_for_tokens(self):
+        """What kubeadm's kubeconfig for kube-controller-manager may do: list
+        and watch everything, get no pod, ask for the controllers' tokens."""
+        kcm = self.as_token("kcm-user-token")
+        self.assertEqual(kcm.get("/api/v1/pods").status, 200)
+        self.assertEqual(kcm.get("/apis/apps/v1/replicasets?watch=1&timeoutSeconds=1").status, 200)
+        self.create(PODS, pod("p"))
+        self.assertForbidden(kcm.get((PODS % self.ns) + "/p"),
+                             'pods "p" is forbidden: User "system:kube-controller-manager" '
+                             'cannot get resource "pods" in API group "" in the namespace "%s"'
+                             % self.ns)
+        self.assertForbidden(kcm.post(PODS % self.ns, pod("q")),
+                             'pods is forbidden: User "system:kube-controller-manager" cannot '
+                             'create resource "pods" in API group "" in the namespace "%s"'
+                             % self.ns)
+        tr = self.issue("replicaset-controller", client=kcm)
+        self.assertEqual(self.as_token(tr["status"]["token"]).get(PODS % self.ns).status, 200)
 
 
 class ShortLivedTokens(TokenCase):

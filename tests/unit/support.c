@@ -112,8 +112,7 @@ void support_request(uv_loop_t *loop, struct kcm_client *c, const char *method,
   o.done = on_done;
   o.data = r;
   assert_int_equal(kcm_client_request(c, &o, NULL), 0);
-  while (!r->done)
-    uv_run(loop, UV_RUN_ONCE);
+  support_wait(loop, &r->done);
 }
 
 static void on_tick(uv_timer_t *t) { (void)t; }
@@ -132,6 +131,21 @@ bool support_run_until(uv_loop_t *loop, bool (*cond)(void *arg), void *arg,
   uv_close((uv_handle_t *)&tick, NULL);
   uv_run(loop, UV_RUN_NOWAIT);
   return ok;
+}
+
+void support_run_once(uv_loop_t *loop) {
+  uv_timer_t tick;
+  uv_timer_init(loop, &tick);
+  uv_timer_start(&tick, on_tick, 20, 0);
+  uv_run(loop, UV_RUN_ONCE);
+  uv_close((uv_handle_t *)&tick, NULL);
+  uv_run(loop, UV_RUN_NOWAIT);
+}
+
+static bool flag_set(void *arg) { return *(const bool *)arg; }
+
+void support_wait(uv_loop_t *loop, const bool *flag) {
+  support_run_until(loop, flag_set, (void *)(uintptr_t)flag, 24 * 3600 * 1000ull);
 }
 
 void support_connect(uv_loop_t *loop, struct kcm_client_config *cfg, struct kcm_client **c,

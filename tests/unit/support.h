@@ -40,6 +40,15 @@ void support_request(uv_loop_t *loop, struct kcm_client *c, const char *method,
  * last value. */
 bool support_run_until(uv_loop_t *loop, bool (*cond)(void *arg), void *arg, uint64_t timeout_ms);
 
+/* Run the loop until *flag is true. A bare `while (!*flag)
+ * uv_run(loop, UV_RUN_ONCE)` can sleep on after a timer's callback set the
+ * flag, until the loop's next event (a token source's renewal, an hour
+ * away); the tick of support_run_until() wakes it. */
+void support_wait(uv_loop_t *loop, const bool *flag);
+/* One uv_run(UV_RUN_ONCE) that returns within 20 ms, for a loop that checks
+ * its own condition. */
+void support_run_once(uv_loop_t *loop);
+
 /* Load the server's kubeconfig into *cfg, start *loop and a client on it,
  * and create a fresh namespace "<prefix>-<pid>-<n>" in ns. Aborts the test
  * on failure. */

@@ -590,10 +590,7 @@ static void on_done(const struct kcm_client_response *resp, void *data) {
   snprintf(r->message, sizeof(r->message), "%s", resp->message);
 }
 
-static void run_until_done(uv_loop_t *loop, struct result *r) {
-  while (!r->done)
-    uv_run(loop, UV_RUN_ONCE);
-}
+static void run_until_done(uv_loop_t *loop, struct result *r) { support_wait(loop, &r->done); }
 
 static void close_client(uv_loop_t *loop, struct kcm_client *c) {
   kcm_client_close(c);
@@ -959,7 +956,7 @@ static void rate_limit_spaces_requests(void **state) {
     assert_int_equal(kcm_client_request(c, &o, NULL), 0);
   }
   do {
-    uv_run(&loop, UV_RUN_ONCE);
+    support_run_once(&loop);
     for (done = 0, i = 0; i < 8; i++)
       done += rs[i].done;
   } while (done < 8);
@@ -1025,7 +1022,7 @@ static void limiters_are_independent(void **state) {
   o.limiter = KCM_CLIENT_LIMITERS;
   assert_int_equal(kcm_client_request(c, &o, NULL), KCM_EINVAL);
   while (!first.done || !held.done || !other.done) {
-    uv_run(&loop, UV_RUN_ONCE);
+    support_run_once(&loop);
     if (other.done && !other_at)
       other_at = uv_now(&loop);
   }
@@ -1612,7 +1609,7 @@ static void new_connections_resume_the_tls_session(void **state) {
   o.data = &w.r;
   assert_int_equal(kcm_client_request(w.client, &o, &w.req), 0);
   while (!w.r.streamed)
-    uv_run(&w.loop, UV_RUN_ONCE);
+    support_run_once(&w.loop);
   send_on(&w.loop, w.client, "GET", "/api/v1/namespaces/kube-system", NULL, 0, &second);
   assert_int_equal(first.status, 200);
   assert_int_equal(second.status, 200);
@@ -1719,7 +1716,7 @@ static void retries_carry_one_authorization(void **state) {
   o.data = &r;
   assert_int_equal(kcm_client_request(w.c, &o, NULL), 0);
   while (!r.done) {
-    uv_run(&w.loop, UV_RUN_ONCE);
+    support_run_once(&w.loop);
     if (!rotated && peer_count(&w.peer) == 2) {
       /* Rotated during the second pause; due to be read again. */
       write_file("wire-token", "new-token\n");
@@ -1742,11 +1739,28 @@ static void retries_carry_one_authorization(void **state) {
   wire_stop(&w);
 }
 
+/* The owner of a request's token, counting the 401s it is told of; it
+ * replaces the token at once when asked to. */
+struct token_owner {
+  struct kcm_client_bearer bearer;
+  int refused;
+  char *renew_to;
+};
+
+static void token_refused(struct kcm_client_bearer *b) {
+  struct token_owner *t = (struct token_owner *)b;
+  t->refused++;
+  if (t->renew_to) {
+    b->token = t->renew_to;
+    b->generation++;
+  }
+}
+
 /* A request may carry a token of its own (a controller's service account)
  * and name its component in the User-Agent: the token is read at each
  * attempt, so a refreshed one is used on a retry; a 401 for it leaves the
- * client's own token alone; without either, the client's token and the
- * plain User-Agent. */
+ * client's own token alone and tells the token's owner; without either,
+ * the client's token and the plain User-Agent. */
 static void a_request_may_carry_its_own_token_and_agent(void **state) {
   const struct peer_answer answers[] = {
       {"HTTP/1.1 429 Too Many Requests\r\nRetry-After: 1", NULL},
@@ -1756,7 +1770,8 @@ static void a_request_may_carry_its_own_token_and_agent(void **state) {
   struct wire w;
   struct result r = {0};
   struct kcm_client_request_options o = {0};
-  const char *token = "sa-token-1";
+  static char first[] = "sa-token-1", second[] = "sa-token-2";
+  struct token_owner token = {{first, 1, token_refused}, 0, NULL};
   char value[256], *head;
   bool swapped = false;
 
@@ -1766,23 +1781,26 @@ static void a_request_may_carry_its_own_token_and_agent(void **state) {
   o.timeout_ms = 10000;
   o.done = on_done;
   o.data = &r;
-  o.bearer = &token;
+  o.bearer = &token.bearer;
   o.agent = "replicaset-controller";
   assert_int_equal(kcm_client_request(w.c, &o, NULL), 0);
   while (!r.done) {
-    uv_run(&w.loop, UV_RUN_ONCE);
+    support_run_once(&w.loop);
     if (!swapped && peer_count(&w.peer) == 1) {
-      token = "sa-token-2"; /* refreshed while the request waits to retry */
+      token.bearer.token = second; /* refreshed while the request waits to retry */
+      token.bearer.generation++;
       swapped = true;
     }
   }
   assert_int_equal(r.status, 401);
   assert_int_equal(kcm_client_stats(w.c)->unauthorized, 0);
+  assert_int_equal(token.refused, 1);
   head = peer_request(&w.peer, 0);
   assert_true(peer_header(head, "Authorization", value, sizeof(value)));
   assert_string_equal(value, "Bearer sa-token-1");
   assert_true(peer_header(head, "User-Agent", value, sizeof(value)));
   assert_true(strncmp(value, "kcm/v", 5) == 0);
+  assert_string_equal(kcm_client_program(), "kcm");
   assert_non_null(strstr(value, ") kcm/replicaset-controller"));
   free(head);
   head = peer_request(&w.peer, 1);
@@ -1797,6 +1815,64 @@ static void a_request_may_carry_its_own_token_and_agent(void **state) {
   assert_string_equal(value, "Bearer own-token");
   assert_true(peer_header(head, "User-Agent", value, sizeof(value)));
   assert_null(strstr(value, "replicaset-controller"));
+  free(head);
+  wire_stop(&w);
+}
+
+/* Two requests sent with one token, both answered 401: the owner is told
+ * once, for the first; the second was sent with the token it has since
+ * replaced. */
+static void a_refused_token_is_reported_once(void **state) {
+  const struct peer_answer answers[] = {
+      {"HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json", "{}"},
+      {"HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json", "{}"},
+  };
+  struct wire w;
+  struct result r[2] = {{0}, {0}};
+  struct kcm_client_request_options o = {0};
+  static char first[] = "sa-token-1", second[] = "sa-token-2";
+  struct token_owner token = {{first, 1, token_refused}, 0, second};
+  int i;
+
+  wire_start(&w, answers, 2, "own-token\n");
+  o.method = "GET";
+  o.path = "/api/v1/pods";
+  o.timeout_ms = 10000;
+  o.done = on_done;
+  o.bearer = &token.bearer;
+  for (i = 0; i < 2; i++) {
+    o.data = &r[i];
+    assert_int_equal(kcm_client_request(w.c, &o, NULL), 0);
+  }
+  support_wait(&w.loop, &r[0].done);
+  support_wait(&w.loop, &r[1].done);
+  assert_int_equal(r[0].status, 401);
+  assert_int_equal(r[1].status, 401);
+  assert_int_equal(token.refused, 1);
+  assert_string_equal(token.bearer.token, "sa-token-2");
+  wire_stop(&w);
+}
+
+/* The User-Agent names the program as it was started (the last part of
+ * argv[0]), as client-go's does; a name that cannot be one word is
+ * ignored. */
+static void the_program_names_the_user_agent(void **state) {
+  const struct peer_answer answers[] = {{ok_head, "{}"}};
+  struct wire w;
+  struct result r = {0};
+  char value[256], *head;
+
+  wire_start(&w, answers, 1, "own-token\n");
+  kcm_client_set_program("/opt/bin/kube-controller-manager");
+  kcm_client_set_program("two words");
+  kcm_client_set_program("");
+  assert_string_equal(kcm_client_program(), "kube-controller-manager");
+  assert_true(wire_get(&w, "/api/v1/nodes", 10000, 10000, &r));
+  kcm_client_set_program("kcm");
+  head = peer_request(&w.peer, 0);
+  assert_true(peer_header(head, "User-Agent", value, sizeof(value)));
+  assert_true(strncmp(value, "kube-controller-manager/v", 25) == 0);
+  assert_non_null(strstr(value, " (linux/"));
   free(head);
   wire_stop(&w);
 }
@@ -1991,6 +2067,8 @@ int main(void) {
   const struct CMUnitTest wire_tests[] = {
       cmocka_unit_test(retries_carry_one_authorization),
       cmocka_unit_test(a_request_may_carry_its_own_token_and_agent),
+      cmocka_unit_test(a_refused_token_is_reported_once),
+      cmocka_unit_test(the_program_names_the_user_agent),
       cmocka_unit_test(retry_after_is_whole_seconds_within_the_time_limit),
       cmocka_unit_test(url_credentials_stay_secret),
   };

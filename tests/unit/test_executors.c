@@ -219,34 +219,53 @@ static void rs_lost_create_answer(void **state) {
   assert_int_equal(kcm_workqueue_requeues(&f->rc.rt.queue, KEY), 1);
 }
 
+/* The list answering a search for the pod `name`, owned by owner_uid. */
 static char *pod_of(const char *name, const char *owner_uid) {
   static char text[1024];
   snprintf(text, sizeof(text),
-           "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"ns\",\"uid\":\"eeeeeeee-0000-0000-"
+           "{\"kind\":\"PodList\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":"
+           "\"7\"},\"items\":[{\"metadata\":{\"name\":\"%s\",\"namespace\":\"ns\",\"uid\":\"eeeeeeee-0000-0000-"
            "0000-000000000009\",\"resourceVersion\":\"7\",\"ownerReferences\":[{"
            "\"apiVersion\":\"apps/v1\",\"kind\":"
            "\"ReplicaSet\",\"name\":\"x\",\"uid\":\"%s\",\"controller\":true}]},"
-           "\"spec\":{},\"status\":{}}",
+           "\"spec\":{},\"status\":{}}]}",
            name, owner_uid);
   return text;
 }
 
-/* AlreadyExists, then a GET of the name: our own pod (an earlier attempt
- * made it) counts as created; another's name makes the create try a new
- * name. */
+/* AlreadyExists, then a list of the pods of that name (the role upstream
+ * gives the ReplicaSet controller lets it list pods, not get them): our
+ * own pod (an earlier attempt made it) counts as created; another's name,
+ * or none left, makes the create try a new name. */
 static void rs_already_exists_then_get(void **state) {
   struct fixture *f = *state;
-  char first[64], second[64];
-  int i, get;
-  put_rs(f, 2);
+  char first[64], second[64], query[128];
+  int i, n, get;
+  put_rs(f, 4);
   kcm_runtime_run(&f->rc.rt);
   i = fake_writer_find(&f->fw, "POST", "/pods");
   created_name(f, i, first, sizeof(first));
   fake_writer_answer(&f->fw, i, 409,
                      fake_status(status, sizeof(status), 409, "AlreadyExists", "exists"));
-  get = fake_writer_find(&f->fw, "GET", first);
+  snprintf(query, sizeof(query), "/namespaces/ns/pods?fieldSelector=metadata.name%%3D%s", first);
+  get = fake_writer_find(&f->fw, "GET", query);
   assert_true(get >= 0);
   fake_writer_answer(&f->fw, get, 200, pod_of(first, RS_UID)); /* ours */
+  /* the next batch: 2; the first's name is gone by the time it is listed */
+  assert_int_equal(fake_writer_pending(&f->fw, "POST", "/pods"), 2);
+  i = fake_writer_find(&f->fw, "POST", "/pods");
+  created_name(f, i, first, sizeof(first));
+  fake_writer_answer(&f->fw, i, 409,
+                     fake_status(status, sizeof(status), 409, "AlreadyExists", "exists"));
+  fake_writer_answer(&f->fw, fake_writer_find(&f->fw, "GET", first), 200,
+                     "{\"kind\":\"PodList\",\"items\":[]}");
+  assert_int_equal(fake_writer_pending(&f->fw, "POST", "/pods"), 2); /* the other, the retry */
+  for (n = 0; n < 2; n++) {
+    i = fake_writer_find(&f->fw, "POST", "/pods");
+    created_name(f, i, second, sizeof(second));
+    assert_string_not_equal(first, second);
+    fake_writer_answer(&f->fw, i, 201, "{}");
+  }
   assert_int_equal(fake_writer_pending(&f->fw, "POST", "/pods"), 1); /* the next batch: 1 */
   i = fake_writer_find(&f->fw, "POST", "/pods");
   created_name(f, i, first, sizeof(first));
@@ -259,7 +278,7 @@ static void rs_already_exists_then_get(void **state) {
   created_name(f, i, second, sizeof(second));
   assert_string_not_equal(first, second);
   fake_writer_answer(&f->fw, i, 201, "{}");
-  assert_int_equal(expected_adds(f), 2);
+  assert_int_equal(expected_adds(f), 4);
   fake_writer_answer(&f->fw, fake_writer_find(&f->fw, "PATCH", "/status"), 200, "{}");
   fake_writer_events(&f->fw);
   assert_false(fake_writer_has_event(&f->fw, "FailedCreate"));

@@ -12,6 +12,7 @@
 
 #include "kcm/buf.h"
 #include "kcm/error.h"
+#include "kcm/json.h"
 #include "kcm/log.h"
 #include "kcm/replicaset.h"
 #include "kcm/runtime.h"
@@ -275,19 +276,31 @@ static bool retry_create(struct rs_job *j, struct call *call) {
   return false;
 }
 
+/* The first pod of a pod list's text, or NULL (none, or not readable). */
+static struct kcm_object *first_pod(struct kcm_replicaset_controller *c, struct kcm_intern *pool,
+                                    const struct kcm_client_response *resp) {
+  static const char *const items[] = {"items", NULL};
+  struct kcm_object *pod = NULL;
+  struct kcm_api_error why;
+  kcm_json_start(&c->json, resp->body, resp->body_len);
+  if (kcm_json_find(&c->json, items) && kcm_json_array(&c->json) &&
+      kcm_json_element(&c->json) && kcm_api_decode_pod_at(&c->json, pool, &pod, &why))
+    pod = NULL;
+  return pod;
+}
+
 /* The pod a create's AlreadyExists named: made by this create (an attempt
  * whose answer was lost, sent again by kcm or by curl), or another pod's
- * name, in which case the create tries a new one. */
+ * name, in which case the create tries a new one. It is looked for with a
+ * list, which upstream's replicaset-controller role allows (get it does
+ * not). */
 static void on_name_taken(const struct kcm_client_response *resp, void *data) {
   struct call *call = data;
   struct rs_job *j = call->job;
   struct kcm_replicaset_controller *c = j->c;
-  struct kcm_object *pod = NULL;
-  struct kcm_api_error why;
+  struct kcm_object *pod = resp->err ? NULL : first_pod(c, j->base.rt->pool, resp);
 
-  if (!resp->err && !kcm_api_decode_text(KCM_KIND_POD, resp->body, resp->body_len, &c->json,
-                                         NULL, j->base.rt->pool, &pod, &why) &&
-      pod->has_controller && kcm_api_uid_equal(&pod->controller.uid, &j->rs->o.uid)) {
+  if (pod && pod->has_controller && kcm_api_uid_equal(&pod->controller.uid, &j->rs->o.uid)) {
     kcm_v(2, "a pod create answered late was made replicaset=\"%s\" pod=\"%s\"", j->base.key,
           call->name);
     created(j, call->name);
@@ -317,7 +330,7 @@ static void on_create(const struct kcm_client_response *resp, void *data) {
     j->created++; /* the namespace is going away: nothing to do */
   } else if (resp->err == KCM_ECONFLICT && strstr(resp->body, "\"AlreadyExists\"")) {
     struct kcm_write req;
-    kcm_writer_get(&req, KCM_KIND_POD, j->rs->o.ns, call->name);
+    kcm_writer_find(&req, KCM_KIND_POD, j->rs->o.ns, call->name);
     if (!kcm_runtime_send(&j->base, &req, on_name_taken, call))
       call = NULL; /* the create goes on as the GET */
     else
