@@ -19,6 +19,7 @@
 
 #include "kcm/auth.h"
 #include "kcm/client.h"
+#include "kcm/conflict.h"
 #include "kcm/deployment.h"
 #include "kcm/error.h"
 #include "kcm/informer.h"
@@ -63,6 +64,7 @@ struct app {
   struct kcm_replicaset_controller rs;
   struct kcm_deployment_controller dc;
   struct kcm_writer rs_writer, dc_writer; /* each controller's requests, on its own limiter */
+  struct kcm_conflict_guard guard;        /* another controller doing their job */
   /* --use-service-account-credentials: each controller's token */
   struct kcm_satoken rs_token, dc_token;
   int tokens_wanted, tokens_ready;
@@ -155,14 +157,16 @@ static bool answer_health(struct app *a, const struct kcm_server_request *req,
   bool leader_ok = !a->elect || kcm_leader_healthy(&a->leader, uv_now(a->loop),
                                                     LEADER_HEALTH_TOLERANCE_MS);
   struct kcm_server_check live[] = {{"ping", true}, {"leaderElection", leader_ok}};
-  struct kcm_server_check ready[] = {{"ping", true}, {"informer-sync", a->synced},
-                                     {"shutdown", a->phase == SHUTDOWN_NONE}};
+  struct kcm_server_check ready[] = {{"ping", true},
+                                     {"informer-sync", a->synced},
+                                     {"shutdown", a->phase == SHUTDOWN_NONE},
+                                     {"sole-controller", kcm_conflict_guard_clear(&a->guard)}};
   if (kcm_server_path_under(req->path, "/healthz"))
     kcm_server_checks("healthz", live, 2, req, resp);
   else if (kcm_server_path_under(req->path, "/livez"))
     kcm_server_checks("livez", live, 2, req, resp);
   else if (kcm_server_path_under(req->path, "/readyz"))
-    kcm_server_checks("readyz", ready, 3, req, resp);
+    kcm_server_checks("readyz", ready, 4, req, resp);
   else
     return false;
   return true;
@@ -198,6 +202,7 @@ static void answer_metrics(struct app *a, struct kcm_server_response *resp) {
                          "A metric with a constant '1' value labeled by the version, commit and "
                          "build of kcm.") ||
       kcm_metrics_sample(&resp->body, "kcm_build_info", build_labels, 1) ||
+      kcm_conflict_guard_metrics(&a->guard, &resp->body) ||
       kcm_metrics_process(&resp->body)) {
     resp->status = 500;
     resp->content_type = "text/plain; charset=utf-8";
@@ -405,6 +410,7 @@ static void maybe_start(struct app *a) {
       !tokens_ready(a))
     return;
   a->running = true;
+  kcm_conflict_guard_lead(&a->guard);
   if (a->dc_on) {
     kcm_info("starting controller name=\"deployment\" workers=%u", a->dc.rt.workers);
     kcm_runtime_run(&a->dc.rt);
@@ -568,6 +574,7 @@ static void on_signal(uv_signal_t *s, int signum) {
   uv_close((uv_handle_t *)&a->retry, NULL);
   uv_timer_stop(&a->sync_check);
   uv_close((uv_handle_t *)&a->sync_check, NULL);
+  kcm_conflict_guard_close(&a->guard);
   a->phase = SHUTDOWN_CONTROLLERS;
   a->controllers_running = a->dc_on + a->rs_on;
   a->grace_deadline = uv_now(a->loop) + a->grace_ms;
@@ -789,6 +796,17 @@ static int setup_controllers(struct app *a, const struct kcm_options *f) {
   if (err) {
     kcm_error("cannot set up a controller name=\"deployment\" err=\"%s\"", kcm_strerror(err));
     return err;
+  }
+  kcm_conflict_guard_init(&a->guard, a->loop, kcm_client_program(), f->conflict_quiet_ms,
+                          f->stand_aside, f->lease_namespace, f->lease_name);
+  kcm_conflict_guard_area(&a->guard, KCM_CONFLICT_REPLICASET, a->rs_on ? &a->rs.rt : NULL);
+  kcm_conflict_guard_area(&a->guard, KCM_CONFLICT_DEPLOYMENT, a->dc_on ? &a->dc.rt : NULL);
+  if (kcm_conflict_guard_watch(&a->guard,
+                              a->used[KCM_KIND_REPLICASET] ? &a->informers[KCM_KIND_REPLICASET]
+                                                           : NULL,
+                              a->dc_on ? &a->informers[KCM_KIND_DEPLOYMENT] : NULL)) {
+    kcm_error("cannot set up a controller name=\"conflict-guard\" err=\"out of memory\"");
+    return KCM_ENOMEM;
   }
   return 0;
 }

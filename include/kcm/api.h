@@ -153,8 +153,18 @@ struct kcm_pod {
   bool ready;
 };
 
+/* Who wrote a ReplicaSet or Deployment, as its metadata.managedFields say:
+ * the field managers kube-apiserver records (the first word of a writer's
+ * User-Agent, or the fieldManager it names). Pooled names, NULL for none. */
+struct kcm_writers {
+  const char *status;  /* the latest writer of the status subresource */
+  int64_t status_at;   /* when, Unix seconds */
+  const char *creator; /* whose entry is as old as the object (the create) */
+};
+
 struct kcm_replicaset {
   struct kcm_object o;
+  struct kcm_writers writers;
   struct kcm_pairs annotations;
   struct kcm_selector selector;
   struct kcm_labels template_labels;
@@ -181,6 +191,7 @@ struct kcm_intstr {
 
 struct kcm_deployment {
   struct kcm_object o;
+  struct kcm_writers writers;
   struct kcm_pairs annotations;
   struct kcm_selector selector;
   char *selector_json;      /* canonical JSON of spec.selector; NULL if absent */
@@ -250,6 +261,8 @@ int kcm_api_decode_text(enum kcm_kind kind, const char *text, size_t len, struct
  * anywhere in it, on an error). */
 int kcm_api_decode_pod_at(struct kcm_json *j, struct kcm_intern *pool, struct kcm_object **out,
                           struct kcm_api_error *err);
+
+void kcm_api_writers_release(struct kcm_writers *w, struct kcm_intern *pool);
 
 struct kcm_object *kcm_api_ref(struct kcm_object *o);
 void kcm_api_unref(struct kcm_object *o, struct kcm_intern *pool);

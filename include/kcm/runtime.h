@@ -85,6 +85,7 @@ struct kcm_runtime {
   uint32_t running;            /* syncs holding a worker */
   bool pumping;                /* inside the loop starting syncs */
   bool stopping;
+  bool paused;                 /* standing aside: keys wait in the queue */
   struct kcm_runtime_job *jobs;
   void (*on_stopped)(struct kcm_runtime *rt);
   struct {
@@ -105,6 +106,9 @@ int kcm_runtime_watch(struct kcm_runtime *rt, struct kcm_informer *inf,
                       const struct kcm_informer_handler *h);
 /* Start taking keys. */
 void kcm_runtime_run(struct kcm_runtime *rt);
+/* Stand aside (start no sync; those in flight finish; keys keep coming and
+ * wait, each once) or take keys again. */
+void kcm_runtime_pause(struct kcm_runtime *rt, bool paused);
 /* Stop taking keys; on_stopped runs once the syncs in flight are over and
  * the queue is closed. */
 void kcm_runtime_stop(struct kcm_runtime *rt, void (*on_stopped)(struct kcm_runtime *rt));

@@ -462,6 +462,12 @@ struct kcm_object *kcm_api_ref(struct kcm_object *o) {
   return o;
 }
 
+void kcm_api_writers_release(struct kcm_writers *w, struct kcm_intern *pool) {
+  kcm_intern_put(pool, w->status);
+  kcm_intern_put(pool, w->creator);
+  memset(w, 0, sizeof(*w));
+}
+
 void kcm_api_unref(struct kcm_object *o, struct kcm_intern *pool) {
   if (!o || --o->refs)
     return;
@@ -471,6 +477,7 @@ void kcm_api_unref(struct kcm_object *o, struct kcm_intern *pool) {
     break;
   case KCM_KIND_REPLICASET: {
     struct kcm_replicaset *rs = (struct kcm_replicaset *)o;
+    kcm_api_writers_release(&rs->writers, pool);
     kcm_api_pairs_release(&rs->annotations);
     kcm_labels_selector_release(&rs->selector);
     kcm_labels_release(&rs->template_labels, pool);
@@ -480,6 +487,7 @@ void kcm_api_unref(struct kcm_object *o, struct kcm_intern *pool) {
   }
   default: {
     struct kcm_deployment *dp = (struct kcm_deployment *)o;
+    kcm_api_writers_release(&dp->writers, pool);
     kcm_api_pairs_release(&dp->annotations);
     kcm_labels_selector_release(&dp->selector);
     free(dp->template);

@@ -230,6 +230,69 @@ static int pairs(struct tctx *t, struct kcm_pairs *out) {
   return kcm_api_pairs_adopt(out, items, n);
 }
 
+/* One managedFields entry into t->writers: the latest status writer, and
+ * the writer of the oldest entry of the main resource (the create). */
+static int managed_entry(struct tctx *t) {
+  const char *s, *manager = NULL; /* pooled: the reader reuses its strings */
+  size_t n;
+  int64_t at = 0;
+  int rc = open_object(t, "metadata.managedFields");
+  bool status = false, main = true;
+  if (rc <= 0)
+    return rc;
+  while (kcm_json_member(t->j)) {
+    if (kcm_json_key_is(t->j, "manager")) {
+      kcm_intern_put(t->pool, manager);
+      manager = NULL;
+      if ((rc = str(t, "metadata.managedFields.manager", &s, &n)) > 0 && n &&
+          !(manager = kcm_intern_get(t->pool, s, n)))
+        return KCM_ENOMEM;
+    } else if (kcm_json_key_is(t->j, "subresource")) {
+      if ((rc = str(t, "metadata.managedFields.subresource", &s, &n)) > 0) {
+        status = n == 6 && !memcmp(s, "status", 6);
+        main = n == 0;
+      }
+    } else if (kcm_json_key_is(t->j, "time")) {
+      rc = time_value(t, "metadata.managedFields.time", &at);
+    } else {
+      rc = skip(t);
+    }
+    if (rc < 0) {
+      kcm_intern_put(t->pool, manager);
+      return rc;
+    }
+  }
+  if ((rc = ended(t)) < 0) {
+    kcm_intern_put(t->pool, manager);
+    return rc;
+  }
+  if (!manager || (!status && !main) ||
+      (status ? t->writers->status && at < t->writers->status_at
+              : t->writers->creator && at >= t->creator_at)) {
+    kcm_intern_put(t->pool, manager);
+    return 1;
+  }
+  if (status) {
+    kcm_intern_put(t->pool, t->writers->status);
+    t->writers->status = manager;
+    t->writers->status_at = at;
+  } else {
+    kcm_intern_put(t->pool, t->writers->creator);
+    t->writers->creator = manager;
+    t->creator_at = at;
+  }
+  return 1;
+}
+
+static int managed_fields(struct tctx *t) {
+  int rc = open_array(t, "metadata.managedFields");
+  if (rc <= 0)
+    return rc;
+  while (kcm_json_element(t->j))
+    TRY(managed_entry(t));
+  return ended(t);
+}
+
 int kcm_api_text_metadata(struct tctx *t, struct kcm_object *o) {
   int rc = open_object(t, "metadata");
   if (rc <= 0)
@@ -278,6 +341,8 @@ int kcm_api_text_metadata(struct tctx *t, struct kcm_object *o) {
       rc = owners(t, o);
     } else if (kcm_json_key_is(t->j, "annotations")) {
       rc = t->pairs ? pairs(t, t->pairs) : annotations(t, t->pod);
+    } else if (t->writers && kcm_json_key_is(t->j, "managedFields")) {
+      rc = managed_fields(t);
     } else {
       rc = skip(t);
     }

@@ -376,6 +376,7 @@ int kcm_api_text_decode_workload(enum kcm_kind kind, const char *text, size_t le
   t.pool = pool;
   t.err = err;
   t.pairs = rs ? &rs->annotations : &dp->annotations;
+  t.writers = rs ? &rs->writers : &dp->writers;
   kcm_json_start(j, text, len);
   if (!kcm_json_object(j))
     rc = mismatch(&t, "(object)", "must be a JSON object");
@@ -394,6 +395,10 @@ int kcm_api_text_decode_workload(enum kcm_kind kind, const char *text, size_t le
     rc = bad(&t, "(json)", j->err ? j->err : "text after the object");
   if (!rc)
     rc = kcm_api_text_metadata_complete(&t, o);
+  if (!rc && t.writers->creator && t.creator_at > o->created + 1) {
+    kcm_intern_put(pool, t.writers->creator); /* the create's entry is gone */
+    t.writers->creator = NULL;
+  }
   if (!rc)
     rc = spec_parts(&t, o, &w, memo);
   if (!rc && (rs ? rs->replicas : dp->replicas) < 0)

@@ -363,6 +363,54 @@ static int decode_pod(struct kcm_api_dctx *d, struct kcm_pod *p, struct json_obj
   return n ? sidecar_restarts(d, p, spec, list) : 0;
 }
 
+/* metadata.managedFields summed up, as text.c's managed_fields() does. */
+static int decode_writers(struct kcm_api_dctx *d, struct json_object *meta, int64_t created,
+                          struct kcm_writers *w) {
+  struct json_object *list;
+  int64_t creator_at = 0;
+  size_t i, n;
+  int err;
+  if ((err = get_array(d, meta, "managedFields", "metadata.managedFields", &list)) || !list)
+    return err;
+  n = json_object_array_length(list);
+  for (i = 0; i < n; i++) {
+    struct json_object *e = json_object_array_get_idx(list, i);
+    const char *manager, *sub, *s;
+    int64_t at = 0;
+    bool status, main;
+    if (!e)
+      continue;
+    if (!json_object_is_type(e, json_type_object))
+      return kcm_api_bad(d, "metadata.managedFields", "must be an object");
+    if ((err = get_string(d, e, "manager", "metadata.managedFields.manager", &manager)) ||
+        (err = get_string(d, e, "subresource", "metadata.managedFields.subresource", &sub)) ||
+        (err = get_time(d, e, "time", "metadata.managedFields.time", &at)))
+      return err;
+    status = sub && !strcmp(sub, "status");
+    main = !sub || !*sub;
+    if (!manager || !*manager || (!status && !main))
+      continue;
+    if (status ? w->status && at < w->status_at : w->creator && at >= creator_at)
+      continue;
+    if (!(s = kcm_intern_get(d->pool, manager, strlen(manager))))
+      return KCM_ENOMEM;
+    if (status) {
+      kcm_intern_put(d->pool, w->status);
+      w->status = s;
+      w->status_at = at;
+    } else {
+      kcm_intern_put(d->pool, w->creator);
+      w->creator = s;
+      creator_at = at;
+    }
+  }
+  if (w->creator && creator_at > created + 1) {
+    kcm_intern_put(d->pool, w->creator);
+    w->creator = NULL;
+  }
+  return 0;
+}
+
 static int decode_replicaset(struct kcm_api_dctx *d, struct kcm_replicaset *rs,
                              struct json_object *obj, struct json_object *meta) {
   struct json_object *spec, *status;
@@ -371,6 +419,7 @@ static int decode_replicaset(struct kcm_api_dctx *d, struct kcm_replicaset *rs,
   rs->replicas = 1;
   if ((err = decode_pairs(d, kcm_api_get(meta, "annotations"), "metadata.annotations",
                           &rs->annotations)) ||
+      (err = decode_writers(d, meta, rs->o.created, &rs->writers)) ||
       (err = kcm_api_get_object(d, obj, "spec", "spec", &spec)) ||
       (err = kcm_api_get_object(d, obj, "status", "status", &status)) ||
       (err = get_i32(d, spec, "replicas", "spec.replicas", &rs->replicas)) ||
@@ -423,6 +472,7 @@ static int decode_deployment(struct kcm_api_dctx *d, struct kcm_deployment *dp,
   dp->replicas = 1;
   if ((err = decode_pairs(d, kcm_api_get(meta, "annotations"), "metadata.annotations",
                           &dp->annotations)) ||
+      (err = decode_writers(d, meta, dp->o.created, &dp->writers)) ||
       (err = kcm_api_get_object(d, obj, "spec", "spec", &spec)) ||
       (err = kcm_api_get_object(d, obj, "status", "status", &status)) ||
       (err = get_i32(d, spec, "replicas", "spec.replicas", &dp->replicas)) ||

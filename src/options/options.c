@@ -48,6 +48,14 @@ static const struct flag flags[] = {
      "account in kube-system (deployment-controller,\n"
      "replicaset-controller), as upstream's bootstrap roles expect\n"
      "(default false)"},
+    {NULL, "stand-aside-on-conflict", NULL, BOOLEAN, AT(stand_aside),
+     "when another controller (kube-controller-manager turned back on)\n"
+     "writes what one of kcm's controllers manages, that controller\n"
+     "stops writing until --conflict-quiet-period passes without such a\n"
+     "write; false keeps it writing (default true)"},
+    {NULL, "conflict-quiet-period", "D", DURATION, AT(conflict_quiet_ms),
+     "how long without another controller's writes ends a conflict\n"
+     "(default 2m)"},
     {NULL, "feature-gates", "LIST", GATES, AT(feature_gates),
      "Name=true|false,...: parsed; kcm's controllers have no gates, so\n"
      "each one given is reported as having no effect"},
@@ -237,6 +245,8 @@ static const struct kcm_options defaults = {
     .replicaset_workers = 5,
     .status_interval_ms = 100,
     .failed_pod_backoff_ms = 300000,
+    .stand_aside = true,
+    .conflict_quiet_ms = 120000,
     .leader_elect = true,
     .lease_ms = 15000,
     .renew_ms = 10000,

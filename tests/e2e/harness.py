@@ -327,12 +327,13 @@ class Env:
             if r.status not in (201, 409):
                 raise RuntimeError("cannot grant the Lease %s: %s" % (name, r.body.decode()))
 
-    def own_kcm(self, workdir, log_name, extra=()):
+    def own_kcm(self, workdir, log_name, extra=(), binary=None):
         """A kcm of a scenario's own, run as the suite's is: its kubeconfig,
-        and --use-service-account-credentials when the suite's has it."""
+        and --use-service-account-credentials when the suite's has it
+        (binary: the suite's kcm under another path)."""
         ident = ("--use-service-account-credentials",) if self.sa_mode else ()
-        return Kcm(self.kcm_binary, self.kcm_kubeconfig, workdir, extra=(*ident, *extra),
-                   log_name=log_name)
+        return Kcm(binary or self.kcm_binary, self.kcm_kubeconfig, workdir,
+                   extra=(*ident, *extra), log_name=log_name)
 
     def restart_kcm(self, log_name):
         """Stop kcm with SIGTERM and start it again; returns the old exit status."""

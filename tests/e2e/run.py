@@ -31,6 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import harness  # noqa: E402
 import scenarios_deployment  # noqa: E402,F401  (registers scenarios)
+import scenarios_conflict  # noqa: E402,F401
 import scenarios_faults  # noqa: E402,F401
 import scenarios_hostile  # noqa: E402,F401
 import scenarios_kcm  # noqa: E402,F401

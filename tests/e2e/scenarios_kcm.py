@@ -351,7 +351,7 @@ def probes_and_metrics(ctx):
         assert _get(health + path) == (200, "ok"), (path, _get(health + path))
     code, body = _get(health + "/readyz?verbose")
     assert code == 200 and body == ("[+]ping ok\n[+]informer-sync ok\n[+]shutdown ok\n"
-                                    "readyz check passed\n"), body
+                                    "[+]sole-controller ok\nreadyz check passed\n"), body
     code, body = _get(health + "/healthz?verbose&exclude=leaderElection")
     assert code == 200 and "[+]leaderElection excluded: ok\n" in body, body
     assert _get(health + "/nope")[0] == 404

@@ -65,6 +65,12 @@ static void same_conditions(const struct kcm_conditions *a, const struct kcm_con
   }
 }
 
+static void same_writers(const struct kcm_writers *a, const struct kcm_writers *b) {
+  CHECK(a->status == b->status); /* pooled */
+  CHECK(a->creator == b->creator);
+  CHECK(a->status_at == b->status_at);
+}
+
 static void same_selector(const struct kcm_selector *a, const struct kcm_selector *b) {
   struct kcm_buf x = KCM_BUF_INIT(1u << 20), y = KCM_BUF_INIT(1u << 20);
   CHECK(a->nothing == b->nothing);
@@ -105,6 +111,7 @@ static void same_object(const struct kcm_object *a, const struct kcm_object *b) 
   } else if (a->kind == KCM_KIND_REPLICASET) {
     const struct kcm_replicaset *x = (const struct kcm_replicaset *)a;
     const struct kcm_replicaset *y = (const struct kcm_replicaset *)b;
+    same_writers(&x->writers, &y->writers);
     same_pairs(&x->annotations, &y->annotations);
     same_selector(&x->selector, &y->selector);
     same_labels(&x->template_labels, &y->template_labels);
@@ -121,6 +128,7 @@ static void same_object(const struct kcm_object *a, const struct kcm_object *b) 
   } else {
     const struct kcm_deployment *x = (const struct kcm_deployment *)a;
     const struct kcm_deployment *y = (const struct kcm_deployment *)b;
+    same_writers(&x->writers, &y->writers);
     same_pairs(&x->annotations, &y->annotations);
     same_selector(&x->selector, &y->selector);
     CHECK(same_str(x->selector_json, y->selector_json));

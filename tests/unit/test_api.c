@@ -94,10 +94,17 @@ static void same_selector(const struct kcm_selector *a,
   kcm_buf_release(&y);
 }
 
+static void same_writers(const struct kcm_writers *a, const struct kcm_writers *b) {
+  assert_ptr_equal(a->status, b->status); /* pooled */
+  assert_ptr_equal(a->creator, b->creator);
+  assert_int_equal(a->status_at, b->status_at);
+}
+
 static void same_replicaset(const struct kcm_replicaset *a,
                             const struct kcm_replicaset *b) {
   uint32_t i;
   same_meta(&a->o, &b->o);
+  same_writers(&a->writers, &b->writers);
   same_pairs(&a->annotations, &b->annotations);
   same_selector(&a->selector, &b->selector);
   assert_int_equal(a->template_labels.n, b->template_labels.n);
@@ -120,6 +127,7 @@ static void same_replicaset(const struct kcm_replicaset *a,
 static void same_deployment(const struct kcm_deployment *a,
                             const struct kcm_deployment *b) {
   same_meta(&a->o, &b->o);
+  same_writers(&a->writers, &b->writers);
   same_pairs(&a->annotations, &b->annotations);
   same_selector(&a->selector, &b->selector);
   same_string(a->selector_json, b->selector_json);
@@ -391,6 +399,59 @@ static void replicaset_text_skips_managed_fields(void **state) {
     assert_int_equal(o->rv, 7);
     assert_int_equal(((struct kcm_replicaset *)o)->replicas, 2);
     kcm_api_unref(o, &pool);
+  }
+}
+
+/* managedFields name the writers: the latest writer of the status, and
+ * the creator while its entry is as old as the object; entries of other
+ * subresources, without a manager, or broken are told apart. */
+static void workload_writers(void **state) {
+  static const char head[] =
+      "{\"metadata\":{\"name\":\"r\",\"namespace\":\"d\",\"uid\":"
+      "\"30478c2c-7480-4d2d-a623-3c83746df9f3\",\"resourceVersion\":\"7\","
+      "\"creationTimestamp\":\"2026-11-20T10:00:00Z\",\"managedFields\":[";
+  static const char tail[] = "]},\"spec\":{\"selector\":{},\"template\":{}}}";
+  static const struct {
+    const char *fields, *status, *creator;
+    int64_t status_at;
+  } cases[] = {
+      {"{\"manager\":\"kcm\",\"operation\":\"Update\",\"time\":\"2026-11-20T10:00:00Z\","
+       "\"fieldsV1\":{\"f:spec\":{}}},"
+       "{\"manager\":\"kube-controller-manager\",\"operation\":\"Update\",\"subresource\":"
+       "\"status\",\"time\":\"2026-11-20T10:05:00Z\"},"
+       "{\"manager\":\"kcm\",\"subresource\":\"status\",\"time\":\"2026-11-20T10:01:00Z\"},"
+       "{\"manager\":\"kubectl\",\"subresource\":\"scale\",\"time\":\"2026-11-20T10:09:00Z\"}",
+       "kube-controller-manager", "kcm", 1795169100},
+      /* the creator's entry moved on (a later write of its): no creator */
+      {"{\"time\":\"2026-11-20T10:03:00Z\",\"manager\":\"kcm\"},"
+       "{\"manager\":\"kubectl-edit\",\"time\":\"2026-11-20T10:04:00Z\"}",
+       NULL, NULL, 0},
+      {"{\"manager\":\"\",\"subresource\":\"status\"},{\"subresource\":\"status\"},{}", NULL,
+       NULL, 0},
+  };
+  size_t i;
+  for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    char text[2048];
+    struct kcm_replicaset *rs;
+    snprintf(text, sizeof(text), "%s%s%s", head, cases[i].fields, tail);
+    rs = (struct kcm_replicaset *)decode_ok(KCM_KIND_REPLICASET, text);
+    same_string(rs->writers.status, cases[i].status);
+    same_string(rs->writers.creator, cases[i].creator);
+    assert_int_equal(rs->writers.status_at, cases[i].status_at);
+    kcm_api_unref(&rs->o, &pool);
+  }
+  /* a Deployment too; a manager that is not a string is an error */
+  {
+    struct kcm_object *o = NULL;
+    struct kcm_api_error err;
+    static const char bad_manager[] =
+        "{\"metadata\":{\"name\":\"r\",\"namespace\":\"d\",\"uid\":"
+        "\"30478c2c-7480-4d2d-a623-3c83746df9f3\",\"resourceVersion\":\"7\","
+        "\"managedFields\":[{\"manager\":7}]},\"spec\":{\"selector\":{},\"template\":{}}}";
+    assert_int_equal(kcm_api_decode_text(KCM_KIND_DEPLOYMENT, bad_manager, strlen(bad_manager),
+                                          NULL, NULL, &pool, &o, &err),
+                     KCM_EINVAL);
+    assert_string_equal(err.field, "metadata.managedFields.manager");
   }
 }
 
@@ -1350,6 +1411,7 @@ int main(void) {
       cmocka_unit_test(replicaset_fields),
       cmocka_unit_test(replicaset_defaults),
       cmocka_unit_test(replicaset_text_skips_managed_fields),
+      cmocka_unit_test(workload_writers),
       cmocka_unit_test(templates_known_by_the_memo),
       cmocka_unit_test(deployment_fields),
       cmocka_unit_test(last_applied_is_dropped),

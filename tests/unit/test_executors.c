@@ -310,6 +310,19 @@ static void rs_every_name_taken(void **state) {
   assert_int_equal(kcm_workqueue_requeues(&f->rc.rt.queue, KEY), 1);
 }
 
+/* A controller standing aside starts no sync: the key waits, and is synced
+ * once it takes keys again. */
+static void rs_paused_waits(void **state) {
+  struct fixture *f = *state;
+  kcm_runtime_pause(&f->rc.rt, true);
+  put_rs(f, 1);
+  kcm_runtime_run(&f->rc.rt);
+  assert_int_equal(f->fw.n, 0);
+  assert_int_equal(kcm_workqueue_len(&f->rc.rt.queue), 1);
+  kcm_runtime_pause(&f->rc.rt, false);
+  assert_int_equal(fake_writer_pending(&f->fw, "POST", "/pods"), 1);
+}
+
 /* A namespace being deleted refuses creates: nothing to do, no error. */
 static void rs_namespace_terminating(void **state) {
   struct fixture *f = *state;
@@ -637,6 +650,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(rs_already_exists_then_get, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(rs_every_name_taken, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(rs_namespace_terminating, setup_rs, teardown),
+      cmocka_unit_test_setup_teardown(rs_paused_waits, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(rs_status_conflict, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(rs_delete_errors, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(rs_failure_logged, setup_rs, teardown),

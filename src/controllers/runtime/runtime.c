@@ -196,7 +196,7 @@ static void pump(struct kcm_runtime *rt) {
   if (rt->pumping)
     return; /* the loop below goes on when the nested sync gives back */
   rt->pumping = true;
-  while (!rt->stopping && rt->running < rt->workers) {
+  while (!rt->stopping && !rt->paused && rt->running < rt->workers) {
     const char *key = kcm_workqueue_get(&rt->queue);
     struct kcm_runtime_job *j;
     if (!key)
@@ -238,6 +238,12 @@ int kcm_runtime_watch(struct kcm_runtime *rt, struct kcm_informer *inf,
 void kcm_runtime_run(struct kcm_runtime *rt) {
   kcm_workqueue_set_ready(&rt->queue, on_ready, rt);
   pump(rt);
+}
+
+void kcm_runtime_pause(struct kcm_runtime *rt, bool paused) {
+  rt->paused = paused;
+  if (!paused)
+    pump(rt);
 }
 
 static void on_queue_closed(struct kcm_workqueue *q, void *data) {
