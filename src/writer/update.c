@@ -15,6 +15,7 @@
 
 #include "internal.h"
 #include "kcm/error.h"
+#include "kcm/json.h"
 
 struct update {
   struct kcm_writer *w;
@@ -32,6 +33,7 @@ static void finish(struct update *u, const struct kcm_client_response *resp) {
 }
 
 static void on_put(const struct kcm_client_response *resp, void *data) { finish(data, resp); }
+static void answer_failed(struct update *u, int err);
 
 /* RFC 7386: objects merge key by key, null removes, anything else replaces. */
 static struct json_object *merge(struct json_object *target, struct json_object *patch) {
@@ -120,19 +122,225 @@ static int apply_ops(struct json_object *doc, struct json_object *ops) {
   return 0;
 }
 
+/* --- a merge patch spliced into the object's text -------------------------------------- */
+
+#define MAX_EDITS 64
+
+struct edit {
+  size_t from, to; /* text[from, to) is replaced */
+  char *with;      /* owned */
+};
+
+struct splice {
+  struct kcm_json j;
+  struct edit e[MAX_EDITS];
+  size_t n;
+};
+
+static int add_edit(struct splice *s, size_t from, size_t to, char *with) {
+  if (!with)
+    return KCM_ENOMEM;
+  if (s->n == MAX_EDITS) {
+    free(with);
+    return KCM_WRITER_WHOLE;
+  }
+  s->e[s->n++] = (struct edit){from, to, with};
+  return 0;
+}
+
+static char *dup_printf(const char *a, const char *b, const char *c) {
+  size_t n = strlen(a) + strlen(b) + strlen(c) + 1;
+  char *out = malloc(n);
+  if (out) {
+    strcpy(out, a);
+    strcat(out, b);
+    strcat(out, c);
+  }
+  return out;
+}
+
+/* The value at path: its offset and length in the text. */
+static bool value_at(struct splice *s, const char *const *path, size_t *at, size_t *len) {
+  const char *text;
+  if (!kcm_json_find(&s->j, path) || !kcm_json_raw(&s->j, &text, len))
+    return false;
+  *at = (size_t)(text - s->j.start);
+  return true;
+}
+
+/* Whether the object whose '{' is at `at` has no member. */
+static bool empty_object(const char *text, size_t at) {
+  at++;
+  while (strchr(" \t\r\n", text[at]))
+    at++;
+  return text[at] == '}';
+}
+
+static const char *json_of(struct json_object *v) {
+  return json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN);
+}
+
+/* Insert `"key":value` as the first member of the object whose '{' is at `at`. */
+static int insert_member(struct splice *s, size_t at, const char *key, struct json_object *value) {
+  struct json_object *k = json_object_new_string(key);
+  char *member = k ? dup_printf(json_of(k), ":", json_of(value)) : NULL;
+  char *with = member ? dup_printf(member, empty_object(s->j.start, at) ? "" : ",", "") : NULL;
+  json_object_put(k);
+  free(member);
+  return add_edit(s, at + 1, at + 1, with);
+}
+
+/* One annotation of the patch (a string, or null to remove it). */
+static int splice_annotation(struct splice *s, const char *key, struct json_object *value) {
+  const char *path[] = {"metadata", "annotations", key, NULL};
+  const char *const parent[] = {"metadata", "annotations", NULL};
+  size_t at, len;
+  if (value && !json_object_is_type(value, json_type_string))
+    return KCM_WRITER_WHOLE;
+  if (!value) {
+    if (!kcm_json_member_span(&s->j, parent, key, &at, &len))
+      return s->j.err ? KCM_WRITER_WHOLE : 0; /* absent already */
+    return add_edit(s, at, len, strdup(""));
+  }
+  if (value_at(s, path, &at, &len))
+    return add_edit(s, at, at + len, strdup(json_of(value)));
+  if (s->j.err)
+    return KCM_WRITER_WHOLE;
+  if (!value_at(s, parent, &at, &len) || s->j.start[at] != '{')
+    return KCM_WRITER_WHOLE; /* no annotations yet: rare, apply the patch whole */
+  return insert_member(s, at, key, value);
+}
+
+/* metadata: a resourceVersion equal to the object's, and annotations. */
+static int splice_metadata(struct splice *s, struct json_object *meta) {
+  static const char *const rv_path[] = {"metadata", "resourceVersion", NULL};
+  if (!json_object_is_type(meta, json_type_object))
+    return KCM_WRITER_WHOLE;
+  json_object_object_foreach(meta, key, value) {
+    if (!strcmp(key, "resourceVersion")) {
+      const char *have;
+      size_t n;
+      if (!json_object_is_type(value, json_type_string))
+        return KCM_WRITER_WHOLE;
+      if (!kcm_json_find(&s->j, rv_path) || !kcm_json_string(&s->j, &have, &n))
+        return KCM_WRITER_WHOLE;
+      if (n != (size_t)json_object_get_string_len(value) ||
+          memcmp(have, json_object_get_string(value), n))
+        return KCM_ECONFLICT;
+    } else if (!strcmp(key, "annotations") && json_object_is_type(value, json_type_object)) {
+      json_object_object_foreach(value, name, v) {
+        int err = splice_annotation(s, name, v);
+        if (err)
+          return err;
+      }
+    } else {
+      return KCM_WRITER_WHOLE;
+    }
+  }
+  return 0;
+}
+
+/* status: the object's own (a small part of it) merged with the patch's. */
+static int splice_status(struct splice *s, struct json_object *status) {
+  static const char *const path[] = {"status", NULL}, *const top[] = {NULL};
+  struct json_object *now = NULL;
+  size_t at, len;
+  char *with;
+  if (value_at(s, path, &at, &len)) {
+    struct json_tokener *tok = json_tokener_new();
+    now = tok ? json_tokener_parse_ex(tok, s->j.start + at, (int)len) : NULL;
+    json_tokener_free(tok);
+    if (!now && strncmp(s->j.start + at, "null", 4))
+      return KCM_WRITER_WHOLE;
+    now = merge(now, status);
+    with = strdup(json_of(now));
+    json_object_put(now);
+    return add_edit(s, at, at + len, with);
+  }
+  if (s->j.err || !value_at(s, top, &at, &len) || s->j.start[at] != '{')
+    return KCM_WRITER_WHOLE;
+  now = merge(NULL, status);
+  with = dup_printf(empty_object(s->j.start, at) ? "\"status\":" : ",\"status\":", json_of(now),
+                    "");
+  json_object_put(now);
+  return add_edit(s, at + len - 1, at + len - 1, with);
+}
+
+static int by_offset(const void *a, const void *b) {
+  const struct edit *x = a, *y = b;
+  return x->from < y->from ? -1 : x->from > y->from;
+}
+
+int kcm_writer_splice_merge(const char *text, size_t len, struct json_object *patch,
+                            struct kcm_buf *out) {
+  struct splice s;
+  size_t i, at = 0;
+  int err = 0;
+  if (!json_object_is_type(patch, json_type_object))
+    return KCM_WRITER_WHOLE;
+  memset(&s, 0, sizeof(s));
+  kcm_json_init(&s.j);
+  kcm_json_start(&s.j, text, len);
+  json_object_object_foreach(patch, key, value) {
+    if (!strcmp(key, "metadata"))
+      err = splice_metadata(&s, value);
+    else if (!strcmp(key, "status") && value)
+      err = splice_status(&s, value);
+    else
+      err = KCM_WRITER_WHOLE;
+    if (err)
+      break;
+  }
+  qsort(s.e, s.n, sizeof(s.e[0]), by_offset);
+  for (i = 0; !err && i < s.n; i++) {
+    if (s.e[i].from < at) {
+      err = KCM_WRITER_WHOLE; /* overlapping edits: a key given twice */
+      break;
+    }
+    if (kcm_buf_append(out, text + at, s.e[i].from - at) ||
+        kcm_buf_append_str(out, s.e[i].with))
+      err = KCM_ENOMEM;
+    at = s.e[i].to;
+  }
+  if (!err && kcm_buf_append(out, text + at, len - at))
+    err = KCM_ENOMEM;
+  for (i = 0; i < s.n; i++)
+    free(s.e[i].with);
+  kcm_json_release(&s.j);
+  return err;
+}
+
 /* The object read: apply the patch and send it back, or answer why not. */
 static void on_got(const struct kcm_client_response *resp, void *data) {
   struct update *u = data;
   struct json_object *doc, *patch;
-  struct kcm_client_response failed = {0};
   int err;
 
   if (resp->err) {
     finish(u, resp);
     return;
   }
-  doc = json_tokener_parse(resp->body);
   patch = json_tokener_parse(u->patch);
+  if (patch && !u->json_patch) {
+    /* A status write: the object's text kept, its status replaced. */
+    struct kcm_buf body = KCM_BUF_INIT((size_t)-1);
+    err = kcm_writer_splice_merge(resp->body, resp->body_len, patch, &body);
+    if (err != KCM_WRITER_WHOLE) {
+      json_object_put(patch);
+      if (!err) {
+        u->put.body = body.data;
+        err = u->w->send(u->w, &u->put, on_put, u);
+        kcm_buf_release(&body); /* the body was copied when sent */
+        if (!err)
+          return;
+      }
+      kcm_buf_release(&body);
+      answer_failed(u, err);
+      return;
+    }
+    kcm_buf_release(&body);
+  }
+  doc = json_tokener_parse(resp->body);
   if (!doc || !patch) {
     err = KCM_EINVAL;
   } else if (u->json_patch) {
@@ -151,6 +359,12 @@ static void on_got(const struct kcm_client_response *resp, void *data) {
   } else {
     json_object_put(doc);
   }
+  answer_failed(u, err);
+}
+
+/* Answer the caller an error made here, as the API server would word it. */
+static void answer_failed(struct update *u, int err) {
+  struct kcm_client_response failed = {0};
   failed.err = err;
   failed.status = err == KCM_ECONFLICT ? 409 : 0;
   failed.body = err == KCM_ECONFLICT
@@ -160,6 +374,7 @@ static void on_got(const struct kcm_client_response *resp, void *data) {
                     : "";
   failed.body_len = strlen(failed.body);
   failed.message = err == KCM_ECONFLICT ? "the object has been modified"
+                   : err == KCM_ENOMEM  ? "out of memory"
                                         : "the patch cannot be applied to the object read";
   finish(u, &failed);
 }

@@ -466,7 +466,7 @@ static void rs_status_as_update(void **state) {
   assert_null(strstr(f->fw.calls[i].path, "/status"));
   fake_writer_answer(&f->fw, i,
                      200, "{\"apiVersion\":\"apps/v1\",\"kind\":\"ReplicaSet\",\"metadata\":"
-                          "{\"name\":\"web\",\"namespace\":\"ns\",\"resourceVersion\":\"12\","
+                          "{\"name\":\"web\",\"namespace\":\"ns\",\"resourceVersion\":\"10\","
                           "\"labels\":{\"x\":\"y\"}},\"spec\":{\"replicas\":1},\"status\":"
                           "{\"replicas\":0,\"conditions\":[{\"type\":\"Old\"}]}}");
   i = fake_writer_find(&f->fw, "PUT", "/replicasets/web/status");
@@ -479,6 +479,22 @@ static void rs_status_as_update(void **state) {
   assert_null(strstr(body, "\"Old\""));                          /* conditions replaced */
   fake_writer_answer(&f->fw, i, 409,
                      fake_status(status, sizeof(status), 409, "Conflict", "modified"));
+  assert_int_equal(f->rc.rt.stats.errors, 1);
+  assert_int_equal(kcm_workqueue_requeues(&f->rc.rt.queue, KEY), 1);
+}
+
+/* The object read is newer than the patch's version: a conflict, as the
+ * API server would answer the PUT, and no PUT is sent. */
+static void rs_status_as_update_stale(void **state) {
+  struct fixture *f = *state;
+  f->fw.w.as_update = true;
+  put_rs(f, 1);
+  put_pod(f, "a", RS_UID);
+  kcm_runtime_run(&f->rc.rt);
+  fake_writer_answer(&f->fw, fake_writer_find(&f->fw, "GET", "/replicasets/web"), 200,
+                     "{\"metadata\":{\"name\":\"web\",\"resourceVersion\":\"12\"},"
+                     "\"status\":{}}");
+  assert_int_equal(fake_writer_pending(&f->fw, "PUT", "/status"), 0);
   assert_int_equal(f->rc.rt.stats.errors, 1);
   assert_int_equal(kcm_workqueue_requeues(&f->rc.rt.queue, KEY), 1);
 }
@@ -657,6 +673,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(rs_adoption_checks_first, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(rs_adoption_patches_owner, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(rs_status_as_update, setup_rs, teardown),
+      cmocka_unit_test_setup_teardown(rs_status_as_update_stale, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(json_patch_as_update, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(dp_hash_collision, setup_dp, teardown),
       cmocka_unit_test_setup_teardown(dp_create_forbidden, setup_dp, teardown),

@@ -1,0 +1,121 @@
+/*
+ * Tests for a merge patch spliced into an object's text (a status write
+ * sent as an update): the result equals the patch applied to the whole
+ * object; a stale resourceVersion is a conflict; other patches are left to
+ * the whole-object path.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <json-c/json.h>
+#include <string.h>
+
+#include "../../src/writer/internal.h"
+#include "kcm/error.h"
+
+static const char object[] =
+    "{\"apiVersion\":\"apps/v1\",\"kind\":\"Deployment\",\"metadata\":{\"name\":\"web\","
+    "\"resourceVersion\":\"7\",\"annotations\":{\"deployment.kubernetes.io/revision\":\"1\","
+    "\"team\":\"blue\",\"a\\\"b\":\"q\"}},\"spec\":{\"replicas\":3},"
+    "\"status\":{\"replicas\":2,\"conditions\":[{\"type\":\"Old\"}]}}";
+
+/* RFC 7386 on a json-c tree, as a reference. */
+static struct json_object *merged(struct json_object *target, struct json_object *patch) {
+  if (!json_object_is_type(patch, json_type_object))
+    return json_object_get(patch);
+  if (!json_object_is_type(target, json_type_object))
+    target = NULL;
+  {
+    struct json_object *out = target ? json_object_get(target) : json_object_new_object();
+    struct json_object *copy = NULL;
+    json_object_deep_copy(out, &copy, NULL);
+    json_object_put(out);
+    json_object_object_foreach(patch, key, value) {
+      struct json_object *old = NULL;
+      if (!value) {
+        json_object_object_del(copy, key);
+        continue;
+      }
+      json_object_object_get_ex(copy, key, &old);
+      json_object_object_add(copy, key, merged(old, value));
+    }
+    return copy;
+  }
+}
+
+static void splices_as_merge(const char *text, const char *patch_text) {
+  struct json_object *patch = json_tokener_parse(patch_text), *doc = json_tokener_parse(text);
+  struct json_object *want, *got;
+  struct kcm_buf out = KCM_BUF_INIT(1u << 20);
+  assert_non_null(patch);
+  assert_int_equal(kcm_writer_splice_merge(text, strlen(text), patch, &out), 0);
+  assert_true(kcm_buf_append(&out, "", 1) == 0);
+  got = json_tokener_parse(out.data);
+  if (!got)
+    fail_msg("not JSON: %s", out.data);
+  want = merged(doc, patch);
+  if (!json_object_equal(want, got))
+    fail_msg("patch %s gave %s", patch_text, out.data);
+  json_object_put(want);
+  json_object_put(got);
+  json_object_put(doc);
+  json_object_put(patch);
+  kcm_buf_release(&out);
+}
+
+/* Status replaced, annotations set, replaced and removed, the rest kept. */
+static void status_and_annotations(void **state) {
+  splices_as_merge(object, "{\"metadata\":{\"resourceVersion\":\"7\"},"
+                           "\"status\":{\"replicas\":3,\"conditions\":null}}");
+  splices_as_merge(object, "{\"metadata\":{\"resourceVersion\":\"7\",\"annotations\":{"
+                           "\"deployment.kubernetes.io/revision\":\"2\",\"new\":\"x\\ny\","
+                           "\"team\":null,\"a\\\"b\":\"r\",\"absent\":null}},"
+                           "\"status\":{\"observedGeneration\":4}}");
+  /* no status yet; an empty object; a null status */
+  splices_as_merge("{\"metadata\":{\"resourceVersion\":\"7\",\"annotations\":{}}}",
+                   "{\"metadata\":{\"annotations\":{\"k\":\"v\"}},\"status\":{\"replicas\":1}}");
+  splices_as_merge("{}", "{\"status\":{\"replicas\":1}}");
+  splices_as_merge("{\"status\":null, \"x\" : 1 }", "{\"status\":{\"replicas\":1}}");
+}
+
+/* A resourceVersion other than the object's is a conflict; what it cannot
+ * splice is left to the whole-object path. */
+static void conflicts_and_the_rest(void **state) {
+  static const char *const whole[] = {
+      "{\"spec\":{\"replicas\":1}}",
+      "{\"metadata\":{\"labels\":{\"a\":\"b\"}}}",
+      "{\"metadata\":{\"annotations\":{\"a\":1}}}",
+      "{\"metadata\":{\"resourceVersion\":7}}",
+      "[]",
+  };
+  struct json_object *patch = json_tokener_parse("{\"metadata\":{\"resourceVersion\":\"8\"},"
+                                                 "\"status\":{\"replicas\":3}}");
+  struct kcm_buf out = KCM_BUF_INIT(1u << 20);
+  size_t i;
+  assert_int_equal(kcm_writer_splice_merge(object, strlen(object), patch, &out), KCM_ECONFLICT);
+  json_object_put(patch);
+  for (i = 0; i < sizeof(whole) / sizeof(whole[0]); i++) {
+    patch = json_tokener_parse(whole[i]);
+    kcm_buf_reset(&out);
+    if (kcm_writer_splice_merge(object, strlen(object), patch, &out) != KCM_WRITER_WHOLE)
+      fail_msg("patch %s was spliced", whole[i]);
+    json_object_put(patch);
+  }
+  /* broken text: left whole (where the JSON parser will say why) */
+  patch = json_tokener_parse("{\"status\":{\"replicas\":3}}");
+  kcm_buf_reset(&out);
+  assert_int_equal(kcm_writer_splice_merge("{\"status\":", 10, patch, &out), KCM_WRITER_WHOLE);
+  json_object_put(patch);
+  kcm_buf_release(&out);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(status_and_annotations),
+      cmocka_unit_test(conflicts_and_the_rest),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
