@@ -51,6 +51,9 @@ struct kcm_conflict {
   char own[129];     /* kcm's field manager */
   int64_t leading;   /* writes stamped before are history; 0: not leading */
   int64_t quiet_s;   /* a conflict ends after this long without a foreign write */
+  unsigned watched;  /* areas whose controller kcm runs (1 << area); others are
+                        another's to write (--controllers=replicaset leaves the
+                        Deployment controller's writes to kube-controller-manager) */
   struct kcm_conflict_state area[KCM_CONFLICT_AREAS];
 };
 
@@ -99,7 +102,8 @@ struct kcm_conflict_guard {
 void kcm_conflict_guard_init(struct kcm_conflict_guard *g, uv_loop_t *loop, const char *own,
                              uint64_t quiet_ms, bool stand_aside, const char *lease_ns,
                              const char *lease_name);
-/* The controller of an area (NULL: off); before kcm_conflict_guard_lead(). */
+/* The controller of an area (NULL: off, and that area's writes are left to
+ * another); before kcm_conflict_guard_lead(). */
 void kcm_conflict_guard_area(struct kcm_conflict_guard *g, enum kcm_conflict_area a,
                              struct kcm_runtime *rt);
 /* Watch the caches (either may be NULL); before they start. 0 or KCM_ENOMEM. */

@@ -11,6 +11,7 @@ void kcm_conflict_init(struct kcm_conflict *c, const char *own, int64_t quiet_s)
   memset(c, 0, sizeof(*c));
   snprintf(c->own, sizeof(c->own), "%s", own);
   c->quiet_s = quiet_s > 0 ? quiet_s : 1;
+  c->watched = (1u << KCM_CONFLICT_AREAS) - 1;
 }
 
 void kcm_conflict_lead(struct kcm_conflict *c, int64_t now) {
@@ -56,7 +57,7 @@ int kcm_conflict_observe(struct kcm_conflict *c, const struct kcm_object *o,
     w = &((const struct kcm_deployment *)o)->writers;
   else
     return -1;
-  if ((area = foreign_write(c, o, w, before, &manager)) < 0)
+  if ((area = foreign_write(c, o, w, before, &manager)) < 0 || !(c->watched & (1u << area)))
     return -1;
   s = &c->area[area];
   if (!s->active) {

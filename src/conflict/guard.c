@@ -36,6 +36,10 @@ void kcm_conflict_guard_init(struct kcm_conflict_guard *g, uv_loop_t *loop, cons
 void kcm_conflict_guard_area(struct kcm_conflict_guard *g, enum kcm_conflict_area a,
                              struct kcm_runtime *rt) {
   g->rt[a] = rt;
+  if (rt)
+    g->c.watched |= 1u << a;
+  else
+    g->c.watched &= ~(1u << a);
 }
 
 static void began(struct kcm_conflict_guard *g, enum kcm_conflict_area a,
@@ -44,13 +48,11 @@ static void began(struct kcm_conflict_guard *g, enum kcm_conflict_area a,
   struct kcm_runtime *rt = g->rt[a];
   struct kcm_event_object obj, lease = {"Lease", "coordination.k8s.io/v1", g->lease_ns,
                                         g->lease_name, {{0}}, 0};
-  const char *action = g->stand_aside && rt ? "standing aside" : "writing on";
+  const char *action = g->stand_aside ? "standing aside" : "writing on";
   kcm_error("another controller is writing what kcm's %s controller manages; %s "
             "manager=\"%s\" kind=\"%s\" object=\"%s\"",
             kcm_conflict_area_name(a), action, s->manager, s->kind, s->example);
   g->ever[a] = true;
-  if (!rt)
-    return;
   kcm_events_object_of(o, &obj);
   kcm_events_record(&rt->events, &obj, true, "ConflictingController",
                     "%s also writes %s objects (this %s); the %s controller of kcm is %s",
@@ -106,7 +108,7 @@ static void on_timer(uv_timer_t *t) {
              "manager=\"%s\" quietSeconds=%lld",
              kcm_conflict_area_name((enum kcm_conflict_area)a), g->c.area[a].manager,
              (long long)g->c.quiet_s);
-    if (g->rt[a] && g->rt[a]->paused)
+    if (g->rt[a]->paused)
       kcm_runtime_pause(g->rt[a], false);
   }
 }

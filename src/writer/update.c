@@ -171,7 +171,7 @@ static bool value_at(struct splice *s, const char *const *path, size_t *at, size
 /* Whether the object whose '{' is at `at` has no member. */
 static bool empty_object(const char *text, size_t at) {
   at++;
-  while (strchr(" \t\r\n", text[at]))
+  while (text[at] && strchr(" \t\r\n", text[at]))
     at++;
   return text[at] == '}';
 }

@@ -162,6 +162,10 @@ static void a_conflict_ends_when_quiet(void **state) {
   assert_false(c.area[KCM_CONFLICT_REPLICASET].active);
   assert_int_equal(kcm_conflict_observe(&c, o, NULL, LEAD + 301, &began), -1);
   assert_string_equal(kcm_conflict_area_name(KCM_CONFLICT_DEPLOYMENT), "deployment");
+  /* an area whose controller kcm does not run is another's to write */
+  kcm_conflict_lead(&c, LEAD);
+  c.watched = 1u << KCM_CONFLICT_DEPLOYMENT;
+  assert_int_equal(kcm_conflict_observe(&c, o, NULL, LEAD + 400, &began), -1);
   kcm_api_unref(o, &pool);
 }
 
