@@ -29,11 +29,17 @@ def _get(port, path):
         return e.code, e.read().decode()
 
 
-def _conflict_metric(port):
+def _conflicts(port):
+    """kcm_conflicting_controller for the stand-in, by kind."""
     body = _get(port, "/metrics")[1]
-    m = re.search(r'^kcm_conflicting_controller\{kind="(\w+)",manager="%s"\} (\d)$' % STAND_IN,
-                  body, re.M)
-    return m and (m.group(1), int(m.group(2)))
+    return {kind: int(v) for kind, v in re.findall(
+        r'^kcm_conflicting_controller\{kind="(\w+)",manager="%s"\} (\d)$' % STAND_IN, body,
+        re.M)}
+
+
+def _areas_told(log):
+    return {a for a in ("replicaset", "deployment")
+            if "%s %s controller manages" % (CONFLICT, a) in log}
 
 
 def _set_ready(ctx, pod, ready):
@@ -88,9 +94,10 @@ def second_controller(ctx):
                 "--status-write-interval=0"))
             wait_for(lambda: "caches synced" in other.text(), timeout=30,
                      what="the stand-in to sync")
-            # Readiness changes make both write the ReplicaSet's status; kcm
-            # waits --status-write-interval before reporting more ready pods,
-            # the stand-in does not, and writes first.
+            # Readiness changes make both write the ReplicaSet's and the
+            # Deployment's status; kcm waits --status-write-interval before
+            # reporting more ready pods, the stand-in does not, and writes
+            # first. Until both of kcm's controllers have seen it.
             rs = ctx.k.json("get", "rs", "-l", "app=web")["items"]
             rs = [r for r in rs if r["spec"]["replicas"]][0]["metadata"]["name"]
             pod = [p for p in ctx.api.get("/api/v1/namespaces/%s/pods" % ctx.ns).json()["items"]
@@ -100,19 +107,19 @@ def second_controller(ctx):
                 wait_for(lambda: _ready_replicas(ctx, rs) == 2, what="a pod not ready")
                 _set_ready(ctx, pod, True)
                 wait_for(lambda: _ready_replicas(ctx, rs) == 3, what="the pod ready again")
-                if CONFLICT in kcm.text():
+                if len(_areas_told(kcm.text())) == 2:
                     break
             log = kcm.text()
-            assert CONFLICT in log, log[-3000:]
-            line = next(ln for ln in log.splitlines() if CONFLICT in ln)
+            assert len(_areas_told(log)) == 2, log[-3000:]
+            line = next(ln for ln in log.splitlines() if CONFLICT + " replicaset" in ln)
             assert 'manager="%s"' % STAND_IN in line, line
             assert 'object="%s/' % ctx.ns in line and "standing aside" in line, line
             print("    " + line[line.index("another"):])
 
             # Every channel: the metric, /readyz, events on the object and the Lease.
-            kind, value = wait_for(lambda: _conflict_metric(metrics), timeout=10,
-                                   what="kcm_conflicting_controller")
-            assert value == 1 and kind in ("ReplicaSet", "Deployment"), (kind, value)
+            both = {"ReplicaSet": 1, "Deployment": 1}
+            wait_for(lambda: _conflicts(metrics) == both, timeout=10,
+                     what="kcm_conflicting_controller 1 for both kinds")
             code, body = _get(health, "/readyz?verbose")
             assert code == 500 and "[-]sole-controller failed" in body, (code, body)
 
@@ -142,10 +149,11 @@ def second_controller(ctx):
             # The stand-in stops: after the quiet period kcm writes again.
             assert other.stop() == 0
             other = None
-            wait_for(lambda: "writes again" in kcm.text(), timeout=40,
-                     what="kcm to take over again")
-            assert _conflict_metric(metrics) == (kind, 0)
-            assert _get(health, "/readyz")[0] == 200
+            wait_for(lambda: _conflicts(metrics) == {"ReplicaSet": 0, "Deployment": 0},
+                     timeout=40, what="kcm to take over again")
+            assert kcm.text().count("writes again") == 2, kcm.text()[-3000:]
+            code, body = _get(health, "/readyz?verbose")
+            assert code == 200, body
             ctx.k("scale", "deployment/web", "--replicas=6")
             exactly(ctx, "web", 6)
             most = sampler.stop()
