@@ -217,6 +217,9 @@ struct kcm_deployment {
   } status;
 };
 
+/* The writers kept of a ReplicaSet or a Deployment; NULL for another kind. */
+const struct kcm_writers *kcm_api_writers_of(const struct kcm_object *o);
+
 /* Why decoding failed: the field and the problem, for logs. */
 struct kcm_api_error {
   char field[96];

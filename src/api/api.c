@@ -19,6 +19,14 @@ const char *kcm_api_kind_name(enum kcm_kind kind) {
   return kind < KCM_KIND_COUNT ? kind_names[kind] : "Unknown";
 }
 
+const struct kcm_writers *kcm_api_writers_of(const struct kcm_object *o) {
+  if (o->kind == KCM_KIND_REPLICASET)
+    return &((const struct kcm_replicaset *)o)->writers;
+  if (o->kind == KCM_KIND_DEPLOYMENT)
+    return &((const struct kcm_deployment *)o)->writers;
+  return NULL;
+}
+
 /* --- small parsers ------------------------------------------------------------ */
 
 static int hexval(int c) {

@@ -51,11 +51,7 @@ int kcm_conflict_observe(struct kcm_conflict *c, const struct kcm_object *o,
   int area;
 
   *began = false;
-  if (o->kind == KCM_KIND_REPLICASET)
-    w = &((const struct kcm_replicaset *)o)->writers;
-  else if (o->kind == KCM_KIND_DEPLOYMENT)
-    w = &((const struct kcm_deployment *)o)->writers;
-  else
+  if (!(w = kcm_api_writers_of(o)))
     return -1;
   if ((area = foreign_write(c, o, w, before, &manager)) < 0 || !(c->watched & (1u << area)))
     return -1;

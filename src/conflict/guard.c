@@ -74,15 +74,10 @@ static void seen(struct kcm_conflict_guard *g, struct kcm_object *o,
     began(g, (enum kcm_conflict_area)a, o);
 }
 
-static const struct kcm_writers *writers_of(const struct kcm_object *o) {
-  return o->kind == KCM_KIND_REPLICASET ? &((const struct kcm_replicaset *)o)->writers
-                                        : &((const struct kcm_deployment *)o)->writers;
-}
-
 static void on_added(void *ctx, struct kcm_object *o) { seen(ctx, o, NULL); }
 
 static void on_updated(void *ctx, struct kcm_object *old, struct kcm_object *cur) {
-  seen(ctx, cur, writers_of(old));
+  seen(ctx, cur, kcm_api_writers_of(old));
 }
 
 static void on_deleted(void *ctx, struct kcm_object *o, bool unknown) {}

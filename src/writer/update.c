@@ -10,6 +10,8 @@
  * answers 409 if the object has moved on.
  */
 #include <json-c/json.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -148,15 +150,17 @@ static int add_edit(struct splice *s, size_t from, size_t to, char *with) {
   return 0;
 }
 
-static char *dup_printf(const char *a, const char *b, const char *c) {
-  size_t n = strlen(a) + strlen(b) + strlen(c) + 1;
-  char *out = malloc(n);
-  if (out) {
-    strcpy(out, a);
-    strcat(out, b);
-    strcat(out, c);
-  }
-  return out;
+/* A new string formatted as printf would; NULL when memory is short. */
+static char *format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static char *format(const char *fmt, ...) {
+  va_list ap;
+  char *out;
+  int n;
+  va_start(ap, fmt);
+  n = vasprintf(&out, fmt, ap);
+  va_end(ap);
+  return n < 0 ? NULL : out;
 }
 
 /* The value at path: its offset and length in the text. */
@@ -183,10 +187,10 @@ static const char *json_of(struct json_object *v) {
 /* Insert `"key":value` as the first member of the object whose '{' is at `at`. */
 static int insert_member(struct splice *s, size_t at, const char *key, struct json_object *value) {
   struct json_object *k = json_object_new_string(key);
-  char *member = k ? dup_printf(json_of(k), ":", json_of(value)) : NULL;
-  char *with = member ? dup_printf(member, empty_object(s->j.start, at) ? "" : ",", "") : NULL;
+  char *with = k ? format("%s:%s%s", json_of(k), json_of(value),
+                          empty_object(s->j.start, at) ? "" : ",")
+                   : NULL;
   json_object_put(k);
-  free(member);
   return add_edit(s, at + 1, at + 1, with);
 }
 
@@ -260,8 +264,8 @@ static int splice_status(struct splice *s, struct json_object *status) {
   if (s->j.err || !value_at(s, top, &at, &len) || s->j.start[at] != '{')
     return KCM_WRITER_WHOLE;
   now = merge(NULL, status);
-  with = dup_printf(empty_object(s->j.start, at) ? "\"status\":" : ",\"status\":", json_of(now),
-                    "");
+  with = format("%s%s", empty_object(s->j.start, at) ? "\"status\":" : ",\"status\":",
+                json_of(now));
   json_object_put(now);
   return add_edit(s, at + len - 1, at + len - 1, with);
 }

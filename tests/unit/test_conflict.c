@@ -47,11 +47,6 @@ static struct kcm_object *decode(enum kcm_kind kind, const char *created, const 
 #define STATUS(m, t) "{\"manager\":\"" m "\",\"operation\":\"Update\",\"subresource\":\"status\",\"time\":\"" t "\"}"
 #define MAIN(m, t) "{\"manager\":\"" m "\",\"operation\":\"Update\",\"time\":\"" t "\"}"
 
-static const struct kcm_writers *writers(const struct kcm_object *o) {
-  return o->kind == KCM_KIND_REPLICASET ? &((const struct kcm_replicaset *)o)->writers
-                                        : &((const struct kcm_deployment *)o)->writers;
-}
-
 /* Another manager writing a ReplicaSet's status after kcm began to lead
  * starts a conflict in the ReplicaSet area, named and located; the same
  * write seen again is not counted twice. */
@@ -72,7 +67,7 @@ static void a_foreign_status_write_is_a_conflict(void **state) {
   assert_string_equal(c.area[KCM_CONFLICT_REPLICASET].manager, "kube-controller-manager");
   assert_string_equal(c.area[KCM_CONFLICT_REPLICASET].kind, "ReplicaSet");
   assert_string_equal(c.area[KCM_CONFLICT_REPLICASET].example, "ns/web-1");
-  assert_int_equal(kcm_conflict_observe(&c, o, writers(o), LEAD + 51, &began), -1);
+  assert_int_equal(kcm_conflict_observe(&c, o, kcm_api_writers_of(o), LEAD + 51, &began), -1);
   assert_int_equal(c.area[KCM_CONFLICT_REPLICASET].writes, 1);
   kcm_api_unref(o, &pool);
 }
@@ -125,7 +120,7 @@ static void the_deployment_area(void **state) {
   kcm_conflict_lead(&c, LEAD);
   assert_int_equal(kcm_conflict_observe(&c, mine, NULL, LEAD + 60, &began), -1);
   assert_int_equal(kcm_conflict_observe(&c, users, NULL, LEAD + 60, &began), -1);
-  assert_int_equal(kcm_conflict_observe(&c, made, writers(made), LEAD + 60, &began), -1);
+  assert_int_equal(kcm_conflict_observe(&c, made, kcm_api_writers_of(made), LEAD + 60, &began), -1);
   assert_int_equal(kcm_conflict_observe(&c, made, NULL, LEAD + 60, &began),
                    KCM_CONFLICT_DEPLOYMENT);
   assert_true(began);
