@@ -99,6 +99,13 @@ def requests_since(ctx, last):
             if r["namespace"] == ctx.ns or not r["namespace"]]
 
 
+def cache_lists(requests):
+    """kcm's lists of a whole kind (its caches'), by resource; not the list
+    in a namespace that looks a taken pod name up."""
+    return Counter(r["resource"] for r in requests if r["verb"] == "list"
+                   and r["userAgent"].startswith("kcm/") and not r["namespace"])
+
+
 def exactly(ctx, name, n, timeout=90):
     """Wait for the Deployment to complete with n replicas; then it has n
     active pods, all of one ReplicaSet."""
@@ -144,8 +151,7 @@ def compacted(ctx):
     # Every watch ends and finds its resourceVersion gone: 410 Gone.
     ctx.api.faults(compact=True, dropWatches=True)
     exactly(ctx, "compacted", 15)
-    lists = Counter(r["resource"] for r in requests_since(ctx, last)
-                    if r["verb"] == "list" and r["userAgent"].startswith("kcm/"))
+    lists = cache_lists(requests_since(ctx, last))
     if ctx.env.is_kcm:
         # A kind whose last version kcm saw is the newest the server wrote
         # (the ReplicaSet just scaled, say) may watch on without a 410.
@@ -304,8 +310,7 @@ def server_restarted(ctx):
     no_pod_too_many(most, "restarted")
     if env.kcm and env.is_kcm:
         assert env.kcm.alive() and env.kcm.proc.pid == pid, "kcm restarted"
-        lists = Counter(r["resource"] for r in requests_since(ctx, 0)
-                        if r["verb"] == "list" and r["userAgent"].startswith("kcm/"))
+        lists = cache_lists(requests_since(ctx, 0))
         assert all(n <= 1 for n in lists.values()), lists
 
 
