@@ -24,6 +24,7 @@
 #include "kcm/error.h"
 #include "kcm/informer.h"
 #include "kcm/leader.h"
+#include "kcm/shadow.h"
 #include "kcm/log.h"
 #include "kcm/metrics.h"
 #include "kcm/options.h"
@@ -65,6 +66,7 @@ struct app {
   struct kcm_deployment_controller dc;
   struct kcm_writer rs_writer, dc_writer; /* each controller's requests, on its own limiter */
   struct kcm_conflict_guard guard;        /* another controller doing their job */
+  struct kcm_shadow rs_shadow, dc_shadow; /* --shadow: each controller's judgments */
   /* --use-service-account-credentials: each controller's token */
   struct kcm_satoken rs_token, dc_token;
   int tokens_wanted, tokens_ready;
@@ -172,6 +174,37 @@ static bool answer_health(struct app *a, const struct kcm_server_request *req,
   return true;
 }
 
+/* The shadows of the enabled controllers. */
+static size_t shadows(struct app *a, struct kcm_shadow *out[2]) {
+  size_t n = 0;
+  if (a->dc_on)
+    out[n++] = &a->dc_shadow;
+  if (a->rs_on)
+    out[n++] = &a->rs_shadow;
+  return n;
+}
+
+static int shadow_metrics(struct app *a, struct kcm_buf *out) {
+  struct kcm_shadow *s[2];
+  return kcm_shadow_metrics(s, shadows(a, s), out);
+}
+
+/* /debug/shadow: with --shadow, what it found; else not found. */
+static void answer_shadow(struct app *a, struct kcm_server_response *resp) {
+  struct kcm_shadow *s[2];
+  if (!a->opt->shadow) {
+    kcm_server_not_found(resp);
+    return;
+  }
+  resp->content_type = "application/json";
+  if (kcm_shadow_report(s, shadows(a, s), &resp->body)) {
+    resp->status = 500;
+    resp->content_type = "text/plain; charset=utf-8";
+    kcm_buf_reset(&resp->body);
+    kcm_buf_append_str(&resp->body, "could not render the report\n");
+  }
+}
+
 static void answer_metrics(struct app *a, struct kcm_server_response *resp) {
   const struct kcm_workqueue *queues[2];
   const char *names[2];
@@ -203,6 +236,7 @@ static void answer_metrics(struct app *a, struct kcm_server_response *resp) {
                          "build of kcm.") ||
       kcm_metrics_sample(&resp->body, "kcm_build_info", build_labels, 1) ||
       kcm_conflict_guard_metrics(&a->guard, &resp->body) ||
+      (a->opt->shadow && shadow_metrics(a, &resp->body)) ||
       kcm_metrics_process(&resp->body)) {
     resp->status = 500;
     resp->content_type = "text/plain; charset=utf-8";
@@ -224,10 +258,12 @@ static void on_health(void *data, struct kcm_server_exchange *x,
 
 static void on_metrics(void *data, struct kcm_server_exchange *x,
                        const struct kcm_server_request *req, struct kcm_server_response *resp) {
-  if (strcmp(req->path, "/metrics"))
-    kcm_server_not_found(resp);
-  else
+  if (!strcmp(req->path, "/metrics"))
     answer_metrics(data, resp);
+  else if (!strcmp(req->path, "/debug/shadow"))
+    answer_shadow(data, resp);
+  else
+    kcm_server_not_found(resp);
   kcm_server_reply(x);
 }
 
@@ -251,6 +287,8 @@ static void on_decision(void *data, const struct kcm_auth_decision *d) {
       r->resp->content_type = type;
   } else if (strcmp(r->req->path, "/metrics") == 0) {
     answer_metrics(r->a, r->resp);
+  } else if (strcmp(r->req->path, "/debug/shadow") == 0) {
+    answer_shadow(r->a, r->resp);
   } else if (!answer_health(r->a, r->req, r->resp)) {
     kcm_server_not_found(r->resp);
   }
@@ -761,13 +799,33 @@ static int setup_token(struct app *a, struct kcm_satoken *t, struct kcm_writer *
   return 0;
 }
 
+/* --shadow: each controller judged, none guarded (the live controller's
+ * writes are what a shadow compares with, not a conflict). */
+static int setup_shadow(struct app *a, const struct kcm_options *f) {
+  kcm_shadow_init(&a->rs_shadow, "replicaset", f->shadow_window_ms);
+  kcm_shadow_init(&a->dc_shadow, "deployment", f->shadow_window_ms);
+  if (a->rs_on)
+    a->rs.rt.shadow = &a->rs_shadow;
+  if (a->dc_on)
+    a->dc.rt.shadow = &a->dc_shadow;
+  kcm_info("shadow mode: the controllers write nothing and take no lease; what they would "
+           "change is reported window=\"%llus\"",
+           (unsigned long long)(f->shadow_window_ms / 1000));
+  return 0;
+}
+
 /* The controllers --controllers enables, each writing through its own
  * writer (on its own client rate limiter). */
 static int setup_controllers(struct app *a, const struct kcm_options *f) {
   int err;
 
-  kcm_writer_init(&a->rs_writer, a->client, KCM_REPLICASET_LIMITER);
-  kcm_writer_init(&a->dc_writer, a->client, KCM_DEPLOYMENT_LIMITER);
+  if (f->shadow) {
+    kcm_writer_init_dry(&a->rs_writer, a->client, KCM_REPLICASET_LIMITER, a->loop);
+    kcm_writer_init_dry(&a->dc_writer, a->client, KCM_DEPLOYMENT_LIMITER, a->loop);
+  } else {
+    kcm_writer_init(&a->rs_writer, a->client, KCM_REPLICASET_LIMITER);
+    kcm_writer_init(&a->dc_writer, a->client, KCM_DEPLOYMENT_LIMITER);
+  }
   /* Named as upstream's controllers name their clients, so audit logs and
    * field managers tell who wrote what. */
   a->rs_writer.agent = "replicaset-controller";
@@ -783,7 +841,7 @@ static int setup_controllers(struct app *a, const struct kcm_options *f) {
                         &a->informers[KCM_KIND_POD], &a->pool,
                         &(struct kcm_replicaset_options){(uint32_t)f->replicaset_workers,
                                                          f->status_interval_ms,
-                                                         f->failed_pod_backoff_ms});
+                                                         f->failed_pod_backoff_ms, f->shadow});
   if (err) {
     kcm_error("cannot set up a controller name=\"replicaset\" err=\"%s\"", kcm_strerror(err));
     return err;
@@ -799,6 +857,8 @@ static int setup_controllers(struct app *a, const struct kcm_options *f) {
   }
   kcm_conflict_guard_init(&a->guard, a->loop, kcm_client_program(), f->conflict_quiet_ms,
                           f->stand_aside, f->lease_namespace, f->lease_name);
+  if (f->shadow)
+    return setup_shadow(a, f);
   kcm_conflict_guard_area(&a->guard, KCM_CONFLICT_REPLICASET, a->rs_on ? &a->rs.rt : NULL);
   kcm_conflict_guard_area(&a->guard, KCM_CONFLICT_DEPLOYMENT, a->dc_on ? &a->dc.rt : NULL);
   if (kcm_conflict_guard_watch(&a->guard,
@@ -814,7 +874,7 @@ static int setup_controllers(struct app *a, const struct kcm_options *f) {
 static int setup_leader(struct app *a, const struct kcm_leader_options *lo) {
   int err;
 
-  a->elect = a->opt->leader_elect;
+  a->elect = a->opt->leader_elect && !a->opt->shadow;
   if (a->elect) {
     if ((err = kcm_leader_init(&a->leader, a->loop, a->client, lo))) {
       kcm_error("cannot set up leader election err=\"%s\"", kcm_strerror(err));
@@ -885,6 +945,10 @@ int main(int argc, char **argv) {
   if (a.opt->sa_credentials) {
     kcm_satoken_release(&a.rs_token);
     kcm_satoken_release(&a.dc_token);
+  }
+  if (f.shadow) {
+    kcm_shadow_release(&a.rs_shadow);
+    kcm_shadow_release(&a.dc_shadow);
   }
   if (a.rs_on)
     kcm_replicaset_controller_release(&a.rs);

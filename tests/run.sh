@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build kcm and run every test: unit tests, the local API server's own
 # tests and the e2e scenarios (kubectl against the local API server and
-# kcm); then the unit tests and the e2e scenarios again in a build with
+# kcm, with a kcm in --shadow beside it that must agree and write
+# nothing); then the unit tests and the e2e scenarios again in a build with
 # AddressSanitizer and UndefinedBehaviorSanitizer (leak checks included:
 # every kcm the scenarios start and stop must exit with nothing leaked),
 # kcm run this time as kubeadm runs kube-controller-manager: as the user

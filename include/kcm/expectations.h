@@ -26,6 +26,7 @@ struct kcm_expectations {
   uint64_t ttl_ms;
 };
 
+/* ttl_ms 0: no record is ever waited for. */
 void kcm_expectations_init(struct kcm_expectations *e, uint64_t ttl_ms);
 void kcm_expectations_release(struct kcm_expectations *e);
 

@@ -37,6 +37,8 @@ struct kcm_options {
   uint64_t status_interval_ms, failed_pod_backoff_ms;
   bool stand_aside;      /* --stand-aside-on-conflict */
   uint64_t conflict_quiet_ms;
+  bool shadow;           /* --shadow: write nothing, report the differences */
+  uint64_t shadow_window_ms;
   /* leader election */
   bool leader_elect;
   uint64_t lease_ms, renew_ms, retry_ms;

@@ -40,6 +40,7 @@
 #include "kcm/informer.h"
 #include "kcm/intern.h"
 #include "kcm/labels.h"
+#include "kcm/shadow.h"
 #include "kcm/workqueue.h"
 #include "kcm/writer.h"
 
@@ -61,6 +62,7 @@ struct kcm_runtime_job {
   bool requeue;              /* sync again at once (not an error) */
   int64_t requeue_after_ms;  /* after success: -1 no, 0 with backoff, > 0 after that long */
   bool gave_back;            /* the worker was given back */
+  struct kcm_buf plan;       /* shadow mode: the writes the sync would have sent */
 };
 
 struct kcm_runtime_ops {
@@ -86,7 +88,12 @@ struct kcm_runtime {
   bool pumping;                /* inside the loop starting syncs */
   bool stopping;
   bool paused;                 /* standing aside: keys wait in the queue */
+  struct kcm_shadow *shadow;   /* borrowed; set in shadow mode (the writer a dry one):
+                                  each sync's writes are judged, a key queued by a
+                                  watch event is a change (kcm_shadow_changed) */
   struct kcm_runtime_job *jobs;
+  struct kcm_informer *watched[4]; /* borrowed: the informers whose events it handles */
+  size_t nwatched;
   void (*on_stopped)(struct kcm_runtime *rt);
   struct {
     uint64_t syncs;
@@ -114,8 +121,9 @@ void kcm_runtime_pause(struct kcm_runtime *rt, bool paused);
 void kcm_runtime_stop(struct kcm_runtime *rt, void (*on_stopped)(struct kcm_runtime *rt));
 void kcm_runtime_release(struct kcm_runtime *rt);
 
-/* Queue the key of o ("namespace/name"). */
+/* Queue the key of o ("namespace/name"), or key, for a watch event. */
 void kcm_runtime_enqueue(struct kcm_runtime *rt, const struct kcm_object *o);
+void kcm_runtime_enqueue_key(struct kcm_runtime *rt, const char *key);
 /* Queue every object of inf in o's namespace whose selector (selector_of)
  * is not empty and takes o's labels, as upstream finds the owners that
  * would adopt an orphan (none for an object without labels); returns how

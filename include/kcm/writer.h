@@ -19,6 +19,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <uv.h>
 
 #include "kcm/api.h"
 #include "kcm/client.h"
@@ -58,12 +59,19 @@ struct kcm_writer {
   bool as_update;            /* send an update_only patch as GET, the patch applied
                                 to the object read, PUT: what a service account
                                 holding only upstream's bootstrap role may do */
+  uint64_t withheld;         /* the dry writer's: requests answered, never sent */
   void *data;                /* free for another writer's use */
 };
 
 /* A writer sending through client (borrowed, outliving the writer) on the
  * given rate limiter; set agent and bearer after, if wanted. */
 void kcm_writer_init(struct kcm_writer *w, struct kcm_client *client, unsigned limiter);
+/* A writer that sends through client only what writes nothing (a GET, a
+ * dry run) and answers every other request itself, on a later turn of
+ * loop, as a 200 with the body "{}": --shadow's, whose controllers plan
+ * and record but change nothing. */
+void kcm_writer_init_dry(struct kcm_writer *w, struct kcm_client *client, unsigned limiter,
+                         uv_loop_t *loop);
 /* req->err when the request could not be built, else the writer's answer. */
 int kcm_writer_send(struct kcm_writer *w, const struct kcm_write *req, kcm_client_done_cb done,
                     void *data);

@@ -56,6 +56,15 @@ static const struct flag flags[] = {
     {NULL, "conflict-quiet-period", "D", DURATION, AT(conflict_quiet_ms),
      "how long without another controller's writes ends a conflict\n"
      "(default 2m)"},
+    {NULL, "shadow", NULL, BOOLEAN, AT(shadow),
+     "run beside the live controllers and write nothing: every sync is\n"
+     "planned, its writes only recorded, and where the live controller\n"
+     "leaves an object kcm would change, that is reported (log,\n"
+     "kcm_shadow_* metrics, /debug/shadow); no lease, no events\n"
+     "(default false)"},
+    {NULL, "shadow-window", "D", DURATION, AT(shadow_window_ms),
+     "how long an object must stay as the live controller left it\n"
+     "before --shadow reports what kcm would change (default 1m)"},
     {NULL, "feature-gates", "LIST", GATES, AT(feature_gates),
      "Name=true|false,...: parsed; kcm's controllers have no gates, so\n"
      "each one given is reported as having no effect"},
@@ -247,6 +256,7 @@ static const struct kcm_options defaults = {
     .failed_pod_backoff_ms = 300000,
     .stand_aside = true,
     .conflict_quiet_ms = 120000,
+    .shadow_window_ms = 60000,
     .leader_elect = true,
     .lease_ms = 15000,
     .renew_ms = 10000,
@@ -662,6 +672,15 @@ enum kcm_options_result kcm_options_parse(struct kcm_options *o, int argc, char 
     o->authn_kubeconfig = NULL;
   if (o->authz_kubeconfig && !*o->authz_kubeconfig)
     o->authz_kubeconfig = NULL;
+  if (o->shadow && o->sa_credentials) {
+    snprintf(err, err_len, "--shadow sends no write, so it needs no controller credentials: "
+                           "drop --use-service-account-credentials");
+    return KCM_OPTIONS_INVALID;
+  }
+  if (o->shadow && !o->shadow_window_ms) {
+    snprintf(err, err_len, "--shadow-window must be longer than 0");
+    return KCM_OPTIONS_INVALID;
+  }
   if (!o->tls_cert_file != !o->tls_key_file) {
     snprintf(err, err_len, "--tls-cert-file and --tls-private-key-file must be given together");
     return KCM_OPTIONS_INVALID;

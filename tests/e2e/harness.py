@@ -10,11 +10,14 @@ import contextlib
 import json
 import os
 import signal
+import re
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -205,6 +208,33 @@ USER_ACCOUNTS = ("metrics-reader", "nobody")
 USER_NAMESPACE = "kcm-e2e"
 
 
+# A kcm run with --shadow beside the live one: its program name (so its
+# User-Agent and field manager) and, against the local API server, the
+# ServiceAccount it reads as, which may only read.
+SHADOW_NAME = "kcm-shadow"
+SHADOW_RULES = [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]},
+                {"apiGroups": ["apps"], "resources": ["replicasets", "deployments"],
+                 "verbs": ["get", "list", "watch"]}]
+READ_VERBS = ("get", "list", "watch")
+
+
+def plain_port(kcm, what):
+    """The port of kcm's plain listener `what` ("metrics", "health probes"),
+    from its log."""
+    m = wait_for(lambda: re.search(r'serving %s address="127.0.0.1:(\d+)"' % what, kcm.text()),
+                 timeout=30, what="kcm's %s port" % what)
+    return int(m.group(1))
+
+
+def http_get(port, path):
+    """(status, body) of a plain GET on loopback."""
+    try:
+        with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path), timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
 class Env:
     def __init__(self, kcm_binary, kcm_args=()):
         self.workdir = tempfile.mkdtemp(prefix="kcm-e2e-")
@@ -229,6 +259,8 @@ class Env:
                                 for name in USER_ACCOUNTS}
             users = [a for name, token in self.user_tokens.items()
                      for a in ("--sa-token", "%s:%s:%s" % (token, USER_NAMESPACE, name))]
+            self.shadow_token = "kcm-shadow-" + os.urandom(8).hex()
+            users += ["--sa-token", "%s:kube-system:%s" % (self.shadow_token, SHADOW_NAME)]
             # Its objects kept in a file, so a scenario can kill and restart it.
             # Who did what, as kube-apiserver's audit log says it.
             self.audit_log = os.path.join(self.workdir, "audit.jsonl")
@@ -240,6 +272,9 @@ class Env:
             self.real = False
         self.kcm_binary = kcm_binary
         self.is_kcm = is_kcm(kcm_binary)
+        self.shadow = None       # the suite's shadow kcm (run.py --with-shadow)
+        self.shadow_args = ()
+        self.shadow_reports = []  # of the suite's shadows stopped so far
         self.kcm_args = tuple(kcm_args)
         # The kubeconfig kcm runs with: against the local API server, the
         # token above, authorized by the RBAC objects of manifests/base (or
@@ -335,6 +370,64 @@ class Env:
         return Kcm(binary or self.kcm_binary, self.kcm_kubeconfig, workdir,
                    extra=(*ident, *extra), log_name=log_name)
 
+    def own_shadow(self, workdir, log_name, extra=()):
+        """kcm with --shadow (and extra), named kcm-shadow, reading as a
+        ServiceAccount that may only read (against the local API server;
+        elsewhere with the harness's kubeconfig)."""
+        link = os.path.join(workdir, SHADOW_NAME)
+        if not os.path.exists(link):
+            os.symlink(self.kcm_binary, link)
+        kubeconfig = self.kubeconfig
+        if self.sim:
+            kubeconfig = os.path.join(self.workdir, "kubeconfig-shadow")
+            if not os.path.exists(kubeconfig):
+                self._grant_shadow(kubeconfig)
+        return Kcm(link, kubeconfig, workdir, extra=("--shadow", *extra), log_name=log_name)
+
+    def _grant_shadow(self, kubeconfig):
+        from apiserver import write_kubeconfig
+        meta = {"name": SHADOW_NAME}
+        role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                "metadata": meta, "rules": SHADOW_RULES}
+        binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                   "metadata": meta,
+                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                               "name": SHADOW_NAME},
+                   "subjects": [{"kind": "ServiceAccount", "name": SHADOW_NAME,
+                                 "namespace": "kube-system"}]}
+        for obj in (role, binding):
+            r = self.api.post(rbac_path(obj), obj)
+            if r.status not in (201, 409):
+                raise RuntimeError("cannot grant the shadow %s: %s" % (obj["kind"],
+                                                                       r.body.decode()))
+        write_kubeconfig(kubeconfig, self.sim.url, os.path.join(self.sim.dir, "ca.crt"),
+                         {"token": self.shadow_token})
+
+    def start_shadow(self, log_name):
+        """Start the suite's shadow (run.py --with-shadow)."""
+        self.shadow = self.own_shadow(self.workdir, log_name, self.shadow_args)
+
+    def stop_shadow(self):
+        """Stop the suite's shadow, keeping its report; its exit status."""
+        self.shadow_reports.append(self.shadow_report())
+        code = self.shadow.stop()
+        self.shadow = None
+        return code
+
+    def shadow_report(self, kcm=None):
+        """A shadow's /debug/shadow, as JSON (the suite's by default)."""
+        status, body = http_get(plain_port(kcm or self.shadow, "metrics"), "/debug/shadow")
+        assert status == 200, (status, body)
+        return json.loads(body)
+
+    def shadow_writes(self):
+        """What the audit log shows the shadow sent other than reads (local
+        API server only)."""
+        with open(self.audit_log) as f:
+            events = [json.loads(line) for line in f if line.strip()]
+        return [e for e in events if e.get("userAgent", "").startswith(SHADOW_NAME + "/")
+                and e.get("verb") not in READ_VERBS]
+
     def restart_kcm(self, log_name):
         """Stop kcm with SIGTERM and start it again; returns the old exit status."""
         code = self.kcm.stop()
@@ -359,6 +452,9 @@ class Env:
         return Kubectl(self.kubeconfig, namespace, self.cache_dir)
 
     def close(self):
+        if self.shadow:
+            self.shadow.stop()
+            self.shadow = None
         code = self.kcm.stop() if self.kcm else None
         if self.sim:
             self.sim.stop()
@@ -376,12 +472,17 @@ def suite_kcm_stopped(ctx, log_name):
     env = ctx.env
     d = os.path.join(env.workdir, ctx.ns)
     os.makedirs(d, exist_ok=True)
+    shadowed = env.shadow is not None
+    if shadowed:  # it would report the suite's kcm as doing nothing
+        assert env.stop_shadow() == 0
     assert env.kcm.stop() == 0
     try:
         yield d
     finally:
         env.start_kcm(log_name)
         env.wait_kcm_started()
+        if shadowed:
+            env.start_shadow("shadow-" + log_name)
 
 
 class Context:
@@ -396,4 +497,5 @@ class Context:
 
 
 __all__ = ["scenario", "SCENARIOS", "Env", "Context", "Kubectl", "Kcm", "Client", "Skip",
-           "local_objects", "suite_kcm_stopped", "wait_for", "CommandError", "ROOT", "time"]
+           "local_objects", "suite_kcm_stopped", "wait_for", "CommandError", "ROOT", "time",
+           "plain_port", "http_get", "SHADOW_NAME"]

@@ -13,6 +13,11 @@ objects of manifests/base only; given --kcm-arg=--use-service-account-credential
 as the user system:kube-controller-manager with upstream's bootstrap roles
 and the RBAC objects of manifests/static-pod only, as kubeadm runs it.
 
+With --with-shadow a second kcm runs beside the suite's with --shadow and
+the same flags: at the end it must have compared syncs, found no
+disagreement, and (on the local API server, by its audit log) sent nothing
+but reads.
+
 Environment:
   KCM_E2E_KUBECONFIG   run against this cluster instead of the local API server
   KCM_E2E_START_KCM=0  do not start kcm (it already runs in that cluster)
@@ -21,6 +26,7 @@ Environment:
 """
 
 import argparse
+import json
 import os
 import shutil
 import sys
@@ -39,6 +45,7 @@ import scenarios_monitoring  # noqa: E402,F401
 import scenarios_replicaset  # noqa: E402,F401
 import scenarios_secure  # noqa: E402,F401
 import scenarios_serving  # noqa: E402,F401
+import scenarios_shadow  # noqa: E402,F401
 
 
 SANITIZER = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
@@ -59,6 +66,27 @@ def sanitizer_reports(workdir):
                 yield path, line
 
 
+def check_shadow(env):
+    """The suite's shadows (one per stretch between scenarios that stop the
+    suite's kcm): syncs compared, no disagreement, no write."""
+    name = "the shadow kcm agreed with the live one and wrote nothing"
+    try:
+        assert env.stop_shadow() == 0, "the shadow did not exit 0 on SIGTERM"
+        controllers = [c for r in env.shadow_reports for c in r["controllers"]]
+        compared = sum(c["compared"] for c in controllers)
+        disagreements = [d for c in controllers for d in c["latest"]]
+        assert compared > 0, "the shadow compared nothing: %s" % env.shadow_reports
+        assert not disagreements, "the shadow disagreed: %s" % json.dumps(disagreements, indent=1)
+        if env.sim:
+            writes = env.shadow_writes()
+            assert not writes, "the shadow sent %d writes, first %s" % (len(writes), writes[0])
+        print("PASS %s (%d syncs compared)" % (name, compared), flush=True)
+        return True
+    except Exception as e:  # an assertion, or the report unreadable
+        print("FAIL %s: %s" % (name, e), flush=True)
+        return False
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--kcm", required=True,
@@ -67,6 +95,10 @@ def main():
                    help="an extra argument for the controller-manager (repeatable)")
     p.add_argument("-k", default="", help="run only scenarios whose name contains this")
     p.add_argument("--keep", action="store_true", help="keep namespaces and the work directory")
+    p.add_argument("--with-shadow", action="store_true",
+                   help="run a kcm with --shadow beside the suite's and check its report")
+    p.add_argument("--shadow-window", default="20s",
+                   help="the shadow's --shadow-window (default 20s)")
     args = p.parse_args()
     if not os.access(args.kcm, os.X_OK):
         sys.exit("run.py: %s is not an executable kcm binary" % args.kcm)
@@ -75,6 +107,12 @@ def main():
         sys.exit("run.py: no scenario name contains %r" % args.k)
 
     env = harness.Env(os.path.abspath(args.kcm), args.kcm_arg)
+    if args.with_shadow:
+        if not env.is_kcm:
+            sys.exit("run.py: --with-shadow needs kcm as the controller-manager")
+        env.shadow_args = (*[a for a in args.kcm_arg if not harness.uses_service_account_credentials([a])],
+                           "--shadow-window=" + args.shadow_window)
+        env.start_shadow("shadow.log")
     mode = "cluster %s" % env.kubeconfig if env.real else "local API server %s" % env.sim.url
     print("e2e against the %s; work directory %s" % (mode, env.workdir), flush=True)
     passed = failed = skipped = 0
@@ -105,6 +143,10 @@ def main():
             finally:
                 if not args.keep:
                     k.run("delete", "namespace", ns, "--wait=false", check=False)
+        if args.with_shadow:
+            ok = check_shadow(env)
+            passed += ok
+            failed += not ok
     finally:
         code = env.close()
         if env.kcm is not None and code != 0 and env.is_kcm:

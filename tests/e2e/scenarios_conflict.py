@@ -4,10 +4,8 @@ stood aside from, and given back to kcm once it stops."""
 import json
 import os
 import re
-import urllib.error
-import urllib.request
 
-from harness import Skip, scenario, suite_kcm_stopped, wait_for
+from harness import Skip, http_get, plain_port, scenario, suite_kcm_stopped, wait_for
 from scenarios_deployment import deployment
 from scenarios_faults import ActivePods, active_by_app, exactly, last_request, requests_since
 
@@ -15,23 +13,9 @@ STAND_IN = "kube-controller-manager"
 CONFLICT = "another controller is writing what kcm's"
 
 
-def _port(kcm, what):
-    m = wait_for(lambda: re.search(r'serving %s address="127.0.0.1:(\d+)"' % what, kcm.text()),
-                 timeout=30, what="kcm's %s port" % what)
-    return int(m.group(1))
-
-
-def _get(port, path):
-    try:
-        with urllib.request.urlopen("http://127.0.0.1:%d%s" % (port, path), timeout=5) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
-
-
 def _conflicts(port):
     """kcm_conflicting_controller for the stand-in, by kind."""
-    body = _get(port, "/metrics")[1]
+    body = http_get(port, "/metrics")[1]
     return {kind: int(v) for kind, v in re.findall(
         r'^kcm_conflicting_controller\{kind="(\w+)",manager="%s"\} (\d)$' % STAND_IN, body,
         re.M)}
@@ -75,7 +59,7 @@ def second_controller(ctx):
             "--conflict-quiet-period=10s"))
         other = None
         try:
-            health, metrics = _port(kcm, "health probes"), _port(kcm, "metrics")
+            health, metrics = plain_port(kcm, "health probes"), plain_port(kcm, "metrics")
             wait_for(lambda: "starting controller" in kcm.text(), timeout=30,
                      what="kcm to lead")
             ctx.apply(deployment("web", 2))
@@ -87,7 +71,7 @@ def second_controller(ctx):
             ctx.k("set", "image", "deployment/web", "c=nginx:1.9.1")
             exactly(ctx, "web", 3)
             assert CONFLICT not in kcm.text(), kcm.text()[-3000:]
-            assert _get(health, "/readyz")[0] == 200
+            assert http_get(health, "/readyz")[0] == 200
 
             other = env.own_kcm(d, "stand-in.log", binary=stand_in, extra=(
                 "--leader-elect=false", "--stand-aside-on-conflict=false",
@@ -120,7 +104,7 @@ def second_controller(ctx):
             both = {"ReplicaSet": 1, "Deployment": 1}
             wait_for(lambda: _conflicts(metrics) == both, timeout=10,
                      what="kcm_conflicting_controller 1 for both kinds")
-            code, body = _get(health, "/readyz?verbose")
+            code, body = http_get(health, "/readyz?verbose")
             assert code == 500 and "[-]sole-controller failed" in body, (code, body)
 
             def events(ns, name):
@@ -152,7 +136,7 @@ def second_controller(ctx):
             wait_for(lambda: _conflicts(metrics) == {"ReplicaSet": 0, "Deployment": 0},
                      timeout=40, what="kcm to take over again")
             assert kcm.text().count("writes again") == 2, kcm.text()[-3000:]
-            code, body = _get(health, "/readyz?verbose")
+            code, body = http_get(health, "/readyz?verbose")
             assert code == 200, body
             ctx.k("scale", "deployment/web", "--replicas=6")
             exactly(ctx, "web", 6)

@@ -446,6 +446,27 @@ static void rs_adoption_patches_owner(void **state) {
   assert_int_equal(f->rc.rt.stats.errors, 0);
 }
 
+/* Shadow mode: the writes a sync sends are its plan, judged when the sync
+ * is over (pending: the live controller may not have acted yet); a watch
+ * event for the key ends it. */
+static void rs_shadow_judges_the_plan(void **state) {
+  struct fixture *f = *state;
+  struct kcm_shadow sh;
+  kcm_shadow_init(&sh, "replicaset", 60000);
+  f->rc.rt.shadow = &sh;
+  put_rs(f, 1);
+  kcm_runtime_run(&f->rc.rt);
+  fake_writer_answer(&f->fw, fake_writer_find(&f->fw, "POST", "/pods"), 201, "{}");
+  fake_writer_answer(&f->fw, fake_writer_find(&f->fw, "PATCH", "/status"), 200, "{}");
+  assert_int_equal(sh.syncs, 1);
+  assert_int_equal(sh.agreements, 0);
+  assert_non_null(kcm_map_get(&sh.pending, KEY));
+  kcm_runtime_enqueue_key(&f->rc.rt, KEY); /* as a watch event does */
+  assert_null(kcm_map_get(&sh.pending, KEY));
+  f->rc.rt.shadow = NULL; /* the sync that event starts ends at teardown */
+  kcm_shadow_release(&sh);
+}
+
 /* --- writes as updates ------------------------------------------------------------------ */
 
 /* A service account holding only upstream's replicaset-controller role may
@@ -672,6 +693,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(rs_failure_logged, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(rs_adoption_checks_first, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(rs_adoption_patches_owner, setup_rs, teardown),
+      cmocka_unit_test_setup_teardown(rs_shadow_judges_the_plan, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(rs_status_as_update, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(rs_status_as_update_stale, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(json_patch_as_update, setup_rs, teardown),

@@ -68,12 +68,22 @@ static void expired_records_are_satisfied(void **state) {
   kcm_expectations_release(&e);
 }
 
+/* A writer that sends nothing (--shadow): nothing asked for is waited for. */
+static void no_ttl_waits_for_nothing(void **state) {
+  struct kcm_expectations e;
+  kcm_expectations_init(&e, 0);
+  kcm_expectations_expect_creations(&e, "ns/rs", 5, 1000);
+  assert_true(kcm_expectations_satisfied(&e, "ns/rs", 1000));
+  kcm_expectations_release(&e);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(no_record_is_satisfied),
       cmocka_unit_test(creations_until_observed),
       cmocka_unit_test(deletions_count_each_pod_once),
       cmocka_unit_test(expired_records_are_satisfied),
+      cmocka_unit_test(no_ttl_waits_for_nothing),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

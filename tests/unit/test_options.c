@@ -54,6 +54,8 @@ static void defaults_are_kube_controller_managers(void **state) {
   assert_true(o.deployment_on && o.replicaset_on);
   assert_int_equal(o.verbosity, 0);
   assert_false(o.json_logs);
+  assert_false(o.shadow);
+  assert_int_equal(o.shadow_window_ms, 60000);
 }
 
 static void values_of_every_kind(void **state) {
@@ -104,6 +106,10 @@ static void refusals_name_the_flag(void **state) {
       {{"--tls-min-version=VersionTLS10"},
        "invalid value \"VersionTLS10\" for flag --tls-min-version: must be VersionTLS12 or "
        "VersionTLS13"},
+      {{"--shadow", "--use-service-account-credentials"},
+       "--shadow sends no write, so it needs no controller credentials: drop "
+       "--use-service-account-credentials"},
+      {{"--shadow", "--shadow-window=0"}, "--shadow-window must be longer than 0"},
       {{"--tls-cert-file=/c"}, "--tls-cert-file and --tls-private-key-file must be given "
                                "together"},
       {{"--authorization-webhook-cache-authorized-ttl=10"},

@@ -112,10 +112,43 @@ static void conflicts_and_the_rest(void **state) {
   kcm_buf_release(&out);
 }
 
+static long dry_status;
+
+static void on_dry_answer(const struct kcm_client_response *resp, void *data) {
+  (*(int *)data)++;
+  dry_status = resp->status;
+  assert_int_equal(resp->err, 0);
+  assert_string_equal(resp->body, "{}");
+}
+
+/* --shadow's writer answers a write itself, later on the loop, and sends
+ * nothing (it has no client to send with here). */
+static void dry_writer_answers_without_sending(void **state) {
+  uv_loop_t loop;
+  struct kcm_writer w;
+  struct kcm_write req;
+  int answers = 0;
+  uv_loop_init(&loop);
+  kcm_writer_init_dry(&w, NULL, 0, &loop);
+  assert_int_equal(kcm_writer_patch(&req, KCM_KIND_REPLICASET, "ns", "web", "status",
+                                    KCM_PATCH_MERGE, "{}"),
+                   0);
+  assert_int_equal(kcm_writer_send(&w, &req, on_dry_answer, &answers), 0);
+  assert_int_equal(kcm_writer_delete(&req, KCM_KIND_POD, "ns", "web-1", NULL), 0);
+  assert_int_equal(kcm_writer_send(&w, &req, on_dry_answer, &answers), 0);
+  assert_int_equal(answers, 0); /* not from within the send */
+  uv_run(&loop, UV_RUN_DEFAULT);
+  assert_int_equal(answers, 2);
+  assert_int_equal(dry_status, 200);
+  assert_int_equal(w.withheld, 2);
+  assert_int_equal(uv_loop_close(&loop), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(status_and_annotations),
       cmocka_unit_test(conflicts_and_the_rest),
+      cmocka_unit_test(dry_writer_answers_without_sending),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -60,7 +60,7 @@ static void pod_deleted(void *ctx, struct kcm_object *pod, bool unknown) {
   key_of(&rs->o, rskey, sizeof(rskey));
   key_of(pod, podkey, sizeof(podkey));
   kcm_expectations_deletion_observed(&c->expectations, rskey, podkey);
-  kcm_workqueue_add(&c->rt.queue, rskey);
+  kcm_runtime_enqueue_key(&c->rt, rskey);
 }
 
 static void pod_added(void *ctx, struct kcm_object *pod) {
@@ -77,7 +77,7 @@ static void pod_added(void *ctx, struct kcm_object *pod) {
     if (rs) {
       key_of(&rs->o, key, sizeof(key));
       kcm_expectations_creation_observed(&c->expectations, key);
-      kcm_workqueue_add(&c->rt.queue, key);
+      kcm_runtime_enqueue_key(&c->rt, key);
     }
     return;
   }
@@ -173,7 +173,7 @@ static void rs_deleted(void *ctx, struct kcm_object *rs, bool unknown) {
   key_of(rs, key, sizeof(key));
   kcm_expectations_delete(&c->expectations, key);
   kcm_crashloop_forget(&c->failing, key);
-  kcm_workqueue_add(&c->rt.queue, key);
+  kcm_runtime_enqueue_key(&c->rt, key);
 }
 
 /* --- syncs ------------------------------------------------------------------------------ */
@@ -717,7 +717,7 @@ int kcm_replicaset_controller_init(struct kcm_replicaset_controller *c, uv_loop_
   c->rs_informer = rs_informer;
   c->pod_informer = pod_informer;
   kcm_runtime_init(&c->rt, loop, &ops, c, opts->workers, writer, pool);
-  kcm_expectations_init(&c->expectations, EXPECTATIONS_TTL_MS);
+  kcm_expectations_init(&c->expectations, opts->dry ? 0 : EXPECTATIONS_TTL_MS);
   kcm_pacer_init(&c->status_pacer, opts->status_interval_ms);
   kcm_crashloop_init(&c->failing, FAILED_BACKOFF_BASE_MS, opts->failed_backoff_ms,
                      FAILED_BACKOFF_WINDOW_MS);

@@ -21,10 +21,16 @@ uint64_t kcm_runtime_now_ms(void) {
   return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+void kcm_runtime_enqueue_key(struct kcm_runtime *rt, const char *key) {
+  if (rt->shadow)
+    kcm_shadow_changed(rt->shadow, key);
+  kcm_workqueue_add(&rt->queue, key);
+}
+
 void kcm_runtime_enqueue(struct kcm_runtime *rt, const struct kcm_object *o) {
   char key[600];
   snprintf(key, sizeof(key), "%s/%s", o->ns, o->name);
-  kcm_workqueue_add(&rt->queue, key);
+  kcm_runtime_enqueue_key(rt, key);
 }
 
 size_t kcm_runtime_enqueue_selecting(struct kcm_runtime *rt, const struct kcm_informer *inf,
@@ -67,6 +73,8 @@ void kcm_runtime_fail(struct kcm_runtime_job *j, int err, const char *fmt, ...) 
 int kcm_runtime_send(struct kcm_runtime_job *j, const struct kcm_write *req,
                      kcm_client_done_cb done, void *data) {
   int err = kcm_writer_send(j->rt->writer, req, done, data);
+  if (!err && j->rt->shadow)
+    kcm_shadow_plan_add(&j->plan, req);
   if (req->err)
     kcm_runtime_fail(j, err, "%s", req->path);
   else if (err)
@@ -126,12 +134,40 @@ static void settle(struct kcm_runtime *rt, struct kcm_runtime_job *j) {
   }
 }
 
+/* Since when every watch of rt's informers has been up (KCM_SHADOW_BLIND
+ * while one is down). */
+static uint64_t watching_since(const struct kcm_runtime *rt) {
+  uint64_t since = 0;
+  size_t i;
+  for (i = 0; i < rt->nwatched; i++) {
+    if (rt->watched[i]->state != KCM_INFORMER_WATCHING)
+      return KCM_SHADOW_BLIND;
+    if (rt->watched[i]->watch_started > since)
+      since = rt->watched[i]->watch_started;
+  }
+  return since;
+}
+
+/* Shadow mode: what the sync planned, judged; the key synced again when
+ * the judgment needs it (and nothing sooner was asked). */
+static void judge(struct kcm_runtime *rt, struct kcm_runtime_job *j) {
+  const char *plan = j->plan.len ? j->plan.data : "";
+  uint64_t again = kcm_shadow_judge(rt->shadow, j->key, plan, j->object, watching_since(rt),
+                                    uv_now(rt->loop));
+  if (again && !j->requeue &&
+      (j->requeue_after_ms < 0 || (uint64_t)j->requeue_after_ms > again))
+    j->requeue_after_ms = (int64_t)again;
+  kcm_buf_release(&j->plan);
+}
+
 static void finish(struct kcm_runtime_job *j) {
   struct kcm_runtime *rt = j->rt;
   struct kcm_runtime_job **pp;
   size_t i;
 
   rt->stats.syncs++;
+  if (rt->shadow)
+    judge(rt, j);
   settle(rt, j);
   for (pp = &rt->jobs; *pp; pp = &(*pp)->next) {
     if (*pp == j) {
@@ -187,6 +223,7 @@ static struct kcm_runtime_job *new_job(struct kcm_runtime *rt, const char *key) 
   j->name = ns + (slash - key) + 1;
   j->rt = rt;
   j->requeue_after_ms = -1;
+  kcm_buf_init(&j->plan, 64 * 1024);
   j->next = rt->jobs;
   rt->jobs = j;
   return j;
@@ -232,6 +269,8 @@ int kcm_runtime_watch(struct kcm_runtime *rt, struct kcm_informer *inf,
                       const struct kcm_informer_handler *h) {
   struct kcm_informer_handler mine = *h;
   mine.ctx = rt->ctx;
+  if (rt->nwatched < sizeof(rt->watched) / sizeof(rt->watched[0]))
+    rt->watched[rt->nwatched++] = inf;
   return kcm_informer_add_handler(inf, &mine);
 }
 

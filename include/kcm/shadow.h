@@ -1,0 +1,104 @@
+/*
+ * shadow — kcm beside the live controller, writing nothing (--shadow).
+ *
+ * In shadow mode every informer and every planner runs as usual, but the
+ * controllers' writer only answers (kcm_writer_init_dry): no create,
+ * delete, patch, status write or event leaves kcm. The runtime hands the
+ * writes each sync would have sent to its controller's struct kcm_shadow,
+ * which judges them against what the live controller did, as the
+ * watches show it:
+ *
+ *   - a sync planning no write agrees: the live controller has left the
+ *     object (and its pods or ReplicaSets) as kcm would leave it;
+ *   - a sync planning writes is pending: the live controller may not have
+ *     acted yet. The key is synced again once the window has passed; if
+ *     nothing about it changed in between (no watch event queued it) and
+ *     kcm still plans writes, that is a disagreement: the live controller
+ *     left for a whole window a state kcm would change. It is logged with
+ *     the object, kcm's plan and what the cache shows, counted by reason
+ *     (the first write planned: "create pods", "patch
+ *     replicasets/status"), and kept among the latest for /debug/shadow;
+ *     once, until the key changes again.
+ * The window runs only while the watches are up.
+ * Any change to a key (kcm_shadow_changed) ends its pending plan: the next
+ * sync plans afresh. Compared syncs = agreements + disagreements; a plan
+ * overtaken by a change is neither.
+ *
+ * What this does not see: the live controller acting where kcm would have
+ * waited (kcm's plan was empty), when the state it leaves is one kcm would
+ * leave as it is too.
+ *
+ * Everything runs on the loop's thread; times are the loop's (ms).
+ */
+#ifndef KCM_SHADOW_H
+#define KCM_SHADOW_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kcm/api.h"
+#include "kcm/buf.h"
+#include "kcm/map.h"
+#include "kcm/writer.h"
+
+#define KCM_SHADOW_REASONS 16 /* distinct reasons counted; more are "other" */
+#define KCM_SHADOW_LATEST 32  /* disagreements kept for the report */
+#define KCM_SHADOW_RECHECK_MS 1000 /* a judgment deferred while a watch is down */
+#define KCM_SHADOW_BLIND UINT64_MAX
+
+struct kcm_shadow_disagreement {
+  int64_t at;          /* Unix seconds */
+  char key[300];       /* "namespace/name" */
+  char reason[64];     /* the first write of kcm's plan: "create pods" */
+  char plan[512];      /* every write of it, "; "-separated */
+  char observed[320];  /* the object as cached */
+};
+
+struct kcm_shadow {
+  const char *controller; /* "replicaset", "deployment" (static) */
+  uint64_t window_ms;
+  struct kcm_map pending; /* key -> its pending plan (private) */
+  uint64_t syncs, agreements, disagreements;
+  struct {
+    char name[48];
+    uint64_t n;
+  } reasons[KCM_SHADOW_REASONS];
+  struct kcm_shadow_disagreement latest[KCM_SHADOW_LATEST]; /* a ring */
+  size_t nlatest, next;
+};
+
+void kcm_shadow_init(struct kcm_shadow *s, const char *controller, uint64_t window_ms);
+void kcm_shadow_release(struct kcm_shadow *s);
+
+/* Add req, a write a sync would have sent, to that sync's plan (one line
+ * per write: "patch replicasets/web-1 {...}"). A read or a dry run is no
+ * write: not added. */
+void kcm_shadow_plan_add(struct kcm_buf *plan, const struct kcm_write *req);
+
+/* The key changed (a watch event queued it): its pending plan is over. */
+void kcm_shadow_changed(struct kcm_shadow *s, const char *key);
+
+/* A sync of key ended at now_ms planning `plan` (lines of
+ * kcm_shadow_plan_add; "" for none); o is the key's cached object or NULL.
+ * watching_since: since when every watch of the controller's caches has
+ * been up, KCM_SHADOW_BLIND while one is down. The window runs only while
+ * they are up (a cache whose watch is down sees no change, which is not
+ * the same as none; and the live controller, cut off as well, gets a whole
+ * window after they are back).
+ * Returns how long from now to sync the key again to judge it, or 0. */
+uint64_t kcm_shadow_judge(struct kcm_shadow *s, const char *key, const char *plan,
+                          const struct kcm_object *o, uint64_t watching_since,
+                          uint64_t now_ms);
+
+/* The reason of a plan: its first line's verb and resource ("create pods"). */
+void kcm_shadow_reason(const char *plan, char *dst, size_t len);
+
+/* kcm_shadow_{syncs,compared,agreements,disagreements}_total of the n
+ * shadows, in the text format. Returns 0, KCM_ETOOBIG or KCM_ENOMEM. */
+int kcm_shadow_metrics(struct kcm_shadow *const *s, size_t n, struct kcm_buf *out);
+/* The report of /debug/shadow: a JSON object with each controller's counts
+ * and its latest disagreements, newest first. */
+int kcm_shadow_report(struct kcm_shadow *const *s, size_t n, struct kcm_buf *out);
+
+#endif

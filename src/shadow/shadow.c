@@ -1,0 +1,353 @@
+/*
+ * shadow/shadow.c — judging what kcm would have written against what the
+ * live controller did. See include/kcm/shadow.h.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kcm/error.h"
+#include "kcm/log.h"
+#include "kcm/metrics.h"
+#include "kcm/shadow.h"
+
+#define BODY_EXCERPT 160 /* bytes of a patch's body kept in its plan line */
+
+struct pending {
+  char *key;
+  uint64_t since;  /* when a plan was first made for the unchanged key */
+  bool reported;   /* judged a disagreement already */
+};
+
+static uint64_t hash_key(const void *key) {
+  return kcm_map_hash_bytes(KCM_MAP_HASH_INIT, key, strlen(key));
+}
+
+static bool match(const void *key, const void *entry) {
+  return strcmp(key, ((const struct pending *)entry)->key) == 0;
+}
+
+static const struct kcm_map_type pending_type = {hash_key, match};
+
+void kcm_shadow_init(struct kcm_shadow *s, const char *controller, uint64_t window_ms) {
+  memset(s, 0, sizeof(*s));
+  s->controller = controller;
+  s->window_ms = window_ms;
+  kcm_map_init(&s->pending, &pending_type);
+}
+
+static void free_pending(struct pending *p) {
+  if (p) {
+    free(p->key);
+    free(p);
+  }
+}
+
+void kcm_shadow_release(struct kcm_shadow *s) {
+  struct kcm_map_iter it;
+  struct pending *p;
+  kcm_map_iter_init(&it, &s->pending);
+  while ((p = kcm_map_next(&it)))
+    free_pending(p);
+  kcm_map_release(&s->pending);
+}
+
+/* --- plans -------------------------------------------------------------------------------- */
+
+static const char *verb_of(const char *method) {
+  if (!strcmp(method, "POST"))
+    return "create";
+  if (!strcmp(method, "DELETE"))
+    return "delete";
+  if (!strcmp(method, "PUT"))
+    return "update";
+  return "patch";
+}
+
+/* The part of a request path after ".../namespaces/NS/", without the
+ * query: "pods", "replicasets/web-1/status"; the whole path without a
+ * namespace. */
+static void target_of(const char *path, char *dst, size_t len) {
+  const char *at = strstr(path, "/namespaces/"), *slash;
+  size_t n;
+  if (at && (slash = strchr(at + strlen("/namespaces/"), '/')))
+    at = slash + 1;
+  else
+    at = path;
+  n = strcspn(at, "?");
+  snprintf(dst, len, "%.*s", (int)n, at);
+}
+
+void kcm_shadow_plan_add(struct kcm_buf *plan, const struct kcm_write *req) {
+  char target[KCM_CLIENT_PATH_MAX];
+  size_t n;
+  const char *p;
+  if (!strcmp(req->method, "GET") || strstr(req->path, "dryRun="))
+    return;
+  target_of(req->path, target, sizeof(target));
+  kcm_buf_appendf(plan, "%s %s", verb_of(req->method), target);
+  /* A patch's body is what it changes; a create's is the whole object. */
+  if (req->body && strcmp(req->method, "POST")) {
+    n = strlen(req->body);
+    kcm_buf_append_str(plan, " ");
+    /* One line per write: a body is JSON, whose newlines are whitespace. */
+    for (p = req->body; p < req->body + (n < BODY_EXCERPT ? n : BODY_EXCERPT); p++)
+      kcm_buf_append(plan, *p == '\n' ? " " : p, 1);
+    if (n > BODY_EXCERPT)
+      kcm_buf_append_str(plan, "...");
+  }
+  kcm_buf_append_str(plan, "\n");
+}
+
+void kcm_shadow_reason(const char *plan, char *dst, size_t len) {
+  /* "patch replicasets/web-1/status {...}" -> "patch replicasets/status" */
+  const char *sp = strchr(plan, ' '), *res, *end;
+  size_t vn, rn;
+  const char *sub = NULL;
+  size_t sn = 0;
+  if (!sp) {
+    snprintf(dst, len, "other");
+    return;
+  }
+  vn = (size_t)(sp - plan);
+  res = sp + 1;
+  rn = strcspn(res, "/ \n");
+  end = res + rn;
+  if (*end == '/') {
+    const char *name = end + 1, *after = name + strcspn(name, "/ \n");
+    if (*after == '/') {
+      sub = after + 1;
+      sn = strcspn(sub, "/ \n");
+    }
+  }
+  if (sub)
+    snprintf(dst, len, "%.*s %.*s/%.*s", (int)vn, plan, (int)rn, res, (int)sn, sub);
+  else
+    snprintf(dst, len, "%.*s %.*s", (int)vn, plan, (int)rn, res);
+}
+
+/* The plan on one line: writes "; "-separated, a run of the same write
+ * ("create pods") once with its count. */
+static void plan_line(const char *plan, char *dst, size_t len) {
+  size_t at = 0;
+  const char *line = plan;
+  dst[0] = '\0';
+  while (*line && at < len) {
+    size_t n = strcspn(line, "\n"), times = 1;
+    const char *next = line + n + (line[n] == '\n');
+    while (!strncmp(next, line, n) && (next[n] == '\n' || next[n] == '\0')) {
+      times++;
+      next += n + (next[n] == '\n');
+    }
+    if (times > 1)
+      at += (size_t)snprintf(dst + at, len - at, "%s%.*s (x%zu)", at ? "; " : "", (int)n, line,
+                             times);
+    else
+      at += (size_t)snprintf(dst + at, len - at, "%s%.*s", at ? "; " : "", (int)n, line);
+    line = next;
+  }
+}
+
+/* What the cache shows of o, for the disagreement's "observed". */
+static void observed_of(const struct kcm_object *o, uint64_t quiet_ms, char *dst, size_t len) {
+  size_t at;
+  const struct kcm_writers *w;
+  struct counts {
+    int32_t spec, status;
+    const char *third; /* the count told beside the status's replicas */
+    int32_t third_value, available;
+    int64_t observed;
+  } counts = {0};
+  if (!o) {
+    snprintf(dst, len, "not in the cache; unchanged for %llus",
+             (unsigned long long)(quiet_ms / 1000));
+    return;
+  }
+  w = kcm_api_writers_of(o);
+  at = (size_t)snprintf(dst, len, "resourceVersion %llu, generation %lld",
+                        (unsigned long long)o->rv, (long long)o->generation);
+  if (o->kind == KCM_KIND_REPLICASET) {
+    const struct kcm_replicaset *rs = (const struct kcm_replicaset *)o;
+    counts = (struct counts){rs->replicas, rs->status.replicas, "ready", rs->status.ready,
+                             rs->status.available, rs->status.observed_generation};
+  } else if (o->kind == KCM_KIND_DEPLOYMENT) {
+    const struct kcm_deployment *d = (const struct kcm_deployment *)o;
+    counts = (struct counts){d->replicas, d->status.replicas, "updated", d->status.updated,
+                             d->status.available, d->status.observed_generation};
+  }
+  if (counts.third && at < len)
+    at += (size_t)snprintf(dst + at, len - at,
+                           ", replicas %d, status replicas %d %s %d available %d "
+                           "observedGeneration %lld",
+                           counts.spec, counts.status, counts.third, counts.third_value,
+                           counts.available, (long long)counts.observed);
+  if (w && w->status && at < len) {
+    char when[32];
+    kcm_api_format_time(w->status_at, when, sizeof(when));
+    at += (size_t)snprintf(dst + at, len - at, ", status written by %s at %s", w->status, when);
+  }
+  if (at < len)
+    snprintf(dst + at, len - at, "; unchanged for %llus", (unsigned long long)(quiet_ms / 1000));
+}
+
+/* --- judging ------------------------------------------------------------------------------ */
+
+void kcm_shadow_changed(struct kcm_shadow *s, const char *key) {
+  free_pending(kcm_map_remove(&s->pending, key));
+}
+
+/* Reasons fill the slots in the order met; the last slot is "other". */
+static void count_reason(struct kcm_shadow *s, const char *reason) {
+  size_t i;
+  for (i = 0; i < KCM_SHADOW_REASONS - 1; i++) {
+    if (!s->reasons[i].name[0])
+      snprintf(s->reasons[i].name, sizeof(s->reasons[i].name), "%s", reason);
+    if (!strcmp(s->reasons[i].name, reason))
+      break;
+  }
+  if (i == KCM_SHADOW_REASONS - 1)
+    snprintf(s->reasons[i].name, sizeof(s->reasons[i].name), "other");
+  s->reasons[i].n++;
+}
+
+static void disagree(struct kcm_shadow *s, const char *key, const char *plan,
+                     const struct kcm_object *o, uint64_t quiet_ms) {
+  struct kcm_shadow_disagreement *d = &s->latest[s->next];
+  s->next = (s->next + 1) % KCM_SHADOW_LATEST;
+  if (s->nlatest < KCM_SHADOW_LATEST)
+    s->nlatest++;
+  d->at = (int64_t)time(NULL);
+  snprintf(d->key, sizeof(d->key), "%s", key);
+  kcm_shadow_reason(plan, d->reason, sizeof(d->reason));
+  plan_line(plan, d->plan, sizeof(d->plan));
+  observed_of(o, quiet_ms, d->observed, sizeof(d->observed));
+  s->disagreements++;
+  count_reason(s, d->reason);
+  kcm_warn("shadow: kcm would act where the live controller has not controller=\"%s\" "
+           "object=\"%s\" reason=\"%s\" plan=\"%s\" observed=\"%s\"",
+           s->controller, key, d->reason, d->plan, d->observed);
+}
+
+uint64_t kcm_shadow_judge(struct kcm_shadow *s, const char *key, const char *plan,
+                          const struct kcm_object *o, uint64_t watching_since,
+                          uint64_t now_ms) {
+  struct pending *p = kcm_map_get(&s->pending, key);
+  uint64_t start, age;
+  s->syncs++;
+  if (!*plan) {
+    s->agreements++;
+    kcm_shadow_changed(s, key);
+    return 0;
+  }
+  if (!p) {
+    if (!(p = calloc(1, sizeof(*p))) || !(p->key = strdup(key)) ||
+        kcm_map_put(&s->pending, key, p, NULL)) {
+      free_pending(p);
+      return 0; /* not judged: short of memory */
+    }
+    p->since = now_ms;
+    return s->window_ms ? s->window_ms : 1;
+  }
+  if (p->reported)
+    return 0;
+  if (watching_since == KCM_SHADOW_BLIND || watching_since > now_ms)
+    return KCM_SHADOW_RECHECK_MS;
+  start = watching_since > p->since ? watching_since : p->since;
+  age = now_ms - start;
+  if (age < s->window_ms)
+    return s->window_ms - age;
+  p->reported = true;
+  disagree(s, key, plan, o, age);
+  return 0;
+}
+
+/* --- reports ------------------------------------------------------------------------------ */
+
+static int family(struct kcm_buf *out, const char *name, const char *help) {
+  return kcm_metrics_family(out, name, "counter", help);
+}
+
+static int sample(struct kcm_buf *out, const char *name, const char *controller,
+                  const char *reason, uint64_t v) {
+  const char *pairs[] = {"controller", controller, reason ? "reason" : NULL, reason, NULL};
+  char labels[256];
+  int err = kcm_metrics_labels(labels, sizeof(labels), pairs);
+  return err ? err : kcm_metrics_sample(out, name, labels, (double)v);
+}
+
+int kcm_shadow_metrics(struct kcm_shadow *const *s, size_t n, struct kcm_buf *out) {
+  size_t i, r;
+  int err = family(out, "kcm_shadow_syncs_total", "Syncs of a kcm in shadow mode.");
+  for (i = 0; i < n && !err; i++)
+    err = sample(out, "kcm_shadow_syncs_total", s[i]->controller, NULL, s[i]->syncs);
+  err = err ? err
+            : family(out, "kcm_shadow_compared_total",
+                     "Syncs of a kcm in shadow mode whose plan was compared with what the live "
+                     "controller did (agreements and disagreements).");
+  for (i = 0; i < n && !err; i++)
+    err = sample(out, "kcm_shadow_compared_total", s[i]->controller, NULL,
+                 s[i]->agreements + s[i]->disagreements);
+  err = err ? err
+            : family(out, "kcm_shadow_agreements_total",
+                     "Syncs of a kcm in shadow mode that would write nothing to what the live "
+                     "controller left.");
+  for (i = 0; i < n && !err; i++)
+    err = sample(out, "kcm_shadow_agreements_total", s[i]->controller, NULL, s[i]->agreements);
+  err = err ? err
+            : family(out, "kcm_shadow_disagreements_total",
+                     "Objects the live controller left unchanged for a whole window that a kcm "
+                     "in shadow mode would change, by the first write it would send.");
+  for (i = 0; i < n && !err; i++)
+    for (r = 0; r < KCM_SHADOW_REASONS && s[i]->reasons[r].name[0] && !err; r++)
+      err = sample(out, "kcm_shadow_disagreements_total", s[i]->controller,
+                   s[i]->reasons[r].name, s[i]->reasons[r].n);
+  return err;
+}
+
+static int json_field(struct kcm_buf *out, const char *name, const char *value) {
+  int err = kcm_buf_appendf(out, "\"%s\":", name);
+  return err ? err : kcm_api_json_string(out, value, strlen(value));
+}
+
+static int report_one(const struct kcm_shadow *s, struct kcm_buf *out) {
+  size_t i;
+  int err = kcm_buf_appendf(out,
+                            "{\"controller\":\"%s\",\"windowSeconds\":%llu,\"syncs\":%llu,"
+                            "\"compared\":%llu,\"agreements\":%llu,\"disagreements\":%llu,"
+                            "\"latest\":[",
+                            s->controller, (unsigned long long)(s->window_ms / 1000),
+                            (unsigned long long)s->syncs,
+                            (unsigned long long)(s->agreements + s->disagreements),
+                            (unsigned long long)s->agreements,
+                            (unsigned long long)s->disagreements);
+  for (i = 0; i < s->nlatest && !err; i++) {
+    const struct kcm_shadow_disagreement *d =
+        &s->latest[(s->next + KCM_SHADOW_LATEST - 1 - i) % KCM_SHADOW_LATEST];
+    char when[32];
+    kcm_api_format_time(d->at, when, sizeof(when));
+    err = kcm_buf_appendf(out, "%s{", i ? "," : "");
+    err = err ? err : json_field(out, "time", when);
+    err = err ? err : kcm_buf_append_str(out, ",");
+    err = err ? err : json_field(out, "object", d->key);
+    err = err ? err : kcm_buf_append_str(out, ",");
+    err = err ? err : json_field(out, "reason", d->reason);
+    err = err ? err : kcm_buf_append_str(out, ",");
+    err = err ? err : json_field(out, "plan", d->plan);
+    err = err ? err : kcm_buf_append_str(out, ",");
+    err = err ? err : json_field(out, "observed", d->observed);
+    err = err ? err : kcm_buf_append_str(out, "}");
+  }
+  return err ? err : kcm_buf_append_str(out, "]}");
+}
+
+int kcm_shadow_report(struct kcm_shadow *const *s, size_t n, struct kcm_buf *out) {
+  size_t i;
+  int err = kcm_buf_append_str(out, "{\"kind\":\"ShadowReport\",\"controllers\":[");
+  for (i = 0; i < n && !err; i++) {
+    if (i)
+      err = kcm_buf_append_str(out, ",");
+    err = err ? err : report_one(s[i], out);
+  }
+  return err ? err : kcm_buf_append_str(out, "]}\n");
+}
