@@ -263,7 +263,8 @@ def status_write_frees_worker(ctx):
         wait_replicas(ctx, n, 1)
 
 
-@scenario("pods that keep failing are replaced with a growing wait, until one is ready")
+@scenario("pods that keep failing are replaced with a growing wait, until one is ready",
+          needs_sim=True)
 def failing_pods_back_off(ctx):
     # The local kubelet fails pods whose image names "crash" 0.5 s after
     # they are created. Replaced at once, as upstream does, two replicas
