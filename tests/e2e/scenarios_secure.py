@@ -116,6 +116,11 @@ def secure_port(ctx):
                               ("a user without RBAC", {"token": nobody}, 403)):
             got = _get(port, "/metrics", **kw)
             assert got[0] == want, "/metrics for %s: %s" % (who, got)
+        # /debug/shadow is authorized as /metrics is, for its own URL: the
+        # metrics reader's role does not reach it.
+        for who, kw in (("anonymous", {}), ("the metrics reader", {"token": reader})):
+            got = _get(port, "/debug/shadow", **kw)
+            assert got[0] == 403, "/debug/shadow for %s: %s" % (who, got)
         # As upstream's delegated authentication: a credential presented and
         # refused is refused on every path; only none at all is anonymous.
         got = _get(port, "/healthz", token="bogus-" + ctx.ns)
