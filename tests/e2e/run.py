@@ -97,8 +97,9 @@ def main():
     p.add_argument("--keep", action="store_true", help="keep namespaces and the work directory")
     p.add_argument("--with-shadow", action="store_true",
                    help="run a kcm with --shadow beside the suite's and check its report")
-    p.add_argument("--shadow-window", default="20s",
-                   help="the shadow's --shadow-window (default 20s)")
+    p.add_argument("--shadow-window", default="1m",
+                   help="the shadow's --shadow-window (default 1m, kcm's: longer than the "
+                   "30 s an informer's backoff reaches when the server breaks every watch)")
     args = p.parse_args()
     if not os.access(args.kcm, os.X_OK):
         sys.exit("run.py: %s is not an executable kcm binary" % args.kcm)
