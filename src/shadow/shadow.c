@@ -276,24 +276,35 @@ static int sample(struct kcm_buf *out, const char *name, const char *controller,
   return err ? err : kcm_metrics_sample(out, name, labels, (double)v);
 }
 
+static uint64_t syncs_of(const struct kcm_shadow *s) { return s->syncs; }
+static uint64_t compared_of(const struct kcm_shadow *s) {
+  return s->agreements + s->disagreements;
+}
+static uint64_t agreements_of(const struct kcm_shadow *s) { return s->agreements; }
+
+/* The counters with one sample per controller. */
+static const struct {
+  const char *name, *help;
+  uint64_t (*value)(const struct kcm_shadow *s);
+} counters[] = {
+    {"kcm_shadow_syncs_total", "Syncs of a kcm in shadow mode.", syncs_of},
+    {"kcm_shadow_compared_total",
+     "Syncs of a kcm in shadow mode whose plan was compared with what the live controller did "
+     "(agreements and disagreements).",
+     compared_of},
+    {"kcm_shadow_agreements_total",
+     "Syncs of a kcm in shadow mode that would write nothing to what the live controller left.",
+     agreements_of},
+};
+
 int kcm_shadow_metrics(struct kcm_shadow *const *s, size_t n, struct kcm_buf *out) {
-  size_t i, r;
-  int err = family(out, "kcm_shadow_syncs_total", "Syncs of a kcm in shadow mode.");
-  for (i = 0; i < n && !err; i++)
-    err = sample(out, "kcm_shadow_syncs_total", s[i]->controller, NULL, s[i]->syncs);
-  err = err ? err
-            : family(out, "kcm_shadow_compared_total",
-                     "Syncs of a kcm in shadow mode whose plan was compared with what the live "
-                     "controller did (agreements and disagreements).");
-  for (i = 0; i < n && !err; i++)
-    err = sample(out, "kcm_shadow_compared_total", s[i]->controller, NULL,
-                 s[i]->agreements + s[i]->disagreements);
-  err = err ? err
-            : family(out, "kcm_shadow_agreements_total",
-                     "Syncs of a kcm in shadow mode that would write nothing to what the live "
-                     "controller left.");
-  for (i = 0; i < n && !err; i++)
-    err = sample(out, "kcm_shadow_agreements_total", s[i]->controller, NULL, s[i]->agreements);
+  size_t c, i, r;
+  int err = 0;
+  for (c = 0; c < sizeof(counters) / sizeof(counters[0]) && !err; c++) {
+    err = family(out, counters[c].name, counters[c].help);
+    for (i = 0; i < n && !err; i++)
+      err = sample(out, counters[c].name, s[i]->controller, NULL, counters[c].value(s[i]));
+  }
   err = err ? err
             : family(out, "kcm_shadow_disagreements_total",
                      "Objects the live controller left unchanged for a whole window that a kcm "
