@@ -149,6 +149,8 @@ class PodWatch:
     def __init__(self, api, ns, kubelet, threads=4):
         self.api, self.ns, self.stop_event = api, ns, threading.Event()
         self.first_seen = {}  # app label -> time.monotonic() of its first ADDED
+        self.changed = {}  # app label -> time.monotonic() its pods last changed
+        self.state = {}  # pod name -> "pending", "ready" or "gone" (terminating)
         self.queue = []  # (what, pod name, uid)
         self.cond = threading.Condition()
         self.failed = []
@@ -179,9 +181,27 @@ class PodWatch:
                 if not self.stop_event.is_set():
                     self.failed.append("pod watch ended")
                 return
+            if ev["type"] == "BOOKMARK":
+                continue
             meta = ev["object"]["metadata"]
+            app, now = meta.get("labels", {}).get("app"), time.monotonic()
             if ev["type"] == "ADDED":
-                self.first_seen.setdefault(meta.get("labels", {}).get("app"), time.monotonic())
+                self.first_seen.setdefault(app, now)
+            # What the controllers count: a pod came, went, began terminating,
+            # or became ready or unready (a terminating pod's end is no change).
+            if ev["type"] == "DELETED" or meta.get("deletionTimestamp"):
+                state = "gone"
+            elif any(c.get("type") == "Ready" and c.get("status") == "True"
+                     for c in ev["object"].get("status", {}).get("conditions", [])):
+                state = "ready"
+            else:
+                state = "pending"
+            if state != self.state.get(meta["name"]):
+                self.changed[app] = now
+            if ev["type"] == "DELETED":
+                self.state.pop(meta["name"], None)
+            else:
+                self.state[meta["name"]] = state
             what = None
             if ev["type"] in ("ADDED", "MODIFIED") and meta.get("deletionTimestamp"):
                 what = "kill"
@@ -251,37 +271,18 @@ class PodWatch:
             raise RuntimeError("the pod watch failed: %s" % self.failed[0])
 
 
-class Kcm:
-    """kcm against the local API server, with probes on a free port."""
+class Controller:
+    """A controller-manager process, its output in WORKDIR/NAME.log."""
 
-    def __init__(self, binary, sim, workdir, name, extra=()):
+    def __init__(self, argv, workdir, name):
         self.log_path = os.path.join(workdir, name + ".log")
         self.log = open(self.log_path, "w")
         self.started = time.monotonic()
-        self.proc = subprocess.Popen(
-            [binary, "--kubeconfig", sim.kubeconfig, "--leader-elect=false",
-             "--health-probe-bind-address=127.0.0.1:0", "--metrics-bind-address=0",
-             "--secure-port=0", *extra],
-            stdout=self.log, stderr=subprocess.STDOUT)
-        self.health = wait_for(self._address, timeout=30, interval=0.005,
-                               what="kcm to serve its probes")
-
-    def _address(self):
-        if self.proc.poll() is not None:
-            raise RuntimeError("kcm exited with %s; see %s" % (self.proc.returncode, self.log_path))
-        with open(self.log_path) as f:
-            m = re.search(r'serving health probes address="([^"]+)"', f.read())
-        return "http://" + m.group(1) if m else None
-
-    def ready(self):
-        try:
-            with urllib.request.urlopen(self.health + "/readyz", timeout=2) as r:
-                return r.status == 200
-        except OSError:
-            return False
+        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT)
 
     def wait_ready(self, timeout=600):
-        wait_for(self.ready, timeout=timeout, interval=0.005, what="kcm to be ready")
+        wait_for(self.ready, timeout=timeout, interval=0.005, what="%s to be ready" % (
+            os.path.basename(self.proc.args[0])))
         return time.monotonic() - self.started
 
     def cpu(self):
@@ -300,19 +301,41 @@ class Kcm:
         self.log.close()
 
 
-class Upstream(Kcm):
+class Kcm(Controller):
+    """kcm against the local API server, with probes on a free port."""
+
+    def __init__(self, binary, sim, workdir, name, extra=()):
+        super().__init__([binary, "--kubeconfig", sim.kubeconfig, "--leader-elect=false",
+                          "--health-probe-bind-address=127.0.0.1:0", "--metrics-bind-address=0",
+                          "--secure-port=0", *extra], workdir, name)
+        self.health = wait_for(self._address, timeout=30, interval=0.005,
+                               what="kcm to serve its probes")
+
+    def _address(self):
+        if self.proc.poll() is not None:
+            raise RuntimeError("kcm exited with %s; see %s" % (self.proc.returncode, self.log_path))
+        with open(self.log_path) as f:
+            m = re.search(r'serving health probes address="([^"]+)"', f.read())
+        return "http://" + m.group(1) if m else None
+
+    def ready(self):
+        try:
+            with urllib.request.urlopen(self.health + "/readyz", timeout=2) as r:
+                return r.status == 200
+        except OSError:
+            return False
+
+
+
+class Upstream(Controller):
     """kube-controller-manager's Deployment and ReplicaSet controllers, run
     as the benchmark runs kcm (leader election off, no serving), ready once
     both controllers say their caches are synced."""
 
     def __init__(self, binary, server, workdir, name, extra=()):
-        self.log_path = os.path.join(workdir, name + ".log")
-        self.log = open(self.log_path, "w")
-        self.started = time.monotonic()
-        self.proc = subprocess.Popen(
-            [binary, "--kubeconfig", server.kubeconfig, "--leader-elect=false",
-             "--controllers=deployment,replicaset", "--secure-port=0", *extra],
-            stdout=self.log, stderr=subprocess.STDOUT)
+        super().__init__([binary, "--kubeconfig", server.kubeconfig, "--leader-elect=false",
+                          "--controllers=deployment,replicaset", "--secure-port=0", *extra],
+                         workdir, name)
 
     def ready(self):
         if self.proc.poll() is not None:
@@ -410,18 +433,91 @@ def deployment(name, replicas, image):
                                   "spec": {"containers": [{"name": "c", "image": image}]}}}}
 
 
+def rolled_out(d, image):
+    """Whether Deployment d's status shows it fully rolled out to image."""
+    st, want = d.get("status", {}), d["spec"]["replicas"]
+    img = d["spec"]["template"]["spec"]["containers"][0]["image"]
+    return (img == image and st.get("observedGeneration") == d["metadata"]["generation"]
+            and st.get("updatedReplicas") == want and st.get("availableReplicas") == want
+            and st.get("replicas") == want)
+
+
 def settled(api, ns, count, image):
     """Every Deployment in ns fully rolled out to image and available."""
     items = api.get("/apis/apps/v1/namespaces/%s/deployments" % ns).json()["items"]
-    done = 0
-    for d in items:
-        st, want = d.get("status", {}), d["spec"]["replicas"]
-        img = d["spec"]["template"]["spec"]["containers"][0]["image"]
-        if (img == image and st.get("observedGeneration") == d["metadata"]["generation"]
-                and st.get("updatedReplicas") == want and st.get("availableReplicas") == want
-                and st.get("replicas") == want):
-            done += 1
-    return done == count
+    return sum(rolled_out(d, image) for d in items) == count
+
+
+class DeploymentWatch:
+    """Watches the Deployments of one namespace and notes when each one's
+    status first showed it rolled out to an image: with PodWatch.changed,
+    how stale a status is once its pods have settled. A watch the server
+    ends (it drops watchers that read too slowly) is started again from a
+    new list."""
+
+    def __init__(self, api, ns):
+        self.api, self.path = api, "/apis/apps/v1/namespaces/%s/deployments" % ns
+        self.done = {}  # (name, image) -> time.monotonic() its status first showed it
+        self.failed = []
+        self.closing = False
+        self.watch = None
+        self._list_and_watch()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _note(self, d):
+        image = d["spec"]["template"]["spec"]["containers"][0]["image"]
+        if rolled_out(d, image):
+            self.done.setdefault((d["metadata"]["name"], image), time.monotonic())
+
+    def _list_and_watch(self):
+        r = self.api.get(self.path)
+        if r.status != 200:
+            raise RuntimeError("could not list Deployments: HTTP %d" % r.status)
+        body = r.json()
+        for d in body["items"]:
+            self._note(d)
+        self.watch = self.api.watch(self.path + "?watch=1&allowWatchBookmarks=true&"
+                                    "resourceVersion=%s" % body["metadata"]["resourceVersion"])
+        if self.watch.status != 200:
+            raise RuntimeError("could not watch Deployments: HTTP %d" % self.watch.status)
+
+    def _read(self):
+        while not self.closing:
+            try:
+                ev = self.watch.next(timeout=3600)
+            except (ConnectionError, ValueError, OSError):
+                ev = None
+            if ev is None:
+                if self.closing:
+                    return
+                self.watch.close()
+                try:
+                    self._list_and_watch()
+                except (RuntimeError, OSError) as e:
+                    self.failed.append(str(e))
+                    return
+                continue
+            if ev["type"] in ("ADDED", "MODIFIED"):
+                self._note(ev["object"])
+
+    def staleness(self, pods, names, image):
+        """Seconds from each Deployment's pods' last change to its status
+        showing the rollout done (0 when the two watches delivered them the
+        other way round)."""
+        return [max(0.0, self.done[(n, image)] - pods.changed[n]) for n in names
+                if (n, image) in self.done and n in pods.changed]
+
+    def close(self):
+        self.closing = True
+        try:
+            self.watch.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.reader.join()
+        self.watch.close()
+        if self.failed:
+            raise RuntimeError("the Deployment watch failed: %s" % self.failed[0])
 
 
 NAMESPACES = itertools.count()
@@ -443,10 +539,11 @@ def external_namespace(api, prefix):
     return ns
 
 
-def cpu_run(args, server, ns, cm, nd, reps):
+def cpu_run(args, server, ns, cm, nd, reps, pods, deploys):
     """Create nd Deployments x reps in ns, then roll them once, under the
-    ready controller-manager cm: per phase (name, cm's CPU, the server's CPU,
-    wall seconds, its start and end as Unix times)."""
+    ready controller-manager cm, pods and deploys watching: per phase (name,
+    cm's CPU, the server's CPU, wall seconds, its start and end as Unix
+    times, each Deployment's status staleness in seconds)."""
     path = "/apis/apps/v1/namespaces/%s/deployments" % ns
     phases = []
     for phase, image in (("create", "nginx:1"), ("roll", "nginx:2")):
@@ -463,7 +560,8 @@ def cpu_run(args, server, ns, cm, nd, reps):
         wall = time.monotonic() - t0
         if phase == "roll" and args.audit_log:
             time.sleep(5)  # the last status writes, after the rollout is done
-        phases.append((phase, cm.cpu() - c0, server.cpu() - s0, wall, (a0, time.time())))
+        stale = deploys.staleness(pods, ["d%d" % i for i in range(nd)], image)
+        phases.append((phase, cm.cpu() - c0, server.cpu() - s0, wall, (a0, time.time()), stale))
     return phases
 
 
@@ -505,31 +603,45 @@ def audit_time(stamp):
 
 def audit_writes(path, wanted):
     """For each (span, agent) of wanted: the writes received within span
-    (Unix times) by the program `agent` (the first word of the
-    User-Agent), by verb and resource[/subresource]; one pass over the log."""
+    (Unix times) from the program `agent` (the first word of the
+    User-Agent), by verb and resource[/subresource]; and each Deployment's
+    status staleness in seconds, from the last change of its pods (a pod
+    status write, or the agent's pod delete) to the agent's last write of
+    the Deployment's status, as the server completed each. One pass over
+    the log; the benchmark's pods are named after their Deployment."""
     counts = [{} for _ in wanted]
+    changed = [{} for _ in wanted]  # Deployment -> its pods' last change
+    written = [{} for _ in wanted]  # Deployment -> its status's last write
     for e in audit_events(path):
         if e.get("stage") != "ResponseComplete" or e.get("verb") not in WRITE_VERBS:
             continue
         agent = e.get("userAgent", "").split("/", 1)[0]
+        ref = e.get("objectRef") or {}
+        res = ref.get("resource", "") + ("/" + ref["subresource"] if ref.get("subresource") else "")
         when = None
-        for (span, who), c in zip(wanted, counts):
-            if agent != who:
+        for i, (span, who) in enumerate(wanted):
+            if agent != who and res != "pods/status":
                 continue
             when = when or audit_time(e["requestReceivedTimestamp"])
-            if span[0] <= when <= span[1]:
-                ref = e.get("objectRef") or {}
-                key = (e["verb"], ref.get("resource", "") +
-                       ("/" + ref["subresource"] if ref.get("subresource") else ""))
-                c[key] = c.get(key, 0) + 1
-    return counts
+            if not span[0] <= when <= span[1]:
+                continue
+            name, done = ref.get("name", ""), audit_time(e["stageTimestamp"])
+            if res == "pods/status" or (res == "pods" and e["verb"] == "delete" and agent == who):
+                changed[i][name.split("-", 1)[0]] = done
+            if agent != who:
+                continue
+            counts[i][(e["verb"], res)] = counts[i].get((e["verb"], res), 0) + 1
+            if res == "deployments/status":
+                written[i][name] = done
+    stale = [[max(0.0, w[d] - c[d]) for d in w if d in c] for w, c in zip(written, changed)]
+    return counts, stale
 
 
 WRITE_VERBS = ("create", "update", "patch", "delete", "deletecollection")
 
 
 def bench_cpu(args, workdir):
-    nd, reps = (10, 5) if args.small else (200, 50)
+    nd, reps = args.size or ((10, 5) if args.small else (200, 50))
     pods = nd * reps
     if args.kubeconfig:
         server = External(args.kubeconfig, args.server_pid, args.etcd_pid)
@@ -540,18 +652,18 @@ def bench_cpu(args, workdir):
             "the local API server"
         ns = "cpu"
         server.api.post("/api/v1/namespaces", {"metadata": {"name": ns}})
-    kcm = kubelet = None
+    kcm = kubelet = deploys = None
     runs = {}
     try:
         for name in ("kcm", "upstream") if args.upstream else ("kcm",):
-            if args.fake_kubelet:
-                kubelet = PodWatch(server.api, ns, kubelet=True)
+            kubelet = PodWatch(server.api, ns, kubelet=args.fake_kubelet)
+            deploys = DeploymentWatch(server.api, ns)
             if name == "kcm":
-                kcm = Kcm(args.kcm, server, workdir, "kcm-cpu", extra=LIFTED)
+                kcm = Kcm(args.kcm, server, workdir, "kcm-cpu", extra=LIFTED + tuple(args.kcm_arg))
             else:
                 kcm = Upstream(args.upstream, server, workdir, "upstream-cpu", extra=LIFTED)
             kcm.wait_ready()
-            phases = cpu_run(args, server, ns, kcm, nd, reps)
+            phases = cpu_run(args, server, ns, kcm, nd, reps, kubelet, deploys)
             runs[name] = (phases, kcm.rss())
             kcm.stop()
             kcm = None
@@ -560,14 +672,15 @@ def bench_cpu(args, workdir):
                     nd, reps, pods), where)
             if args.kubeconfig:  # the kubelet finishes what was being deleted gracefully
                 clear_namespace(server.api, ns)
-            if kubelet:
-                kubelet.close()
-                kubelet = None
+            kubelet.close()
+            deploys.close()
+            kubelet = deploys = None
     finally:
         if kcm:
             kcm.stop()
-        if kubelet:
-            kubelet.close()
+        for w in (kubelet, deploys):
+            if w:
+                w.close()
         if args.kubeconfig:
             server.api.delete("/api/v1/namespaces/%s" % ns)
         server.stop()
@@ -580,9 +693,11 @@ def print_cpu(args, phases, rss, size, where):
     pods = int(size.rsplit(" = ", 1)[1].split()[0])
     print("cpu: %s, rate limits lifted%s" % (
         size, "; API server %s" % args.kubeconfig if args.kubeconfig else ""))
-    for phase, kcm_cpu, sim_cpu, wall, _ in phases:
+    for phase, kcm_cpu, sim_cpu, wall, _, stale in phases:
         ms = kcm_cpu * 1000 / pods
         print("  %-6s kcm CPU %6.2f s = %.3f ms per pod" % (phase, kcm_cpu, ms))
+        print("         status staleness p50 %.0f ms, p99 %.0f ms (%d Deployments)" % (
+            percentile(stale, 0.5) * 1000, percentile(stale, 0.99) * 1000, len(stale)))
         print("         wall %.1f s%s" % (wall, "" if not sim_cpu else
               "; %s's CPU %.1f s (kcm's is %.0f %% of it)%s" % (
                   where, sim_cpu, 100 * kcm_cpu / sim_cpu,
@@ -593,7 +708,7 @@ def print_cpu(args, phases, rss, size, where):
 
 # Budgets of the side-by-side run, as ratios of kcm's figure to
 # kube-controller-manager's in the same run.
-RATIO_BUDGET = {"wall": 1.0, "cpu": 0.15, "server": 0.85, "writes": 0.8}
+RATIO_BUDGET = {"wall": 1.0, "cpu": 0.15, "server": 0.85, "writes": 0.8, "staleness": 1.0}
 
 
 def side_by_side(args, runs, pods):
@@ -610,18 +725,27 @@ def side_by_side(args, runs, pods):
     print("side by side with %s %s" % (agent, subprocess.run(
         [args.upstream, "--version"], capture_output=True, text=True).stdout.strip()))
     print("  %-40s %12s %12s %8s" % ("", "kcm", agent[:12], "ratio"))
-    for (phase, kc, ks, kw, _), (_, uc, us, uw, _) in zip(kp, up):
+    # Staleness as the server saw it, from the audit log; else as the
+    # benchmark's watches saw it (late when the benchmark itself is starved).
+    stale = [p[5] for p in kp + up]
+    if args.audit_log:
+        counts, stale = audit_writes(args.audit_log, [
+            (p[4], os.path.basename(args.kcm)) for p in kp] + [(p[4], agent) for p in up])
+    for (phase, kc, ks, kw, _, _), (_, uc, us, uw, _, _), kst, ust in zip(
+            kp, up, stale[:len(kp)], stale[len(kp):]):
         row(phase + " wall, s", kw, uw, "%.1f", RATIO_BUDGET["wall"])
         row(phase + " controller CPU, ms per pod", kc * 1000 / pods, uc * 1000 / pods, "%.3f",
             RATIO_BUDGET["cpu"])
+        row(phase + " status staleness p50, ms", percentile(kst, 0.5) * 1000,
+            percentile(ust, 0.5) * 1000, "%.0f")
+        row(phase + " status staleness p99, ms", percentile(kst, 0.99) * 1000,
+            percentile(ust, 0.99) * 1000, "%.0f", RATIO_BUDGET["staleness"])
     if args.server_pid:
         row("API server%s CPU, create + roll, s" % (" + etcd" if args.etcd_pid else ""),
             sum(p[2] for p in kp), sum(p[2] for p in up), "%.1f", RATIO_BUDGET["server"])
     row("RSS at the end, MiB", krss / 1024, urss / 1024, "%.1f")
     if not args.audit_log:
         return
-    counts = audit_writes(args.audit_log, [(p[4], "kcm") for p in kp] +
-                          [(p[4], agent) for p in up])
     kw, uw = counts[:len(kp)], counts[len(kp):]
     total = lambda counts: sum(sum(c.values()) for c in counts)  # noqa: E731
     row("writes, create + roll", total(kw), total(uw), "%d", RATIO_BUDGET["writes"])
@@ -641,6 +765,8 @@ def replicaset(name, replicas):
 
 
 def percentile(values, q):
+    if not values:
+        return float("nan")
     values = sorted(values)
     return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
 
@@ -872,7 +998,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--kcm", default=os.path.join(ROOT, "build", "kcm"))
     ap.add_argument("--small", action="store_true", help="CI sizes")
+    ap.add_argument("--kcm-arg", action="append", default=[], metavar="FLAG",
+                    help="one more flag for the cpu benchmark's kcm (repeatable)")
     ap.add_argument("--only", nargs="*", choices=sorted(BENCHES), default=None)
+    ap.add_argument("--size", type=lambda v: tuple(int(x) for x in v.split("x", 1)),
+                    help="the cpu benchmark's Deployments x replicas (default 200x50; 10x5 "
+                    "with --small)")
     ap.add_argument("--kubeconfig", help="run the cpu and latency benchmarks against this API "
                     "server (a token user; no other Deployment or ReplicaSet controller may "
                     "run there)")
