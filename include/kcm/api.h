@@ -84,6 +84,7 @@ struct kcm_pairs {
 };
 
 const char *kcm_api_pairs_get(const struct kcm_pairs *p, const char *key);
+bool kcm_api_pairs_equal(const struct kcm_pairs *a, const struct kcm_pairs *b);
 /* Set key to a copy of value, keeping the order. Returns 0 or KCM_ENOMEM. */
 int kcm_api_pairs_set(struct kcm_pairs *p, const char *key, const char *value);
 void kcm_api_pairs_remove(struct kcm_pairs *p, const char *key);

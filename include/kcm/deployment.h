@@ -43,6 +43,7 @@
 #include "kcm/events.h"
 #include "kcm/informer.h"
 #include "kcm/map.h"
+#include "kcm/pacer.h"
 #include "kcm/runtime.h"
 #include "kcm/workqueue.h"
 
@@ -219,6 +220,7 @@ struct kcm_deployment_controller {
   struct kcm_informer *rs_informer;
   struct kcm_informer *pod_informer;
   struct kcm_map aliases;  /* Deployment key -> struct kcm_deployment_alias */
+  struct kcm_pacer sync_pacer; /* --deployment-sync-interval: since each one's last writes */
   struct {
     uint64_t rs_created;
     uint64_t rs_scaled;
@@ -228,17 +230,22 @@ struct kcm_deployment_controller {
     uint64_t status_writes;
     uint64_t collisions;
     uint64_t deferred; /* syncs put off while the cache was behind a write */
+    uint64_t paced;    /* ReplicaSet status changes whose sync waited for the interval */
   } stats;
 };
 
 /* Register with the informers (before they start). Every request, events
  * included, goes through writer. Borrowed pointers must outlive the
- * controller. workers: --concurrent-deployment-syncs (0: 5). */
+ * controller. workers: --concurrent-deployment-syncs (0: 5).
+ * sync_interval_ms: --deployment-sync-interval; a ReplicaSet's status
+ * change that comes sooner than this after its Deployment's last writes
+ * waits until then to sync the Deployment, so one sync sees them all (0:
+ * at once, as upstream). */
 int kcm_deployment_controller_init(struct kcm_deployment_controller *c, uv_loop_t *loop,
                                    struct kcm_writer *writer, struct kcm_informer *d_informer,
                                    struct kcm_informer *rs_informer,
                                    struct kcm_informer *pod_informer, struct kcm_intern *pool,
-                                   uint32_t workers);
+                                   uint32_t workers, uint64_t sync_interval_ms);
 /* Run it with kcm_runtime_run(&c->rt) once the caches have synced; stop
  * it with kcm_runtime_stop(&c->rt, ...). */
 void kcm_deployment_controller_release(struct kcm_deployment_controller *c);

@@ -56,6 +56,7 @@ struct kcm_runtime_job {
   struct kcm_object **held;  /* references dropped when the sync is over */
   size_t nheld;
   int outstanding;           /* requests in flight */
+  uint32_t sent;             /* requests sent */
   int err;                   /* the first error: the key is retried */
   char *err_msg;             /* owned; may be NULL */
   bool forget;               /* the error is not worth retrying */
@@ -124,6 +125,8 @@ void kcm_runtime_release(struct kcm_runtime *rt);
 /* Queue the key of o ("namespace/name"), or key, for a watch event. */
 void kcm_runtime_enqueue(struct kcm_runtime *rt, const struct kcm_object *o);
 void kcm_runtime_enqueue_key(struct kcm_runtime *rt, const char *key);
+/* Queue key in delay_ms (a watch event whose sync may wait). */
+void kcm_runtime_enqueue_after(struct kcm_runtime *rt, const char *key, uint64_t delay_ms);
 /* Queue every object of inf in o's namespace whose selector (selector_of)
  * is not empty and takes o's labels, as upstream finds the owners that
  * would adopt an orphan (none for an object without labels); returns how

@@ -105,6 +105,16 @@ void kcm_api_pairs_keep(struct kcm_pairs *p, bool (*keep)(const char *key)) {
   p->n = n;
 }
 
+bool kcm_api_pairs_equal(const struct kcm_pairs *a, const struct kcm_pairs *b) {
+  uint32_t i;
+  if (a->n != b->n)
+    return false;
+  for (i = 0; i < a->n; i++)
+    if (strcmp(a->items[i].key, b->items[i].key) || strcmp(a->items[i].value, b->items[i].value))
+      return false;
+  return true;
+}
+
 const char *kcm_api_pairs_get(const struct kcm_pairs *p, const char *key) {
   struct kcm_pair k = {(char *)(uintptr_t)key, NULL};
   struct kcm_pair *hit = p->n ? bsearch(&k, p->items, p->n, sizeof(k), cmp_pair) : NULL;

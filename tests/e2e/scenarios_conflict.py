@@ -75,7 +75,7 @@ def second_controller(ctx):
 
             other = env.own_kcm(d, "stand-in.log", binary=stand_in, extra=(
                 "--leader-elect=false", "--stand-aside-on-conflict=false",
-                "--status-write-interval=0"))
+                "--status-write-interval=0", "--deployment-sync-interval=0"))
             wait_for(lambda: "caches synced" in other.text(), timeout=30,
                      what="the stand-in to sync")
             # Readiness changes make both write the ReplicaSet's and the

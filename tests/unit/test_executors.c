@@ -66,7 +66,7 @@ static int setup(void **state, bool deployments) {
     assert_int_equal(kcm_deployment_controller_init(&f->dc, &f->loop, &f->fw.w,
                                                     &f->inf[KCM_KIND_DEPLOYMENT],
                                                     &f->inf[KCM_KIND_REPLICASET],
-                                                    &f->inf[KCM_KIND_POD], &f->pool, 1),
+                                                    &f->inf[KCM_KIND_POD], &f->pool, 1, 0),
                      0);
   else
     assert_int_equal(kcm_replicaset_controller_init(
@@ -680,6 +680,66 @@ static void dp_send_refused(void **state) {
   assert_int_equal(kcm_workqueue_requeues(&f->dc.rt.queue, KEY), 1);
 }
 
+/* The Deployment's ReplicaSet `name`, owned, with 2 replicas of which `ready` are ready. */
+static void put_owned_rs(struct fixture *f, const char *name, int rv, int generation, int ready) {
+  char text[2048];
+  snprintf(text, sizeof(text),
+           "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"ns\",\"uid\":\"" RS_UID "\","
+           "\"resourceVersion\":\"%d\",\"generation\":%d,\"labels\":{\"app\":\"web\"},"
+           "\"ownerReferences\":[{\"apiVersion\":\"apps/v1\",\"kind\":\"Deployment\","
+           "\"name\":\"web\",\"uid\":\"" D_UID "\",\"controller\":true}]},"
+           "\"spec\":{\"replicas\":2,\"selector\":{\"matchLabels\":{\"app\":\"web\"}},"
+           "\"template\":{\"metadata\":{\"labels\":{\"app\":\"web\"}},\"spec\":"
+           "{\"containers\":[{\"name\":\"c\",\"image\":\"nginx\"}]}}},\"status\":"
+           "{\"replicas\":2,\"readyReplicas\":%d,\"observedGeneration\":%d}}",
+           name, rv, generation, ready, generation);
+  put(f, KCM_KIND_REPLICASET, text);
+}
+
+/* Answer every request (200) and run the syncs that follow until none is left. */
+static void settle_all(struct fixture *f) {
+  size_t i;
+  bool more = true;
+  while (more) {
+    more = false;
+    uv_run(&f->loop, UV_RUN_NOWAIT);
+    fake_writer_events(&f->fw);
+    for (i = 0; i < f->fw.n; i++)
+      if (!f->fw.calls[i].answered) {
+        fake_writer_answer(&f->fw, (int)i, 200, "{}");
+        more = true;
+      }
+  }
+}
+
+/* A ReplicaSet's status moving soon after its Deployment wrote waits for
+ * the interval; a change of its spec does not. */
+static void dp_rs_status_paced(void **state) {
+  struct fixture *f = *state;
+  char name[128];
+  const char *p;
+  int i;
+  f->dc.sync_pacer.interval_ms = 60000;
+  put_deployment(f);
+  i = create_of_new_rs(f);
+  assert_true(i >= 0);
+  p = strstr(f->fw.calls[i].body, "\"name\":\"web-") + 8;
+  snprintf(name, sizeof(name), "%.*s", (int)strcspn(p, "\""), p);
+  fake_writer_answer(&f->fw, i, 201, "{\"metadata\":{\"resourceVersion\":\"30\"},\"spec\":{}}");
+  settle_all(f);
+  put_owned_rs(f, name, 40, 1, 0); /* the created one arrives: synced at once */
+  assert_int_equal(kcm_workqueue_len(&f->dc.rt.queue), 1);
+  settle_all(f);
+  assert_int_equal(kcm_workqueue_len(&f->dc.rt.queue), 0);
+
+  put_owned_rs(f, name, 41, 1, 1); /* a pod became ready */
+  assert_int_equal(f->dc.stats.paced, 1);
+  assert_int_equal(kcm_workqueue_len(&f->dc.rt.queue), 0);
+  put_owned_rs(f, name, 42, 2, 1); /* its spec changed */
+  assert_int_equal(f->dc.stats.paced, 1);
+  assert_int_equal(kcm_workqueue_len(&f->dc.rt.queue), 1);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(rs_slow_start_stops_on_first_failure, setup_rs, teardown),
@@ -702,6 +762,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(dp_namespace_terminating, setup_dp, teardown),
       cmocka_unit_test_setup_teardown(dp_status_conflict, setup_dp, teardown),
       cmocka_unit_test_setup_teardown(dp_send_refused, setup_dp, teardown),
+      cmocka_unit_test_setup_teardown(dp_rs_status_paced, setup_dp, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -127,6 +127,33 @@ static bool same_controller(const struct kcm_object *a, const struct kcm_object 
                                 !strcmp(a->controller.kind, b->controller.kind));
 }
 
+/* Whether only a ReplicaSet's status counts or conditions changed: no
+ * change of spec, metadata or observed generation. */
+static bool status_moved(const struct kcm_replicaset *old, const struct kcm_replicaset *cur) {
+  return old->o.generation == cur->o.generation &&
+         old->status.observed_generation == cur->status.observed_generation &&
+         kcm_labels_equal(&old->o.labels, &cur->o.labels) &&
+         kcm_api_pairs_equal(&old->annotations, &cur->annotations);
+}
+
+/* Queue d for a change of its ReplicaSets' status: when d's last writes
+ * are younger than the interval, its sync waits for the rest of it and
+ * then sees every change meanwhile at once. Every other change (its own
+ * spec, a ReplicaSet's spec or metadata, a sync that did not write) is
+ * synced at once. */
+static void enqueue_paced(struct kcm_deployment_controller *c, const struct kcm_deployment *d) {
+  char key[600];
+  uint64_t wait;
+  snprintf(key, sizeof(key), "%s/%s", d->o.ns, d->o.name);
+  wait = kcm_pacer_wait(&c->sync_pacer, key, uv_now(c->rt.loop));
+  if (!wait) {
+    kcm_runtime_enqueue_key(&c->rt, key);
+    return;
+  }
+  c->stats.paced++;
+  kcm_runtime_enqueue_after(&c->rt, key, wait);
+}
+
 static void rs_updated(void *ctx, struct kcm_object *old, struct kcm_object *cur) {
   struct kcm_deployment *d;
   bool ref_changed;
@@ -136,7 +163,12 @@ static void rs_updated(void *ctx, struct kcm_object *old, struct kcm_object *cur
   if (ref_changed && old->has_controller && (d = resolve(ctx, old)))
     enqueue(ctx, &d->o);
   if (cur->has_controller) {
-    if ((d = resolve(ctx, cur)))
+    if (!(d = resolve(ctx, cur)))
+      return;
+    if (!ref_changed &&
+        status_moved((const struct kcm_replicaset *)old, (const struct kcm_replicaset *)cur))
+      enqueue_paced(ctx, d);
+    else
       enqueue(ctx, &d->o);
     return;
   }
@@ -688,6 +720,10 @@ static void plan_sync(struct kcm_runtime_job *base) {
 
 static void release_plan(struct kcm_runtime_job *base) {
   struct dp_job *j = (struct dp_job *)base;
+  struct kcm_runtime *rt = base->rt;
+  if (base->sent) /* ENOMEM: not paced */
+    kcm_pacer_wrote(&((struct kcm_deployment_controller *)rt->ctx)->sync_pacer, base->key,
+                    uv_now(rt->loop));
   kcm_deployment_plan_release(&j->plan);
   free(j->rs_rv);
 }
@@ -714,13 +750,14 @@ int kcm_deployment_controller_init(struct kcm_deployment_controller *c, uv_loop_
                                    struct kcm_writer *writer, struct kcm_informer *d_informer,
                                    struct kcm_informer *rs_informer,
                                    struct kcm_informer *pod_informer, struct kcm_intern *pool,
-                                   uint32_t workers) {
+                                   uint32_t workers, uint64_t sync_interval_ms) {
   memset(c, 0, sizeof(*c));
   c->d_informer = d_informer;
   c->rs_informer = rs_informer;
   c->pod_informer = pod_informer;
   kcm_runtime_init(&c->rt, loop, &ops, c, workers, writer, pool);
   kcm_map_init(&c->aliases, &alias_type);
+  kcm_pacer_init(&c->sync_pacer, sync_interval_ms);
   if (kcm_runtime_watch(&c->rt, d_informer, &deployment_events) ||
       kcm_runtime_watch(&c->rt, rs_informer, &replicaset_events) ||
       kcm_runtime_watch(&c->rt, pod_informer, &pod_events))
@@ -732,6 +769,7 @@ void kcm_deployment_controller_release(struct kcm_deployment_controller *c) {
   struct kcm_map_iter it;
   struct alias_entry *e;
   kcm_runtime_release(&c->rt);
+  kcm_pacer_release(&c->sync_pacer);
   kcm_map_iter_init(&it, &c->aliases);
   while ((e = kcm_map_next(&it))) {
     free(e->key);

@@ -27,6 +27,12 @@ void kcm_runtime_enqueue_key(struct kcm_runtime *rt, const char *key) {
   kcm_workqueue_add(&rt->queue, key);
 }
 
+void kcm_runtime_enqueue_after(struct kcm_runtime *rt, const char *key, uint64_t delay_ms) {
+  if (rt->shadow)
+    kcm_shadow_changed(rt->shadow, key);
+  kcm_workqueue_add_after(&rt->queue, key, delay_ms);
+}
+
 void kcm_runtime_enqueue(struct kcm_runtime *rt, const struct kcm_object *o) {
   char key[600];
   snprintf(key, sizeof(key), "%s/%s", o->ns, o->name);
@@ -79,8 +85,10 @@ int kcm_runtime_send(struct kcm_runtime_job *j, const struct kcm_write *req,
     kcm_runtime_fail(j, err, "%s", req->path);
   else if (err)
     kcm_runtime_fail(j, err, "cannot send a request: %s", kcm_strerror(err));
-  else
+  else {
     j->outstanding++;
+    j->sent++;
+  }
   return err;
 }
 
