@@ -129,7 +129,7 @@ static const struct flag flags[] = {
     {NULL, "deployment-sync-interval", "D", DURATION, AT(deployment_interval_ms),
      "a Deployment whose ReplicaSets' status changes within D of its\n"
      "last writes syncs once D has passed, seeing them all at once; 0\n"
-     "syncs at once, as kube-controller-manager (default 250ms)"},
+     "syncs at once, as kube-controller-manager (default 0)"},
 
     {"ReplicaSet controller flags", "concurrent-replicaset-syncs", "N", POSITIVE,
      AT(replicaset_workers), "ReplicaSets synced at once (default 5)"},
@@ -257,7 +257,6 @@ static const struct kcm_options defaults = {
     .deployment_workers = 5,
     .replicaset_workers = 5,
     .status_interval_ms = 100,
-    .deployment_interval_ms = 250,
     .failed_pod_backoff_ms = 300000,
     .stand_aside = true,
     .conflict_quiet_ms = 120000,

@@ -52,7 +52,7 @@ static void defaults_are_kube_controller_managers(void **state) {
   assert_int_equal(o.deployment_workers, 5);
   assert_int_equal(o.replicaset_workers, 5);
   assert_int_equal(o.status_interval_ms, 100);
-  assert_int_equal(o.deployment_interval_ms, 250);
+  assert_int_equal(o.deployment_interval_ms, 0);
   assert_true(o.deployment_on && o.replicaset_on);
   assert_int_equal(o.verbosity, 0);
   assert_false(o.json_logs);
