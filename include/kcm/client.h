@@ -24,8 +24,8 @@
  * with the server's host[:port]: every attempt that reached the network by
  * status ("<error>" when no answer came) and method, the attempts after
  * the first by status and method, the time each request took from
- * kcm_client_request() to its callback (retries included; streamed
- * requests, i.e. watches, are left out as client-go leaves out watches),
+ * kcm_client_request() to its callback (retries included; watches are
+ * left out, as client-go leaves them out),
  * and the time each waited for its rate limiter.
  */
 #ifndef KCM_CLIENT_H
@@ -147,6 +147,7 @@ struct kcm_client_request_options {
   long idle_timeout_ms;     /* fail if no byte arrives for this long; 0: no limit */
   size_t max_body;          /* cap on a buffered response (default 16 MiB) */
   kcm_client_chunk_cb on_chunk; /* if set the body is streamed, not buffered */
+  bool watch;               /* a watch: left out of the latency histogram */
   kcm_client_done_cb done;  /* always called exactly once, on the loop */
   void *data;
   unsigned limiter;         /* which rate limiter to draw from, < KCM_CLIENT_LIMITERS */

@@ -55,8 +55,7 @@ struct kcm_informer_options {
   enum kcm_kind kind;
   const char *namespace;       /* NULL: all namespaces */
   uint32_t page_size;          /* default 500 */
-  size_t max_page_bytes;       /* default 16 MiB */
-  size_t max_event_bytes;      /* default 3 MiB */
+  size_t max_event_bytes;      /* cap on a watch event or a list item; default 3 MiB */
   uint64_t resync_ms;          /* periodic resync; 0 disables */
   uint32_t backoff_initial_ms; /* default 800 */
   uint32_t backoff_max_ms;     /* default 30000 */
@@ -104,14 +103,18 @@ struct kcm_informer {
   char *ns;               /* owned copy of opts.namespace */
   int stop_reason;        /* why the informer stopped its own watch */
   uint64_t retry_in_ms;   /* the last backoff wait */
+  bool paged;             /* the server paged a list at "0": page every list */
   /* the list being assembled */
+  void *items;            /* struct kcm_items, internal: splits the response */
+  bool at_zero;           /* the page being read was asked for at "0" */
+  char list_rv[32];       /* its resourceVersion */
   char *cont;
   struct kcm_object **pending;
   size_t npending, cap_pending;
   /* the watch in flight */
   struct kcm_client_request *req;
   void *framer;           /* struct kcm_framer, internal */
-  struct kcm_json page;   /* reads list pages and watch events */
+  struct kcm_json page;   /* reads watch events and a list's metadata */
   struct kcm_json item;   /* reads the objects in them */
   struct kcm_api_memo memo; /* templates of the ReplicaSets or Deployments decoded last */
   uint64_t watch_started; /* loop time, ms */

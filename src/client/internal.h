@@ -55,6 +55,7 @@ struct kcm_client_request {
   char *content_type;
   struct kcm_buf resp;
   kcm_client_chunk_cb on_chunk;
+  bool watch;
   kcm_client_done_cb done;
   void *data;
   uint32_t retry_after;  /* seconds the last answer's Retry-After asked for, capped */

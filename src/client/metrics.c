@@ -68,7 +68,7 @@ void kcm_client_observe_throttle(struct kcm_client_request *r, uint64_t wait_ms)
 }
 
 void kcm_client_observe_duration(struct kcm_client_request *r) {
-  if (!r->on_chunk)
+  if (!r->watch)
     kcm_metrics_histogram_observe(&r->client->duration[r->verb],
                                   (double)(uv_now(r->client->loop) - r->created) / 1000.0);
 }

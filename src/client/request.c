@@ -441,6 +441,7 @@ int kcm_client_request(struct kcm_client *c, const struct kcm_client_request_opt
     return KCM_ENOMEM;
   r->client = c;
   r->on_chunk = o->on_chunk;
+  r->watch = o->watch;
   r->done = o->done;
   r->data = o->data;
   r->limiter = o->limiter;

@@ -17,7 +17,6 @@
 #include "kcm/log.h"
 
 #define DEFAULT_PAGE 500
-#define DEFAULT_PAGE_BYTES (16u << 20)
 #define DEFAULT_EVENT_BYTES (3u << 20)
 #define SHORT_WATCH_MS 1000
 
@@ -197,6 +196,7 @@ void kcm_informer_start_watch(struct kcm_informer *inf) {
   o.timeout_ms = (long)(timeout + 60) * 1000;
   o.idle_timeout_ms = (long)(timeout + 30) * 1000;
   o.on_chunk = on_chunk;
+  o.watch = true;
   o.done = on_watch;
   o.data = inf;
   if (!err)
@@ -226,8 +226,6 @@ int kcm_informer_init(struct kcm_informer *inf, uv_loop_t *loop, struct kcm_clie
     return KCM_EINVAL;
   if (!inf->opts.page_size)
     inf->opts.page_size = DEFAULT_PAGE;
-  if (!inf->opts.max_page_bytes)
-    inf->opts.max_page_bytes = DEFAULT_PAGE_BYTES;
   if (!inf->opts.max_event_bytes)
     inf->opts.max_event_bytes = DEFAULT_EVENT_BYTES;
   if (!inf->opts.backoff_initial_ms)
@@ -245,13 +243,16 @@ int kcm_informer_init(struct kcm_informer *inf, uv_loop_t *loop, struct kcm_clie
   kcm_informer_index_init(inf);
   kcm_json_init(&inf->page);
   kcm_json_init(&inf->item);
-  inf->framer = malloc(sizeof(struct kcm_framer));
-  if (!inf->framer)
+  if (kcm_informer_list_init(inf))
     return KCM_ENOMEM;
-  err = kcm_framer_init(inf->framer, inf->opts.max_event_bytes, kcm_informer_on_event, inf);
+  inf->framer = malloc(sizeof(struct kcm_framer));
+  err = inf->framer ? kcm_framer_init(inf->framer, inf->opts.max_event_bytes,
+                                      kcm_informer_on_event, inf)
+                    : KCM_ENOMEM;
   if (err) {
     free(inf->framer);
     inf->framer = NULL;
+    kcm_informer_list_release(inf);
     return err;
   }
   uv_timer_init(loop, &inf->timer);
@@ -303,14 +304,13 @@ void kcm_informer_release(struct kcm_informer *inf) {
   kcm_json_release(&inf->page);
   kcm_json_release(&inf->item);
   kcm_api_memo_release(&inf->memo);
+  kcm_informer_list_release(inf);
   free(inf->pending);
-  free(inf->cont);
   free(inf->handlers);
   free(inf->ns);
   inf->handlers = NULL;
   inf->ns = NULL;
   inf->pending = NULL;
-  inf->cont = NULL;
   inf->framer = NULL;
 }
 

@@ -5,7 +5,7 @@
  *   informer.c  the reflector: lifecycle, the state machine (list, then
  *               watch; backoff between failed attempts), the watch request,
  *               decoding one object
- *   list.c      the paged list and its pages
+ *   list.c      the list, read as it streams (split by items.c)
  *   event.c     reading the events of a watch stream (framed by framing.c)
  *   store.c     the cache: add, update, delete, relist; the handlers;
  *               writes the cache is behind; resync
@@ -39,6 +39,9 @@ void kcm_informer_set_rv(struct kcm_informer *inf, const char *rv);
 
 /* --- list.c ------------------------------------------------------------------------------ */
 
+/* Set up the list's reader, or free it (with the list's state). */
+int kcm_informer_list_init(struct kcm_informer *inf);
+void kcm_informer_list_release(struct kcm_informer *inf);
 /* Start a full list (the first, or a relist). */
 void kcm_informer_start_list(struct kcm_informer *inf);
 /* Drop the objects of the list being assembled. */

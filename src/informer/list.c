@@ -1,8 +1,12 @@
 /*
- * list — the informer's paged list. Every list is paged, so no response
- * holds more than a page; the first list (and any after a 410) is a
- * consistent read at "", later ones ask for the last version seen. The
- * pages' objects are gathered and, with the last page, replace the cache.
+ * list — the informer's list, read as it streams (items.c splits it). As
+ * client-go's reflector asks: the first list at resourceVersion "0", which
+ * the API server answers from its watch cache in one response whatever the
+ * limit; a list after a 410 at "" (a consistent read, paged from etcd); a
+ * relist at the last version seen and without a limit, so that the watch
+ * cache answers it too. A server that paged a list at "0" has no watch
+ * cache: every list to it is paged. The objects are gathered and, with the
+ * last page, replace the cache.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +14,7 @@
 #include <json-c/json.h>
 
 #include "internal.h"
+#include "items.h"
 #include "kcm/error.h"
 #include "kcm/log.h"
 
@@ -17,15 +22,25 @@
 
 static void on_list(const struct kcm_client_response *resp, void *data);
 
+static int on_list_chunk(const char *p, size_t n, void *data) {
+  struct kcm_informer *inf = data;
+  struct kcm_items *items = inf->items;
+  int err = kcm_items_feed(items, p, n);
+  if (err == KCM_ENOMEM)
+    items->err = "out of memory";
+  return err;
+}
+
 static void send_list(struct kcm_informer *inf) {
   struct kcm_buf path = KCM_BUF_INIT(4096);
   struct kcm_client_request_options o = {0};
-  /* Lists are always paged, so no response holds more than a page; the
-   * first list (and any after a 410) is a consistent read at "". */
-  const char *rv = inf->rv_gone ? "" : inf->rv;
-  bool page = inf->opts.page_size > 0;
+  const char *rv = inf->rv_gone ? "" : inf->rv[0] ? inf->rv : "0";
+  bool page = inf->cont || inf->paged || !strcmp(rv, "") || !strcmp(rv, "0");
   int err = kcm_informer_collection_path(inf->opts.kind, inf->opts.namespace, &path);
 
+  kcm_items_reset(inf->items);
+  inf->list_rv[0] = '\0';
+  inf->at_zero = !inf->cont && !strcmp(rv, "0");
   if (!err)
     err = kcm_buf_append_str(&path, "?");
   if (!err && page)
@@ -37,7 +52,7 @@ static void send_list(struct kcm_informer *inf) {
   o.method = "GET";
   o.path = path.data;
   o.timeout_ms = LIST_TIMEOUT_MS;
-  o.max_body = inf->opts.max_page_bytes;
+  o.on_chunk = on_list_chunk;
   o.done = on_list;
   o.data = inf;
   if (!err)
@@ -75,77 +90,71 @@ static int add_pending(struct kcm_informer *inf, struct kcm_object *o) {
   return 0;
 }
 
-/* Decode one page; returns 0 or a KCM_E* code with *why set. */
-static int apply_page(struct kcm_informer *inf, const char *body, size_t len,
-                      const char **why) {
+/* The list's metadata: its continue token and resourceVersion. */
+static int read_metadata(struct kcm_informer *inf, const char *text, size_t len) {
   struct kcm_json *j = &inf->page;
-  char rv[sizeof(inf->rv)] = "";
-  bool has_items = false, bad_items = false;
-  int err = 0;
 
   free(inf->cont);
   inf->cont = NULL;
-  kcm_json_start(j, body, len);
-  if (!kcm_json_object(j)) {
-    *why = "the list response is not a JSON object";
-    return KCM_EINVAL;
-  }
-  while (!err && kcm_json_member(j)) {
-    if (kcm_json_key_is(j, "items")) {
-      has_items = true;
-      if (kcm_json_null(j))
-        continue;
-      if (!kcm_json_array(j)) {
-        bad_items = true;
-        break;
-      }
-      while (!err && kcm_json_element(j)) {
-        const char *text;
-        size_t n;
-        struct kcm_object *o;
-        if (!kcm_json_raw(j, &text, &n))
-          break;
-        o = kcm_informer_decode(inf, text, n, "list");
-        if (o && (err = add_pending(inf, o)))
-          kcm_api_unref(o, inf->pool);
-      }
-    } else if (kcm_json_key_is(j, "metadata") && kcm_json_object(j)) {
-      while (!err && kcm_json_member(j)) {
-        const char *s;
-        size_t n;
-        bool is_continue = kcm_json_key_is(j, "continue");
-        if ((is_continue || kcm_json_key_is(j, "resourceVersion")) &&
-            kcm_json_string(j, &s, &n)) {
-          if (is_continue && n) {
-            free(inf->cont);
-            if (!(inf->cont = strdup(s)))
-              err = KCM_ENOMEM;
-          } else if (!is_continue && n < sizeof(rv)) {
-            memcpy(rv, s, n + 1);
-          }
-        } else if (!kcm_json_skip(j)) {
-          break;
-        }
+  kcm_json_start(j, text, len);
+  if (!kcm_json_object(j))
+    return 0; /* not an object: no token, no version */
+  while (kcm_json_member(j)) {
+    const char *s;
+    size_t n;
+    bool is_continue = kcm_json_key_is(j, "continue");
+    if ((is_continue || kcm_json_key_is(j, "resourceVersion")) && kcm_json_string(j, &s, &n)) {
+      if (is_continue && n) {
+        free(inf->cont);
+        if (!(inf->cont = strdup(s)))
+          return KCM_ENOMEM;
+      } else if (!is_continue && n < sizeof(inf->list_rv)) {
+        memcpy(inf->list_rv, s, n + 1);
       }
     } else if (!kcm_json_skip(j)) {
       break;
     }
   }
-  if (err == KCM_ENOMEM) {
-    *why = "out of memory";
+  return 0;
+}
+
+/* items.c's callback: one item of the list, or its metadata. */
+static int on_list_part(enum kcm_items_part part, const char *text, size_t len,
+                        const char *why, void *data) {
+  struct kcm_informer *inf = data;
+  struct kcm_object *o;
+  int err;
+
+  if (part == KCM_ITEMS_METADATA)
+    return read_metadata(inf, text, len);
+  if (!text) {
+    inf->stats.decode_errors++;
+    kcm_error("skipping a malformed list item kind=\"%s\" problem=\"%s\"",
+              kcm_api_kind_name(inf->opts.kind), why);
+    return 0;
+  }
+  o = kcm_informer_decode(inf, text, len, "list");
+  if (o && (err = add_pending(inf, o))) {
+    kcm_api_unref(o, inf->pool);
     return err;
   }
-  if (bad_items || (!j->err && !has_items)) {
-    *why = "the list response has no items list";
-    return KCM_EINVAL;
-  }
-  if (j->err || !kcm_json_done(j)) {
-    *why = j->err;
-    return KCM_EINVAL;
-  }
-  if (!inf->cont)
-    kcm_informer_set_rv(inf, rv);
   return 0;
+}
+
+int kcm_informer_list_init(struct kcm_informer *inf) {
+  if (!(inf->items = malloc(sizeof(struct kcm_items))))
+    return KCM_ENOMEM;
+  kcm_items_init(inf->items, inf->opts.max_event_bytes, on_list_part, inf);
+  return 0;
+}
+
+void kcm_informer_list_release(struct kcm_informer *inf) {
+  if (inf->items)
+    kcm_items_release(inf->items);
+  free(inf->items);
+  inf->items = NULL;
+  free(inf->cont);
+  inf->cont = NULL;
 }
 
 static void list_done(struct kcm_informer *inf) {
@@ -163,8 +172,7 @@ static void list_done(struct kcm_informer *inf) {
 
 static void on_list(const struct kcm_client_response *resp, void *data) {
   struct kcm_informer *inf = data;
-  const char *why = NULL;
-  int err;
+  struct kcm_items *items = inf->items;
 
   inf->req = NULL;
   if (inf->state == KCM_INFORMER_STOPPED) {
@@ -188,7 +196,7 @@ static void on_list(const struct kcm_client_response *resp, void *data) {
     list_done(inf);
     return;
   }
-  if (resp->err) {
+  if (resp->err && !(resp->err == KCM_ECANCELED && items->err)) {
     kcm_error("list failed kind=\"%s\" err=\"%s: %s\"", kcm_api_kind_name(inf->opts.kind),
               kcm_strerror(resp->err), resp->message);
     kcm_informer_drop_pending(inf);
@@ -196,18 +204,22 @@ static void on_list(const struct kcm_client_response *resp, void *data) {
     kcm_informer_backoff(inf, resp->retry_after);
     return;
   }
-  err = apply_page(inf, resp->body, resp->body_len, &why);
-  if (err) {
-    kcm_error("list failed kind=\"%s\" err=\"%s\"", kcm_api_kind_name(inf->opts.kind), why);
+  if (resp->err || kcm_items_finish(items)) {
+    kcm_error("list failed kind=\"%s\" err=\"%s\"", kcm_api_kind_name(inf->opts.kind),
+              items->err);
     kcm_informer_drop_pending(inf);
     inf->need_list = true;
     kcm_informer_backoff(inf, 0);
     return;
   }
-  if (inf->cont)
+  if (inf->cont) {
+    if (inf->at_zero)
+      inf->paged = true; /* no watch cache answered "0" */
     send_list(inf);
-  else
-    list_done(inf);
+    return;
+  }
+  kcm_informer_set_rv(inf, inf->list_rv);
+  list_done(inf);
 }
 
 void kcm_informer_drop_pending(struct kcm_informer *inf) {

@@ -5,6 +5,9 @@
     python3 tests/bench/run.py --only cpu latency --kubeconfig K [--server-pid PID]
         [--etcd-pid PID] [--fake-kubelet] [--audit-log FILE]
         [--upstream KUBE-CONTROLLER-MANAGER]    # against another API server
+    python3 tests/bench/run.py --only ready --kubeconfig K [--server-pid PID]
+        [--etcd-pid PID] [--etcd-metrics URL] [--pods N] [--rounds R]
+        [--upstream KUBE-CONTROLLER-MANAGER]
 
 decode   pods per CPU-second decoded from list pages and watch events, and
          the bytes each cached pod holds (build/tests/bench_decode);
@@ -19,14 +22,28 @@ cpu      kcm's own CPU (from /proc) to take D Deployments x R replicas from
          (and etcd's) CPU, RSS and, from the audit log, the writes each
          sent by verb and resource;
 latency  from a ReplicaSet's spec.replicas change to kcm's first pod POST,
-         as the API server sees both, while Deployments roll beside it.
+         as the API server sees both, while Deployments roll beside it;
+ready    (only with --kubeconfig) time to ready against that server with N
+         pods (default 50,000) in namespace kcm-bench-ready, loaded unless
+         already there and left there for the next run (delete the
+         namespace to remove them): from process start to ready (kcm's
+         /readyz; kube-controller-manager's log saying the Deployment and
+         ReplicaSet controllers' caches are synced), each with its client
+         defaults (the rate limit; upstream asks for protobuf), in R rounds
+         alternating with --upstream; with it, the controller's CPU and RSS,
+         the API server's and etcd's CPU, etcd's Range requests (from
+         --etcd-metrics) and the LISTs the API server served for pods,
+         ReplicaSets and Deployments (from its /metrics), meanwhile; each
+         run and the medians side by side.
 
 Budgets: 1 KiB per cached pod; 3 s to ready with 50,000 pods; latency p99
 10 ms; side by side with kube-controller-manager, as ratios of kcm's
 figure to its: wall time 1.0x, controller CPU 0.15x, the API server's and
-etcd's CPU 0.85x, writes 0.8x. Where the local
-API server is the bottleneck the benchmark says so: it prints the server's
-CPU beside kcm's, and for latency the server's own handling time.
+etcd's CPU 0.85x, writes 0.8x; time to ready with 50,000 pods at the
+default client rate limit 0.5x, with no more etcd Range requests (1.0x).
+Where the local API server is the bottleneck the benchmark says so: it
+prints the server's CPU beside kcm's, and for latency the server's own
+handling time.
 --small runs every benchmark at a size CI can afford; it never fails on a
 figure, only when a benchmark cannot run.
 """
@@ -39,11 +56,13 @@ import json
 import os
 import re
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+import urllib.parse
 import urllib.request
 import zlib
 
@@ -530,8 +549,13 @@ def external_namespace(api, prefix):
     kube-controller-manager) never makes it. Deleted namespaces may stay
     Terminating there, so every name is new."""
     ns = "kcm-bench-%s-%d-%d" % (prefix, os.getpid(), next(NAMESPACES))
+    return ensure_namespace(api, ns, exists_ok=False)
+
+
+def ensure_namespace(api, ns, exists_ok=True):
+    """Namespace ns and its default ServiceAccount, unless they exist."""
     r = api.post("/api/v1/namespaces", {"metadata": {"name": ns}})
-    if r.status != 201:
+    if r.status != 201 and not (exists_ok and r.status == 409):
         raise RuntimeError("could not create namespace %s: HTTP %d" % (ns, r.status))
     r = api.post("/api/v1/namespaces/%s/serviceaccounts" % ns, {"metadata": {"name": "default"}})
     if r.status not in (201, 409, 405):  # 405: the local server has no ServiceAccounts
@@ -710,8 +734,24 @@ def print_cpu(args, phases, memory, size, where):
 # Budgets of the side-by-side run, as ratios of kcm's figure to
 # kube-controller-manager's in the same run.
 # (The high-water mark's budget is set at 2,000 pods: --size 40x50.)
+# The ready benchmark's (time to ready, etcd Range requests) are set at 50,000 pods.
 RATIO_BUDGET = {"wall": 1.0, "cpu": 0.15, "server": 0.85, "writes": 0.8, "staleness": 1.0,
-                "hwm": 0.1}
+                "hwm": 0.1, "ready": 0.5, "ranges": 1.0}
+
+
+def side_by_side_header(args):
+    agent = os.path.basename(args.upstream)
+    print("side by side with %s %s" % (agent, subprocess.run(
+        [args.upstream, "--version"], capture_output=True, text=True).stdout.strip()))
+    print("  %-40s %12s %12s %8s" % ("", "kcm", agent[:12], "ratio"))
+
+
+def ratio_row(what, k, u, fmt, budget=None):
+    """One row of a side-by-side table: kcm's figure k, upstream's u, the
+    ratio of the two and, if it has one, its budget and verdict."""
+    ratio = k / u if u else float("inf") if k else 1.0
+    print("  %-40s %12s %12s %7.2fx%s" % (what, fmt % k, fmt % u, ratio, "" if budget is None
+          else "  (budget %.2fx) %s" % (budget, verdict(ratio <= budget))))
 
 
 def side_by_side(args, runs, pods):
@@ -719,15 +759,8 @@ def side_by_side(args, runs, pods):
     beside its budget."""
     agent = os.path.basename(args.upstream)
     (kp, krss, khwm), (up, urss, uhwm) = runs["kcm"], runs["upstream"]
-
-    def row(what, k, u, fmt, budget=None):
-        ratio = k / u if u else float("inf")
-        print("  %-40s %12s %12s %7.2fx%s" % (what, fmt % k, fmt % u, ratio, "" if budget is None
-              else "  (budget %.2fx) %s" % (budget, verdict(ratio <= budget))))
-
-    print("side by side with %s %s" % (agent, subprocess.run(
-        [args.upstream, "--version"], capture_output=True, text=True).stdout.strip()))
-    print("  %-40s %12s %12s %8s" % ("", "kcm", agent[:12], "ratio"))
+    row = ratio_row
+    side_by_side_header(args)
     # Staleness as the server saw it, from the audit log; else as the
     # benchmark's watches saw it (late when the benchmark itself is starved).
     stale = [p[5] for p in kp + up]
@@ -757,6 +790,234 @@ def side_by_side(args, runs, pods):
     for verb, res in keys:
         row("  %s %s" % (verb, res), sum(c.get((verb, res), 0) for c in kw),
             sum(c.get((verb, res), 0) for c in uw), "%d")
+
+
+# --- time to ready against another API server ----------------------------------------------
+
+READY_NS = "kcm-bench-ready"
+LISTED = ("pods", "replicasets", "deployments")  # what both controller-managers list
+# The API server's calls to etcd to list those, by the type its metrics name
+# (1.24 names "*[]core.Pod"; older releases "*core.PodList").
+ETCD_LIST_TYPES = ("*[]core.Pod", "*[]apps.ReplicaSet", "*[]apps.Deployment",
+                   "*core.PodList", "*apps.ReplicaSetList", "*apps.DeploymentList")
+# etcd's count of Range requests: its gRPC server's, else its store's.
+ETCD_RANGES = (("grpc_server_handled_total", {"grpc_method": "Range"}),
+               ("etcd_mvcc_range_total", {}), ("etcd_debugging_mvcc_range_total", {}))
+SETTLE_S = 10  # between runs; etcd's Range requests meanwhile are the idle rate
+
+
+def metric_sum(text, name, **labels):
+    """The sum of the samples of `name` in a Prometheus text page whose
+    labels match (each wanted value a string or a tuple of strings); None
+    when the page has no such sample."""
+    total = None
+    for m in re.finditer(r"^%s(?:\{(.*)\})? (\S+)" % re.escape(name), text, re.M):
+        have = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', m.group(1) or ""))
+        if all(have.get(k) in (v if isinstance(v, tuple) else (v,)) for k, v in labels.items()):
+            total = (total or 0) + float(m.group(2))
+    return total
+
+
+def ready_pod(i):
+    """A small pod as a workload's: one container with requests, labels; no
+    node, so on a server with no scheduler it stays Pending."""
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "ready-%05d" % i,
+                         "labels": {"app": "ready-%d" % (i % 100), "tier": "bench"}},
+            "spec": {"containers": [{"name": "c", "image": "nginx:1.25", "resources": {
+                "requests": {"cpu": "10m", "memory": "16Mi"}}}]}}
+
+
+def pod_count(api, ns=None):
+    """The pods of ns (or of the cluster), from a list of one."""
+    r = api.get("%s/pods?limit=1" % ("/api/v1/namespaces/" + ns if ns else "/api/v1"))
+    if r.status != 200:
+        raise RuntimeError("could not list pods: HTTP %d" % r.status)
+    body = r.json()
+    return len(body["items"]) + body["metadata"].get("remainingItemCount", 0)
+
+
+def load_pods(api, ns, n, threads=16):
+    """Create those of pods ready-00000 .. ready-<n-1> that ns lacks, from
+    `threads` threads, each with its own keep-alive connection; the number
+    created."""
+    have, cont = set(), ""
+    while cont is not None:
+        body = api.get("/api/v1/namespaces/%s/pods?limit=5000%s" % (
+            ns, "&continue=" + urllib.parse.quote(cont) if cont else "")).json()
+        have.update(p["metadata"]["name"] for p in body["items"])
+        cont = body["metadata"].get("continue") or None
+    todo = iter([i for i in range(n) if "ready-%05d" % i not in have])
+    lock, created, failed = threading.Lock(), [0], []
+    path = "/api/v1/namespaces/%s/pods" % ns
+
+    def work():
+        while not failed:
+            with lock:
+                i = next(todo, None)
+            if i is None:
+                return
+            try:
+                for attempt in range(10):  # an overloaded server answers 429 or 5xx
+                    r = api.post(path, ready_pod(i))
+                    if r.status not in (429, 500, 503, 504):
+                        break
+                    time.sleep(0.1 * (attempt + 1))
+            except OSError as e:
+                failed.append(str(e))
+                return
+            if r.status == 201:
+                with lock:
+                    created[0] += 1
+            elif r.status != 409:
+                failed.append("HTTP %d %s" % (r.status, r.body[:200].decode(errors="replace")))
+    workers = [threading.Thread(target=work, daemon=True) for _ in range(threads)]
+    for t in workers:
+        t.start()
+    for t in workers:
+        while t.is_alive():
+            t.join(60)
+            if t.is_alive():
+                print("  ... %d pods created" % created[0])
+                sys.stdout.flush()
+    if failed:
+        raise RuntimeError("could not create the benchmark's pods: %s" % failed[0])
+    return created[0]
+
+
+def server_cpus(args):
+    """The API server's CPU and etcd's, 0 for either whose pid is unknown."""
+    return [cpu_seconds(p) if p else 0.0 for p in (args.server_pid, args.etcd_pid)]
+
+
+def server_counters(args, api):
+    """From the API server's metrics: the LIST requests it served for each
+    of LISTED, and its etcd list calls for them; from etcd's: its Range
+    requests, and the counter's name. None where a page cannot be read."""
+    c = dict.fromkeys(LISTED + ("etcd lists", "ranges", "range counter"))
+    r = api.get("/metrics")
+    if r.status == 200:
+        text = r.body.decode()
+        for res in LISTED:
+            c[res] = metric_sum(text, "apiserver_request_total", verb="LIST", resource=res) or 0
+        c["etcd lists"] = metric_sum(text, "etcd_request_duration_seconds_count",
+                                     operation="list", type=ETCD_LIST_TYPES) or 0
+    if args.etcd_metrics:
+        with urllib.request.urlopen(args.etcd_metrics, timeout=10) as f:
+            text = f.read().decode()
+        for name, labels in ETCD_RANGES:
+            c["ranges"], c["range counter"] = metric_sum(text, name, **labels), name
+            if c["ranges"] is not None:
+                break
+        else:
+            raise RuntimeError("no Range counter in %s" % args.etcd_metrics)
+    return c
+
+
+def ready_external(args, server, workdir, name, tag):
+    """Let the server settle, then start controller-manager `name` ("kcm"
+    or "upstream") with the client's default rate limit and time it to
+    ready: its figures, and the server's and etcd's meanwhile."""
+    idle = server_counters(args, server.api)
+    time.sleep(SETTLE_S)
+    c0, s0 = server_counters(args, server.api), server_cpus(args)
+    if name == "kcm":
+        cm = Kcm(args.kcm, server, workdir, "kcm-" + tag, tuple(args.kcm_arg))
+    else:
+        cm = Upstream(args.upstream, server, workdir, "upstream-" + tag)
+    try:
+        fig = {"ready": cm.wait_ready(timeout=1800)}
+        s1 = server_cpus(args)
+        fig.update(cpu=cm.cpu(), rss=cm.rss() / 1024, api_cpu=s1[0] - s0[0],
+                   etcd_cpu=s1[1] - s0[1])
+        c1 = server_counters(args, server.api)
+    finally:
+        cm.stop()
+    for k in LISTED + ("etcd lists", "ranges"):
+        fig[k] = None if c0[k] is None else c1[k] - c0[k]
+    fig["idle ranges"] = None if idle["ranges"] is None else \
+        (c0["ranges"] - idle["ranges"]) / SETTLE_S
+    fig["range counter"] = c1["range counter"]
+    return fig
+
+
+def print_ready_run(args, name, rnd, fig):
+    print("  %s, round %d: ready in %.2f s; its CPU %.2f s, RSS %.1f MiB%s" % (
+        name, rnd + 1, fig["ready"], fig["cpu"], fig["rss"], "".join(
+            "; %s's CPU %.2f s" % (who, fig[k]) for who, k, pid in (
+                ("the API server", "api_cpu", args.server_pid),
+                ("etcd", "etcd_cpu", args.etcd_pid)) if pid)))
+    if fig["pods"] is not None:
+        print("    LISTs served: %s; the API server's etcd lists of them: %d" % (", ".join(
+            "%s %d" % (res, fig[res]) for res in LISTED), fig["etcd lists"]))
+    if fig["ranges"] is not None:
+        print("    etcd Range requests: %d (idle before: %.1f per second)" % (
+            fig["ranges"], fig["idle ranges"]))
+    sys.stdout.flush()
+
+
+def bench_ready(args, workdir):
+    n = args.pods or (2000 if args.small else 50000)
+    server = External(args.kubeconfig, args.server_pid, args.etcd_pid)
+    ensure_namespace(server.api, READY_NS)
+    have = pod_count(server.api, READY_NS)
+    if have < n:
+        t = time.monotonic()
+        made = load_pods(server.api, READY_NS, n)
+        load_s = time.monotonic() - t
+        print("ready: created %d pods in %s in %.1f s (%.0f per second)" % (
+            made, READY_NS, load_s, made / load_s))
+        have = pod_count(server.api, READY_NS)
+    print("ready: time to ready with %d pods in %s (%d in the cluster), the client's default "
+          "rate limit; API server %s" % (have, READY_NS, pod_count(server.api), args.kubeconfig))
+    names = ("kcm", "upstream") if args.upstream else ("kcm",)
+    runs = {name: [] for name in names}
+    for rnd in range(args.rounds):
+        for name in names:
+            fig = ready_external(args, server, workdir, name, "ready-%d" % rnd)
+            runs[name].append(fig)
+            print_ready_run(args, name, rnd, fig)
+    med = {name: {k: statistics.median(f[k] for f in figs) if figs[0][k] is not None else None
+                  for k, v in figs[0].items() if not isinstance(v, str)}
+           for name, figs in runs.items()}
+    k = med["kcm"]
+    if k["pods"] is not None:
+        lists = sum(k[res] for res in LISTED)
+        print("  the default limit (%d requests per second after a burst of %d) lets kcm's %.0f "
+              "list requests take no less than %.2f s" % (
+                  DEFAULT_QPS, DEFAULT_BURST, lists,
+                  max(0.0, (lists - DEFAULT_BURST) / DEFAULT_QPS)))
+    if not args.upstream:
+        print("  kcm's median of %d: ready in %.2f s, its CPU %.2f s" % (
+            args.rounds, k["ready"], k["cpu"]))
+        return runs
+    u = med["upstream"]
+    side_by_side_header(args)
+    ratio_row("time to ready, s (median of %d)" % args.rounds, k["ready"], u["ready"], "%.2f",
+              RATIO_BUDGET["ready"])
+    ratio_row("controller CPU to ready, s", k["cpu"], u["cpu"], "%.2f")
+    ratio_row("RSS at ready, MiB", k["rss"], u["rss"], "%.1f")
+    if args.server_pid:
+        ratio_row("API server CPU meanwhile, s", k["api_cpu"], u["api_cpu"], "%.2f")
+    if args.etcd_pid:
+        ratio_row("etcd CPU meanwhile, s", k["etcd_cpu"], u["etcd_cpu"], "%.2f")
+    if k["ranges"] is not None:
+        ratio_row("etcd Range requests meanwhile", k["ranges"], u["ranges"], "%.0f",
+                  RATIO_BUDGET["ranges"])
+    if k["pods"] is not None:
+        ratio_row("  the API server's etcd lists of these", k["etcd lists"], u["etcd lists"],
+                  "%.0f")
+        for res in LISTED:
+            ratio_row("LIST %s served" % res, k[res], u[res], "%.0f")
+        print("  LISTs are counted by resource, not by client; while a controller starts, no "
+              "other client lists these")
+    if k["ranges"] is not None:
+        idle = statistics.median(f["idle ranges"] for figs in runs.values() for f in figs)
+        print("  etcd Range requests: all etcd served (%s), the API server's own too; idle, it"
+              % runs["kcm"][0]["range counter"])
+        print("    served %.1f per second: about %.0f over kcm's time to ready, %.0f over "
+              "upstream's" % (idle, idle * k["ready"], idle * u["ready"]))
+    return runs
 
 
 # --- latency ------------------------------------------------------------------------------
@@ -995,7 +1256,7 @@ def bench_latency(args, workdir):
 
 
 BENCHES = {"decode": bench_decode, "memory": bench_memory, "cpu": bench_cpu,
-           "latency": bench_latency}
+           "latency": bench_latency, "ready": bench_ready}
 
 
 def main():
@@ -1003,24 +1264,31 @@ def main():
     ap.add_argument("--kcm", default=os.path.join(ROOT, "build", "kcm"))
     ap.add_argument("--small", action="store_true", help="CI sizes")
     ap.add_argument("--kcm-arg", action="append", default=[], metavar="FLAG",
-                    help="one more flag for the cpu benchmark's kcm (repeatable)")
+                    help="one more flag for the cpu and ready benchmarks' kcm (repeatable)")
     ap.add_argument("--only", nargs="*", choices=sorted(BENCHES), default=None)
     ap.add_argument("--size", type=lambda v: tuple(int(x) for x in v.split("x", 1)),
                     help="the cpu benchmark's Deployments x replicas (default 200x50; 10x5 "
                     "with --small)")
-    ap.add_argument("--kubeconfig", help="run the cpu and latency benchmarks against this API "
-                    "server (a token user; no other Deployment or ReplicaSet controller may "
-                    "run there)")
+    ap.add_argument("--kubeconfig", help="run the cpu, latency and ready benchmarks against "
+                    "this API server (a token user; no other Deployment or ReplicaSet "
+                    "controller may run there)")
     ap.add_argument("--server-pid", type=int, help="with --kubeconfig: the API server's "
                     "process, to print its CPU beside kcm's")
     ap.add_argument("--fake-kubelet", action="store_true", help="with --kubeconfig: bind the "
                     "benchmark's pods, write them Running and Ready, and finish their graceful "
                     "deletions (for an API server with no nodes)")
     ap.add_argument("--upstream", help="with --kubeconfig: a kube-controller-manager binary; "
-                    "the cpu benchmark runs it after kcm on the same work and prints the two "
-                    "side by side, each ratio beside its budget")
+                    "the cpu and ready benchmarks run it after kcm on the same work and print "
+                    "the two side by side, each ratio beside its budget")
     ap.add_argument("--etcd-pid", type=int, help="with --kubeconfig: etcd's process, its CPU "
                     "counted with the API server's")
+    ap.add_argument("--etcd-metrics", metavar="URL", help="with --kubeconfig: etcd's "
+                    "metrics (http://HOST:PORT/metrics), for the ready benchmark's count of "
+                    "its Range requests")
+    ap.add_argument("--pods", type=int, help="the ready benchmark's pods (default 50000; "
+                    "2000 with --small)")
+    ap.add_argument("--rounds", type=int, default=3, help="the ready benchmark's runs of each "
+                    "controller-manager, alternating (default 3); it prints each and the median")
     ap.add_argument("--audit-log", help="with --kubeconfig: the API server's audit log, for "
                     "latency as the server sees it (policy in docs/performance.md)")
     ap.add_argument("--bare-sim", action="store_true", help="run the cpu and latency "
@@ -1030,13 +1298,16 @@ def main():
     if args.bare_sim and (args.kubeconfig or args.server_pid or args.audit_log):
         ap.error("--bare-sim starts its own server: no --kubeconfig, --server-pid or --audit-log")
     if args.kubeconfig or args.bare_sim:
-        if not args.only or set(args.only) - {"cpu", "latency"}:
-            ap.error("--kubeconfig and --bare-sim run the cpu and latency benchmarks: add "
-                     "--only cpu latency")
+        if not args.only or set(args.only) - {"cpu", "latency", "ready"}:
+            ap.error("--kubeconfig and --bare-sim run the cpu, latency and ready benchmarks: "
+                     "add --only cpu latency ready (or some of them)")
         args.kubeconfig = args.kubeconfig and os.path.abspath(args.kubeconfig)
-    elif args.server_pid or args.fake_kubelet or args.audit_log or args.upstream or args.etcd_pid:
-        ap.error("--server-pid, --etcd-pid, --fake-kubelet, --audit-log and --upstream go with "
-                 "--kubeconfig")
+    elif args.server_pid or args.fake_kubelet or args.audit_log or args.upstream or \
+            args.etcd_pid or args.etcd_metrics:
+        ap.error("--server-pid, --etcd-pid, --etcd-metrics, --fake-kubelet, --audit-log and "
+                 "--upstream go with --kubeconfig")
+    elif args.only and "ready" in args.only:
+        ap.error("the ready benchmark runs against another API server: add --kubeconfig")
     if args.upstream:
         args.upstream = os.path.abspath(args.upstream)
     args.kcm = os.path.abspath(args.kcm)

@@ -1516,6 +1516,39 @@ static int count_chunk(const char *p, size_t n, void *data) {
   return 0;
 }
 
+/* A streamed list is timed as any request; a watch, open-ended, is not. */
+static void streamed_lists_are_timed_watches_are_not(void **state) {
+  struct watch_fixture w;
+  struct kcm_client_request_options o = {0};
+  char *err = NULL, *page;
+  const char *host;
+
+  memset(&w, 0, sizeof(w));
+  assert_int_equal(load(&w.cfg, sim_file("kubeconfig"), NULL, NULL, &err), 0);
+  host = host_of(&w.cfg);
+  uv_loop_init(&w.loop);
+  assert_int_equal(kcm_client_new(&w.client, &w.loop, &w.cfg), 0);
+  o.method = "GET";
+  o.path = "/api/v1/namespaces?resourceVersion=0";
+  o.on_chunk = count_chunk;
+  o.done = on_done;
+  o.data = &w.r;
+  assert_int_equal(kcm_client_request(w.client, &o, NULL), 0);
+  run_until_done(&w.loop, &w.r);
+  assert_int_equal(w.r.err, 0);
+  assert_true(w.r.streamed > 0);
+  memset(&w.r, 0, sizeof(w.r));
+  o.path = "/api/v1/namespaces?watch=1&timeoutSeconds=1";
+  o.watch = true;
+  assert_int_equal(kcm_client_request(w.client, &o, NULL), 0);
+  run_until_done(&w.loop, &w.r);
+  assert_int_equal(w.r.err, 0);
+  page = metrics_page(w.client);
+  assert_true(by_verb(page, "request_duration_seconds_count", host, "GET") == 1);
+  free(page);
+  finish_watch(&w);
+}
+
 /* A watch whose first chunk sends another request, as an informer's
  * handler recording an Event does. */
 struct nested {
@@ -2060,6 +2093,7 @@ int main(void) {
       cmocka_unit_test(token_file_reread_after_refusal),
       cmocka_unit_test(tls_server_name_is_verified),
       cmocka_unit_test(watch_streams_until_stopped),
+      cmocka_unit_test(streamed_lists_are_timed_watches_are_not),
       cmocka_unit_test(a_request_sent_while_a_chunk_is_handled_completes),
       cmocka_unit_test(cancel_reports_from_the_loop),
       cmocka_unit_test(new_connections_resume_the_tls_session),

@@ -1,7 +1,7 @@
 /*
- * Tests for the informer: watch-stream framing split at every byte, and
- * list/watch against the local API server with faults injected, checking
- * that the cache converges to the server's state.
+ * Tests for the informer: watch-stream framing and list-response splitting
+ * at every byte, and list/watch against the local API server with faults
+ * injected, checking that the cache converges to the server's state.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "../../src/informer/framing.h"
+#include "../../src/informer/items.h"
 #include "kcm/error.h"
 #include "kcm/informer.h"
 #include "peer.h"
@@ -778,6 +779,104 @@ static void list_query_is_encoded(void **state) {
   wire_stop(&w);
 }
 
+#define OK_JSON "HTTP/1.1 200 OK\r\nContent-Type: application/json"
+#define GONE "HTTP/1.1 410 Gone\r\nContent-Type: application/json"
+#define GONE_BODY "{\"kind\":\"Status\",\"code\":410,\"reason\":\"Expired\",\"message\":\"too old\"}"
+
+/* Start an informer on `answers` and wait until each has been asked for. */
+static void wire_answer_all(struct wire *w, const struct peer_answer *answers, size_t n) {
+  struct seen s;
+  wire_start(w, answers, n, "default");
+  s.peer = &w->peer;
+  s.n = n;
+  assert_true(support_run_until(&w->loop, peer_saw, &s, 10000));
+}
+
+/* Request i's query parameter `name` is `want` (NULL: absent). */
+static void expect_param(struct wire *w, size_t i, const char *name, const char *want) {
+  char *head = peer_request(&w->peer, i), *v;
+  assert_non_null(head);
+  v = query_param(head, name);
+  if (!want)
+    assert_null(v);
+  else
+    assert_string_equal(v ? v : "(absent)", want);
+  free(v);
+  free(head);
+}
+
+/* As client-go's reflector: the first list at "0" (the watch cache answers
+ * it whole, the limit ignored); after an expired watch a relist at the
+ * last version without a limit (the watch cache again); after that list
+ * expires too, a consistent list at "", paged. */
+static void lists_ask_the_watch_cache(void **state) {
+  static const struct peer_answer answers[] = {
+      {OK_JSON, "{\"metadata\":{\"resourceVersion\":\"10\"},\"items\":[]}"},
+      {GONE, GONE_BODY}, /* the watch */
+      {GONE, GONE_BODY}, /* the relist at 10 */
+      {OK_JSON, "{\"metadata\":{\"resourceVersion\":\"20\"},\"items\":[]}"},
+      {OK_JSON, ""}, /* watches from here on */
+  };
+  struct wire w;
+  wire_answer_all(&w, answers, 5);
+  expect_param(&w, 0, "resourceVersion", "0");
+  expect_param(&w, 0, "limit", "2");
+  expect_param(&w, 1, "watch", "1");
+  expect_param(&w, 1, "resourceVersion", "10");
+  expect_param(&w, 2, "resourceVersion", "10");
+  expect_param(&w, 2, "limit", NULL);
+  expect_param(&w, 2, "watch", NULL);
+  expect_param(&w, 3, "resourceVersion", "");
+  expect_param(&w, 3, "limit", "2");
+  expect_param(&w, 4, "resourceVersion", "20");
+  expect_param(&w, 4, "watch", "1");
+  wire_stop(&w);
+}
+
+/* A server that pages a list at "0" has no watch cache: relists to it are
+ * paged too, as client-go's reflector does. */
+static void paged_answer_at_zero_keeps_paging(void **state) {
+  static const struct peer_answer answers[] = {
+      {OK_JSON, "{\"metadata\":{\"continue\":\"c1\"},\"items\":[{\"metadata\":{\"name\":\"a\","
+                "\"namespace\":\"default\",\"uid\":\"6f3c1f0e-1d2a-4b5c-8d9e-0a1b2c3d4e51\","
+                "\"resourceVersion\":\"9\"}}]}"},
+      {OK_JSON, "{\"metadata\":{\"resourceVersion\":\"10\"},\"items\":[]}"},
+      {GONE, GONE_BODY}, /* the watch */
+      {OK_JSON, "{\"metadata\":{\"resourceVersion\":\"11\"},\"items\":[]}"},
+      {OK_JSON, ""},
+  };
+  struct wire w;
+  wire_answer_all(&w, answers, 5);
+  expect_param(&w, 1, "continue", "c1");
+  expect_param(&w, 3, "resourceVersion", "10");
+  expect_param(&w, 3, "limit", "2");
+  assert_true(w.inf.paged);
+  wire_stop(&w);
+}
+
+/* A list response that breaks off, or turns out malformed after items were
+ * read, costs the attempt: nothing of it reaches the cache, and the next
+ * attempt lists again. */
+static void malformed_list_is_retried_whole(void **state) {
+  static const struct peer_answer answers[] = {
+      {OK_JSON, "{\"metadata\":{\"resourceVersion\":\"10\"},\"items\":[{\"metadata\":{\"name\":"
+                "\"a\",\"namespace\":\"default\",\"uid\":"
+                "\"6f3c1f0e-1d2a-4b5c-8d9e-0a1b2c3d4e51\",\"resourceVersion\":\"9\"}}]]}"},
+      {OK_JSON, "{\"metadata\":{\"resourceVersion\":\"10\"},\"items\":[{\"metadata\":{\"name\":"
+                "\"b\",\"namespace\":\"default\",\"uid\":"
+                "\"6f3c1f0e-1d2a-4b5c-8d9e-0a1b2c3d4e52\",\"resourceVersion\":\"9\"}}]}"},
+      {OK_JSON, ""},
+  };
+  struct wire w;
+  wire_answer_all(&w, answers, 3);
+  assert_true(w.inf.synced);
+  assert_int_equal(w.inf.stats.failures >= 1, 1);
+  assert_null(kcm_informer_get(&w.inf, "default", "a"));
+  assert_non_null(kcm_informer_get(&w.inf, "default", "b"));
+  expect_param(&w, 1, "resourceVersion", "0"); /* nothing of the broken list was kept */
+  wire_stop(&w);
+}
+
 static bool backing_off(void *arg) {
   return ((struct kcm_informer *)arg)->state == KCM_INFORMER_BACKOFF;
 }
@@ -795,6 +894,181 @@ static void huge_retry_after_is_capped(void **state) {
   assert_int_equal(w.inf.stats.failures, 1);
   assert_int_equal(peer_count(&w.peer), 1);
   wire_stop(&w);
+}
+
+/* --- list responses, split into items ------------------------------------------------ */
+
+/* What the reader handed out, as "I:<item>\n", "M:<metadata>\n" and
+ * "X:<why>\n" lines, then "=<result>:<error>". */
+static int record(enum kcm_items_part part, const char *text, size_t len, const char *why,
+                  void *data) {
+  struct kcm_buf *log = data;
+  if (!text)
+    return kcm_buf_appendf(log, "X:%s\n", why);
+  return kcm_buf_appendf(log, "%c:%.*s\n", part == KCM_ITEMS_ITEM ? 'I' : 'M', (int)len, text);
+}
+
+/* Feed body in pieces cut at cuts[0..n) (ascending offsets), then finish;
+ * returns the record (caller frees). */
+static char *split_list(const char *body, size_t max, const size_t *cuts, size_t n) {
+  struct kcm_buf log = KCM_BUF_INIT(1 << 20);
+  struct kcm_items s;
+  size_t len = strlen(body), at = 0, i;
+  int rc = 0;
+  kcm_items_init(&s, max, record, &log);
+  for (i = 0; i <= n && !rc; i++) {
+    size_t end = i < n ? cuts[i] : len;
+    rc = kcm_items_feed(&s, body + at, end - at);
+    at = end;
+  }
+  if (!rc)
+    rc = kcm_items_finish(&s);
+  kcm_buf_appendf(&log, "=%d:%s", rc, s.err ? s.err : "");
+  kcm_items_release(&s);
+  return kcm_buf_take(&log);
+}
+
+static char *whole_list(const char *body, size_t max) { return split_list(body, max, NULL, 0); }
+
+/* The record of a body is the same whether it comes whole, in two pieces
+ * cut anywhere, or a byte at a time. */
+static void expect_same_split(const char *body, size_t max) {
+  char *want = whole_list(body, max), *got;
+  size_t len = strlen(body), i, *bytes = calloc(len + 1, sizeof(*bytes));
+  for (i = 0; i <= len; i++) {
+    got = split_list(body, max, &i, 1);
+    assert_string_equal(got, want);
+    free(got);
+  }
+  for (i = 0; i < len; i++)
+    bytes[i] = i + 1;
+  got = split_list(body, max, bytes, len ? len - 1 : 0);
+  assert_string_equal(got, want);
+  free(got);
+  free(bytes);
+  free(want);
+}
+
+static const char list_body[] =
+    " {\"kind\":\"PodList\",\"apiVersion\":\"v1\",\"metadata\":{\"resourceVersion\":\"42\","
+    "\"continue\":\"t\\\"k\"},\n\"items\":[{\"metadata\":{\"name\":\"a\"},\"s\":\"]}[{\\\\\"},"
+    "{\"x\":[1,-2.5e3,true,null,{\"y\":\"\\u00e9\"}]} , 7,\"str\",null,[]],\"extra\":{\"items\":"
+    "[{\"no\":1}]},\"n\":-1} \r\n";
+
+static void items_at_every_split(void **state) {
+  char *got = whole_list(list_body, 1 << 20);
+  assert_string_equal(got,
+                      "M:{\"resourceVersion\":\"42\",\"continue\":\"t\\\"k\"}\n"
+                      "I:{\"metadata\":{\"name\":\"a\"},\"s\":\"]}[{\\\\\"}\n"
+                      "I:{\"x\":[1,-2.5e3,true,null,{\"y\":\"\\u00e9\"}]}\n"
+                      "I:7\nI:\"str\"\nI:null\nI:[]\n=0:");
+  free(got);
+  expect_same_split(list_body, 1 << 20);
+}
+
+static void items_empty_and_null_lists(void **state) {
+  char *got = whole_list("{\"items\":[]}", 64);
+  assert_string_equal(got, "=0:");
+  free(got);
+  got = whole_list("{\"metadata\":{},\"items\":null}", 64);
+  assert_string_equal(got, "M:{}\n=0:");
+  free(got);
+  /* metadata after the items is read too */
+  got = whole_list("{\"items\":[{}],\"metadata\":{\"resourceVersion\":\"9\"}}", 64);
+  assert_string_equal(got, "I:{}\nM:{\"resourceVersion\":\"9\"}\n=0:");
+  free(got);
+}
+
+static void items_malformed_lists_fail(void **state) {
+  static const struct {
+    const char *body, *why;
+  } cases[] = {
+      {"", "the list response is not a JSON object"},
+      {"<html>proxy error</html>", "the list response is not a JSON object"},
+      {"[{\"items\":[]}]", "the list response is not a JSON object"},
+      {"{}", "the list response has no items list"},
+      {"{\"kind\":\"PodList\"}", "the list response has no items list"},
+      {"{\"items\":{}}", "the list response's items is not a list"},
+      {"{\"items\":\"x\"}", "the list response's items is not a list"},
+      {"{\"items\":[],\"items\":[]}", "the list response has two items lists"},
+      {"{\"items\":[{}", "the list response ended early"},
+      {"{\"items\":[{\"a\":\"}]}", "the list response ended early"},
+      {"{\"items\":[]", "the list response ended early"},
+      {"{\"items\":[{]}]}", "the list response's brackets do not match"},
+      {"{\"items\":[],}", "the list response is not valid JSON"},
+      {"{\"items\":[{},]}", "the list response is not valid JSON"},
+      {"{\"items\":[{}{}]}", "the list response is not valid JSON"},
+      {"{\"items\" [] }", "the list response is not valid JSON"},
+      {"{items:[]}", "the list response is not valid JSON"},
+      {"{\"a\":1\"b\",\"items\":[]}", "the list response is not valid JSON"},
+      {"{\"items\":[]}x", "the list response has text after its end"},
+      {"{\"items\":[]}{}", "the list response has text after its end"},
+  };
+  size_t i;
+  for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    char *got = whole_list(cases[i].body, 64), want[160];
+    snprintf(want, sizeof(want), "=%d:%s", KCM_EINVAL, cases[i].why);
+    assert_non_null(strstr(got, want));
+    free(got);
+    expect_same_split(cases[i].body, 64);
+  }
+}
+
+static void items_nesting_is_bounded(void **state) {
+  struct kcm_buf deep = KCM_BUF_INIT(1 << 20);
+  char *got;
+  int i;
+  kcm_buf_append_str(&deep, "{\"items\":[");
+  for (i = 0; i < KCM_ITEMS_MAX_DEPTH; i++)
+    kcm_buf_append_str(&deep, "[");
+  got = whole_list(deep.data, 1 << 20); /* as deep as allowed: not over, only unfinished */
+  assert_non_null(strstr(got, "the list response ended early"));
+  free(got);
+  kcm_buf_append_str(&deep, "[");
+  got = whole_list(deep.data, 1 << 20);
+  assert_non_null(strstr(got, "the list response is nested too deeply"));
+  free(got);
+  kcm_buf_release(&deep);
+}
+
+static void items_over_the_cap_are_skipped(void **state) {
+  static const char body[] = "{\"metadata\":{\"resourceVersion\":\"5\"},\"items\":["
+                             "{\"name\":\"big-big-big-big-big-big\"},{\"name\":\"ok\"},"
+                             "\"a-long-string-value-here\",{\"n\":1}]}";
+  char *got = whole_list(body, 24);
+  assert_string_equal(got, "M:{\"resourceVersion\":\"5\"}\n"
+                           "X:item larger than the size limit\n"
+                           "I:{\"name\":\"ok\"}\n"
+                           "X:item larger than the size limit\n"
+                           "I:{\"n\":1}\n=0:");
+  free(got);
+  expect_same_split(body, 24);
+  /* The list's metadata has the same cap, and fails the list. */
+  got = whole_list("{\"metadata\":{\"continue\":\"a-token-longer-than-the-cap\"},\"items\":[]}", 24);
+  assert_non_null(strstr(got, "the list's metadata is larger than the size limit"));
+  free(got);
+}
+
+/* The reader stops when the callback says so, and passes its result on. */
+static int stop_at_second(enum kcm_items_part part, const char *text, size_t len,
+                          const char *why, void *data) {
+  int *seen = data;
+  return ++*seen == 2 ? 77 : 0;
+}
+
+static void items_callback_stops_the_reader(void **state) {
+  static const char body[] = "{\"items\":[1,2,3]}";
+  struct kcm_items s;
+  int seen = 0;
+  kcm_items_init(&s, 64, stop_at_second, &seen);
+  assert_int_equal(kcm_items_feed(&s, body, strlen(body)), 77);
+  assert_int_equal(seen, 2);
+  kcm_items_reset(&s);
+  seen = -10;
+  assert_int_equal(kcm_items_feed(&s, body, strlen(body)), 0);
+  assert_int_equal(kcm_items_finish(&s), 0);
+  assert_int_equal(seen, -7);
+  kcm_items_release(&s);
 }
 
 static int start_sim(void **state) { return support_start_sim(NULL); }
@@ -825,6 +1099,14 @@ int main(void) {
       cmocka_unit_test(framing_caps_event_size),
       cmocka_unit_test(framing_reports_truncated_end),
   };
+  const struct CMUnitTest items[] = {
+      cmocka_unit_test(items_at_every_split),
+      cmocka_unit_test(items_empty_and_null_lists),
+      cmocka_unit_test(items_malformed_lists_fail),
+      cmocka_unit_test(items_nesting_is_bounded),
+      cmocka_unit_test(items_over_the_cap_are_skipped),
+      cmocka_unit_test(items_callback_stops_the_reader),
+  };
   const struct CMUnitTest live[] = {
       cmocka_unit_test(lists_then_watches),
       cmocka_unit_test(converges_after_dropped_watches),
@@ -841,9 +1123,13 @@ int main(void) {
   };
   const struct CMUnitTest wire[] = {
       cmocka_unit_test(list_query_is_encoded),
+      cmocka_unit_test(lists_ask_the_watch_cache),
+      cmocka_unit_test(paged_answer_at_zero_keeps_paging),
+      cmocka_unit_test(malformed_list_is_retried_whole),
       cmocka_unit_test(huge_retry_after_is_capped),
   };
   int failed = cmocka_run_group_tests_name("framing", framing, NULL, NULL);
+  failed += cmocka_run_group_tests_name("items", items, NULL, NULL);
   failed += cmocka_run_group_tests_name("wire", wire, NULL, NULL);
   failed += cmocka_run_group_tests_name("informer", live, start_sim, stop_sim);
   return failed;
