@@ -148,6 +148,8 @@ struct kcm_replicaset_controller {
   struct kcm_pacer status_pacer; /* --status-write-interval */
   struct kcm_crashloop failing;  /* --failed-pod-backoff */
   struct kcm_json json;          /* reads pods an AlreadyExists named */
+  uint32_t (*draw)(uint32_t n);  /* a uniform draw in [0, n) for pod names:
+                                    arc4random_uniform (tests script it) */
   struct {
     uint64_t creates;
     uint64_t deletes;

@@ -286,6 +286,51 @@ static void rs_already_exists_then_get(void **state) {
   assert_int_equal(kcm_workqueue_requeues(&f->rc.rt.queue, KEY), 0);
 }
 
+/* The pod names' random draws: seq[0..n) in turn, then 1000, 1001, ... */
+static const uint32_t *draw_seq;
+static size_t draw_n, draw_i;
+
+static uint32_t scripted_draw(uint32_t n) {
+  uint32_t v = draw_i < draw_n ? draw_seq[draw_i] : (uint32_t)(1000 + draw_i);
+  draw_i++;
+  return v % n;
+}
+
+static uint32_t draw_five(uint32_t n) { return 5 % n; }
+
+/* No two creates of a sync carry one name, nor does a create carry a
+ * cached pod's: the second create's AlreadyExists would name a pod of this
+ * ReplicaSet and be counted as its own, leaving the ReplicaSet a pod short
+ * with its expectations never met. */
+static void rs_pod_names_are_drawn_apart(void **state) {
+  static const uint32_t seq[] = {5, 5, 6, 5, 6, 6, 7};
+  struct fixture *f = *state;
+  char cached[64] = "web-", names[3][64];
+  int i, n;
+  kcm_replicaset_pod_name_fill(cached, 4 + KCM_REPLICASET_NAME_RANDOM, draw_five);
+  cached[4 + KCM_REPLICASET_NAME_RANDOM] = '\0';
+  put_pod(f, cached, RS_UID);
+  draw_seq = seq;
+  draw_n = sizeof(seq) / sizeof(seq[0]);
+  draw_i = 0;
+  f->rc.draw = scripted_draw;
+  put_rs(f, 4);
+  kcm_runtime_run(&f->rc.rt);
+  /* a batch of one, then of two, both drawn before either is answered */
+  for (n = 0; n < 3; n++) {
+    i = fake_writer_find(&f->fw, "POST", "/pods");
+    assert_true(i >= 0);
+    created_name(f, i, names[n], sizeof(names[n]));
+    fake_writer_answer(&f->fw, i, 201, "{}");
+  }
+  for (n = 0; n < 3; n++) {
+    assert_string_not_equal(names[n], cached);
+    assert_string_not_equal(names[n], names[(n + 1) % 3]);
+  }
+  assert_int_equal(fake_writer_pending(&f->fw, "POST", "/pods"), 0);
+  assert_int_equal(expected_adds(f), 3);
+}
+
 /* Every name tried taken: the create fails after eight. */
 static void rs_every_name_taken(void **state) {
   struct fixture *f = *state;
@@ -746,6 +791,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(rs_lost_create_answer, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(rs_already_exists_then_get, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(rs_every_name_taken, setup_rs, teardown),
+      cmocka_unit_test_setup_teardown(rs_pod_names_are_drawn_apart, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(rs_namespace_terminating, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(rs_paused_waits, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(rs_status_conflict, setup_rs, teardown),

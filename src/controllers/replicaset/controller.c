@@ -195,8 +195,14 @@ struct rs_job {
   int32_t created;     /* successful creates */
   struct kcm_buf pod_body; /* the pod to create, its name the name_len bytes at name_at */
   size_t name_at, name_len;
+  struct pod_name *drawn; /* the names this sync's creates drew */
+  size_t ndrawn;
   bool manage_failed;
   char *manage_msg;
+};
+
+struct pod_name {
+  char s[KCM_REPLICASET_NAME_MAX + 1];
 };
 
 /* A create or a delete in flight. */
@@ -342,12 +348,33 @@ static void on_create(const struct kcm_client_response *resp, void *data) {
   kcm_runtime_answered(&j->base);
 }
 
-/* Send call's create under a name drawn anew. */
+#define NAME_DRAWS 16 /* draws to find a name no cached pod has and the sync has not drawn */
+
+static bool name_in_use(const struct rs_job *j, const char *name) {
+  size_t i;
+  if (kcm_informer_get(j->c->pod_informer, j->rs->o.ns, name))
+    return true;
+  for (i = 0; i < j->ndrawn; i++)
+    if (!strcmp(j->drawn[i].s, name))
+      return true;
+  return false;
+}
+
+/* Send call's create under a name drawn anew, one that no cached pod has
+ * and no other create of this sync drew: an AlreadyExists that names a pod
+ * of this ReplicaSet is then an earlier attempt of this very create. */
 static int send_create(struct rs_job *j, struct call *call) {
   char *name = j->pod_body.data + j->name_at;
+  struct pod_name drawn;
   struct kcm_write req;
-  kcm_replicaset_pod_name_fill(name, j->name_len, arc4random_uniform);
-  snprintf(call->name, sizeof(call->name), "%.*s", (int)j->name_len, name);
+  int tries = 0;
+  do {
+    kcm_replicaset_pod_name_fill(name, j->name_len, j->c->draw);
+    snprintf(drawn.s, sizeof(drawn.s), "%.*s", (int)j->name_len, name);
+  } while (name_in_use(j, drawn.s) && ++tries < NAME_DRAWS);
+  if (KCM_BUF_PUSH(j->drawn, j->ndrawn, drawn))
+    return KCM_ENOMEM;
+  snprintf(call->name, sizeof(call->name), "%s", drawn.s);
   kcm_writer_create(&req, KCM_KIND_POD, j->rs->o.ns, j->pod_body.data, false);
   return kcm_runtime_send(&j->base, &req, on_create, call);
 }
@@ -690,6 +717,7 @@ static void release_job(struct kcm_runtime_job *base) {
   struct rs_job *j = (struct rs_job *)base;
   kcm_replicaset_claim_release(&j->claim);
   kcm_buf_release(&j->pod_body);
+  free(j->drawn);
   free(j->del);
   free(j->manage_msg);
 }
@@ -722,6 +750,7 @@ int kcm_replicaset_controller_init(struct kcm_replicaset_controller *c, uv_loop_
   kcm_crashloop_init(&c->failing, FAILED_BACKOFF_BASE_MS, opts->failed_backoff_ms,
                      FAILED_BACKOFF_WINDOW_MS);
   kcm_json_init(&c->json);
+  c->draw = arc4random_uniform;
   if (kcm_runtime_watch(&c->rt, rs_informer, &replicaset_events) ||
       kcm_runtime_watch(&c->rt, pod_informer, &pod_events))
     return KCM_ENOMEM;
