@@ -437,8 +437,8 @@ def bench_memory(args, workdir):
                  if n >= 50000 else "(budget is for 50,000)"))
         print("    kcm's CPU from start to ready: %.2f s; the local API server's: %.2f s%s" % (
             fast_kcm, fast_sim,
-            " -- the server is the bottleneck (pages are asked for one after another, so the "
-            "wall time adds the server's time to kcm's); kcm's share is its CPU"
+            " -- the server is the bottleneck (its CPU is mostly sending the list: the whole "
+            "of it in one response, read by kcm as it arrives); kcm's share is its CPU"
             if fast_sim > fast_kcm else ""))
     return results
 
