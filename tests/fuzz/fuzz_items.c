@@ -129,8 +129,10 @@ static void check_against_json_c(const struct record *r, struct json_object *lis
   CHECK((r->metadata > 0) == json_object_object_get_ex(list, "metadata", &meta));
   while (p < end) {
     char kind = *p++;
-    size_t len = strtoul(p, (char **)&p, 10);
+    char *after;
+    size_t len = strtoul(p, &after, 10);
     struct json_object *got;
+    p = after;
     CHECK(*p++ == ':');
     CHECK(parse_strict(p, len, &got));
     if (kind == 'I')
