@@ -769,6 +769,7 @@ static int setup_informers(struct app *a) {
     if (!a->used[k])
       continue;
     io.kind = (enum kcm_kind)k;
+    io.protobuf = !a->opt->json_api;
     /* A period in [min, 2 min), as kube-controller-manager picks it. */
     r = (uint32_t)rand();
     io.resync_ms = a->opt->min_resync_ms +

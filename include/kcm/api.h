@@ -266,6 +266,17 @@ int kcm_api_decode_text(enum kcm_kind kind, const char *text, size_t len, struct
 int kcm_api_decode_pod_at(struct kcm_json *j, struct kcm_intern *pool, struct kcm_object **out,
                           struct kcm_api_error *err);
 
+/* Decode an object from protobuf (src/api/proto.c), as kube-apiserver
+ * writes it for application/vnd.kubernetes.protobuf; pods only, with the
+ * fields and rules of kcm_api_decode_text(). _proto takes the object in its
+ * envelope (the "k8s" magic and a runtime.Unknown, as a watch event holds
+ * it); _pod_proto takes a bare Pod message (an item of a PodList). */
+int kcm_api_decode_proto(enum kcm_kind kind, const void *body, size_t len,
+                         struct kcm_intern *pool, struct kcm_object **out,
+                         struct kcm_api_error *err);
+int kcm_api_decode_pod_proto(const void *msg, size_t len, struct kcm_intern *pool,
+                             struct kcm_object **out, struct kcm_api_error *err);
+
 void kcm_api_writers_release(struct kcm_writers *w, struct kcm_intern *pool);
 
 struct kcm_object *kcm_api_ref(struct kcm_object *o);

@@ -143,6 +143,7 @@ struct kcm_client_request_options {
   const char *body;         /* borrowed until the request starts (it is copied) */
   size_t body_len;
   const char *content_type; /* default application/json when there is a body */
+  const char *accept;       /* the Accept header; default application/json */
   long timeout_ms;          /* whole-request limit; 0: 60 s (30 min when streaming) */
   long idle_timeout_ms;     /* fail if no byte arrives for this long; 0: no limit */
   size_t max_body;          /* cap on a buffered response (default 16 MiB) */
@@ -198,6 +199,10 @@ int kcm_client_new(struct kcm_client **out, uv_loop_t *loop,
  * valid until `done` runs, for kcm_client_cancel(). */
 int kcm_client_request(struct kcm_client *c, const struct kcm_client_request_options *o,
                        struct kcm_client_request **out);
+
+/* The Content-Type of the answer being received (from a chunk callback:
+ * the headers have arrived), or NULL if it had none. Owned by the request. */
+const char *kcm_client_response_type(const struct kcm_client_request *r);
 
 /* Stop a request; its `done` runs with KCM_ECANCELED from the loop. */
 void kcm_client_cancel(struct kcm_client_request *r);

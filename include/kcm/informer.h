@@ -61,6 +61,7 @@ struct kcm_informer_options {
   uint32_t backoff_max_ms;     /* default 30000 */
   uint32_t backoff_reset_ms;   /* default 120000 */
   uint32_t watch_timeout_min_s; /* default 300 (the watch asks for [min, 2*min)) */
+  bool protobuf;               /* ask for protobuf, JSON the fallback (pods only) */
 };
 
 struct kcm_informer_stats {
@@ -114,6 +115,10 @@ struct kcm_informer {
   /* the watch in flight */
   struct kcm_client_request *req;
   void *framer;           /* struct kcm_framer, internal */
+  bool body_started;      /* the response being read has sent bytes */
+  bool list_proto;        /* the list being read is protobuf (else JSON) */
+  bool watch_proto;       /* the watch being read is protobuf (else JSON) */
+  void *pbitems;          /* struct kcm_pbitems, internal: splits a protobuf list */
   struct kcm_json page;   /* reads watch events and a list's metadata */
   struct kcm_json item;   /* reads the objects in them */
   struct kcm_api_memo memo; /* templates of the ReplicaSets or Deployments decoded last */

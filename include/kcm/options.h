@@ -28,6 +28,7 @@ struct kcm_options {
   const char *kubeconfig, *context, *master;
   double qps;
   int burst;
+  bool json_api;         /* --kube-api-content-type=application/json: no protobuf */
   /* controllers */
   const char *controllers;
   bool deployment_on, replicaset_on; /* from controllers */

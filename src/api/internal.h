@@ -85,11 +85,30 @@ int kcm_api_decode_spec_parts(struct kcm_object *o, struct json_object *spec,
                               struct kcm_intern *pool, const char *canonical, uint64_t key,
                               struct kcm_api_error *err);
 
+/* Return from the calling function when expr is a (negative) error. */
+#define TRY(expr)                                                                              \
+  do {                                                                                         \
+    int rc_ = (expr);                                                                          \
+    if (rc_ < 0)                                                                               \
+      return rc_;                                                                              \
+  } while (0)
+
 /* sizeof the struct of each kind. */
 extern const size_t kcm_api_kind_size[KCM_KIND_COUNT];
 
 /* strcmp() of two `const char *` array elements, for qsort and bsearch. */
 int kcm_api_cmp_str(const void *a, const void *b);
+
+/* Restartable init containers (sidecars) count their restarts apart:
+ * sidecars holds their names (each ending in NUL), inits the init
+ * containers' statuses (an int32 restartCount, then the name and NUL); the
+ * highest count of a sidecar's status goes to p->sidecar_restarts. Returns
+ * 0 or KCM_ENOMEM. */
+int kcm_api_sidecar_restarts(struct kcm_pod *p, const struct kcm_buf *sidecars,
+                             const struct kcm_buf *inits);
+/* The value of controller.kubernetes.io/pod-deletion-cost: 0 unless a
+ * whole int32 in decimal, as upstream reads it. */
+int32_t kcm_api_deletion_cost(const char *s);
 
 /* "N%" with 0 <= N <= INT32_MAX: true with *out = N. */
 bool kcm_api_parse_percent(const char *s, int32_t *out);

@@ -166,8 +166,6 @@ static int annotations(struct tctx *t, struct kcm_pod *p) {
   while (kcm_json_member(t->j)) {
     const char *s;
     size_t n;
-    char *end;
-    long long v;
     if (!kcm_json_key_is(t->j, COST_ANNOTATION)) {
       TRY(skip(t));
       continue;
@@ -176,12 +174,8 @@ static int annotations(struct tctx *t, struct kcm_pod *p) {
     p->deletion_cost = 0;
     if (rc < 0)
       return rc;
-    if (!rc)
-      continue;
-    errno = 0;
-    v = strtoll(s, &end, 10);
-    if (!errno && end != s && !*end && v >= INT32_MIN && v <= INT32_MAX)
-      p->deletion_cost = (int32_t)v; /* an invalid cost counts as 0, as upstream */
+    if (rc)
+      p->deletion_cost = kcm_api_deletion_cost(s);
   }
   return ended(t);
 }
@@ -551,30 +545,38 @@ static int status(struct tctx *t, struct kcm_pod *p) {
   return ended(t);
 }
 
-/* Restartable init containers (sidecars) count their restarts apart: their
- * names sorted once, each status looked up among them. */
-static int sidecar_restarts(struct tctx *t) {
+int32_t kcm_api_deletion_cost(const char *s) {
+  char *end;
+  long long v;
+  errno = 0;
+  v = strtoll(s, &end, 10);
+  if (!errno && end != s && !*end && v >= INT32_MIN && v <= INT32_MAX)
+    return (int32_t)v;
+  return 0; /* an invalid cost counts as 0, as upstream */
+}
+
+int kcm_api_sidecar_restarts(struct kcm_pod *p, const struct kcm_buf *sidecars,
+                             const struct kcm_buf *inits) {
   const char **names, *side;
   size_t n = 0, off = 0;
-  for (side = t->sidecars.data; side && side < t->sidecars.data + t->sidecars.len;
+  for (side = sidecars->data; side && side < sidecars->data + sidecars->len;
        side += strlen(side) + 1)
     n++;
-  if (!n || !t->inits.len)
+  if (!n || !inits->len)
     return 0;
   if (!(names = malloc(n * sizeof(*names))))
     return KCM_ENOMEM;
   n = 0;
-  for (side = t->sidecars.data; side < t->sidecars.data + t->sidecars.len;
-       side += strlen(side) + 1)
+  for (side = sidecars->data; side < sidecars->data + sidecars->len; side += strlen(side) + 1)
     names[n++] = side;
   qsort(names, n, sizeof(*names), kcm_api_cmp_str);
-  while (off < t->inits.len) {
+  while (off < inits->len) {
     int32_t r;
-    const char *name = t->inits.data + off + sizeof(r);
-    memcpy(&r, t->inits.data + off, sizeof(r));
+    const char *name = inits->data + off + sizeof(r);
+    memcpy(&r, inits->data + off, sizeof(r));
     off += sizeof(r) + strlen(name) + 1;
-    if (r > t->pod->sidecar_restarts && bsearch(&name, names, n, sizeof(*names), kcm_api_cmp_str))
-      t->pod->sidecar_restarts = r;
+    if (r > p->sidecar_restarts && bsearch(&name, names, n, sizeof(*names), kcm_api_cmp_str))
+      p->sidecar_restarts = r;
   }
   free(names);
   return 0;
@@ -602,7 +604,7 @@ static int pod(struct tctx *t) {
   TRY(kcm_api_text_metadata_complete(t, &p->o));
   if (t->init_statuses && t->init_bad)
     return bad(t, "spec.initContainers", "must be a list");
-  return sidecar_restarts(t);
+  return kcm_api_sidecar_restarts(t->pod, &t->sidecars, &t->inits);
 }
 
 static int decode_pod(struct kcm_json *j, bool whole, struct kcm_intern *pool,

@@ -113,13 +113,6 @@ READER int skip(struct tctx *t) { return kcm_json_skip(t->j) ? 0 : mismatch(t, "
 /* The end of a container loop: an error of the reader, if any. */
 READER int ended(struct tctx *t) { return t->j->err ? bad(t, "(json)", t->j->err) : 0; }
 
-#define TRY(expr)                                                                              \
-  do {                                                                                         \
-    int rc_ = (expr);                                                                          \
-    if (rc_ < 0)                                                                               \
-      return rc_;                                                                              \
-  } while (0)
-
 /* metadata of o from the next value, then the checks once the object is
  * read (text.c). */
 int kcm_api_text_metadata(struct tctx *t, struct kcm_object *o);

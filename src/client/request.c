@@ -424,7 +424,10 @@ static int request_options(struct kcm_client_request *r,
     r->headers = curl_slist_append(r->headers, hdr);
     free(hdr);
   }
-  r->headers = curl_slist_append(r->headers, "Accept: application/json");
+  if (asprintf(&hdr, "Accept: %s", o->accept ? o->accept : "application/json") < 0)
+    return KCM_ENOMEM;
+  r->headers = curl_slist_append(r->headers, hdr);
+  free(hdr);
   return r->headers ? 0 : KCM_ENOMEM;
 }
 
@@ -504,3 +507,10 @@ void kcm_client_cancel(struct kcm_client_request *r) {
 }
 
 size_t kcm_client_pending(const struct kcm_client *c) { return c->pending; }
+
+const char *kcm_client_response_type(const struct kcm_client_request *r) {
+  char *type = NULL;
+  if (!r->easy || curl_easy_getinfo(r->easy, CURLINFO_CONTENT_TYPE, &type) != CURLE_OK)
+    return NULL;
+  return type;
+}

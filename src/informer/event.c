@@ -2,6 +2,8 @@
  * event — reading a watch stream's events, one line each as framing.c
  * hands them out: ADDED, MODIFIED and DELETED go to the cache, a BOOKMARK
  * moves the resourceVersion, an ERROR stops the watch (to relist on 410).
+ * A protobuf watch (pods, when asked for) holds one WatchEvent message per
+ * frame instead of a JSON line, its object in the protobuf envelope.
  * Malformed events are logged, counted and skipped.
  */
 #include <stdio.h>
@@ -12,20 +14,11 @@
 
 #include "internal.h"
 #include "kcm/log.h"
+#include "kcm/pb.h"
 
-/* An ERROR event's Status: stop the watch, to relist on 410. */
-static int watch_error(struct kcm_informer *inf, const char *text, size_t len) {
-  struct json_tokener *tok = json_tokener_new();
-  struct json_object *obj = tok ? json_tokener_parse_ex(tok, text, (int)len) : NULL, *code, *msg;
-  const char *m = "";
-  int64_t c = 0;
-  if (tok)
-    json_tokener_free(tok);
-  /* A Status code is an integer (json-c would also read "410" or 410.9). */
-  if (json_object_object_get_ex(obj, "code", &code) && json_object_is_type(code, json_type_int))
-    c = json_object_get_int64(code);
-  if (json_object_object_get_ex(obj, "message", &msg) && json_object_is_type(msg, json_type_string))
-    m = json_object_get_string(msg);
+/* An ERROR event's Status (code and message): stop the watch, to relist
+ * on 410. */
+static int watch_stopped(struct kcm_informer *inf, int64_t c, const char *m) {
   if (c == 410) {
     kcm_v(1, "watch expired; relisting kind=\"%s\" message=\"%s\"",
           kcm_api_kind_name(inf->opts.kind), m);
@@ -35,8 +28,73 @@ static int watch_error(struct kcm_informer *inf, const char *text, size_t len) {
               kcm_api_kind_name(inf->opts.kind), (long long)c, m);
     inf->stop_reason = KCM_INFORMER_STOP_ERROR;
   }
-  json_object_put(obj);
   return 1;
+}
+
+static int watch_error(struct kcm_informer *inf, const char *text, size_t len) {
+  struct json_tokener *tok = json_tokener_new();
+  struct json_object *obj = tok ? json_tokener_parse_ex(tok, text, (int)len) : NULL, *code, *msg;
+  const char *m = "";
+  int64_t c = 0;
+  int rc;
+  if (tok)
+    json_tokener_free(tok);
+  /* A Status code is an integer (json-c would also read "410" or 410.9). */
+  if (json_object_object_get_ex(obj, "code", &code) && json_object_is_type(code, json_type_int))
+    c = json_object_get_int64(code);
+  if (json_object_object_get_ex(obj, "message", &msg) && json_object_is_type(msg, json_type_string))
+    m = json_object_get_string(msg);
+  rc = watch_stopped(inf, c, m);
+  json_object_put(obj);
+  return rc;
+}
+
+/* The same for a Status in protobuf: message 3, code 6. */
+static int watch_error_pb(struct kcm_informer *inf, const char *obj, size_t len) {
+  const uint8_t *kind, *raw = NULL, *s;
+  size_t kind_len, raw_len = 0, n;
+  const char *why;
+  char m[512] = "";
+  uint64_t c = 0;
+  struct kcm_pb r;
+  if (kcm_pb_unwrap((const uint8_t *)obj, len, &kind, &kind_len, &raw, &raw_len, &why)) {
+    kcm_pb_start(&r, raw, raw_len);
+    while (kcm_pb_next(&r)) {
+      if (r.field == 3 && kcm_pb_bytes(&r, &s, &n))
+        snprintf(m, sizeof(m), "%.*s", (int)n, (const char *)s);
+      else if (r.field == 6 && kcm_pb_varint(&r, &c))
+        c = (uint64_t)(int64_t)(int32_t)c;
+      else if (r.field != 3 && r.field != 6)
+        kcm_pb_skip(&r);
+    }
+  }
+  return watch_stopped(inf, (int64_t)c, m);
+}
+
+/* A BOOKMARK's resourceVersion (rv holds 32), "" when unreadable. */
+static void bookmark_rv(struct kcm_informer *inf, const char *obj, size_t len, char *rv) {
+  static const char *const rv_path[] = {"metadata", "resourceVersion", NULL};
+  static const uint32_t pb_path[] = {1, 6, 0};
+  struct kcm_json *j = &inf->page;
+  const uint8_t *kind, *raw, *p;
+  size_t kind_len, raw_len, n;
+  const char *why, *s;
+  struct kcm_pb r;
+
+  rv[0] = '\0';
+  if (!inf->watch_proto) {
+    kcm_json_start(j, obj, len);
+    if (kcm_json_find(j, rv_path) && kcm_json_string(j, &s, &n) && n < 32)
+      memcpy(rv, s, n + 1);
+    return;
+  }
+  if (!kcm_pb_unwrap((const uint8_t *)obj, len, &kind, &kind_len, &raw, &raw_len, &why))
+    return;
+  kcm_pb_start(&r, raw, raw_len);
+  if (kcm_pb_find(&r, pb_path) && kcm_pb_bytes(&r, &p, &n) && n < 32 && !memchr(p, '\0', n)) {
+    memcpy(rv, p, n);
+    rv[n] = '\0';
+  }
 }
 
 static void malformed_event(struct kcm_informer *inf, const char *why) {
@@ -66,10 +124,6 @@ static void format_rv(char *out, uint64_t v) {
  * non-zero to stop the watch. */
 static int apply_event(struct kcm_informer *inf, const char *type, const char *obj,
                        size_t objlen, struct kcm_object *o, bool decoded) {
-  static const char *const rv_path[] = {"metadata", "resourceVersion", NULL};
-  struct kcm_json *j = &inf->page;
-  const char *s;
-  size_t n;
 
   if (o && !is_change(type)) { /* the type was repeated after the object */
     kcm_api_unref(o, inf->pool);
@@ -81,21 +135,20 @@ static int apply_event(struct kcm_informer *inf, const char *type, const char *o
     kcm_error("skipping a watch event without type and object kind=\"%s\"",
               kcm_api_kind_name(inf->opts.kind));
   } else if (!strcmp(type, "BOOKMARK")) {
-    char rv[sizeof(inf->rv)] = "";
+    char rv[sizeof(inf->rv)];
     inf->watch_events++;
     inf->stats.bookmarks++;
-    kcm_json_start(j, obj, objlen);
-    if (kcm_json_find(j, rv_path) && kcm_json_string(j, &s, &n) && n < sizeof(rv))
-      memcpy(rv, s, n + 1);
+    bookmark_rv(inf, obj, objlen, rv);
     kcm_informer_set_rv(inf, rv);
   } else if (!strcmp(type, "ERROR")) {
     inf->watch_events++;
-    return watch_error(inf, obj, objlen);
+    return inf->watch_proto ? watch_error_pb(inf, obj, objlen) : watch_error(inf, obj, objlen);
   } else if (is_change(type)) {
     inf->watch_events++;
     inf->stats.events++;
     if (!decoded)
-      o = kcm_informer_decode(inf, obj, objlen, "watch");
+      o = inf->watch_proto ? kcm_informer_decode_proto(inf, obj, objlen, false, "watch")
+                           : kcm_informer_decode(inf, obj, objlen, "watch");
     if (o) {
       format_rv(inf->rv, o->rv);
       if (!strcmp(type, "DELETED")) {
@@ -192,11 +245,45 @@ next: /* the next event on the line: a loop, not a call, as a line may hold very
   return 0;
 }
 
+/* A protobuf watch event (one frame): WatchEvent{type 1, object 2:
+ * RawExtension{raw 1}}. */
+static int read_pb_event(struct kcm_informer *inf, const char *frame, size_t len) {
+  struct kcm_pb r, ext;
+  const uint8_t *s, *obj = NULL;
+  size_t n, objlen = 0;
+  char type[16] = "";
+  kcm_pb_start(&r, frame, len);
+  while (kcm_pb_next(&r)) {
+    if (r.field == 1 && kcm_pb_bytes(&r, &s, &n)) {
+      snprintf(type, sizeof(type), "%s",
+               n < sizeof(type) && !memchr(s, '\0', n) ? "" : "(too long)");
+      if (!type[0])
+        memcpy(type, s, n), type[n] = '\0';
+    } else if (r.field == 2 && kcm_pb_bytes(&r, &s, &n)) {
+      kcm_pb_start(&ext, s, n);
+      while (kcm_pb_next(&ext))
+        if (ext.field == 1 ? !kcm_pb_bytes(&ext, &obj, &objlen) : !kcm_pb_skip(&ext))
+          break;
+      if (ext.err)
+        r.err = ext.err;
+    } else if (r.field != 1 && r.field != 2) {
+      kcm_pb_skip(&r);
+    }
+  }
+  if (r.err) {
+    malformed_event(inf, r.err);
+    return 0;
+  }
+  return apply_event(inf, type, (const char *)obj, objlen, NULL, false);
+}
+
 int kcm_informer_on_event(const char *text, size_t len, const char *why, void *data) {
   struct kcm_informer *inf = data;
   if (!text) {
     malformed_event(inf, why);
     return 0;
   }
+  if (inf->watch_proto)
+    return read_pb_event(inf, text, len);
   return read_event(inf, text, len, inf->opts.kind == KCM_KIND_POD);
 }

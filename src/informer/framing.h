@@ -10,6 +10,11 @@
  * grammar, so one broken event costs that line only. A line longer than
  * the cap is reported (NULL text with a reason) and skipped.
  *
+ * A protobuf watch stream (application/vnd.kubernetes.protobuf;stream=watch)
+ * is framed by length instead: each event is a 4-byte big-endian length,
+ * then that many bytes, passed whole to the callback the same way; a
+ * length over the cap is reported and its bytes skipped.
+ *
  * Internal to the informer module.
  */
 #ifndef KCM_INFORMER_FRAMING_H
@@ -17,6 +22,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "kcm/buf.h"
 
@@ -27,7 +33,11 @@ typedef int (*kcm_framer_cb)(const char *text, size_t len, const char *why, void
 struct kcm_framer {
   struct kcm_buf part; /* the start of a line split across chunks */
   size_t max_bytes;    /* cap on one line */
-  bool skipping;       /* dropping input up to the next newline */
+  bool skipping;       /* dropping input up to the next newline (or frame end) */
+  bool by_length;      /* frames are length-prefixed, not lines */
+  uint8_t len_bytes;   /* of the current frame's length, read so far */
+  uint32_t frame_len;  /* the current frame's length, once read */
+  uint32_t frame_left; /* its bytes still to come */
   kcm_framer_cb cb;
   void *data;
 };
@@ -41,6 +51,7 @@ bool kcm_framer_partial(const struct kcm_framer *f);
 /* At the end of a stream: deliver a last line that had no newline, then
  * reset. Returns 0 or the callback's result. */
 int kcm_framer_flush(struct kcm_framer *f);
-void kcm_framer_reset(struct kcm_framer *f);
+/* Drop any partial frame; frames are lines, or length-prefixed with by_length. */
+void kcm_framer_reset(struct kcm_framer *f, bool by_length);
 
 #endif

@@ -10,11 +10,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "framing.h"
 #include "internal.h"
 #include "kcm/error.h"
 #include "kcm/log.h"
+#include "kcm/pb.h"
 
 #define DEFAULT_PAGE 500
 #define DEFAULT_EVENT_BYTES (3u << 20)
@@ -79,6 +81,57 @@ struct kcm_object *kcm_informer_decode(struct kcm_informer *inf, const char *tex
   return o;
 }
 
+/* metadata.<field> of a Pod message, for logs ("" when unreadable). */
+static void pb_meta_string(const void *msg, size_t len, uint32_t field, char *out, size_t cap) {
+  const uint32_t path[] = {1, field, 0};
+  const uint8_t *s;
+  size_t n;
+  struct kcm_pb r;
+  kcm_pb_start(&r, msg, len);
+  out[0] = '\0';
+  if (kcm_pb_find(&r, path) && kcm_pb_bytes(&r, &s, &n) && n < cap && !memchr(s, '\0', n)) {
+    memcpy(out, s, n);
+    out[n] = '\0';
+  }
+}
+
+struct kcm_object *kcm_informer_decode_proto(struct kcm_informer *inf, const void *msg,
+                                             size_t len, bool bare, const char *where) {
+  struct kcm_object *o = NULL;
+  struct kcm_api_error e;
+  char ns[64], name[256];
+  const uint8_t *kind, *raw = msg;
+  size_t kind_len, raw_len = len;
+  const char *why;
+  int err = bare ? kcm_api_decode_pod_proto(msg, len, inf->pool, &o, &e)
+                 : kcm_api_decode_proto(inf->opts.kind, msg, len, inf->pool, &o, &e);
+  if (err) {
+    inf->stats.decode_errors++;
+    if (!bare && !kcm_pb_unwrap(msg, len, &kind, &kind_len, &raw, &raw_len, &why))
+      raw_len = 0;
+    pb_meta_string(raw, raw_len, 3, ns, sizeof(ns));
+    pb_meta_string(raw, raw_len, 1, name, sizeof(name));
+    kcm_error("skipping a malformed object kind=\"%s\" namespace=\"%s\" name=\"%s\" in=\"%s\" "
+              "field=\"%s\" problem=\"%s\"", kcm_api_kind_name(inf->opts.kind), ns, name, where,
+              e.field, e.problem);
+    return NULL;
+  }
+  return o;
+}
+
+bool kcm_informer_is_proto(const char *content_type) {
+  static const char media[] = "application/vnd.kubernetes.protobuf";
+  size_t n = sizeof(media) - 1;
+  return content_type && !strncasecmp(content_type, media, n) &&
+         (content_type[n] == '\0' || content_type[n] == ';' || content_type[n] == ' ');
+}
+
+const char *kcm_informer_accept(const struct kcm_informer *inf) {
+  return inf->opts.protobuf && inf->opts.kind == KCM_KIND_POD
+             ? "application/vnd.kubernetes.protobuf, application/json"
+             : "application/json";
+}
+
 void kcm_informer_set_rv(struct kcm_informer *inf, const char *rv) {
   if (rv && *rv && strlen(rv) < sizeof(inf->rv))
     snprintf(inf->rv, sizeof(inf->rv), "%s", rv);
@@ -129,6 +182,11 @@ void kcm_informer_backoff(struct kcm_informer *inf, double retry_after_s) {
 
 static int on_chunk(const char *p, size_t n, void *data) {
   struct kcm_informer *inf = data;
+  if (!inf->body_started) { /* the answer's encoding decides the framing */
+    inf->body_started = true;
+    inf->watch_proto = kcm_informer_is_proto(kcm_client_response_type(inf->req));
+    kcm_framer_reset(inf->framer, inf->watch_proto);
+  }
   return kcm_framer_feed(inf->framer, p, n);
 }
 
@@ -144,7 +202,7 @@ static void on_watch(const struct kcm_client_response *resp, void *data) {
   if (reason == 0)
     kcm_framer_flush(inf->framer);
   else
-    kcm_framer_reset(inf->framer);
+    kcm_framer_reset(inf->framer, inf->watch_proto);
   if (inf->state == KCM_INFORMER_STOPPED) {
     kcm_informer_stop(inf, inf->on_closed);
     return;
@@ -189,7 +247,9 @@ void kcm_informer_start_watch(struct kcm_informer *inf) {
   inf->state = KCM_INFORMER_WATCHING;
   inf->watch_started = uv_now(inf->loop);
   inf->watch_events = 0;
+  inf->body_started = false;
   o.method = "GET";
+  o.accept = kcm_informer_accept(inf);
   o.path = path.data;
   /* The server ends the watch at `timeout`; a stream silent for longer
    * than that is dead. */

@@ -34,6 +34,13 @@ int kcm_informer_query_param(struct kcm_buf *b, const char *name, const char *va
 /* Decode one object from its text; log and count it when malformed (NULL). */
 struct kcm_object *kcm_informer_decode(struct kcm_informer *inf, const char *text, size_t len,
                                        const char *where);
+/* The same for an object in protobuf: a bare Pod message (a list's item)
+ * or one in its envelope (a watch event's). */
+struct kcm_object *kcm_informer_decode_proto(struct kcm_informer *inf, const void *msg,
+                                             size_t len, bool bare, const char *where);
+/* Is this Content-Type protobuf? And the Accept header to send. */
+bool kcm_informer_is_proto(const char *content_type);
+const char *kcm_informer_accept(const struct kcm_informer *inf);
 /* Take rv as the last version seen, if it fits. */
 void kcm_informer_set_rv(struct kcm_informer *inf, const char *rv);
 

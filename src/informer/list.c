@@ -6,17 +6,18 @@
  * relist at the last version seen and without a limit, so that the watch
  * cache answers it too. A server that paged a list at "0" has no watch
  * cache: every list to it is paged. The objects are gathered and, with the
- * last page, replace the cache.
+ * last page, replace the cache. A list answered in protobuf (pods, when
+ * asked for) is split by pbitems.c instead.
  */
 #include <stdlib.h>
 #include <string.h>
-
-#include <json-c/json.h>
 
 #include "internal.h"
 #include "items.h"
 #include "kcm/error.h"
 #include "kcm/log.h"
+#include "kcm/pb.h"
+#include "pbitems.h"
 
 #define LIST_TIMEOUT_MS 60000
 
@@ -24,11 +25,27 @@ static void on_list(const struct kcm_client_response *resp, void *data);
 
 static int on_list_chunk(const char *p, size_t n, void *data) {
   struct kcm_informer *inf = data;
-  struct kcm_items *items = inf->items;
-  int err = kcm_items_feed(items, p, n);
-  if (err == KCM_ENOMEM)
-    items->err = "out of memory";
+  int err;
+  if (!inf->body_started) { /* the answer's encoding decides the reader */
+    inf->body_started = true;
+    inf->list_proto = kcm_informer_is_proto(kcm_client_response_type(inf->req));
+  }
+  if (inf->list_proto) {
+    struct kcm_pbitems *pb = inf->pbitems;
+    if ((err = kcm_pbitems_feed(pb, p, n)) == KCM_ENOMEM)
+      pb->err = "out of memory";
+  } else {
+    struct kcm_items *items = inf->items;
+    if ((err = kcm_items_feed(items, p, n)) == KCM_ENOMEM)
+      items->err = "out of memory";
+  }
   return err;
+}
+
+/* Why the list's reader failed, or NULL. */
+static const char *reader_error(const struct kcm_informer *inf) {
+  return inf->list_proto ? ((const struct kcm_pbitems *)inf->pbitems)->err
+                         : ((const struct kcm_items *)inf->items)->err;
 }
 
 static void send_list(struct kcm_informer *inf) {
@@ -39,6 +56,8 @@ static void send_list(struct kcm_informer *inf) {
   int err = kcm_informer_collection_path(inf->opts.kind, inf->opts.namespace, &path);
 
   kcm_items_reset(inf->items);
+  kcm_pbitems_reset(inf->pbitems);
+  inf->body_started = inf->list_proto = false;
   inf->list_rv[0] = '\0';
   inf->at_zero = !inf->cont && !strcmp(rv, "0");
   if (!err)
@@ -51,6 +70,7 @@ static void send_list(struct kcm_informer *inf) {
     err = kcm_informer_query_param(&path, "resourceVersion", rv);
   o.method = "GET";
   o.path = path.data;
+  o.accept = kcm_informer_accept(inf);
   o.timeout_ms = LIST_TIMEOUT_MS;
   o.on_chunk = on_list_chunk;
   o.done = on_list;
@@ -90,12 +110,44 @@ static int add_pending(struct kcm_informer *inf, struct kcm_object *o) {
   return 0;
 }
 
+/* Keep a list's continue token (when not empty) or resourceVersion. */
+static int keep_meta(struct kcm_informer *inf, bool is_continue, const char *s, size_t n) {
+  if (is_continue && n) {
+    free(inf->cont);
+    if (!(inf->cont = strndup(s, n)))
+      return KCM_ENOMEM;
+  } else if (!is_continue && n < sizeof(inf->list_rv)) {
+    memcpy(inf->list_rv, s, n);
+    inf->list_rv[n] = '\0';
+  }
+  return 0;
+}
+
+/* A protobuf ListMeta: resourceVersion 2, continue 3. */
+static int read_pb_metadata(struct kcm_informer *inf, const char *msg, size_t len) {
+  struct kcm_pb r;
+  const uint8_t *s;
+  size_t n;
+  kcm_pb_start(&r, msg, len);
+  while (kcm_pb_next(&r)) {
+    if ((r.field == 2 || r.field == 3) && kcm_pb_bytes(&r, &s, &n)) {
+      if (!memchr(s, '\0', n) && keep_meta(inf, r.field == 3, (const char *)s, n))
+        return KCM_ENOMEM;
+    } else if (!kcm_pb_skip(&r)) {
+      break;
+    }
+  }
+  return 0;
+}
+
 /* The list's metadata: its continue token and resourceVersion. */
 static int read_metadata(struct kcm_informer *inf, const char *text, size_t len) {
   struct kcm_json *j = &inf->page;
 
   free(inf->cont);
   inf->cont = NULL;
+  if (inf->list_proto)
+    return read_pb_metadata(inf, text, len);
   kcm_json_start(j, text, len);
   if (!kcm_json_object(j))
     return 0; /* not an object: no token, no version */
@@ -104,13 +156,8 @@ static int read_metadata(struct kcm_informer *inf, const char *text, size_t len)
     size_t n;
     bool is_continue = kcm_json_key_is(j, "continue");
     if ((is_continue || kcm_json_key_is(j, "resourceVersion")) && kcm_json_string(j, &s, &n)) {
-      if (is_continue && n) {
-        free(inf->cont);
-        if (!(inf->cont = strdup(s)))
-          return KCM_ENOMEM;
-      } else if (!is_continue && n < sizeof(inf->list_rv)) {
-        memcpy(inf->list_rv, s, n + 1);
-      }
+      if (strlen(s) == n && keep_meta(inf, is_continue, s, n))
+        return KCM_ENOMEM;
     } else if (!kcm_json_skip(j)) {
       break;
     }
@@ -133,7 +180,8 @@ static int on_list_part(enum kcm_items_part part, const char *text, size_t len,
               kcm_api_kind_name(inf->opts.kind), why);
     return 0;
   }
-  o = kcm_informer_decode(inf, text, len, "list");
+  o = inf->list_proto ? kcm_informer_decode_proto(inf, text, len, true, "list")
+                      : kcm_informer_decode(inf, text, len, "list");
   if (o && (err = add_pending(inf, o))) {
     kcm_api_unref(o, inf->pool);
     return err;
@@ -142,17 +190,27 @@ static int on_list_part(enum kcm_items_part part, const char *text, size_t len,
 }
 
 int kcm_informer_list_init(struct kcm_informer *inf) {
-  if (!(inf->items = malloc(sizeof(struct kcm_items))))
+  inf->items = malloc(sizeof(struct kcm_items));
+  inf->pbitems = malloc(sizeof(struct kcm_pbitems));
+  if (!inf->items || !inf->pbitems) {
+    free(inf->items);
+    free(inf->pbitems);
+    inf->items = inf->pbitems = NULL;
     return KCM_ENOMEM;
+  }
   kcm_items_init(inf->items, inf->opts.max_event_bytes, on_list_part, inf);
+  kcm_pbitems_init(inf->pbitems, inf->opts.max_event_bytes, on_list_part, inf);
   return 0;
 }
 
 void kcm_informer_list_release(struct kcm_informer *inf) {
   if (inf->items)
     kcm_items_release(inf->items);
+  if (inf->pbitems)
+    kcm_pbitems_release(inf->pbitems);
   free(inf->items);
-  inf->items = NULL;
+  free(inf->pbitems);
+  inf->items = inf->pbitems = NULL;
   free(inf->cont);
   inf->cont = NULL;
 }
@@ -165,14 +223,22 @@ static void list_done(struct kcm_informer *inf) {
   inf->need_list = false;
   inf->rv_gone = false;
   if (first)
-    kcm_v(1, "cache synced kind=\"%s\" objects=%zu resourceVersion=\"%s\"",
-          kcm_api_kind_name(inf->opts.kind), inf->objects.len, inf->rv);
+    kcm_v(1, "cache synced kind=\"%s\" objects=%zu resourceVersion=\"%s\" encoding=\"%s\"",
+          kcm_api_kind_name(inf->opts.kind), inf->objects.len, inf->rv,
+          inf->list_proto ? "protobuf" : "json");
   kcm_informer_start_watch(inf);
+}
+
+/* The list failed: drop what it gathered and try again after a wait. */
+static void list_failed(struct kcm_informer *inf, double retry_after) {
+  kcm_informer_drop_pending(inf);
+  inf->need_list = true;
+  kcm_informer_backoff(inf, retry_after);
 }
 
 static void on_list(const struct kcm_client_response *resp, void *data) {
   struct kcm_informer *inf = data;
-  struct kcm_items *items = inf->items;
+  const char *why = reader_error(inf);
 
   inf->req = NULL;
   if (inf->state == KCM_INFORMER_STOPPED) {
@@ -196,20 +262,18 @@ static void on_list(const struct kcm_client_response *resp, void *data) {
     list_done(inf);
     return;
   }
-  if (resp->err && !(resp->err == KCM_ECANCELED && items->err)) {
+  if (resp->err && !(resp->err == KCM_ECANCELED && why)) {
     kcm_error("list failed kind=\"%s\" err=\"%s: %s\"", kcm_api_kind_name(inf->opts.kind),
               kcm_strerror(resp->err), resp->message);
-    kcm_informer_drop_pending(inf);
-    inf->need_list = true;
-    kcm_informer_backoff(inf, resp->retry_after);
+    list_failed(inf, resp->retry_after);
     return;
   }
-  if (resp->err || kcm_items_finish(items)) {
-    kcm_error("list failed kind=\"%s\" err=\"%s\"", kcm_api_kind_name(inf->opts.kind),
-              items->err);
-    kcm_informer_drop_pending(inf);
-    inf->need_list = true;
-    kcm_informer_backoff(inf, 0);
+  if (!resp->err && (inf->list_proto ? kcm_pbitems_finish(inf->pbitems)
+                                     : kcm_items_finish(inf->items)))
+    why = reader_error(inf);
+  if (why) {
+    kcm_error("list failed kind=\"%s\" err=\"%s\"", kcm_api_kind_name(inf->opts.kind), why);
+    list_failed(inf, 0);
     return;
   }
   if (inf->cont) {

@@ -21,6 +21,7 @@ enum kind {
   ADDRESS,   /* [host]:port, or 0 for off */
   IP,        /* an IP address */
   LOG_FORMAT,
+  CONTENT_TYPE,
   TLS_VERSION,
   VMODULE,   /* pattern=N,... */
   GATES,     /* Name=true|false,... */
@@ -169,6 +170,10 @@ static const struct flag flags[] = {
      "requests per second to the API server, per controller (default 20)"},
     {NULL, "kube-api-burst", "N", POSITIVE, AT(burst),
      "requests allowed in a burst, per controller (default 30)"},
+    {NULL, "kube-api-content-type", "TYPE", CONTENT_TYPE, AT(json_api),
+     "application/vnd.kubernetes.protobuf (the default: pods are read\n"
+     "in protobuf where the server offers it, everything else in JSON)\n"
+     "or application/json"},
 };
 
 /* kube-controller-manager's flags of controllers and features kcm does
@@ -216,7 +221,7 @@ static const struct {
     {"horizontal-pod-autoscaler-initial-readiness-delay", false},
     {"horizontal-pod-autoscaler-sync-period", false},
     {"horizontal-pod-autoscaler-tolerance", false}, {"http2-max-streams-per-connection", false},
-    {"kube-api-content-type", false}, {"large-cluster-size-threshold", false},
+    {"large-cluster-size-threshold", false},
     {"leader-migration-config", false}, {"legacy-service-account-token-clean-up-period", false},
     {"log-backtrace-at", false}, {"log-dir", false}, {"log-file", false},
     {"log-file-max-size", false}, {"log-flush-frequency", false},
@@ -462,6 +467,11 @@ static const char *set(const struct flag *f, const char *value, struct kcm_optio
     if (strcmp(value, "json") && strcmp(value, "text"))
       return "must be text or json";
     *(bool *)field = !strcmp(value, "json");
+    return NULL;
+  case CONTENT_TYPE:
+    if (strcmp(value, "application/vnd.kubernetes.protobuf") && strcmp(value, "application/json"))
+      return "must be application/vnd.kubernetes.protobuf or application/json";
+    *(bool *)field = !strcmp(value, "application/json");
     return NULL;
   case TLS_VERSION:
     if (strcmp(value, "VersionTLS12") && strcmp(value, "VersionTLS13"))

@@ -64,7 +64,7 @@ static void *serve(void *arg) {
   for (;;) {
     const struct peer_answer *a;
     char *answer = NULL;
-    size_t i;
+    size_t i, body_len;
     int fd = accept(p->fd, NULL, NULL);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED)
@@ -81,9 +81,14 @@ static void *serve(void *arg) {
       p->requests[p->nrequests++] = strdup(head);
     pthread_mutex_unlock(&p->mu);
     a = &p->answers[i < p->nanswers ? i : p->nanswers - 1];
-    if (asprintf(&answer, "%s\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n%s", a->head,
-                 a->body ? strlen(a->body) : 0, a->body ? a->body : "") >= 0)
+    body_len = p->lengths ? p->lengths[i < p->nanswers ? i : p->nanswers - 1]
+               : a->body ? strlen(a->body) : 0;
+    if (asprintf(&answer, "%s\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n", a->head,
+                 body_len) >= 0) {
       write_all(fd, answer, strlen(answer));
+      if (body_len)
+        write_all(fd, a->body, body_len);
+    }
     free(answer);
     shutdown(fd, SHUT_WR);
     close(fd);
@@ -93,11 +98,17 @@ static void *serve(void *arg) {
 }
 
 void peer_start(struct peer *p, const struct peer_answer *answers, size_t n) {
+  peer_start_sized(p, answers, NULL, n);
+}
+
+void peer_start_sized(struct peer *p, const struct peer_answer *answers, const size_t *lengths,
+                      size_t n) {
   struct sockaddr_in a = {0};
   socklen_t alen = sizeof(a);
   memset(p, 0, sizeof(*p));
   assert_true(n >= 1);
   p->answers = answers;
+  p->lengths = lengths;
   p->nanswers = n;
   p->fd = socket(AF_INET, SOCK_STREAM, 0);
   assert_true(p->fd >= 0);

@@ -26,6 +26,7 @@ struct peer {
   char url[64]; /* "http://127.0.0.1:<port>" */
   const struct peer_answer *answers; /* borrowed */
   size_t nanswers;
+  const size_t *lengths; /* of the bodies (borrowed), for binary ones; NULL: strlen */
   pthread_t thread;
   pthread_mutex_t mu;
   char *requests[PEER_MAX_REQUESTS]; /* heads (request line and headers) as read; owned */
@@ -35,6 +36,9 @@ struct peer {
 /* Listen on an ephemeral loopback port and serve `answers` (n >= 1) until
  * peer_stop(). Aborts the test on failure. */
 void peer_start(struct peer *p, const struct peer_answer *answers, size_t n);
+/* The same with answers whose bodies are lengths[i] bytes long. */
+void peer_start_sized(struct peer *p, const struct peer_answer *answers, const size_t *lengths,
+                      size_t n);
 void peer_stop(struct peer *p);
 /* Requests read so far (safe from any thread). */
 size_t peer_count(struct peer *p);

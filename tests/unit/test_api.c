@@ -14,6 +14,8 @@
 #include "kcm/api.h"
 #include "kcm/buf.h"
 #include "kcm/error.h"
+#include "kcm/pb.h"
+#include "pbwrite.h"
 
 static struct kcm_intern pool;
 
@@ -1402,6 +1404,319 @@ static void many_pod_entries(void **state) {
   kcm_buf_release(&b);
 }
 
+
+/* --- protobuf ----------------------------------------------------------------------- */
+
+/* The items of the captured protobuf list (bare Pod messages), in order. */
+static size_t pb_list_items(const char *body, size_t len, const uint8_t **items, size_t *lens,
+                            size_t cap) {
+  const uint8_t *kind, *raw, *p;
+  size_t kind_len, raw_len, n, count = 0;
+  const char *why;
+  struct kcm_pb r;
+  assert_true(kcm_pb_unwrap((const uint8_t *)body, len, &kind, &kind_len, &raw, &raw_len, &why));
+  assert_int_equal(kind_len, 7);
+  assert_memory_equal(kind, "PodList", 7);
+  kcm_pb_start(&r, raw, raw_len);
+  while (kcm_pb_next(&r)) {
+    if (r.field != 2) {
+      assert_true(kcm_pb_skip(&r));
+      continue;
+    }
+    assert_true(kcm_pb_bytes(&r, &p, &n));
+    assert_true(count < cap);
+    items[count] = p;
+    lens[count++] = n;
+  }
+  assert_null(r.err);
+  return count;
+}
+
+/* kube-apiserver's list of the same pods in protobuf and in JSON: every
+ * item decodes to the same pod either way. */
+static void proto_pods_match_json(void **state) {
+  size_t pb_len, json_len, lens[8], n, i;
+  char *pb = pbw_read_data("pods-1.24.pb", &pb_len);
+  char *json = pbw_read_data("pods-1.24.json", &json_len);
+  struct json_object *list = json_tokener_parse(json), *items;
+  const uint8_t *msgs[8];
+  struct kcm_api_error err;
+  int64_t ready_at;
+
+  assert_true(json_object_object_get_ex(list, "items", &items));
+  n = pb_list_items(pb, pb_len, msgs, lens, 8);
+  assert_int_equal(n, 3);
+  assert_int_equal(json_object_array_length(items), n);
+  for (i = 0; i < n; i++) {
+    struct kcm_object *from_pb, *from_json;
+    const char *text = json_object_to_json_string(json_object_array_get_idx(items, i));
+    assert_int_equal(kcm_api_decode_pod_proto(msgs[i], lens[i], &pool, &from_pb, &err), 0);
+    assert_int_equal(kcm_api_decode_text(KCM_KIND_POD, text, strlen(text), NULL, NULL, &pool,
+                                         &from_json, &err), 0);
+    same_pod((struct kcm_pod *)from_pb, (struct kcm_pod *)from_json);
+    if (!strcmp(from_pb->name, "web-7d9c-abcde")) { /* the fields are there, not just equal */
+      struct kcm_pod *p = (struct kcm_pod *)from_pb;
+      assert_int_equal(kcm_api_parse_time("2026-11-27T10:00:05Z", &ready_at), 0);
+      assert_true(p->ready);
+      assert_int_equal(p->ready_since, ready_at);
+      assert_int_equal(p->restarts, 7);
+      assert_int_equal(p->deletion_cost, -5);
+      assert_int_equal(p->phase, KCM_POD_RUNNING);
+      assert_string_equal(p->node, "node-a");
+      assert_int_equal(p->o.nowners, 2);
+      assert_true(p->o.has_controller);
+      assert_string_equal(p->o.controller.name, "web-7d9c");
+      assert_true(p->o.controller.block_owner_deletion);
+      assert_int_equal(p->o.labels.n, 3);
+    } else if (!strcmp(from_pb->name, "costly")) {
+      struct kcm_pod *p = (struct kcm_pod *)from_pb;
+      assert_true(p->o.deleted > 0);
+      assert_int_equal(p->phase, KCM_POD_FAILED);
+      assert_int_equal(p->deletion_cost, 2147483647);
+      assert_false(p->ready);
+    } else {
+      assert_string_equal(from_pb->name, "bare");
+      assert_false(from_pb->has_controller);
+      assert_true(from_pb->created > 0);
+    }
+    kcm_api_unref(from_pb, &pool);
+    kcm_api_unref(from_json, &pool);
+  }
+  json_object_put(list);
+  free(pb);
+  free(json);
+}
+
+/* A pod as kube-apiserver would write it, from parts the tests vary. */
+static void pb_pod(struct kcm_buf *out, const char *name, const char *uid, const char *rv,
+                   const struct kcm_buf *spec, const struct kcm_buf *status) {
+  struct kcm_buf meta = KCM_BUF_INIT(1 << 20);
+  pbw_str(&meta, 1, name);
+  pbw_str(&meta, 3, "default");
+  pbw_str(&meta, 5, uid);
+  if (rv)
+    pbw_str(&meta, 6, rv);
+  pbw_msg(out, 1, &meta);
+  if (spec)
+    pbw_msg(out, 2, spec);
+  if (status)
+    pbw_msg(out, 3, status);
+  kcm_buf_release(&meta);
+}
+
+/* Restartable init containers (sidecars, newer than the captured server)
+ * count their restarts apart, as in JSON; a negative restartCount is a
+ * ten-byte varint. */
+static void proto_sidecars_and_counts(void **state) {
+  struct kcm_buf pod = KCM_BUF_INIT(1 << 20), spec = KCM_BUF_INIT(1 << 20),
+                 status = KCM_BUF_INIT(1 << 20), part = KCM_BUF_INIT(1 << 20);
+  struct kcm_object *from_pb, *from_json;
+  struct kcm_api_error err;
+  static const char json[] =
+      "{\"metadata\":{\"name\":\"p\",\"namespace\":\"default\",\"uid\":"
+      "\"6f3c1f0e-1d2a-4b5c-8d9e-0a1b2c3d4e51\",\"resourceVersion\":\"9\"},"
+      "\"spec\":{\"initContainers\":[{\"name\":\"side\",\"restartPolicy\":\"Always\"},"
+      "{\"name\":\"init\"}]},\"status\":{\"initContainerStatuses\":[{\"name\":\"side\","
+      "\"restartCount\":4},{\"name\":\"init\",\"restartCount\":9}],\"containerStatuses\":"
+      "[{\"restartCount\":-1},{\"restartCount\":2}]}}";
+
+  pbw_str(&part, 1, "side");
+  pbw_str(&part, 24, "Always");
+  pbw_msg(&spec, 20, &part);
+  kcm_buf_reset(&part);
+  pbw_str(&part, 1, "init");
+  pbw_msg(&spec, 20, &part);
+  kcm_buf_reset(&part);
+  pbw_str(&part, 1, "side");
+  pbw_int(&part, 5, 4);
+  pbw_msg(&status, 10, &part);
+  kcm_buf_reset(&part);
+  pbw_str(&part, 1, "init");
+  pbw_int(&part, 5, 9);
+  pbw_msg(&status, 10, &part);
+  kcm_buf_reset(&part);
+  pbw_int(&part, 5, (uint64_t)(int64_t)-1);
+  assert_int_equal(part.len, 11);
+  pbw_msg(&status, 8, &part);
+  kcm_buf_reset(&part);
+  pbw_int(&part, 5, 2);
+  pbw_msg(&status, 8, &part);
+  pb_pod(&pod, "p", "6f3c1f0e-1d2a-4b5c-8d9e-0a1b2c3d4e51", "9", &spec, &status);
+
+  assert_int_equal(kcm_api_decode_pod_proto(pod.data, pod.len, &pool, &from_pb, &err), 0);
+  assert_int_equal(kcm_api_decode_text(KCM_KIND_POD, json, strlen(json), NULL, NULL, &pool,
+                                       &from_json, &err), 0);
+  same_pod((struct kcm_pod *)from_pb, (struct kcm_pod *)from_json);
+  assert_int_equal(((struct kcm_pod *)from_pb)->sidecar_restarts, 4);
+  assert_int_equal(((struct kcm_pod *)from_pb)->restarts, 2);
+  kcm_api_unref(from_pb, &pool);
+  kcm_api_unref(from_json, &pool);
+  kcm_buf_release(&pod);
+  kcm_buf_release(&spec);
+  kcm_buf_release(&status);
+  kcm_buf_release(&part);
+}
+
+static void proto_fails(const struct kcm_buf *pod, const char *field) {
+  struct kcm_object *o = (struct kcm_object *)1;
+  struct kcm_api_error err;
+  assert_int_equal(kcm_api_decode_pod_proto(pod->data, pod->len, &pool, &o, &err), KCM_EINVAL);
+  assert_null(o);
+  assert_string_equal(err.field, field);
+  assert_true(err.problem[0] != '\0');
+}
+
+/* A bad pod names the field, as in JSON; a cut message is an error
+ * wherever it is cut inside a field. */
+static void proto_bad_pods_name_the_field(void **state) {
+  static const char uid[] = "6f3c1f0e-1d2a-4b5c-8d9e-0a1b2c3d4e51";
+  struct kcm_buf pod = KCM_BUF_INIT(1 << 20), part = KCM_BUF_INIT(1 << 20);
+  struct kcm_object *o;
+  struct kcm_api_error err;
+  size_t pb_len, lens[8], i, cut, failed = 0;
+  const uint8_t *msgs[8];
+  char *pb;
+
+  pb_pod(&pod, "p", "not-a-uid", "9", NULL, NULL);
+  proto_fails(&pod, "metadata.uid");
+  kcm_buf_reset(&pod);
+  pb_pod(&pod, "p", uid, NULL, NULL, NULL);
+  proto_fails(&pod, "metadata.resourceVersion");
+  kcm_buf_reset(&pod);
+  pb_pod(&pod, "p", uid, "9x", NULL, NULL);
+  proto_fails(&pod, "metadata.resourceVersion");
+  kcm_buf_reset(&pod);
+  pb_pod(&pod, "", uid, "9", NULL, NULL);
+  proto_fails(&pod, "metadata.name");
+  kcm_buf_reset(&pod);
+  pbw_int(&part, 1, 5); /* a name that is a number */
+  pbw_msg(&pod, 1, &part);
+  proto_fails(&pod, "metadata.name");
+  kcm_buf_reset(&pod);
+  kcm_buf_reset(&part);
+  pbw_int(&part, 10, 1); /* a nodeName that is a number */
+  pb_pod(&pod, "p", uid, "9", &part, NULL);
+  proto_fails(&pod, "spec.nodeName");
+  kcm_buf_reset(&pod);
+  kcm_buf_reset(&part);
+  {
+    struct kcm_buf meta = KCM_BUF_INIT(1 << 20);
+    pbw_str(&part, 1, "ReplicaSet");
+    pbw_str(&part, 6, "1"); /* controller: true, but as a string */
+    pbw_str(&meta, 1, "p");
+    pbw_str(&meta, 3, "default");
+    pbw_msg(&meta, 13, &part);
+    pbw_msg(&pod, 1, &meta);
+    proto_fails(&pod, "metadata.ownerReferences.controller");
+    kcm_buf_release(&meta);
+  }
+  kcm_buf_reset(&pod);
+  kcm_buf_reset(&part);
+  pb_pod(&pod, "p", uid, "9", NULL, NULL);
+  pbw_tag(&pod, 7, 3); /* a group: kube-apiserver writes none */
+  proto_fails(&pod, "(protobuf)");
+  kcm_buf_release(&pod);
+  kcm_buf_release(&part);
+
+  pb = pbw_read_data("pods-1.24.pb", &pb_len);
+  assert_int_equal(pb_list_items(pb, pb_len, msgs, lens, 8), 3);
+  for (i = 0; i < 3; i++) {
+    for (cut = 0; cut < lens[i]; cut++) {
+      if (kcm_api_decode_pod_proto(msgs[i], cut, &pool, &o, &err) == 0)
+        kcm_api_unref(o, &pool); /* cut between fields, after the required ones */
+      else
+        failed++;
+    }
+  }
+  assert_true(failed > (lens[0] + lens[1] + lens[2]) / 2);
+  free(pb);
+}
+
+/* The envelope: the "k8s" magic and a runtime.Unknown naming the kind. */
+static void proto_envelope(void **state) {
+  struct kcm_buf env = KCM_BUF_INIT(1 << 20), meta = KCM_BUF_INIT(1 << 20),
+                 pod = KCM_BUF_INIT(1 << 20);
+  struct kcm_object *o;
+  struct kcm_api_error err;
+  pb_pod(&pod, "p", "6f3c1f0e-1d2a-4b5c-8d9e-0a1b2c3d4e51", "9", NULL, NULL);
+  pbw_str(&meta, 1, "v1");
+  pbw_str(&meta, 2, "Pod");
+  kcm_buf_append(&env, KCM_PB_MAGIC, KCM_PB_MAGIC_LEN);
+  pbw_msg(&env, 1, &meta);
+  pbw_msg(&env, 2, &pod);
+  pbw_str(&env, 3, "");
+  pbw_str(&env, 4, "");
+  assert_int_equal(kcm_api_decode_proto(KCM_KIND_POD, env.data, env.len, &pool, &o, &err), 0);
+  assert_string_equal(o->name, "p");
+  kcm_api_unref(o, &pool);
+  /* Without the magic, of another kind, or encoded: refused. */
+  assert_int_equal(kcm_api_decode_proto(KCM_KIND_POD, env.data + 1, env.len - 1, &pool, &o,
+                                        &err), KCM_EINVAL);
+  assert_string_equal(err.field, "(protobuf)");
+  assert_int_equal(kcm_api_decode_proto(KCM_KIND_REPLICASET, env.data, env.len, &pool, &o,
+                                        &err), KCM_EINVAL);
+  kcm_buf_reset(&env);
+  kcm_buf_reset(&meta);
+  pbw_str(&meta, 2, "Status");
+  kcm_buf_append(&env, KCM_PB_MAGIC, KCM_PB_MAGIC_LEN);
+  pbw_msg(&env, 1, &meta);
+  pbw_msg(&env, 2, &pod);
+  assert_int_equal(kcm_api_decode_proto(KCM_KIND_POD, env.data, env.len, &pool, &o, &err),
+                   KCM_EINVAL);
+  kcm_buf_reset(&env);
+  kcm_buf_append(&env, KCM_PB_MAGIC, KCM_PB_MAGIC_LEN);
+  pbw_msg(&env, 2, &pod);
+  pbw_str(&env, 3, "gzip");
+  assert_int_equal(kcm_api_decode_proto(KCM_KIND_POD, env.data, env.len, &pool, &o, &err),
+                   KCM_EINVAL);
+  assert_non_null(strstr(err.problem, "contentEncoding"));
+  kcm_buf_release(&env);
+  kcm_buf_release(&meta);
+  kcm_buf_release(&pod);
+}
+
+/* The wire reader: varints up to ten bytes, every read within bounds. */
+static void proto_wire_reader(void **state) {
+  static const uint8_t eleven[11] = {0x80, 0x80, 0x80, 0x80, 0x80, 0x80,
+                                     0x80, 0x80, 0x80, 0x80, 0x01};
+  static const uint32_t path[] = {1, 6, 0};
+  struct kcm_buf m = KCM_BUF_INIT(1 << 20), inner = KCM_BUF_INIT(1 << 20);
+  const uint8_t *p;
+  size_t n;
+  uint64_t v;
+  struct kcm_pb r;
+
+  assert_int_equal(kcm_pb_read_varint(eleven, 11, &v), -1);
+  assert_int_equal(kcm_pb_read_varint(eleven, 5, &v), 0);
+  assert_int_equal(kcm_pb_read_varint(eleven + 9, 2, &v), 2);
+  assert_int_equal(v, 128);
+  pbw_int(&m, 3, UINT64_MAX);
+  pbw_str(&inner, 6, "42");
+  pbw_msg(&m, 1, &inner);
+  kcm_pb_start(&r, m.data, m.len);
+  assert_true(kcm_pb_find(&r, path));
+  assert_true(kcm_pb_bytes(&r, &p, &n));
+  assert_int_equal(n, 2);
+  assert_memory_equal(p, "42", 2);
+  /* A length past the end stops the walk. */
+  kcm_buf_reset(&m);
+  pbw_tag(&m, 2, 2);
+  pbw_varint(&m, 100);
+  kcm_pb_start(&r, m.data, m.len);
+  assert_true(kcm_pb_next(&r));
+  assert_false(kcm_pb_bytes(&r, &p, &n));
+  assert_non_null(r.err);
+  assert_false(kcm_pb_next(&r));
+  /* Field 0 and the group wire types are malformed tags. */
+  kcm_buf_reset(&m);
+  pbw_tag(&m, 0, 0);
+  kcm_pb_start(&r, m.data, m.len);
+  assert_false(kcm_pb_next(&r));
+  assert_non_null(r.err);
+  kcm_buf_release(&m);
+  kcm_buf_release(&inner);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(pod_fields),
@@ -1432,6 +1747,11 @@ int main(void) {
       cmocka_unit_test(many_owners_finalizers_and_conditions),
       cmocka_unit_test(many_template_entries),
       cmocka_unit_test(many_pod_entries),
+      cmocka_unit_test(proto_pods_match_json),
+      cmocka_unit_test(proto_sidecars_and_counts),
+      cmocka_unit_test(proto_bad_pods_name_the_field),
+      cmocka_unit_test(proto_envelope),
+      cmocka_unit_test(proto_wire_reader),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

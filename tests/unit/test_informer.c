@@ -16,8 +16,11 @@
 
 #include "../../src/informer/framing.h"
 #include "../../src/informer/items.h"
+#include "../../src/informer/pbitems.h"
 #include "kcm/error.h"
 #include "kcm/informer.h"
+#include "kcm/pb.h"
+#include "pbwrite.h"
 #include "peer.h"
 #include "support.h"
 
@@ -137,7 +140,7 @@ static void framing_reports_truncated_end(void **state) {
   kcm_framer_feed(&f, "{\"type\":\"ADDED\",\"obj", 20);
   assert_true(kcm_framer_partial(&f));
   assert_int_equal(c.n, 0);
-  kcm_framer_reset(&f);
+  kcm_framer_reset(&f, false);
   assert_false(kcm_framer_partial(&f));
   /* At the end of a stream, a last line without its newline is delivered. */
   kcm_framer_feed(&f, last, strlen(last));
@@ -665,11 +668,12 @@ struct wire {
   bool closed;
 };
 
-static void wire_start(struct wire *w, const struct peer_answer *answers, size_t n,
-                       const char *ns) {
+/* lengths: of the answers' bodies when binary (NULL: text). */
+static void wire_start_with(struct wire *w, const struct peer_answer *answers,
+                            const size_t *lengths, size_t n, const char *ns, bool protobuf) {
   struct kcm_informer_options io = {0};
   memset(w, 0, sizeof(*w));
-  peer_start(&w->peer, answers, n);
+  peer_start_sized(&w->peer, answers, lengths, n);
   w->cfg.server = strdup(w->peer.url);
   uv_loop_init(&w->loop);
   assert_int_equal(kcm_client_new(&w->client, &w->loop, &w->cfg), 0);
@@ -678,8 +682,14 @@ static void wire_start(struct wire *w, const struct peer_answer *answers, size_t
   io.namespace = ns;
   io.page_size = 2;
   io.watch_timeout_min_s = 5;
+  io.protobuf = protobuf;
   assert_int_equal(kcm_informer_init(&w->inf, &w->loop, w->client, &w->pool, &io), 0);
   kcm_informer_start(&w->inf);
+}
+
+static void wire_start(struct wire *w, const struct peer_answer *answers, size_t n,
+                       const char *ns) {
+  wire_start_with(w, answers, NULL, n, ns, false);
 }
 
 static void wire_closed(struct kcm_informer *inf) {
@@ -783,13 +793,19 @@ static void list_query_is_encoded(void **state) {
 #define GONE "HTTP/1.1 410 Gone\r\nContent-Type: application/json"
 #define GONE_BODY "{\"kind\":\"Status\",\"code\":410,\"reason\":\"Expired\",\"message\":\"too old\"}"
 
-/* Start an informer on `answers` and wait until each has been asked for. */
-static void wire_answer_all(struct wire *w, const struct peer_answer *answers, size_t n) {
+/* Start an informer on `answers` (see wire_start_with) and wait until
+ * each has been asked for. */
+static void wire_answer_all_with(struct wire *w, const struct peer_answer *answers,
+                                 const size_t *lengths, size_t n, const char *ns, bool protobuf) {
   struct seen s;
-  wire_start(w, answers, n, "default");
+  wire_start_with(w, answers, lengths, n, ns, protobuf);
   s.peer = &w->peer;
   s.n = n;
   assert_true(support_run_until(&w->loop, peer_saw, &s, 10000));
+}
+
+static void wire_answer_all(struct wire *w, const struct peer_answer *answers, size_t n) {
+  wire_answer_all_with(w, answers, NULL, n, "default", false);
 }
 
 /* Request i's query parameter `name` is `want` (NULL: absent). */
@@ -896,6 +912,120 @@ static void huge_retry_after_is_capped(void **state) {
   wire_stop(&w);
 }
 
+#define PB_LIST "HTTP/1.1 200 OK\r\nContent-Type: application/vnd.kubernetes.protobuf"
+#define PB_WATCH "HTTP/1.1 200 OK\r\nContent-Type: application/vnd.kubernetes.protobuf;stream=watch"
+
+static bool asks_for_protobuf(struct wire *w, size_t i) {
+  char *head = peer_request(&w->peer, i), accept[256] = "";
+  bool yes;
+  assert_non_null(head);
+  assert_true(peer_header(head, "Accept", accept, sizeof(accept)));
+  yes = !strcmp(accept, "application/vnd.kubernetes.protobuf, application/json");
+  if (!yes)
+    assert_string_equal(accept, "application/json");
+  free(head);
+  return yes;
+}
+
+/* Pods in protobuf, as kube-apiserver answered a list and a watch of them:
+ * the cache holds what the JSON answers would have given. */
+static void protobuf_list_and_watch(void **state) {
+  size_t list_len, watch_len;
+  char *list = pbw_read_data("pods-1.24.pb", &list_len);
+  char *watch = pbw_read_data("watch-1.24.pb", &watch_len);
+  struct peer_answer answers[] = {{PB_LIST, list}, {PB_WATCH, watch}, {OK_JSON, ""}};
+  size_t lengths[] = {list_len, watch_len, 0};
+  struct kcm_object *web;
+  struct wire w;
+  wire_answer_all_with(&w, answers, lengths, 3, "fixture", true);
+  assert_true(asks_for_protobuf(&w, 0));
+  assert_true(asks_for_protobuf(&w, 1));
+  assert_true(w.inf.synced);
+  assert_int_equal(w.inf.stats.decode_errors, 0);
+  assert_int_equal(w.inf.stats.events, 3);
+  assert_int_equal(w.inf.stats.bookmarks, 1);
+  assert_string_equal(w.inf.rv, "250"); /* the bookmark's */
+  web = kcm_informer_get(&w.inf, "fixture", "web-7d9c-abcde");
+  assert_non_null(web);
+  assert_string_equal(kcm_labels_get(&web->labels, "extra"), "1"); /* the watch's change */
+  assert_null(kcm_informer_get(&w.inf, "fixture", "bare"));      /* deleted */
+  assert_non_null(kcm_informer_get(&w.inf, "fixture", "costly"));
+  assert_int_equal(kcm_informer_len(&w.inf), 2);
+  wire_stop(&w);
+  free(list);
+  free(watch);
+}
+
+/* A server that answers JSON when protobuf is asked for (as for kinds it
+ * has no protobuf for) is read as JSON; without protobuf asked for, only
+ * JSON is accepted. */
+static void protobuf_asked_json_answered(void **state) {
+  static const struct peer_answer answers[] = {
+      {OK_JSON, "{\"metadata\":{\"resourceVersion\":\"10\"},\"items\":[{\"metadata\":{\"name\":"
+                "\"a\",\"namespace\":\"default\",\"uid\":"
+                "\"6f3c1f0e-1d2a-4b5c-8d9e-0a1b2c3d4e51\",\"resourceVersion\":\"9\"}}]}"},
+      {OK_JSON, "{\"type\":\"DELETED\",\"object\":{\"metadata\":{\"name\":\"a\",\"namespace\":"
+                "\"default\",\"uid\":\"6f3c1f0e-1d2a-4b5c-8d9e-0a1b2c3d4e51\","
+                "\"resourceVersion\":\"11\"}}}\n"},
+      {OK_JSON, ""},
+  };
+  struct wire w;
+  wire_answer_all_with(&w, answers, NULL, 3, "default", true);
+  assert_true(asks_for_protobuf(&w, 0));
+  assert_int_equal(w.inf.stats.decode_errors, 0);
+  assert_int_equal(w.inf.stats.events, 1);
+  assert_null(kcm_informer_get(&w.inf, "default", "a"));
+  wire_stop(&w);
+  wire_answer_all(&w, answers, 3);
+  assert_false(asks_for_protobuf(&w, 0));
+  assert_false(asks_for_protobuf(&w, 1));
+  wire_stop(&w);
+}
+
+/* Broken protobuf events are counted and skipped, the stream read on. */
+static void protobuf_bad_events_are_skipped(void **state) {
+  struct kcm_buf frames = KCM_BUF_INIT(1 << 20), ev = KCM_BUF_INIT(1 << 20),
+                 ext = KCM_BUF_INIT(1 << 20);
+  size_t watch_len;
+  char *watch = pbw_read_data("watch-1.24.pb", &watch_len);
+  struct peer_answer answers[3] = {{PB_LIST, "k8s\0\x12\x04\x0a\x02\x12\x00"}, /* empty */
+                                   {PB_WATCH, NULL},
+                                   {OK_JSON, ""}};
+  size_t lengths[3] = {10, 0, 0};
+  struct wire w;
+  uint8_t len[4];
+
+  /* An event whose object is no envelope, one of an unknown type, then
+   * the captured events. */
+  pbw_str(&ext, 1, "not protobuf");
+  pbw_str(&ev, 1, "ADDED");
+  pbw_msg(&ev, 2, &ext);
+  len[0] = len[1] = len[2] = 0;
+  len[3] = (uint8_t)ev.len;
+  kcm_buf_append(&frames, len, 4);
+  kcm_buf_append(&frames, ev.data, ev.len);
+  kcm_buf_reset(&ev);
+  pbw_str(&ev, 1, "SIDEWAYS");
+  pbw_msg(&ev, 2, &ext);
+  len[3] = (uint8_t)ev.len;
+  kcm_buf_append(&frames, len, 4);
+  kcm_buf_append(&frames, ev.data, ev.len);
+  kcm_buf_append(&frames, watch, watch_len);
+  answers[1].body = frames.data;
+  lengths[1] = frames.len;
+  wire_answer_all_with(&w, answers, lengths, 3, "fixture", true);
+  assert_int_equal(w.inf.stats.decode_errors, 2);
+  assert_int_equal(w.inf.stats.bookmarks, 1);
+  assert_string_equal(w.inf.rv, "250");
+  /* The captured events modify pods this list did not have: added. */
+  assert_non_null(kcm_informer_get(&w.inf, "fixture", "web-7d9c-abcde"));
+  wire_stop(&w);
+  kcm_buf_release(&frames);
+  kcm_buf_release(&ev);
+  kcm_buf_release(&ext);
+  free(watch);
+}
+
 /* --- list responses, split into items ------------------------------------------------ */
 
 /* What the reader handed out, as "I:<item>\n", "M:<metadata>\n" and
@@ -908,44 +1038,89 @@ static int record(enum kcm_items_part part, const char *text, size_t len, const 
   return kcm_buf_appendf(log, "%c:%.*s\n", part == KCM_ITEMS_ITEM ? 'I' : 'M', (int)len, text);
 }
 
-/* Feed body in pieces cut at cuts[0..n) (ascending offsets), then finish;
- * returns the record (caller frees). */
-static char *split_list(const char *body, size_t max, const size_t *cuts, size_t n) {
+static uint64_t fnv(const char *p, size_t n) {
+  uint64_t h = 14695981039346656037ULL;
+  while (n--)
+    h = (h ^ (uint8_t)*p++) * 1099511628211ULL;
+  return h;
+}
+
+/* The same for a protobuf list, whose parts are bytes: "<part>:<length>:<digest>". */
+static int pb_record_part(enum kcm_items_part part, const char *text, size_t len,
+                          const char *why, void *data) {
+  if (!text)
+    return kcm_buf_appendf(data, "X:%s\n", why);
+  return kcm_buf_appendf(data, "%c:%zu:%016llx\n", part == KCM_ITEMS_ITEM ? 'I' : 'M', len,
+                         (unsigned long long)fnv(text, len));
+}
+
+/* Feed body[0..len) to the JSON reader (or with proto, the protobuf one)
+ * in pieces cut at cuts[0..n) (ascending offsets), then finish; returns
+ * the record (caller frees). */
+static char *split_any(bool proto, const char *body, size_t len, size_t max, const size_t *cuts,
+                       size_t n) {
   struct kcm_buf log = KCM_BUF_INIT(1 << 20);
   struct kcm_items s;
-  size_t len = strlen(body), at = 0, i;
+  struct kcm_pbitems pb;
+  size_t at = 0, i;
   int rc = 0;
-  kcm_items_init(&s, max, record, &log);
+  if (proto)
+    kcm_pbitems_init(&pb, max, pb_record_part, &log);
+  else
+    kcm_items_init(&s, max, record, &log);
   for (i = 0; i <= n && !rc; i++) {
     size_t end = i < n ? cuts[i] : len;
-    rc = kcm_items_feed(&s, body + at, end - at);
+    rc = proto ? kcm_pbitems_feed(&pb, body + at, end - at) : kcm_items_feed(&s, body + at, end - at);
     at = end;
   }
   if (!rc)
-    rc = kcm_items_finish(&s);
-  kcm_buf_appendf(&log, "=%d:%s", rc, s.err ? s.err : "");
-  kcm_items_release(&s);
+    rc = proto ? kcm_pbitems_finish(&pb) : kcm_items_finish(&s);
+  kcm_buf_appendf(&log, "=%d:%s", rc, (proto ? pb.err : s.err) ? (proto ? pb.err : s.err) : "");
+  if (proto)
+    kcm_pbitems_release(&pb);
+  else
+    kcm_items_release(&s);
   return kcm_buf_take(&log);
+}
+
+static char *json_items(const char *body, size_t len, size_t max, const size_t *cuts, size_t n) {
+  return split_any(false, body, len, max, cuts, n);
+}
+
+static char *pb_items(const char *body, size_t len, size_t max, const size_t *cuts, size_t n) {
+  return split_any(true, body, len, max, cuts, n);
+}
+
+static char *split_list(const char *body, size_t max, const size_t *cuts, size_t n) {
+  return json_items(body, strlen(body), max, cuts, n);
 }
 
 static char *whole_list(const char *body, size_t max) { return split_list(body, max, NULL, 0); }
 
-/* The record of a body is the same whether it comes whole, in two pieces
- * cut anywhere, or a byte at a time. */
-static void expect_same_split(const char *body, size_t max) {
-  char *want = whole_list(body, max), *got;
-  size_t len = strlen(body), i, *bytes = calloc(len + 1, sizeof(*bytes));
+typedef char *(*split_reader)(const char *, size_t, size_t, const size_t *, size_t);
+
+/* The record of a body is `want` whether it comes whole, in two pieces cut
+ * anywhere, or a byte at a time. */
+static void expect_same_split_as(split_reader read, const char *body, size_t len, size_t max,
+                                 const char *want) {
+  size_t i, *bytes = calloc(len + 1, sizeof(*bytes));
+  char *got;
   for (i = 0; i <= len; i++) {
-    got = split_list(body, max, &i, 1);
+    got = read(body, len, max, &i, 1);
     assert_string_equal(got, want);
     free(got);
   }
   for (i = 0; i < len; i++)
     bytes[i] = i + 1;
-  got = split_list(body, max, bytes, len ? len - 1 : 0);
+  got = read(body, len, max, bytes, len ? len - 1 : 0);
   assert_string_equal(got, want);
   free(got);
   free(bytes);
+}
+
+static void expect_same_split(const char *body, size_t max) {
+  char *want = whole_list(body, max);
+  expect_same_split_as(json_items, body, strlen(body), max, want);
   free(want);
 }
 
@@ -1091,6 +1266,148 @@ static void periodic_resync(void **state) {
   fixture_free(&f);
 }
 
+/* --- protobuf: framing by length, lists split into items ----------------------------- */
+
+/* What the length framer handed out: "F:<length>:<digest>" per frame,
+ * "X:<why>" per frame reported. */
+static int pb_record_frame(const char *text, size_t len, const char *why, void *data) {
+  if (!text)
+    return kcm_buf_appendf(data, "X:%s\n", why);
+  return kcm_buf_appendf(data, "F:%zu:%016llx\n", len, (unsigned long long)fnv(text, len));
+}
+
+/* Feed body[0..len) in pieces cut at cuts[0..n), then end the stream. */
+static char *pb_frames(const char *body, size_t len, size_t max, const size_t *cuts, size_t n) {
+  struct kcm_buf log = KCM_BUF_INIT(1 << 20);
+  struct kcm_framer f;
+  size_t at = 0, i;
+  assert_int_equal(kcm_framer_init(&f, max, pb_record_frame, &log), 0);
+  kcm_framer_reset(&f, true);
+  for (i = 0; i <= n; i++) {
+    size_t end = i < n ? cuts[i] : len;
+    assert_int_equal(kcm_framer_feed(&f, body + at, end - at), 0);
+    at = end;
+  }
+  kcm_framer_flush(&f);
+  kcm_framer_release(&f);
+  return kcm_buf_take(&log);
+}
+
+/* kube-apiserver's protobuf watch: four events, length-prefixed. */
+static void framing_by_length(void **state) {
+  size_t len;
+  char *body = pbw_read_data("watch-1.24.pb", &len), *want = pb_frames(body, len, 1 << 20, NULL, 0),
+       *got;
+  struct kcm_framer f;
+  struct kcm_buf log = KCM_BUF_INIT(1 << 20);
+  assert_int_equal(strncmp(want, "F:3692:", 7), 0);
+  assert_non_null(strstr(want, "\nF:1373:"));
+  assert_non_null(strstr(want, "\nF:1372:"));
+  assert_non_null(strstr(want, "\nF:104:"));
+  assert_null(strstr(want, "X:"));
+  expect_same_split_as(pb_frames, body, len, 1 << 20, want);
+  /* A frame over the cap is reported and skipped; the next is whole. */
+  got = pb_frames(body, len, 2000, NULL, 0);
+  assert_int_equal(strncmp(got, "X:event larger than the size limit\nF:1373:", 42), 0);
+  free(got);
+  /* A stream that ends inside a frame reports it. */
+  got = pb_frames(body, 3692 + 4 + 10, 1 << 20, NULL, 0);
+  assert_non_null(strstr(got, "\nX:event cut short\n"));
+  free(got);
+  /* Empty frames are passed on (the reader reports them). */
+  assert_int_equal(kcm_framer_init(&f, 64, pb_record_frame, &log), 0);
+  kcm_framer_reset(&f, true);
+  assert_int_equal(kcm_framer_feed(&f, "\0\0\0\0\0\0\0\1x", 9), 0);
+  assert_false(kcm_framer_partial(&f));
+  assert_string_equal(log.data, "F:0:cbf29ce484222325\nF:1:af63f54c86021707\n");
+  kcm_framer_release(&f);
+  kcm_buf_release(&log);
+  free(want);
+  free(body);
+}
+
+/* kube-apiserver's protobuf list: its metadata and three items, cut anywhere. */
+static void pbitems_at_every_split(void **state) {
+  size_t len, i, n = 0;
+  char *body = pbw_read_data("pods-1.24.pb", &len), *want = pb_items(body, len, 1 << 20, NULL, 0);
+  for (i = 0; want[i]; i++)
+    n += want[i] == '\n';
+  assert_int_equal(n, 4);
+  assert_int_equal(strncmp(want, "M:", 2), 0);
+  assert_non_null(strstr(want, "=0:"));
+  expect_same_split_as(pb_items, body, len, 1 << 20, want);
+  free(want);
+  free(body);
+}
+
+/* Whatever cuts a list short or breaks its framing fails it. */
+static void pbitems_malformed_lists_fail(void **state) {
+  struct kcm_buf b = KCM_BUF_INIT(1 << 20), list = KCM_BUF_INIT(1 << 20);
+  size_t len, cut;
+  char *body = pbw_read_data("pods-1.24.pb", &len), *got;
+
+  /* Every cut before the envelope's last two (empty) fields. */
+  for (cut = 0; cut + 4 < len; cut++) {
+    got = pb_items(body, cut, 1 << 20, NULL, 0);
+    assert_non_null(strstr(got, "=-2:"));
+    free(got);
+  }
+  got = pb_items("{\"items\":[]}", 12, 64, NULL, 0);
+  assert_string_equal(got, "=-2:not a protobuf object (no k8s magic)");
+  free(got);
+  /* An item longer than the list that holds it. */
+  kcm_buf_append(&b, KCM_PB_MAGIC, KCM_PB_MAGIC_LEN);
+  pbw_tag(&list, 2, 2);
+  pbw_varint(&list, 50);
+  pbw_msg(&b, 2, &list);
+  got = pb_items(b.data, b.len, 1 << 20, NULL, 0);
+  assert_string_equal(got, "=-2:a field runs past the end of the list");
+  free(got);
+  /* A group, and two lists. */
+  kcm_buf_reset(&b);
+  kcm_buf_append(&b, KCM_PB_MAGIC, KCM_PB_MAGIC_LEN);
+  pbw_tag(&b, 5, 3);
+  got = pb_items(b.data, b.len, 1 << 20, NULL, 0);
+  assert_string_equal(got, "=-2:malformed field tag");
+  free(got);
+  kcm_buf_reset(&b);
+  kcm_buf_reset(&list);
+  kcm_buf_append(&b, KCM_PB_MAGIC, KCM_PB_MAGIC_LEN);
+  pbw_str(&list, 2, "item");
+  pbw_msg(&b, 2, &list);
+  pbw_msg(&b, 2, &list);
+  got = pb_items(b.data, b.len, 1 << 20, NULL, 0);
+  assert_string_equal(got, "I:4:2841a0c596d6f426\n=-2:two lists in one response");
+  free(got);
+  /* No list at all. */
+  kcm_buf_reset(&b);
+  kcm_buf_append(&b, KCM_PB_MAGIC, KCM_PB_MAGIC_LEN);
+  pbw_str(&b, 3, "");
+  got = pb_items(b.data, b.len, 1 << 20, NULL, 0);
+  assert_string_equal(got, "=-2:no list in the response");
+  free(got);
+  kcm_buf_release(&b);
+  kcm_buf_release(&list);
+  free(body);
+}
+
+/* Items over the cap are reported and skipped; metadata over it fails. */
+static void pbitems_over_the_cap(void **state) {
+  size_t len;
+  char *body = pbw_read_data("pods-1.24.pb", &len), *got = pb_items(body, len, 1000, NULL, 0);
+  assert_int_equal(strncmp(got, "M:", 2), 0);
+  assert_non_null(strstr(got, "\nX:item larger than the size limit\n"
+                              "X:item larger than the size limit\n"
+                              "X:item larger than the size limit\n=0:"));
+  free(got);
+  expect_same_split_as(pb_items, body, len, 1000, (got = pb_items(body, len, 1000, NULL, 0)));
+  free(got);
+  got = pb_items(body, len, 4, NULL, 0);
+  assert_string_equal(got, "=-2:list metadata larger than the size limit");
+  free(got);
+  free(body);
+}
+
 int main(void) {
   const struct CMUnitTest framing[] = {
       cmocka_unit_test(framing_at_every_split),
@@ -1098,6 +1415,7 @@ int main(void) {
       cmocka_unit_test(framing_skips_bad_values),
       cmocka_unit_test(framing_caps_event_size),
       cmocka_unit_test(framing_reports_truncated_end),
+      cmocka_unit_test(framing_by_length),
   };
   const struct CMUnitTest items[] = {
       cmocka_unit_test(items_at_every_split),
@@ -1106,6 +1424,9 @@ int main(void) {
       cmocka_unit_test(items_nesting_is_bounded),
       cmocka_unit_test(items_over_the_cap_are_skipped),
       cmocka_unit_test(items_callback_stops_the_reader),
+      cmocka_unit_test(pbitems_at_every_split),
+      cmocka_unit_test(pbitems_malformed_lists_fail),
+      cmocka_unit_test(pbitems_over_the_cap),
   };
   const struct CMUnitTest live[] = {
       cmocka_unit_test(lists_then_watches),
@@ -1127,6 +1448,9 @@ int main(void) {
       cmocka_unit_test(paged_answer_at_zero_keeps_paging),
       cmocka_unit_test(malformed_list_is_retried_whole),
       cmocka_unit_test(huge_retry_after_is_capped),
+      cmocka_unit_test(protobuf_list_and_watch),
+      cmocka_unit_test(protobuf_asked_json_answered),
+      cmocka_unit_test(protobuf_bad_events_are_skipped),
   };
   int failed = cmocka_run_group_tests_name("framing", framing, NULL, NULL);
   failed += cmocka_run_group_tests_name("items", items, NULL, NULL);

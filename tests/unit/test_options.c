@@ -56,6 +56,7 @@ static void defaults_are_kube_controller_managers(void **state) {
   assert_true(o.deployment_on && o.replicaset_on);
   assert_int_equal(o.verbosity, 0);
   assert_false(o.json_logs);
+  assert_false(o.json_api); /* protobuf, as kube-controller-manager */
   assert_false(o.shadow);
   assert_int_equal(o.shadow_window_ms, 60000);
 }
@@ -70,7 +71,8 @@ static void values_of_every_kind(void **state) {
                          "--authorization-always-allow-paths=/healthz,/debug/*",
                          "--leader-elect=false", "--kube-api-qps=0.5", "-v", "4",
                          "--logging-format=json", "--controllers=*,-deployment",
-                         "--health-probe-bind-address=:8081", NULL),
+                         "--health-probe-bind-address=:8081",
+                         "--kube-api-content-type=application/json", NULL),
                    KCM_OPTIONS_RUN);
   assert_int_equal(o.secure_port, 0);
   assert_string_equal(o.bind_address, "::1");
@@ -87,6 +89,7 @@ static void values_of_every_kind(void **state) {
   assert_false(o.deployment_on);
   assert_true(o.replicaset_on);
   assert_string_equal(o.health_address, ":8081");
+  assert_true(o.json_api);
   assert_int_equal(parse(&o, err, sizeof(err), "--leader-elect", "--v=2", NULL),
                    KCM_OPTIONS_RUN);
   assert_true(o.leader_elect);
@@ -122,6 +125,9 @@ static void refusals_name_the_flag(void **state) {
       {{"-v", "-1"}, "invalid value \"-1\" for flag -v: must be a non-negative integer"},
       {{"--kube-api-qps=nan"}, "invalid value \"nan\" for flag --kube-api-qps"},
       {{"--leader-elect=maybe"}, "invalid value \"maybe\" for flag --leader-elect"},
+      {{"--kube-api-content-type=application/yaml"},
+       "invalid value \"application/yaml\" for flag --kube-api-content-type: must be "
+       "application/vnd.kubernetes.protobuf or application/json"},
       {{"--metrics-bind-address=8080"},
        "invalid value \"8080\" for flag --metrics-bind-address: must be [host]:port or 0"},
       {{"--min-resync-period=1e300h"}, "invalid value \"1e300h\" for flag --min-resync-period"},
