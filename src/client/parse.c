@@ -13,6 +13,7 @@
 
 #include "internal.h"
 #include "kcm/error.h"
+#include "kcm/pb.h"
 
 static bool blank(char c) { return c == ' ' || c == '\t'; }
 
@@ -274,6 +275,22 @@ int kcm_client_status_error(long status) {
   return KCM_EINVALID;
 }
 
+/* The message of a Status in protobuf (field 3), as kube-apiserver writes
+ * errors to a client that asked for protobuf; NULL when body is none. */
+static char *protobuf_message(const char *body, size_t len) {
+  static const uint32_t message[] = {3, 0};
+  const uint8_t *kind, *raw, *s;
+  size_t kind_len, raw_len, n;
+  const char *why;
+  struct kcm_pb r;
+  if (!kcm_pb_unwrap((const uint8_t *)body, len, &kind, &kind_len, &raw, &raw_len, &why))
+    return NULL;
+  kcm_pb_start(&r, raw, raw_len);
+  if (!kcm_pb_find(&r, message) || !kcm_pb_bytes(&r, &s, &n))
+    return strdup("");
+  return strndup((const char *)s, n);
+}
+
 char *kcm_client_error_message(const char *body, size_t len) {
   struct json_tokener *tok;
   struct json_object *obj, *msg;
@@ -282,6 +299,8 @@ char *kcm_client_error_message(const char *body, size_t len) {
 
   if (!len)
     return strdup("");
+  if ((out = protobuf_message(body, len)))
+    return out;
   tok = json_tokener_new();
   obj = tok ? json_tokener_parse_ex(tok, body, (int)(len > INT32_MAX ? INT32_MAX : len)) : NULL;
   if (tok)

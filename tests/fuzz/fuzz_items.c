@@ -17,6 +17,7 @@
 #include <json-c/json.h>
 
 #include "items.h"
+#include "chunks.h"
 #include "kcm/buf.h"
 #include "kcm/error.h"
 
@@ -146,24 +147,16 @@ static void check_against_json_c(const struct record *r, struct json_object *lis
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   struct record whole, cut;
-  const char *err_whole, *err_cut, *body;
-  const uint8_t *sizes;
-  size_t cap, nsizes, len;
+  const char *err_whole, *err_cut;
+  struct fuzz_chunks c;
   int rc_whole, rc_cut;
   struct json_object *list, *items;
 
-  if (size < 2)
+  if (!fuzz_chunks(data, size, &c))
     return 0;
-  cap = 8 + (size_t)data[0] * 16;
-  nsizes = data[1] % 8;
-  if (size < 2 + nsizes)
-    return 0;
-  sizes = data + 2;
-  body = (const char *)data + 2 + nsizes;
-  len = size - 2 - nsizes;
 
-  rc_whole = read_list(body, len, cap, NULL, 0, &whole, &err_whole);
-  rc_cut = read_list(body, len, cap, sizes, nsizes, &cut, &err_cut);
+  rc_whole = read_list(c.body, c.len, c.cap, NULL, 0, &whole, &err_whole);
+  rc_cut = read_list(c.body, c.len, c.cap, c.sizes, c.nsizes, &cut, &err_cut);
   CHECK(rc_whole == rc_cut);
   CHECK((err_whole == NULL) == (err_cut == NULL));
   CHECK(!err_whole || !strcmp(err_whole, err_cut));
@@ -172,12 +165,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   CHECK(rc_whole == 0 || rc_whole == KCM_EINVAL);
   CHECK((rc_whole == 0) == (err_whole == NULL));
 
-  if (parse_strict(body, len, &list) && json_object_is_type(list, json_type_object) &&
+  if (parse_strict(c.body, c.len, &list) && json_object_is_type(list, json_type_object) &&
       json_object_object_get_ex(list, "items", &items) &&
       json_object_is_type(items, json_type_array)) {
     /* Valid: only a repeated "items" (json-c keeps the last, an array; the
      * reader stops at the second, or at a first that is no list) or
-     * metadata over the cap may fail it, and only an item over the cap may
+     * metadata over the c.cap may fail it, and only an item over the c.cap may
      * be left out. */
     if (rc_whole)
       CHECK(!strcmp(err_whole, "the list response has two items lists") ||

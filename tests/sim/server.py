@@ -15,6 +15,7 @@ import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import openapi
+import protobuf
 import rbac
 import resources
 import reviews
@@ -422,6 +423,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def send_error_status(self, err):
         headers = dict(err.headers)
+        if getattr(self, "protobuf", False):
+            return self.send_json(err.code, protobuf.status(err.status()), headers,
+                                  content_type=protobuf.MEDIA)
         self.send_json(err.code, err.status(), headers)
 
     def send_text(self, code, text):
@@ -473,6 +477,7 @@ class Handler(BaseHTTPRequestHandler):
         self.status_code = 0
         self.body_read = False
         self.drop_answer = False
+        self.protobuf = False  # this answer is written in protobuf
         started = time.monotonic()
         url = urllib.parse.urlsplit(self.path)
         query = {k: v[-1] for k, v in urllib.parse.parse_qs(url.query,
@@ -613,7 +618,9 @@ class Handler(BaseHTTPRequestHandler):
         dry = query.get("dryRun") == "All"
         table = wants_table(self.headers.get("Accept")) and verb in ("get", "list", "watch") \
             and not r.sub and res.plural in tables.PRINTERS
-        self.check_accept()
+        self.check_accept(res.plural)
+        self.protobuf = verb in ("get", "list", "watch") and not table and not r.sub and \
+            protobuf.chosen(self.headers.get("Accept"), res.plural)
         if verb == "watch":
             return self.serve_watch(r, query, table)
         if verb == "list":
@@ -627,6 +634,10 @@ class Handler(BaseHTTPRequestHandler):
                 meta = {"resourceVersion": obj["metadata"]["resourceVersion"]}
                 return self.send_json(200, tables.table(res.plural, [obj], meta,
                                                         query.get("includeObject", "Metadata")))
+            if self.protobuf:
+                return self.send_json(200, protobuf.envelope(res.kind, res.api_version,
+                                                             protobuf.pod(obj)),
+                                      content_type=protobuf.MEDIA)
             return self.send_json(200, obj)
         body_raw = self.read_body()
         if verb == "create":
@@ -670,13 +681,16 @@ class Handler(BaseHTTPRequestHandler):
             return self.send_json(201, reviews.token_review(body, self.server.lookup_token))
         return self.send_json(201, reviews.access_review(body, self.server.authorizer))
 
-    def check_accept(self):
+    def check_accept(self, plural=None):
+        """Refuse an Accept the answer cannot meet: JSON, or for the kinds
+        written in protobuf (plural), protobuf."""
         accept = self.headers.get("Accept") or ""
         if not accept:
             return
         for part in accept.split(","):
             mt = part.split(";")[0].strip()
-            if mt in ("application/json", "*/*", "application/*", ""):
+            if mt in ("application/json", "*/*", "application/*", "") or \
+                    (mt == protobuf.MEDIA and plural in protobuf.KINDS):
                 return
         raise ApiError(406, "NotAcceptable",
                        "only the following media types are accepted: application/json")
@@ -798,6 +812,13 @@ class Handler(BaseHTTPRequestHandler):
         if table:
             return self.send_json(200, tables.table(r.res.plural, [e.obj for e in entries], meta,
                                                     query.get("includeObject", "Metadata")))
+        if self.protobuf:
+            for e in entries:
+                if e.pb is None:
+                    e.pb = protobuf.pod(e.obj)
+            return self.send_json(200, protobuf.list_parts(r.res.kind, r.res.api_version, meta,
+                                                           [e.pb for e in entries]),
+                                  content_type=protobuf.MEDIA)
         head = ('{"kind":"%sList","apiVersion":"%s","metadata":%s,"items":['
                 % (r.res.kind, r.res.api_version, dumps(meta))).encode()
         # Written a few hundred items at a time: one body of 50,000 pods
@@ -810,7 +831,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def start_stream(self):
         self.send_response(200)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type",
+                         protobuf.WATCH_MEDIA if self.protobuf else "application/json")
         self.send_header("Cache-Control", "no-cache, private")
         self.send_header("Audit-Id", self.audit_id)
         self.send_header("Transfer-Encoding", "chunked")
@@ -833,7 +855,14 @@ class Handler(BaseHTTPRequestHandler):
         except OSError:
             pass
 
-    def watch_event(self, etype, obj_raw):
+    def watch_event(self, etype, obj_raw, obj=None):
+        """One event of the stream: obj_raw is the object's JSON; in a
+        protobuf stream obj (the object itself) is written instead."""
+        if self.protobuf:
+            if obj.get("kind") == "Status":
+                return protobuf.watch_frame(etype, protobuf.status(obj))
+            return protobuf.watch_frame(etype, protobuf.envelope(
+                obj.get("kind") or "Pod", obj.get("apiVersion") or "v1", protobuf.pod(obj)))
         return b'{"type":"%s","object":%s}\n' % (etype.encode(), obj_raw)
 
     def serve_watch(self, r, query, table):
@@ -867,6 +896,8 @@ class Handler(BaseHTTPRequestHandler):
                     t["columnDefinitions"] = None
                 headers_sent[0] = True
                 raw = dumps(t).encode()
+            if self.protobuf:
+                return self.watch_event(etype, None, obj)
             return self.watch_event(etype, raw if raw is not None else dumps(obj).encode())
 
         initial = []
@@ -940,23 +971,21 @@ class Handler(BaseHTTPRequestHandler):
                 # when the watcher has not been told of it yet.
                 if latest > told and not held:
                     cursor = told = max(cursor, latest)
-                    self.write_chunk(self.watch_event("BOOKMARK", dumps(
-                        bookmark_object(res, told)).encode()))
+                    mark = bookmark_object(res, told)
+                    self.write_chunk(self.watch_event("BOOKMARK", dumps(mark).encode(), mark))
                 next_bookmark = now + interval
                 if next_bookmark > deadline - 2:
                     next_bookmark = deadline - 2 if deadline - 2 > now else None
             if now >= deadline:
                 return self.end_stream()
 
-    @staticmethod
-    def expired_event(e):
+    def expired_event(self, e):
         st = ApiError(410, "Expired", str(e)).status()
-        return b'{"type":"ERROR","object":%s}\n' % dumps(st).encode()
+        return self.watch_event("ERROR", dumps(st).encode(), st)
 
-    @staticmethod
-    def filter_event(ev, visible, encode):
+    def filter_event(self, ev, visible, encode):
         if ev.type == "RAW":
-            return ev.entry + b"\n"
+            return protobuf.raw_frame(ev.entry) if self.protobuf else ev.entry + b"\n"
         obj = ev.entry.obj
         if ev.type == "ADDED":
             return encode("ADDED", obj, ev.entry.raw) if visible(obj) else None

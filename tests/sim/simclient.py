@@ -189,6 +189,21 @@ class Watch:
         line, _, self.pending = self.pending.partition(b"\n")
         return json.loads(line)
 
+    def next_frame(self, timeout=10):
+        """The next event of a protobuf watch (its bytes, without the
+        4-byte length), or None when the stream ended cleanly."""
+        self.sock.settimeout(timeout)
+        try:
+            while len(self.pending) < 4 or \
+                    len(self.pending) < 4 + int.from_bytes(self.pending[:4], "big"):
+                if self.ended or not self._fill():
+                    return None
+        except OSError as e:
+            raise ConnectionError("watch stream broken: %s" % e)
+        n = int.from_bytes(self.pending[:4], "big")
+        frame, self.pending = self.pending[4:4 + n], self.pending[4 + n:]
+        return frame
+
     def close(self):
         try:
             self.f.close()

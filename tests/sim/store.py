@@ -33,12 +33,13 @@ class Expired(Exception):
 
 
 class Entry:
-    __slots__ = ("obj", "raw", "_item_raw")
+    __slots__ = ("obj", "raw", "_item_raw", "pb")
 
     def __init__(self, obj):
         self.obj = obj
         self.raw = dumps(obj).encode()
         self._item_raw = None
+        self.pb = None  # the protobuf message, once a client asked for it
 
     @property
     def item_raw(self):

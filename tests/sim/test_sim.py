@@ -51,6 +51,47 @@ def pod(name, labels=None, image="nginx:1.7.9", **meta):
 COMPARE = os.environ.get("KCM_SIM_COMPARE_KUBECONFIG")
 
 
+def fields(data):
+    """A protobuf message's fields, in order: (number, bytes or int)."""
+    out, i = [], 0
+
+    def varint():
+        nonlocal i
+        v = shift = 0
+        while True:
+            b = data[i]
+            i += 1
+            v |= (b & 0x7F) << shift
+            shift += 7
+            if not b & 0x80:
+                return v
+    while i < len(data):
+        tag = varint()
+        if tag & 7 == 0:
+            out.append((tag >> 3, varint()))
+        elif tag & 7 == 2:
+            n = varint()
+            out.append((tag >> 3, data[i:i + n]))
+            i += n
+        else:
+            raise ValueError("unexpected wire type %d" % (tag & 7))
+    return out
+
+
+def field(msg, number):
+    """The first field `number` of msg (a message's bytes or its fields)."""
+    if isinstance(msg, bytes):
+        msg = fields(msg)
+    return next((v for f, v in msg if f == number), None)
+
+
+def unwrap(body):
+    """kube-apiserver's protobuf envelope: the kind and the object's bytes."""
+    assert body[:4] == b"k8s\x00", body[:16]
+    unknown = fields(body[4:])
+    return field(field(unknown, 1), 2).decode(), field(unknown, 2)
+
+
 def sim_only(fn):
     return unittest.skipIf(COMPARE, "needs the local API server")(fn)
 
@@ -392,7 +433,7 @@ class Basics(SimTestCase):
         self.assertStatus(r, 422, "Invalid")
         r = self.c.get("/apis/apps/v1/namespaces/%s/widgets" % self.ns)
         self.assertStatus(r, 404, "NotFound")
-        if not COMPARE:  # the local API server speaks JSON only
+        if not COMPARE:  # the local API server writes protobuf for pods only
             r = self.c.get(APPS % self.ns,
                            headers={"Accept": "application/vnd.kubernetes.protobuf"})
             self.assertStatus(r, 406, "NotAcceptable")
@@ -466,6 +507,50 @@ class Basics(SimTestCase):
         rvs = [int(e["object"]["metadata"]["resourceVersion"]) for e in got]
         self.assertEqual(rvs, sorted(rvs))
         self.assertGreater(rvs[0], int(rv))
+
+    def test_pods_in_protobuf(self):
+        pb = {"Accept": "application/vnd.kubernetes.protobuf, application/json"}
+        a = self.create(PODS, pod("a", {"app": "web"}))
+        r = self.c.get(PODS % self.ns + "/a", headers=pb)
+        self.assertEqual(r.headers["Content-Type"], "application/vnd.kubernetes.protobuf")
+        kind, obj = unwrap(r.body)
+        self.assertEqual(kind, "Pod")
+        meta = fields(field(obj, 1))
+        self.assertEqual(field(meta, 1), b"a")
+        self.assertEqual(field(meta, 3), self.ns.encode())
+        self.assertEqual(field(meta, 6), a["metadata"]["resourceVersion"].encode())
+        self.assertEqual(fields(field(meta, 11)), [(1, b"app"), (2, b"web")])
+        # A list: its metadata, then its items.
+        r = self.c.get(PODS % self.ns, headers=pb)
+        kind, lst = unwrap(r.body)
+        self.assertEqual(kind, "PodList")
+        want = self.c.get(PODS % self.ns).json()
+        self.assertEqual(field(fields(field(lst, 1)), 2),
+                         want["metadata"]["resourceVersion"].encode())
+        self.assertEqual(len([v for f, v in fields(lst) if f == 2]), 1)
+        if not COMPARE:  # kinds without protobuf here are answered in JSON
+            r = self.c.get(APPS % self.ns, headers=pb)
+            self.assertEqual(r.headers["Content-Type"], "application/json")
+            r = self.c.get(APPS % self.ns, headers={"Accept": "application/vnd.kubernetes.protobuf"})
+            self.assertStatus(r, 406, "NotAcceptable")
+        # Errors come as a Status in protobuf.
+        r = self.c.get(PODS % self.ns + "/nope", headers=pb)
+        self.assertEqual(r.status, 404)
+        kind, st = unwrap(r.body)
+        self.assertEqual((kind, field(st, 6)), ("Status", 404))
+        self.assertIn(b"not found", field(st, 3))
+        # A watch: length-prefixed WatchEvents, each object in its envelope.
+        w = self.c.watch(PODS % self.ns + "?watch=1&resourceVersion="
+                         + a["metadata"]["resourceVersion"], headers=pb)
+        self.assertEqual(w.headers["content-type"],
+                         "application/vnd.kubernetes.protobuf;stream=watch")
+        self.c.patch(PODS % self.ns + "/a", {"metadata": {"labels": {"x": "1"}}})
+        ev = fields(w.next_frame())
+        w.close()
+        self.assertEqual(field(ev, 1), b"MODIFIED")
+        kind, obj = unwrap(field(fields(field(ev, 2)), 1))
+        self.assertEqual(kind, "Pod")
+        self.assertIn((1, b"x"), fields([v for f, v in fields(field(obj, 1)) if f == 11][1]))
 
     def test_watch_without_version_starts_with_current_state(self):
         self.create(PODS, pod("a"))

@@ -177,11 +177,15 @@ static void h_deleted(void *ctx, struct kcm_object *o, bool unknown) {
     f->deleted_unknown++;
 }
 
-static void fixture_init_resync(struct fixture *f, uint64_t resync_ms);
+static void fixture_init_with(struct fixture *f, uint64_t resync_ms, bool protobuf);
 
-static void fixture_init(struct fixture *f) { fixture_init_resync(f, 0); }
+static void fixture_init(struct fixture *f) { fixture_init_with(f, 0, false); }
 
 static void fixture_init_resync(struct fixture *f, uint64_t resync_ms) {
+  fixture_init_with(f, resync_ms, false);
+}
+
+static void fixture_init_with(struct fixture *f, uint64_t resync_ms, bool protobuf) {
   struct kcm_informer_options io = {0};
   struct kcm_informer_handler h = {h_added, h_updated, h_deleted, NULL};
 
@@ -195,6 +199,7 @@ static void fixture_init_resync(struct fixture *f, uint64_t resync_ms) {
   io.backoff_max_ms = 400;
   io.watch_timeout_min_s = 5;
   io.resync_ms = resync_ms;
+  io.protobuf = protobuf;
   assert_int_equal(kcm_informer_init(&f->inf, &f->loop, f->client, &f->pool, &io), 0);
   h.ctx = f;
   assert_int_equal(kcm_informer_add_handler(&f->inf, &h), 0);
@@ -313,13 +318,15 @@ static void wait_converged(struct fixture *f) {
              f->inf.state);
 }
 
-static void lists_then_watches(void **state) {
+/* List, then watch, in JSON or (with protobuf) in the local API server's
+ * protobuf. */
+static void lists_then_watches_in(bool protobuf) {
   struct fixture f;
   struct kcm_object *o;
   struct kcm_uid owner;
   int n = 0;
 
-  fixture_init(&f);
+  fixture_init_with(&f, 0, protobuf);
   make_pod(&f, "a", NULL);
   make_pod(&f, "b", NULL);
   make_owned_pod(&f, "c", &owner);
@@ -358,8 +365,14 @@ static void lists_then_watches(void **state) {
     assert_string_equal(f.inf.rv, want);
   }
   assert_int_equal(f.inf.stats.decode_errors, 0);
+  assert_int_equal(f.inf.list_proto, protobuf);
+  assert_int_equal(f.inf.watch_proto, protobuf);
   fixture_free(&f);
 }
+
+static void lists_then_watches(void **state) { lists_then_watches_in(false); }
+
+static void lists_then_watches_in_protobuf(void **state) { lists_then_watches_in(true); }
 
 static void converges_after_dropped_watches(void **state) {
   struct fixture f;
@@ -1430,6 +1443,7 @@ int main(void) {
   };
   const struct CMUnitTest live[] = {
       cmocka_unit_test(lists_then_watches),
+      cmocka_unit_test(lists_then_watches_in_protobuf),
       cmocka_unit_test(converges_after_dropped_watches),
       cmocka_unit_test(relists_after_history_is_compacted),
       cmocka_unit_test(throttled_list_honours_retry_after),
