@@ -54,21 +54,26 @@ static int watch_error_pb(struct kcm_informer *inf, const char *obj, size_t len)
   const uint8_t *kind, *raw = NULL, *s;
   size_t kind_len, raw_len = 0, n;
   const char *why;
-  char m[512] = "";
+  char *m = NULL;
   uint64_t c = 0;
   struct kcm_pb r;
+  int rc;
   if (kcm_pb_unwrap((const uint8_t *)obj, len, &kind, &kind_len, &raw, &raw_len, &why)) {
     kcm_pb_start(&r, raw, raw_len);
     while (kcm_pb_next(&r)) {
-      if (r.field == 3 && kcm_pb_bytes(&r, &s, &n))
-        snprintf(m, sizeof(m), "%.*s", (int)n, (const char *)s);
-      else if (r.field == 6 && kcm_pb_varint(&r, &c))
+      if (r.field == 3 && kcm_pb_bytes(&r, &s, &n)) {
+        free(m);
+        m = strndup((const char *)s, n);
+      } else if (r.field == 6 && kcm_pb_varint(&r, &c)) {
         c = (uint64_t)(int64_t)(int32_t)c;
-      else if (r.field != 3 && r.field != 6)
+      } else if (r.field != 3 && r.field != 6) {
         kcm_pb_skip(&r);
+      }
     }
   }
-  return watch_stopped(inf, (int64_t)c, m);
+  rc = watch_stopped(inf, (int64_t)c, m ? m : "");
+  free(m);
+  return rc;
 }
 
 /* A BOOKMARK's resourceVersion (rv holds 32), "" when unreadable. */

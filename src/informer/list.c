@@ -123,7 +123,8 @@ static int keep_meta(struct kcm_informer *inf, bool is_continue, const char *s, 
   return 0;
 }
 
-/* A protobuf ListMeta: resourceVersion 2, continue 3. */
+/* A protobuf ListMeta: resourceVersion 2, continue 3. Malformed, it
+ * fails the list (as malformed JSON does). */
 static int read_pb_metadata(struct kcm_informer *inf, const char *msg, size_t len) {
   struct kcm_pb r;
   const uint8_t *s;
@@ -133,9 +134,13 @@ static int read_pb_metadata(struct kcm_informer *inf, const char *msg, size_t le
     if ((r.field == 2 || r.field == 3) && kcm_pb_bytes(&r, &s, &n)) {
       if (!memchr(s, '\0', n) && keep_meta(inf, r.field == 3, (const char *)s, n))
         return KCM_ENOMEM;
-    } else if (!kcm_pb_skip(&r)) {
-      break;
+    } else if (r.field != 2 && r.field != 3) {
+      kcm_pb_skip(&r);
     }
+  }
+  if (r.err) {
+    ((struct kcm_pbitems *)inf->pbitems)->err = "the list's metadata is malformed";
+    return KCM_EINVAL;
   }
   return 0;
 }

@@ -984,8 +984,17 @@ class Handler(BaseHTTPRequestHandler):
         return self.watch_event("ERROR", dumps(st).encode(), st)
 
     def filter_event(self, ev, visible, encode):
-        if ev.type == "RAW":
-            return protobuf.raw_frame(ev.entry) if self.protobuf else ev.entry + b"\n"
+        if ev.type == "RAW":  # an injected line: an event in JSON, or garbage
+            if not self.protobuf:
+                return ev.entry + b"\n"
+            try:
+                e = json.loads(ev.entry)
+                etype, obj = e["type"], e["object"]
+            except (ValueError, KeyError, TypeError):
+                return protobuf.raw_frame(ev.entry)
+            if not isinstance(etype, str) or not isinstance(obj, dict):
+                return protobuf.raw_frame(ev.entry)
+            return self.watch_event(etype, None, obj)
         obj = ev.entry.obj
         if ev.type == "ADDED":
             return encode("ADDED", obj, ev.entry.raw) if visible(obj) else None

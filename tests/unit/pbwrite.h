@@ -50,6 +50,7 @@ static inline void pbw_int(struct kcm_buf *b, uint32_t field, uint64_t v) {
   pbw_varint(b, v);
 }
 
+#ifdef KCM_TEST_DATA
 /* The whole of tests/unit/data/<name> (caller frees); aborts when unreadable. */
 static inline char *pbw_read_data(const char *name, size_t *len) {
   char path[512];
@@ -68,5 +69,6 @@ static inline char *pbw_read_data(const char *name, size_t *len) {
   *len = (size_t)n;
   return data;
 }
+#endif
 
 #endif

@@ -23,6 +23,7 @@
 
 #include "../../src/client/internal.h"
 #include "exposition.h"
+#include "pbwrite.h"
 #include "peer.h"
 #include "support.h"
 #include "kcm/client.h"
@@ -2051,8 +2052,38 @@ static void url_credentials_stay_secret(void **state) {
   peer_stop(&peer);
 }
 
+/* An error's message, from a Status in JSON or (to a client that asked for
+ * protobuf) in protobuf; other bodies are shown as printable text. */
+static void error_messages_of_every_encoding(void **state) {
+  static const char json[] = "{\"kind\":\"Status\",\"code\":410,\"message\":\"too old\"}";
+  struct kcm_buf status = KCM_BUF_INIT(1 << 20), meta = KCM_BUF_INIT(1 << 20),
+                 body = KCM_BUF_INIT(1 << 20);
+  char *m = kcm_client_error_message(json, strlen(json));
+  assert_string_equal(m, "too old");
+  free(m);
+  pbw_str(&meta, 1, "v1");
+  pbw_str(&meta, 2, "Status");
+  pbw_str(&status, 2, "Failure");
+  pbw_str(&status, 3, "too old resource version: 5 (9)");
+  pbw_str(&status, 4, "Expired");
+  pbw_int(&status, 6, 410);
+  kcm_buf_append(&body, "k8s\0", 4);
+  pbw_msg(&body, 1, &meta);
+  pbw_msg(&body, 2, &status);
+  m = kcm_client_error_message(body.data, body.len);
+  assert_string_equal(m, "too old resource version: 5 (9)");
+  free(m);
+  m = kcm_client_error_message("<html>\x01" "bad gateway</html>", 25);
+  assert_string_equal(m, "<html> bad gateway</html>");
+  free(m);
+  kcm_buf_release(&status);
+  kcm_buf_release(&meta);
+  kcm_buf_release(&body);
+}
+
 int main(void) {
   const struct CMUnitTest config_tests[] = {
+      cmocka_unit_test(error_messages_of_every_encoding),
       cmocka_unit_test(current_context_token_and_ca_data),
       cmocka_unit_test(context_flag_selects_cluster_user_namespace),
       cmocka_unit_test(master_flag_overrides_server),

@@ -995,6 +995,67 @@ static void protobuf_asked_json_answered(void **state) {
   wire_stop(&w);
 }
 
+/* A protobuf ERROR event with a 410 Status relists, as in JSON. */
+static void protobuf_expired_watch_relists(void **state) {
+  struct kcm_buf frames = KCM_BUF_INIT(1 << 20), ev = KCM_BUF_INIT(1 << 20),
+                 st = KCM_BUF_INIT(1 << 20), env = KCM_BUF_INIT(1 << 20),
+                 meta = KCM_BUF_INIT(1 << 20);
+  struct peer_answer answers[4] = {{PB_LIST, "k8s\0\x12\x06\x0a\x04\x12\x02" "10"},
+                                   {PB_WATCH, NULL},
+                                   {PB_LIST, "k8s\0\x12\x06\x0a\x04\x12\x02" "20"},
+                                   {OK_JSON, ""}};
+  size_t lengths[4] = {12, 0, 12, 0};
+  struct wire w;
+  uint8_t len[4] = {0, 0, 0, 0};
+
+  pbw_str(&st, 3, "too old resource version: 10 (15)");
+  pbw_str(&st, 4, "Expired");
+  pbw_int(&st, 6, 410);
+  pbw_str(&meta, 2, "Status");
+  kcm_buf_append(&env, KCM_PB_MAGIC, KCM_PB_MAGIC_LEN);
+  pbw_msg(&env, 1, &meta);
+  pbw_msg(&env, 2, &st);
+  kcm_buf_reset(&meta);
+  pbw_msg(&meta, 1, &env); /* the RawExtension */
+  pbw_str(&ev, 1, "ERROR");
+  pbw_msg(&ev, 2, &meta);
+  len[3] = (uint8_t)ev.len;
+  kcm_buf_append(&frames, len, 4);
+  kcm_buf_append(&frames, ev.data, ev.len);
+  answers[1].body = frames.data;
+  lengths[1] = frames.len;
+  wire_answer_all_with(&w, answers, lengths, 4, "default", true);
+  expect_param(&w, 1, "watch", "1");
+  expect_param(&w, 2, "watch", NULL); /* the relist */
+  expect_param(&w, 2, "resourceVersion", "10");
+  expect_param(&w, 3, "resourceVersion", "20");
+  assert_int_equal(w.inf.stats.decode_errors, 0);
+  wire_stop(&w);
+  kcm_buf_release(&frames);
+  kcm_buf_release(&ev);
+  kcm_buf_release(&st);
+  kcm_buf_release(&env);
+  kcm_buf_release(&meta);
+}
+
+/* A protobuf list whose metadata is malformed (its version's length runs
+ * past it) costs the attempt, as malformed JSON does. */
+static void protobuf_bad_list_metadata_is_retried(void **state) {
+  static const struct peer_answer answers[] = {
+      {PB_LIST, "k8s\0\x12\x06\x0a\x04\x12\x03" "10"},
+      {PB_LIST, "k8s\0\x12\x06\x0a\x04\x12\x02" "10"},
+      {OK_JSON, ""},
+  };
+  static const size_t lengths[] = {12, 12, 0};
+  struct wire w;
+  wire_answer_all_with(&w, answers, lengths, 3, "default", true);
+  assert_true(w.inf.stats.failures >= 1);
+  expect_param(&w, 1, "watch", NULL);
+  expect_param(&w, 2, "watch", "1");
+  expect_param(&w, 2, "resourceVersion", "10");
+  wire_stop(&w);
+}
+
 /* Broken protobuf events are counted and skipped, the stream read on. */
 static void protobuf_bad_events_are_skipped(void **state) {
   struct kcm_buf frames = KCM_BUF_INIT(1 << 20), ev = KCM_BUF_INIT(1 << 20),
@@ -1465,6 +1526,8 @@ int main(void) {
       cmocka_unit_test(protobuf_list_and_watch),
       cmocka_unit_test(protobuf_asked_json_answered),
       cmocka_unit_test(protobuf_bad_events_are_skipped),
+      cmocka_unit_test(protobuf_expired_watch_relists),
+      cmocka_unit_test(protobuf_bad_list_metadata_is_retried),
   };
   int failed = cmocka_run_group_tests_name("framing", framing, NULL, NULL);
   failed += cmocka_run_group_tests_name("items", items, NULL, NULL);
