@@ -23,7 +23,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tests", "sim"))
 
-from simclient import Client, SimProcess, wait_for  # noqa: E402
+from simclient import Client, SimProcess, stop_process, wait_for  # noqa: E402
 
 SCENARIOS = []
 
@@ -122,13 +122,7 @@ class Kcm:
     def stop(self, sig=signal.SIGTERM, timeout=45):
         # 45 s: as the manifest's terminationGracePeriodSeconds, above kcm's
         # 30 s --shutdown-grace-period.
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc, timeout, sig)
         self.log.close()
         return self.proc.returncode
 

@@ -41,7 +41,12 @@ def chosen(accept, plural):
     return False
 
 
+_SMALL = [bytes((i,)) for i in range(128)]
+
+
 def _varint(v):
+    if 0 <= v < 128:
+        return _SMALL[v]
     if v < 0:
         v += 1 << 64  # negative integers: ten bytes, as Go writes int32 and int64
     out = bytearray()
@@ -55,8 +60,14 @@ def _varint(v):
             return bytes(out)
 
 
+_TAGS = {}
+
+
 def _tag(field, wire):
-    return _varint(field << 3 | wire)
+    t = _TAGS.get((field, wire))
+    if t is None:
+        t = _TAGS[(field, wire)] = _varint(field << 3 | wire)
+    return t
 
 
 def _bytes(field, data):
@@ -156,17 +167,19 @@ def _value(field, kind, v):
     return b"".join(_bytes(field, _str(1, k) + _str(2, v[k])) for k in sorted(v or {}))
 
 
+_ORDER = {}  # id(schema) -> its (key, field, kind) in field order
+
+
 def message(schema, obj):
     """The fields of obj that schema knows, in field order (as Go writes
     them); nulls are left out."""
-    out = []
-    for key, (field, kind) in schema.items():
-        v = obj.get(key)
-        if v is None:
-            continue
-        out.append((field, _value(field, kind, v)))
-    out.sort(key=lambda f: f[0])
-    return b"".join(data for _, data in out)
+    order = _ORDER.get(id(schema))
+    if order is None:
+        order = _ORDER[id(schema)] = sorted(((k, f, kind) for k, (f, kind) in schema.items()),
+                                            key=lambda e: e[1])
+    get = obj.get
+    return b"".join(_value(field, kind, v) for key, field, kind in order
+                    if (v := get(key)) is not None)
 
 
 def envelope(kind, api_version, raw):

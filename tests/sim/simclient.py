@@ -8,6 +8,7 @@ import http.client
 import json
 import os
 import re
+import signal
 import ssl
 import subprocess
 import sys
@@ -247,14 +248,21 @@ class SimProcess:
         self._start(self.args + ["--port", port, "--token", token])
 
     def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc, 10)
         subprocess.run(["rm", "-rf", self.dir])
+
+
+def stop_process(proc, timeout, sig=signal.SIGTERM):
+    """Send sig (SIGTERM), then SIGKILL if proc has not exited within
+    timeout seconds."""
+    if proc.poll() is not None:
+        return
+    proc.send_signal(sig)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def wait_for(fn, timeout=30, interval=0.05, what="condition"):
