@@ -201,7 +201,8 @@ int kcm_client_request(struct kcm_client *c, const struct kcm_client_request_opt
                        struct kcm_client_request **out);
 
 /* The Content-Type of the answer being received (from a chunk callback:
- * the headers have arrived), or NULL if it had none. Owned by the request. */
+ * the headers have arrived), or NULL if it had none (or r is NULL). Owned
+ * by the request. */
 const char *kcm_client_response_type(const struct kcm_client_request *r);
 
 /* Stop a request; its `done` runs with KCM_ECANCELED from the loop. */

@@ -510,7 +510,7 @@ size_t kcm_client_pending(const struct kcm_client *c) { return c->pending; }
 
 const char *kcm_client_response_type(const struct kcm_client_request *r) {
   char *type = NULL;
-  if (!r->easy || curl_easy_getinfo(r->easy, CURLINFO_CONTENT_TYPE, &type) != CURLE_OK)
+  if (!r || !r->easy || curl_easy_getinfo(r->easy, CURLINFO_CONTENT_TYPE, &type) != CURLE_OK)
     return NULL;
   return type;
 }

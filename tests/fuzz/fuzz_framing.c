@@ -210,7 +210,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     rc = on_chunk(stream + off, n, &inf);
   }
   if (rc)
-    kcm_framer_reset(inf.framer); /* the watch stopped on an ERROR event */
+    kcm_framer_reset(inf.framer, false); /* the watch stopped on an ERROR event */
   else
     kcm_framer_flush(inf.framer);
   check_cache(&inf);
