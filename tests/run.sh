@@ -25,8 +25,9 @@ if [ -z "${KCM_NO_SANITIZE:-}" ]; then
   echo "== unit and e2e tests under AddressSanitizer and UndefinedBehaviorSanitizer"
   KCM_BUILD_DIR="$build-sanitize" KCM_SANITIZE=ON bash "$root/tests/setup.sh" >/dev/null
   ctest --test-dir "$build-sanitize" --output-on-failure -L unit
-  # The long fault scenarios ran in full above; shorter here.
-  KCM_E2E_DROP_SECONDS=20 KCM_E2E_SOAK_SECONDS=15 \
+  # The long fault scenarios ran in full above; shorter here, and the
+  # probes' bound scaled to the slower build.
+  KCM_E2E_DROP_SECONDS=20 KCM_E2E_SOAK_SECONDS=15 KCM_E2E_PROBE_SECONDS=3 \
     python3 "$root/tests/e2e/run.py" --kcm "$build-sanitize/kcm" \
     --kcm-arg=--use-service-account-credentials
 fi

@@ -115,6 +115,10 @@ def roll_big_deployment(k, workdir, probe=None, pid=None, timeout=240):
     return rolled, wall, cpu, results, errors
 
 
+# The probes' bound; a sanitizer build, two to three times slower, is given more.
+PROBE_SECONDS = float(os.environ.get("KCM_E2E_PROBE_SECONDS", "1.0"))
+
+
 @scenario("a Deployment with 50,000 annotations and 20,000 on its pod template rolls out "
           "and rolls again while probes are answered under a second, in under 30 s of kcm CPU")
 def big_annotations(ctx):
@@ -125,6 +129,6 @@ def big_annotations(ctx):
         ctx.k, ctx.env.workdir, probe, kcm.proc.pid if kcm else None)
     assert rolled, "the rollout did not finish within %.0f s" % wall
     assert not errors, errors[:5]
-    assert all(status == 200 and seconds < 1.0 for status, seconds in results), \
-        [r for r in results if r[0] != 200 or r[1] >= 1.0][:5]
+    assert all(status == 200 and seconds < PROBE_SECONDS for status, seconds in results), \
+        [r for r in results if r[0] != 200 or r[1] >= PROBE_SECONDS][:5]
     assert cpu is None or cpu < 30, "kcm used %.1f s of CPU" % cpu
