@@ -851,7 +851,8 @@ static int setup_controllers(struct app *a, const struct kcm_options *f) {
                   : kcm_deployment_controller_init(
                         &a->dc, a->loop, &a->dc_writer, &a->informers[KCM_KIND_DEPLOYMENT],
                         &a->informers[KCM_KIND_REPLICASET], &a->informers[KCM_KIND_POD],
-                        &a->pool, (uint32_t)f->deployment_workers, f->deployment_interval_ms);
+                        &a->pool, (uint32_t)f->deployment_workers, f->deployment_interval_ms,
+                        f->deployment_status_interval_ms);
   if (err) {
     kcm_error("cannot set up a controller name=\"deployment\" err=\"%s\"", kcm_strerror(err));
     return err;

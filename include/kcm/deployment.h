@@ -192,6 +192,13 @@ void kcm_deployment_plan_release(struct kcm_deployment_plan *p);
 /* Whether status and annotation writes of the plan change the Deployment. */
 bool kcm_deployment_status_changed(const struct kcm_deployment *d,
                                    const struct kcm_deployment_plan *p);
+/* Whether the plan's status only reports a rollout's progress: counts
+ * moved, with the same observed generation, collision count, revision
+ * and conditions (but the Progressing one's lastUpdateTime), and neither
+ * the cached status nor the planned one complete. Such a write may wait;
+ * a departure from a complete status, or an arrival at one, may not. */
+bool kcm_deployment_status_progress(const struct kcm_deployment *d,
+                                    const struct kcm_deployment_plan *p);
 
 /* Request bodies. resource_version: the object's latest known version. */
 int kcm_deployment_status_body(const struct kcm_deployment *d, const struct kcm_deployment_plan *p,
@@ -221,6 +228,7 @@ struct kcm_deployment_controller {
   struct kcm_informer *pod_informer;
   struct kcm_map aliases;  /* Deployment key -> struct kcm_deployment_alias */
   struct kcm_pacer sync_pacer; /* --deployment-sync-interval: since each one's last writes */
+  struct kcm_pacer status_pacer; /* --deployment-status-interval: since its last status write */
   struct {
     uint64_t rs_created;
     uint64_t rs_scaled;
@@ -231,6 +239,7 @@ struct kcm_deployment_controller {
     uint64_t collisions;
     uint64_t deferred; /* syncs put off while the cache was behind a write */
     uint64_t paced;    /* ReplicaSet status changes whose sync waited for the interval */
+    uint64_t status_paced; /* progress-only status writes left to a later sync */
   } stats;
 };
 
@@ -240,12 +249,15 @@ struct kcm_deployment_controller {
  * sync_interval_ms: --deployment-sync-interval; a ReplicaSet's status
  * change that comes sooner than this after its Deployment's last writes
  * waits until then to sync the Deployment, so one sync sees them all (0:
- * at once, as upstream). */
+ * at once, as upstream). status_interval_ms: --deployment-status-interval;
+ * a status write that only reports progress (kcm_deployment_status_progress)
+ * waits until this long after the Deployment's last one (0: at once). */
 int kcm_deployment_controller_init(struct kcm_deployment_controller *c, uv_loop_t *loop,
                                    struct kcm_writer *writer, struct kcm_informer *d_informer,
                                    struct kcm_informer *rs_informer,
                                    struct kcm_informer *pod_informer, struct kcm_intern *pool,
-                                   uint32_t workers, uint64_t sync_interval_ms);
+                                   uint32_t workers, uint64_t sync_interval_ms,
+                                   uint64_t status_interval_ms);
 /* Run it with kcm_runtime_run(&c->rt) once the caches have synced; stop
  * it with kcm_runtime_stop(&c->rt, ...). */
 void kcm_deployment_controller_release(struct kcm_deployment_controller *c);

@@ -35,7 +35,8 @@ struct kcm_options {
   bool sa_credentials;   /* --use-service-account-credentials */
   uint64_t min_resync_ms;
   int deployment_workers, replicaset_workers;
-  uint64_t status_interval_ms, deployment_interval_ms, failed_pod_backoff_ms;
+  uint64_t status_interval_ms, deployment_interval_ms, deployment_status_interval_ms;
+  uint64_t failed_pod_backoff_ms;
   bool stand_aside;      /* --stand-aside-on-conflict */
   uint64_t conflict_quiet_ms;
   bool shadow;           /* --shadow: write nothing, report the differences */

@@ -91,10 +91,12 @@ int32_t kcm_replicaset_next_batch(int32_t batch, int32_t remaining);
  * burst; 0 when nothing should change. */
 int32_t kcm_replicaset_diff(const struct kcm_replicaset *rs, size_t active, int32_t burst);
 
-/* The status the ReplicaSet should have. manage_failed with the error's
- * message sets ReplicaFailure (FailedCreate when `change`, the value of
- * kcm_replicaset_diff(), was a creation, else FailedDelete) unless one
- * exists; success removes it. */
+/* The status the ReplicaSet should have, with `claimed` its pods and
+ * `made` more that the API server has made and its cache does not hold
+ * yet (from the template: fully labeled, not ready). manage_failed with
+ * the error's message sets ReplicaFailure (FailedCreate when `change`,
+ * the value of kcm_replicaset_diff(), was a creation, else FailedDelete)
+ * unless one exists; success removes it. */
 struct kcm_replicaset_status {
   int32_t replicas;
   int32_t fully_labeled;
@@ -105,8 +107,9 @@ struct kcm_replicaset_status {
 };
 
 int kcm_replicaset_status(const struct kcm_replicaset *rs, struct kcm_pod *const *claimed,
-                          size_t n, int32_t change, bool manage_failed, const char *message,
-                          uint64_t now_ms, struct kcm_replicaset_status *out);
+                          size_t n, int32_t made, int32_t change, bool manage_failed,
+                          const char *message, uint64_t now_ms,
+                          struct kcm_replicaset_status *out);
 bool kcm_replicaset_status_changed(const struct kcm_replicaset *rs,
                                    const struct kcm_replicaset_status *s);
 /* Whether s differs from the written status only by more pods (replicas,

@@ -129,8 +129,14 @@ static const struct flag flags[] = {
      AT(deployment_workers), "Deployments synced at once (default 5)"},
     {NULL, "deployment-sync-interval", "D", DURATION, AT(deployment_interval_ms),
      "a Deployment whose ReplicaSets' status changes within D of its\n"
-     "last writes syncs once D has passed, seeing them all at once; 0\n"
-     "syncs at once, as kube-controller-manager (default 0)"},
+     "last writes, short of a ReplicaSet meeting its spec, syncs once D\n"
+     "has passed, seeing them all at once; 0 syncs at once, as\n"
+     "kube-controller-manager (default 1s)"},
+    {NULL, "deployment-status-interval", "D", DURATION, AT(deployment_status_interval_ms),
+     "a Deployment status write that only reports a rollout's progress\n"
+     "(counts, neither the last status nor the new one complete) waits\n"
+     "until D after the last one; 0 writes it at once, as\n"
+     "kube-controller-manager (default 1s)"},
 
     {"ReplicaSet controller flags", "concurrent-replicaset-syncs", "N", POSITIVE,
      AT(replicaset_workers), "ReplicaSets synced at once (default 5)"},
@@ -262,6 +268,8 @@ static const struct kcm_options defaults = {
     .deployment_workers = 5,
     .replicaset_workers = 5,
     .status_interval_ms = 100,
+    .deployment_interval_ms = 1000,
+    .deployment_status_interval_ms = 1000,
     .failed_pod_backoff_ms = 300000,
     .stand_aside = true,
     .conflict_quiet_ms = 120000,

@@ -1138,10 +1138,11 @@ static char *progressing_status(char *buf, size_t len, const char *reason, const
            "{\"observedGeneration\":1,\"replicas\":3,\"updatedReplicas\":%d,\"readyReplicas\":%d,"
            "\"availableReplicas\":%d,\"unavailableReplicas\":%d,\"conditions\":[{\"type\":"
            "\"Progressing\",\"status\":\"%s\",\"lastUpdateTime\":\"%s\",\"lastTransitionTime\":"
-           "\"%s\",\"reason\":\"%s\",\"message\":\"m\"},{\"type\":\"Custom\",\"status\":\"True\","
+           "\"%s\",\"reason\":\"%s\",\"message\":\"%s\"},{\"type\":\"Custom\",\"status\":\"True\","
            "\"reason\":\"Mine\"},{\"type\":\"Available\",\"status\":\"%s\",\"lastUpdateTime\":"
            "\"%s\",\"lastTransitionTime\":\"%s\",\"reason\":\"%s\",\"message\":\"%s\"}]}",
            updated_replicas, available, available, 3 - available, status, t, t, reason,
+           strcmp(reason, "ReplicaSetUpdated") ? "m" : "ReplicaSet \\\"web-n\\\" is progressing.",
            ok ? "True" : "False", old, old,
            ok ? "MinimumReplicasAvailable" : "MinimumReplicasUnavailable",
            ok ? "Deployment has minimum availability."
@@ -1236,6 +1237,46 @@ static void progress_conditions(void **state) {
   assert_null(has_cond(&r, "Progressing"));
   assert_true(r.plan.requeue_after_ms < 0);
   done(&r);
+}
+
+/* Only counts moved, short of complete: a write that may wait. Reaching
+ * complete, leaving it, or any other change may not. */
+static void progress_only_statuses(void **state) {
+  static const struct {
+    int updated, was_available, available;
+    int64_t generation;
+    const char *rs;
+    bool progress;
+  } cases[] = {
+      {3, 1, 2, 1, "n", true},   /* one more available */
+      {3, 2, 1, 1, "n", true},   /* one fewer, still rolling */
+      {3, 2, 3, 1, "n", false},  /* complete now */
+      {3, 3, 2, 1, "n", false},  /* complete before */
+      {3, 1, 2, 2, "n", false},  /* a new generation observed */
+      {3, 1, 2, 1, "m", false},  /* another new ReplicaSet: another message */
+  };
+  struct dspec s = dspec(3);
+  char st[1024];
+  size_t i;
+  s.deadline = 10;
+  s.annotations = "{\"deployment.kubernetes.io/revision\":\"1\"}";
+  for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    struct run r = {0};
+    s.generation = cases[i].generation;
+    s.status = progressing_status(st, sizeof(st),
+                                  cases[i].was_available == 3 ? "NewReplicaSetAvailable"
+                                                              : "ReplicaSetUpdated",
+                                  "True", 5, cases[i].updated, cases[i].was_available);
+    r.d = make_d(&s);
+    r.rs[r.n++] = make_rs(&(struct rsspec){.name = cases[i].rs, .replicas = 3,
+                                           .ready = cases[i].available,
+                                           .available = cases[i].available, .revision = 1});
+    plan(&r);
+    assert_true(kcm_deployment_status_changed(r.d, &r.plan));
+    if (kcm_deployment_status_progress(r.d, &r.plan) != cases[i].progress)
+      fail_msg("case %zu: progress-only should be %d", i, cases[i].progress);
+    done(&r);
+  }
 }
 
 static void pause_and_resume_conditions(void **state) {
@@ -1664,6 +1705,7 @@ int main(void) {
       cmocka_unit_test(revision_history_is_capped),
       cmocka_unit_test(legacy_rollback),
       cmocka_unit_test(progress_conditions),
+      cmocka_unit_test(progress_only_statuses),
       cmocka_unit_test(pause_and_resume_conditions),
       cmocka_unit_test(replica_failure_surfaces),
       cmocka_unit_test(alias_finds_a_changed_template),

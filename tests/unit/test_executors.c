@@ -66,7 +66,7 @@ static int setup(void **state, bool deployments) {
     assert_int_equal(kcm_deployment_controller_init(&f->dc, &f->loop, &f->fw.w,
                                                     &f->inf[KCM_KIND_DEPLOYMENT],
                                                     &f->inf[KCM_KIND_REPLICASET],
-                                                    &f->inf[KCM_KIND_POD], &f->pool, 1, 0),
+                                                    &f->inf[KCM_KIND_POD], &f->pool, 1, 0, 0),
                      0);
   else
     assert_int_equal(kcm_replicaset_controller_init(
@@ -192,6 +192,7 @@ static void rs_slow_start_stops_on_first_failure(void **state) {
   assert_int_equal(fake_writer_pending(&f->fw, "POST", "/pods"), 0); /* no batch of 4 */
   assert_int_equal(expected_adds(f), 2); /* the two made, not yet seen */
   assert_non_null(status_patch(f));
+  assert_non_null(strstr(status_patch(f), "\"replicas\":2,")); /* counted as made */
   assert_non_null(strstr(status_patch(f), "\"ReplicaFailure\""));
   assert_non_null(strstr(status_patch(f), "quota exceeded"));
   assert_int_equal(f->rc.rt.running, 0); /* the worker was given back */
@@ -431,16 +432,21 @@ static void rs_failure_logged(void **state) {
   assert_true(found);
 }
 
-/* Deletes: a 404 is the deletion done; another error is reported; each
- * lowers the expectation, since the cache will not see it. */
-static void rs_delete_errors(void **state) {
-  struct fixture *f = *state;
+/* A ReplicaSet of 1 with three pods: a sync sends two deletes. */
+static void two_deletes_sent(struct fixture *f) {
   put_rs(f, 1);
   put_pod(f, "a", RS_UID);
   put_pod(f, "b", RS_UID);
   put_pod(f, "c", RS_UID);
   kcm_runtime_run(&f->rc.rt);
   assert_int_equal(fake_writer_pending(&f->fw, "DELETE", "/pods/"), 2);
+}
+
+/* Deletes: a 404 is the deletion done; another error is reported; each
+ * lowers the expectation, since the cache will not see it. */
+static void rs_delete_errors(void **state) {
+  struct fixture *f = *state;
+  two_deletes_sent(f);
   assert_int_equal(expected_dels(f), 2);
   fake_writer_answer(&f->fw, fake_writer_find(&f->fw, "DELETE", "/pods/"), 404,
                      fake_status(status, sizeof(status), 404, "NotFound", "gone"));
@@ -449,10 +455,27 @@ static void rs_delete_errors(void **state) {
                      fake_status(status, sizeof(status), 500, "InternalError", "etcd down"));
   assert_int_equal(expected_dels(f), 0);
   assert_non_null(strstr(status_patch(f), "FailedDelete"));
+  /* the pod already gone is no replica; the one whose delete failed is */
+  assert_non_null(strstr(status_patch(f), "\"replicas\":2,"));
   fake_writer_answer(&f->fw, fake_writer_find(&f->fw, "PATCH", "/status"), 200, "{}");
   fake_writer_events(&f->fw);
   assert_true(fake_writer_has_event(&f->fw, "FailedDelete: Error deleting: etcd down"));
   assert_int_equal(kcm_workqueue_requeues(&f->rc.rt.queue, KEY), 1);
+}
+
+/* The status written after deletes counts the pods they removed out, so
+ * the deletions arriving from the watch change nothing more. */
+static void rs_status_after_deletes(void **state) {
+  struct fixture *f = *state;
+  two_deletes_sent(f);
+  fake_writer_answer(&f->fw, fake_writer_find(&f->fw, "DELETE", "/pods/"), 200, "{}");
+  fake_writer_answer(&f->fw, fake_writer_find(&f->fw, "DELETE", "/pods/"), 200, "{}");
+  assert_non_null(status_patch(f));
+  assert_non_null(strstr(status_patch(f), "\"replicas\":1,\"fullyLabeledReplicas\":1,"
+                                          "\"readyReplicas\":1,\"availableReplicas\":1"));
+  fake_writer_answer(&f->fw, fake_writer_find(&f->fw, "PATCH", "/status"), 200, "{}");
+  fake_writer_events(&f->fw);
+  assert_int_equal(f->rc.rt.stats.errors, 0);
 }
 
 /* An orphan is adopted only after the ReplicaSet is read again; when that
@@ -725,7 +748,8 @@ static void dp_send_refused(void **state) {
   assert_int_equal(kcm_workqueue_requeues(&f->dc.rt.queue, KEY), 1);
 }
 
-/* The Deployment's ReplicaSet `name`, owned, with 2 replicas of which `ready` are ready. */
+/* The Deployment's ReplicaSet `name`, owned, with 2 replicas of which
+ * `ready` are ready and available. */
 static void put_owned_rs(struct fixture *f, const char *name, int rv, int generation, int ready) {
   char text[2048];
   snprintf(text, sizeof(text),
@@ -736,8 +760,9 @@ static void put_owned_rs(struct fixture *f, const char *name, int rv, int genera
            "\"spec\":{\"replicas\":2,\"selector\":{\"matchLabels\":{\"app\":\"web\"}},"
            "\"template\":{\"metadata\":{\"labels\":{\"app\":\"web\"}},\"spec\":"
            "{\"containers\":[{\"name\":\"c\",\"image\":\"nginx\"}]}}},\"status\":"
-           "{\"replicas\":2,\"readyReplicas\":%d,\"observedGeneration\":%d}}",
-           name, rv, generation, ready, generation);
+           "{\"replicas\":2,\"readyReplicas\":%d,\"availableReplicas\":%d,"
+           "\"observedGeneration\":%d}}",
+           name, rv, generation, ready, ready, generation);
   put(f, KCM_KIND_REPLICASET, text);
 }
 
@@ -757,21 +782,27 @@ static void settle_all(struct fixture *f) {
   }
 }
 
-/* A ReplicaSet's status moving soon after its Deployment wrote waits for
- * the interval; a change of its spec does not. */
-static void dp_rs_status_paced(void **state) {
-  struct fixture *f = *state;
-  char name[128];
+/* The Deployment made, its new ReplicaSet created (its name in name) and
+ * every write after answered. */
+static void new_rs_made(struct fixture *f, char *name, size_t len) {
   const char *p;
   int i;
-  f->dc.sync_pacer.interval_ms = 60000;
   put_deployment(f);
   i = create_of_new_rs(f);
   assert_true(i >= 0);
   p = strstr(f->fw.calls[i].body, "\"name\":\"web-") + 8;
-  snprintf(name, sizeof(name), "%.*s", (int)strcspn(p, "\""), p);
+  snprintf(name, len, "%.*s", (int)strcspn(p, "\""), p);
   fake_writer_answer(&f->fw, i, 201, "{\"metadata\":{\"resourceVersion\":\"30\"},\"spec\":{}}");
   settle_all(f);
+}
+
+/* A ReplicaSet's status moving soon after its Deployment wrote waits for
+ * the interval; reaching its spec, or a change of its spec, does not. */
+static void dp_rs_status_paced(void **state) {
+  struct fixture *f = *state;
+  char name[128];
+  f->dc.sync_pacer.interval_ms = 60000;
+  new_rs_made(f, name, sizeof(name));
   put_owned_rs(f, name, 40, 1, 0); /* the created one arrives: synced at once */
   assert_int_equal(kcm_workqueue_len(&f->dc.rt.queue), 1);
   settle_all(f);
@@ -780,9 +811,81 @@ static void dp_rs_status_paced(void **state) {
   put_owned_rs(f, name, 41, 1, 1); /* a pod became ready */
   assert_int_equal(f->dc.stats.paced, 1);
   assert_int_equal(kcm_workqueue_len(&f->dc.rt.queue), 0);
-  put_owned_rs(f, name, 42, 2, 1); /* its spec changed */
+  put_owned_rs(f, name, 42, 1, 2); /* both are: a step's end, synced at once */
   assert_int_equal(f->dc.stats.paced, 1);
   assert_int_equal(kcm_workqueue_len(&f->dc.rt.queue), 1);
+  settle_all(f);
+  put_owned_rs(f, name, 43, 2, 1); /* its spec changed */
+  assert_int_equal(f->dc.stats.paced, 1);
+  assert_int_equal(kcm_workqueue_len(&f->dc.rt.queue), 1);
+}
+
+/* Status writes answered so far and, of the last, the status it wrote. */
+static size_t status_writes(struct fixture *f, struct json_object **last) {
+  size_t i, n = 0;
+  for (i = 0; i < f->fw.n; i++)
+    if (!strcmp(f->fw.calls[i].method, "PATCH") &&
+        strstr(f->fw.calls[i].path, "/deployments/web/status")) {
+      n++;
+      if (last) {
+        json_object_put(*last);
+        *last = json_tokener_parse(f->fw.calls[i].body);
+      }
+    }
+  return n;
+}
+
+/* The Deployment as put_deployment() has it, but for maxUnavailable 0 (it
+ * is available only with both replicas), at resourceVersion rv, with a
+ * status write (a merge patch of its status and annotations) applied. */
+static void put_deployment_written(struct fixture *f, struct json_object *patch, int rv) {
+  char text[4096];
+  struct json_object *st, *meta, *annotations;
+  assert_true(json_object_object_get_ex(patch, "status", &st));
+  assert_true(json_object_object_get_ex(patch, "metadata", &meta));
+  assert_true(json_object_object_get_ex(meta, "annotations", &annotations));
+  snprintf(text, sizeof(text),
+           "{\"metadata\":{\"name\":\"web\",\"namespace\":\"ns\",\"uid\":\"" D_UID "\","
+           "\"resourceVersion\":\"%d\",\"generation\":1,\"annotations\":%s},\"spec\":{"
+           "\"replicas\":2,\"selector\":{\"matchLabels\":{\"app\":\"web\"}},\"template\":"
+           "{\"metadata\":{\"labels\":{\"app\":\"web\"}},\"spec\":{\"containers\":[{\"name\":"
+           "\"c\",\"image\":\"nginx\"}]}},\"strategy\":{\"type\":\"RollingUpdate\","
+           "\"rollingUpdate\":{\"maxUnavailable\":0,\"maxSurge\":1}},"
+           "\"progressDeadlineSeconds\":600},\"status\":%s}",
+           rv, json_object_to_json_string_ext(annotations, JSON_C_TO_STRING_PLAIN),
+           json_object_to_json_string_ext(st, JSON_C_TO_STRING_PLAIN));
+  put(f, KCM_KIND_DEPLOYMENT, text);
+}
+
+/* A status write that only reports progress, soon after the last one,
+ * waits for the interval; reaching complete is written at once. */
+static void dp_progress_status_paced(void **state) {
+  struct fixture *f = *state;
+  struct json_object *last = NULL;
+  char name[128];
+  size_t n;
+  f->dc.status_pacer.interval_ms = 60000;
+  new_rs_made(f, name, sizeof(name));
+  put_owned_rs(f, name, 40, 1, 0);
+  settle_all(f);
+  n = status_writes(f, &last);
+  assert_true(n >= 1);
+  put_deployment_written(f, last, 50); /* the cache has what was written */
+  settle_all(f);
+  assert_int_equal(status_writes(f, NULL), n);
+
+  put_owned_rs(f, name, 41, 1, 1); /* one pod of two ready: progress */
+  settle_all(f);
+  assert_int_equal(status_writes(f, NULL), n);
+  assert_int_equal(f->dc.stats.status_paced, 1);
+
+  put_owned_rs(f, name, 42, 1, 2); /* both: complete, written at once */
+  settle_all(f);
+  assert_int_equal(status_writes(f, &last), n + 1);
+  assert_non_null(
+      strstr(json_object_to_json_string_ext(last, JSON_C_TO_STRING_PLAIN), "\"availableReplicas\":2"));
+  assert_int_equal(f->dc.stats.status_paced, 1);
+  json_object_put(last);
 }
 
 int main(void) {
@@ -796,6 +899,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(rs_paused_waits, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(rs_status_conflict, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(rs_delete_errors, setup_rs, teardown),
+      cmocka_unit_test_setup_teardown(rs_status_after_deletes, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(rs_failure_logged, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(rs_adoption_checks_first, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(rs_adoption_patches_owner, setup_rs, teardown),
@@ -809,6 +913,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(dp_status_conflict, setup_dp, teardown),
       cmocka_unit_test_setup_teardown(dp_send_refused, setup_dp, teardown),
       cmocka_unit_test_setup_teardown(dp_rs_status_paced, setup_dp, teardown),
+      cmocka_unit_test_setup_teardown(dp_progress_status_paced, setup_dp, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

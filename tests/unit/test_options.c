@@ -52,7 +52,8 @@ static void defaults_are_kube_controller_managers(void **state) {
   assert_int_equal(o.deployment_workers, 5);
   assert_int_equal(o.replicaset_workers, 5);
   assert_int_equal(o.status_interval_ms, 100);
-  assert_int_equal(o.deployment_interval_ms, 0);
+  assert_int_equal(o.deployment_interval_ms, 1000);
+  assert_int_equal(o.deployment_status_interval_ms, 1000);
   assert_true(o.deployment_on && o.replicaset_on);
   assert_int_equal(o.verbosity, 0);
   assert_false(o.json_logs);
@@ -72,7 +73,9 @@ static void values_of_every_kind(void **state) {
                          "--leader-elect=false", "--kube-api-qps=0.5", "-v", "4",
                          "--logging-format=json", "--controllers=*,-deployment",
                          "--health-probe-bind-address=:8081",
-                         "--kube-api-content-type=application/json", NULL),
+                         "--kube-api-content-type=application/json",
+                         "--deployment-sync-interval=0", "--deployment-status-interval=250ms",
+                         NULL),
                    KCM_OPTIONS_RUN);
   assert_int_equal(o.secure_port, 0);
   assert_string_equal(o.bind_address, "::1");
@@ -90,6 +93,8 @@ static void values_of_every_kind(void **state) {
   assert_true(o.replicaset_on);
   assert_string_equal(o.health_address, ":8081");
   assert_true(o.json_api);
+  assert_int_equal(o.deployment_interval_ms, 0);
+  assert_int_equal(o.deployment_status_interval_ms, 250);
   assert_int_equal(parse(&o, err, sizeof(err), "--leader-elect", "--v=2", NULL),
                    KCM_OPTIONS_RUN);
   assert_true(o.leader_elect);

@@ -375,7 +375,7 @@ static void status_counts(void **state) {
   int i;
   for (i = 0; i < 4; i++)
     pods[i] = make_pod(&specs[i]);
-  assert_int_equal(kcm_replicaset_status(rs, pods, 4, 0, false, NULL, NOW_MS, &st), 0);
+  assert_int_equal(kcm_replicaset_status(rs, pods, 4, 0, 0, false, NULL, NOW_MS, &st), 0);
   assert_int_equal(st.replicas, 4);
   assert_int_equal(st.fully_labeled, 3); /* the pod lacking tier=fe is not fully labeled */
   assert_int_equal(st.ready, 3);
@@ -383,6 +383,13 @@ static void status_counts(void **state) {
   assert_int_equal(st.observed_generation, 3);
   assert_int_equal(st.conditions.n, 0);
   assert_true(kcm_replicaset_status_changed(rs, &st));
+  kcm_replicaset_status_release(&st);
+  /* two more made by the sync, not in the cache yet: replicas, fully labeled */
+  assert_int_equal(kcm_replicaset_status(rs, pods, 4, 2, 2, false, NULL, NOW_MS, &st), 0);
+  assert_int_equal(st.replicas, 6);
+  assert_int_equal(st.fully_labeled, 5);
+  assert_int_equal(st.ready, 3);
+  assert_int_equal(st.available, 2);
   kcm_replicaset_status_release(&st);
   free_pods(pods, 4);
   kcm_api_unref(&rs->o, &pool);
@@ -399,7 +406,7 @@ static void status_replica_failure(void **state) {
   struct kcm_buf b = KCM_BUF_INIT(1 << 16);
 
   /* A failed create adds ReplicaFailure and keeps the foreign condition. */
-  assert_int_equal(kcm_replicaset_status(rs, &p, 1, 2, true, "exceeded quota", NOW_MS, &st), 0);
+  assert_int_equal(kcm_replicaset_status(rs, &p, 1, 0, 2, true, "exceeded quota", NOW_MS, &st), 0);
   assert_int_equal(st.conditions.n, 2);
   assert_string_equal(st.conditions.items[0].type, "Custom");
   assert_string_equal(st.conditions.items[1].type, "ReplicaFailure");
@@ -418,12 +425,12 @@ static void status_replica_failure(void **state) {
                     "\"ReplicaFailure\",\"status\":\"True\",\"reason\":\"FailedDelete\","
                     "\"message\":\"old\",\"lastTransitionTime\":\"2026-01-01T00:00:00Z\"}]}");
   /* Still failing: the existing condition is left as it is. */
-  assert_int_equal(kcm_replicaset_status(failing, &p, 1, -2, true, "new", NOW_MS, &st), 0);
+  assert_int_equal(kcm_replicaset_status(failing, &p, 1, 0, -2, true, "new", NOW_MS, &st), 0);
   assert_int_equal(st.conditions.n, 1);
   assert_string_equal(st.conditions.items[0].message, "old");
   kcm_replicaset_status_release(&st);
   /* Recovered: the condition goes. */
-  assert_int_equal(kcm_replicaset_status(failing, &p, 1, -2, false, NULL, NOW_MS, &st), 0);
+  assert_int_equal(kcm_replicaset_status(failing, &p, 1, 0, -2, false, NULL, NOW_MS, &st), 0);
   assert_int_equal(st.conditions.n, 0);
   assert_int_equal(kcm_replicaset_status_patch(failing, &st, &b), 0);
   assert_non_null(strstr(b.data, "\"conditions\":null"));
@@ -441,7 +448,7 @@ static void status_unchanged_is_not_written(void **state) {
   struct kcm_pod *p = make_pod(&(struct podspec){.name = "a", .owner = RS_UID, .node = "n",
                                                   .ready = true, .ready_since = 100});
   struct kcm_replicaset_status st;
-  assert_int_equal(kcm_replicaset_status(rs, &p, 1, 0, false, NULL, NOW_MS, &st), 0);
+  assert_int_equal(kcm_replicaset_status(rs, &p, 1, 0, 0, false, NULL, NOW_MS, &st), 0);
   assert_false(kcm_replicaset_status_changed(rs, &st));
   kcm_replicaset_status_release(&st);
   kcm_api_unref(&p->o, &pool);
@@ -469,19 +476,19 @@ static void status_only_gains_may_wait(void **state) {
   struct kcm_replicaset_status st;
 
   /* 1 -> 2 ready and available, the rest unchanged: may wait. */
-  assert_int_equal(kcm_replicaset_status(rs, both, 2, 0, false, NULL, NOW_MS, &st), 0);
+  assert_int_equal(kcm_replicaset_status(rs, both, 2, 0, 0, false, NULL, NOW_MS, &st), 0);
   assert_int_equal(st.ready, 2);
   assert_true(kcm_replicaset_status_changed(rs, &st));
   assert_true(kcm_replicaset_status_only_gains(rs, &st));
   kcm_replicaset_status_release(&st);
   /* Fewer pods: written at once. */
-  assert_int_equal(kcm_replicaset_status(rs, both, 1, 0, false, NULL, NOW_MS, &st), 0);
+  assert_int_equal(kcm_replicaset_status(rs, both, 1, 0, 0, false, NULL, NOW_MS, &st), 0);
   assert_false(kcm_replicaset_status_only_gains(rs, &st));
   kcm_replicaset_status_release(&st);
   /* More pods, the new one not ready yet: may wait. */
   {
     struct kcm_pod *three[3] = {both[0], both[1], none[0]};
-    assert_int_equal(kcm_replicaset_status(rs, three, 3, 0, false, NULL, NOW_MS, &st), 0);
+    assert_int_equal(kcm_replicaset_status(rs, three, 3, 0, 0, false, NULL, NOW_MS, &st), 0);
     assert_int_equal(st.replicas, 3);
     assert_true(kcm_replicaset_status_only_gains(rs, &st));
     kcm_replicaset_status_release(&st);
@@ -490,7 +497,7 @@ static void status_only_gains_may_wait(void **state) {
   {
     struct podspec waiting3 = {.name = "e", .owner = RS_UID, .node = "n"};
     struct kcm_pod *three[3] = {none[0], none[1], make_pod(&waiting3)};
-    assert_int_equal(kcm_replicaset_status(rs, three, 3, 0, false, NULL, NOW_MS, &st), 0);
+    assert_int_equal(kcm_replicaset_status(rs, three, 3, 0, 0, false, NULL, NOW_MS, &st), 0);
     assert_int_equal(st.replicas, 3);
     assert_int_equal(st.ready, 0);
     assert_false(kcm_replicaset_status_only_gains(rs, &st));
@@ -498,16 +505,16 @@ static void status_only_gains_may_wait(void **state) {
     free_pods(three + 2, 1);
   }
   /* Fewer ready: written at once. */
-  assert_int_equal(kcm_replicaset_status(rs, none, 2, 0, false, NULL, NOW_MS, &st), 0);
+  assert_int_equal(kcm_replicaset_status(rs, none, 2, 0, 0, false, NULL, NOW_MS, &st), 0);
   assert_int_equal(st.ready, 0);
   assert_false(kcm_replicaset_status_only_gains(rs, &st));
   kcm_replicaset_status_release(&st);
   /* A new condition: written at once. */
-  assert_int_equal(kcm_replicaset_status(rs, both, 2, 1, true, "quota", NOW_MS, &st), 0);
+  assert_int_equal(kcm_replicaset_status(rs, both, 2, 0, 1, true, "quota", NOW_MS, &st), 0);
   assert_false(kcm_replicaset_status_only_gains(rs, &st));
   kcm_replicaset_status_release(&st);
   /* A new observed generation: written at once. */
-  assert_int_equal(kcm_replicaset_status(old_gen, both, 2, 0, false, NULL, NOW_MS, &st), 0);
+  assert_int_equal(kcm_replicaset_status(old_gen, both, 2, 0, 0, false, NULL, NOW_MS, &st), 0);
   assert_false(kcm_replicaset_status_only_gains(old_gen, &st));
   kcm_replicaset_status_release(&st);
 

@@ -136,6 +136,13 @@ static bool status_moved(const struct kcm_replicaset *old, const struct kcm_repl
          kcm_api_pairs_equal(&old->annotations, &cur->annotations);
 }
 
+/* Whether a ReplicaSet's status reports its spec met: as many pods as it
+ * wants, all of them available. A rollout's step ends there. */
+static bool settled(const struct kcm_replicaset *rs) {
+  return rs->status.observed_generation >= rs->o.generation &&
+         rs->status.replicas == rs->replicas && rs->status.available == rs->replicas;
+}
+
 /* Queue d for a change of its ReplicaSets' status: when d's last writes
  * are younger than the interval, its sync waits for the rest of it and
  * then sees every change meanwhile at once. Every other change (its own
@@ -166,7 +173,8 @@ static void rs_updated(void *ctx, struct kcm_object *old, struct kcm_object *cur
     if (!(d = resolve(ctx, cur)))
       return;
     if (!ref_changed &&
-        status_moved((const struct kcm_replicaset *)old, (const struct kcm_replicaset *)cur))
+        status_moved((const struct kcm_replicaset *)old, (const struct kcm_replicaset *)cur) &&
+        !settled((const struct kcm_replicaset *)cur))
       enqueue_paced(ctx, d);
     else
       enqueue(ctx, &d->o);
@@ -566,10 +574,13 @@ static void send_step(struct dp_job *j, const struct kcm_deployment_step *s) {
   if ((err = build_step(j, s, &body, &req)))
     FAIL(j, err, "cannot build a write: %s", req.err ? req.path : kcm_strerror(err));
   else if (!kcm_runtime_send(&j->base, &req, done[s->op], j) &&
-           s->op == KCM_DEPLOYMENT_STEP_STATUS && j->step >= j->plan.nsteps)
-    /* The last step: only its answer is left to wait for, so another key
-     * may have the worker while this one stays in processing. */
-    kcm_runtime_give_back(&j->base);
+           s->op == KCM_DEPLOYMENT_STEP_STATUS) {
+    kcm_pacer_wrote(&j->c->status_pacer, j->base.key, uv_now(j->base.rt->loop));
+    if (j->step >= j->plan.nsteps)
+      /* The last step: only its answer is left to wait for, so another
+       * key may have the worker while this one stays in processing. */
+      kcm_runtime_give_back(&j->base);
+  }
   kcm_buf_release(&body);
   if (j->base.err)
     j->phase = PHASE_DONE;
@@ -641,6 +652,30 @@ static struct kcm_replicaset **candidates(struct dp_job *j, size_t *n, bool *beh
   return rss;
 }
 
+/* A status write that only reports progress, within the interval of the
+ * Deployment's last one, is left out: the key comes back when the
+ * interval is over, and that sync writes the status as it is by then. */
+static void pace_status(struct dp_job *j) {
+  struct kcm_deployment_plan *p = &j->plan;
+  struct kcm_runtime *rt = j->base.rt;
+  uint64_t wait;
+  size_t i;
+
+  if (!p->nsteps || p->steps[p->nsteps - 1].op != KCM_DEPLOYMENT_STEP_STATUS ||
+      !kcm_deployment_status_progress(j->d, p) ||
+      !(wait = kcm_pacer_wait(&j->c->status_pacer, j->base.key, uv_now(rt->loop))))
+    return;
+  for (i = 0; i + 1 < p->nsteps; i++)
+    if (p->steps[i].op == KCM_DEPLOYMENT_STEP_ROLLBACK)
+      return;
+  p->nsteps--;
+  kcm_api_pairs_release(&p->steps[p->nsteps].annotations);
+  kcm_api_conditions_release(&p->steps[p->nsteps].conditions);
+  free(p->steps[p->nsteps].message);
+  j->c->stats.status_paced++;
+  kcm_workqueue_add_after(&rt->queue, j->base.key, wait);
+}
+
 /* Plan the sync of j->d; false (nothing to do, or the job failed) when
  * there is no plan to carry out. */
 static bool plan(struct dp_job *j) {
@@ -689,6 +724,7 @@ static bool plan(struct dp_job *j) {
   for (i = 0; i < j->plan.nrs; i++)
     j->rs_rv[i] = j->plan.rs[i].rs ? j->plan.rs[i].rs->o.rv : 0;
   j->base.requeue_after_ms = j->plan.requeue_after_ms;
+  pace_status(j);
   return true;
 }
 
@@ -750,7 +786,8 @@ int kcm_deployment_controller_init(struct kcm_deployment_controller *c, uv_loop_
                                    struct kcm_writer *writer, struct kcm_informer *d_informer,
                                    struct kcm_informer *rs_informer,
                                    struct kcm_informer *pod_informer, struct kcm_intern *pool,
-                                   uint32_t workers, uint64_t sync_interval_ms) {
+                                   uint32_t workers, uint64_t sync_interval_ms,
+                                   uint64_t status_interval_ms) {
   memset(c, 0, sizeof(*c));
   c->d_informer = d_informer;
   c->rs_informer = rs_informer;
@@ -758,6 +795,7 @@ int kcm_deployment_controller_init(struct kcm_deployment_controller *c, uv_loop_
   kcm_runtime_init(&c->rt, loop, &ops, c, workers, writer, pool);
   kcm_map_init(&c->aliases, &alias_type);
   kcm_pacer_init(&c->sync_pacer, sync_interval_ms);
+  kcm_pacer_init(&c->status_pacer, status_interval_ms);
   if (kcm_runtime_watch(&c->rt, d_informer, &deployment_events) ||
       kcm_runtime_watch(&c->rt, rs_informer, &replicaset_events) ||
       kcm_runtime_watch(&c->rt, pod_informer, &pod_events))
@@ -770,6 +808,7 @@ void kcm_deployment_controller_release(struct kcm_deployment_controller *c) {
   struct alias_entry *e;
   kcm_runtime_release(&c->rt);
   kcm_pacer_release(&c->sync_pacer);
+  kcm_pacer_release(&c->status_pacer);
   kcm_map_iter_init(&it, &c->aliases);
   while ((e = kcm_map_next(&it))) {
     free(e->key);

@@ -541,12 +541,52 @@ void kcm_deployment_plan_release(struct kcm_deployment_plan *p) {
   p->requeue_after_ms = -1;
 }
 
+/* Whether the plan writes another revision annotation than d has. */
+static bool revision_changes(const struct kcm_deployment *d, const struct kcm_deployment_plan *p) {
+  const char *rev = kcm_api_pairs_get(&d->annotations, KCM_DEPLOYMENT_REVISION);
+  return p->revision && (!rev || strcmp(rev, p->revision));
+}
+
 bool kcm_deployment_status_changed(const struct kcm_deployment *d,
                                    const struct kcm_deployment_plan *p) {
-  const char *rev = kcm_api_pairs_get(&d->annotations, KCM_DEPLOYMENT_REVISION);
   struct kcm_deployment_status cached;
-  if (p->revision && (!rev || strcmp(rev, p->revision)))
+  if (revision_changes(d, p))
     return true;
   dp_cached_status(d, &cached);
   return !dp_status_equal(&p->status, &cached);
+}
+
+/* Whether a and b hold the same conditions, in any order, but for the
+ * Progressing one's lastUpdateTime, which every sync that sees progress
+ * moves (and moves the condition to the end). */
+static bool conditions_same_but_progress_time(const struct kcm_conditions *a,
+                                              const struct kcm_conditions *b) {
+  uint32_t i;
+  if (a->n != b->n)
+    return false;
+  for (i = 0; i < a->n; i++) {
+    struct kcm_condition x = a->items[i], y;
+    const struct kcm_condition *match = kcm_api_condition_get(b, x.type);
+    struct kcm_conditions one = {&x, 1}, other = {&y, 1};
+    if (!x.type || !match)
+      return false;
+    y = *match;
+    if (!strcmp(x.type, PROGRESSING))
+      x.last_update = y.last_update;
+    if (!kcm_api_conditions_equal(&one, &other))
+      return false;
+  }
+  return true;
+}
+
+bool kcm_deployment_status_progress(const struct kcm_deployment *d,
+                                    const struct kcm_deployment_plan *p) {
+  struct kcm_deployment_status cached;
+  if (revision_changes(d, p))
+    return false;
+  dp_cached_status(d, &cached);
+  return p->status.observed_generation == cached.observed_generation &&
+         p->status.collision_count == cached.collision_count &&
+         !dp_deployment_complete(d, &cached) && !dp_deployment_complete(d, &p->status) &&
+         conditions_same_but_progress_time(&p->status.conditions, &cached.conditions);
 }

@@ -185,7 +185,8 @@ struct rs_job {
   struct kcm_replicaset_controller *c;
   struct kcm_replicaset *rs;
   struct kcm_replicaset_claim claim;
-  struct kcm_pod **del;  /* pods to delete */
+  struct kcm_pod **del;  /* the claimed pods ranked, the first ndel to delete; NULL
+                            where a delete succeeded */
   size_t ndel;
   enum phase phase;
   bool satisfied;      /* expectations allowed managing replicas */
@@ -193,6 +194,7 @@ struct rs_job {
   int32_t to_create;   /* creates not yet sent */
   int32_t batch;       /* slow-start batch size */
   int32_t created;     /* successful creates */
+  int32_t made;        /* creates the API server answered with the pod */
   struct kcm_buf pod_body; /* the pod to create, its name the name_len bytes at name_at */
   size_t name_at, name_len;
   struct pod_name *drawn; /* the names this sync's creates drew */
@@ -209,6 +211,7 @@ struct pod_name {
 struct call {
   struct rs_job *job;
   struct kcm_pod *pod; /* a delete's, held by the job */
+  size_t at;           /* a delete's index in job->del */
   char podkey[600];
   char name[KCM_REPLICASET_NAME_MAX + 1]; /* of the pod a create makes */
   unsigned names;      /* names a create has tried */
@@ -331,6 +334,7 @@ static void on_create(const struct kcm_client_response *resp, void *data) {
   struct rs_job *j = call->job;
 
   if (!resp->err) {
+    j->made++;
     created(j, call->name);
   } else if (kcm_client_namespace_terminating(resp)) {
     j->created++; /* the namespace is going away: nothing to do */
@@ -435,6 +439,8 @@ static void on_delete(const struct kcm_client_response *resp, void *data) {
   struct rs_job *j = call->job;
   struct kcm_replicaset_controller *c = j->c;
 
+  if (!resp->err || resp->err == KCM_ENOTFOUND)
+    j->del[call->at] = NULL; /* terminating or gone: no longer a replica */
   if (!resp->err) {
     c->stats.deletes++;
     RECORD(j, false, "SuccessfulDelete", "Deleted pod: %s", call->pod->o.name);
@@ -514,6 +520,7 @@ static void send_deletes(struct rs_job *j, uint64_t now) {
   for (i = 0; i < n; i++) {
     calls[i]->job = j;
     calls[i]->pod = j->del[i];
+    calls[i]->at = i;
     snprintf(calls[i]->podkey, sizeof(calls[i]->podkey), "%s/%s", j->del[i]->o.ns,
              j->del[i]->o.name);
     keys[i] = calls[i]->podkey;
@@ -578,10 +585,18 @@ static void start_status(struct rs_job *j) {
   struct kcm_runtime *rt = j->base.rt;
   struct kcm_replicaset_status st;
   struct kcm_buf body = KCM_BUF_INIT(1u << 20);
+  struct kcm_pod *const *live = j->claim.claimed;
+  size_t nlive = j->claim.nclaimed, i;
   uint64_t wait;
 
-  if (kcm_replicaset_status(j->rs, j->claim.claimed, j->claim.nclaimed, j->change,
-                            j->manage_failed, j->manage_msg, kcm_runtime_now_ms(), &st)) {
+  if (j->del) { /* without the pods this sync deleted */
+    for (i = nlive = 0; i < j->claim.nclaimed; i++)
+      if (j->del[i])
+        j->del[nlive++] = j->del[i];
+    live = j->del;
+  }
+  if (kcm_replicaset_status(j->rs, live, nlive, j->made, j->change, j->manage_failed,
+                            j->manage_msg, kcm_runtime_now_ms(), &st)) {
     FAIL(j, KCM_ENOMEM, "%s", "out of memory");
     return;
   }

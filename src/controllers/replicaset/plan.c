@@ -93,8 +93,9 @@ void kcm_replicaset_status_release(struct kcm_replicaset_status *s) {
 }
 
 int kcm_replicaset_status(const struct kcm_replicaset *rs, struct kcm_pod *const *claimed,
-                          size_t n, int32_t change, bool manage_failed, const char *message,
-                          uint64_t now_ms, struct kcm_replicaset_status *out) {
+                          size_t n, int32_t made, int32_t change, bool manage_failed,
+                          const char *message, uint64_t now_ms,
+                          struct kcm_replicaset_status *out) {
   const struct kcm_conditions *have = &rs->status.conditions;
   bool has_failure = false;
   uint32_t i;
@@ -116,6 +117,8 @@ int kcm_replicaset_status(const struct kcm_replicaset *rs, struct kcm_pod *const
       out->available += kcm_replicaset_pod_available(p, rs->min_ready_seconds, now_ms);
     }
   }
+  out->replicas += made;
+  out->fully_labeled += made;
   out->observed_generation = rs->o.generation;
   /* Conditions: keep every one; add or drop ReplicaFailure only. */
   out->conditions.items = calloc(have->n + 1, sizeof(*out->conditions.items));
