@@ -138,7 +138,9 @@ int kcm_pbitems_feed(struct kcm_pbitems *s, const char *text, size_t n) {
       n -= (size_t)used;
       if (s->value == V_NONE || s->value_left)
         continue;
-      if ((rc = s->value == V_SKIP ? (s->value = V_NONE, 0) : value_done(s, p, 0)))
+      if (s->value == V_SKIP) /* an empty field skipped */
+        s->value = V_NONE;
+      else if ((rc = value_done(s, p, 0))) /* an empty item or metadata */
         return rc;
       continue;
     }

@@ -694,6 +694,8 @@ def bench_cpu(args, workdir):
             if name == "kcm":
                 print_cpu(args, phases, runs[name][1:], "%d Deployments x %d replicas = %d pods" % (
                     nd, reps, pods), where)
+                if args.audit_log and not args.upstream:
+                    print_writes(args, phases)
             if args.kubeconfig:  # the kubelet finishes what was being deleted gracefully
                 clear_namespace(server.api, ns)
             kubelet.close()
@@ -727,6 +729,19 @@ def print_cpu(args, phases, memory, size, where):
                   where, sim_cpu, 100 * kcm_cpu / sim_cpu,
                   " -- the server is the bottleneck" if sim_cpu > kcm_cpu * 2 else "")))
     print("  kcm RSS at the end: %d KiB, high-water mark %d KiB" % memory)
+    sys.stdout.flush()
+
+
+def print_writes(args, phases):
+    """kcm's writes per phase from the audit log, by verb and resource, and
+    its status staleness as the API server saw it."""
+    counts, stale = audit_writes(args.audit_log, [(p[4], os.path.basename(args.kcm))
+                                                  for p in phases])
+    for (phase, *_), c, st in zip(phases, counts, stale):
+        print("  %-6s writes %d (audit log): %s" % (phase, sum(c.values()), ", ".join(
+            "%s %s %d" % (verb, res, n) for (verb, res), n in sorted(c.items()))))
+        print("         status staleness as the API server saw it: p50 %.0f ms, p99 %.0f ms" % (
+            percentile(st, 0.5) * 1000, percentile(st, 0.99) * 1000))
     sys.stdout.flush()
 
 

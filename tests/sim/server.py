@@ -855,14 +855,19 @@ class Handler(BaseHTTPRequestHandler):
         except OSError:
             pass
 
-    def watch_event(self, etype, obj_raw, obj=None):
+    def watch_event(self, etype, obj_raw, obj=None, entry=None):
         """One event of the stream: obj_raw is the object's JSON; in a
-        protobuf stream obj (the object itself) is written instead."""
+        protobuf stream obj (the object itself) is written instead, from
+        its entry's message when it is the stored one (encoded once for
+        every watcher)."""
         if self.protobuf:
             if obj.get("kind") == "Status":
                 return protobuf.watch_frame(etype, protobuf.status(obj))
+            if entry is not None and entry.pb is None:
+                entry.pb = protobuf.pod(obj)
             return protobuf.watch_frame(etype, protobuf.envelope(
-                obj.get("kind") or "Pod", obj.get("apiVersion") or "v1", protobuf.pod(obj)))
+                obj.get("kind") or "Pod", obj.get("apiVersion") or "v1",
+                entry.pb if entry is not None else protobuf.pod(obj)))
         return b'{"type":"%s","object":%s}\n' % (etype.encode(), obj_raw)
 
     def serve_watch(self, r, query, table):
@@ -888,7 +893,7 @@ class Handler(BaseHTTPRequestHandler):
                 return False
             return api._matches(obj, reqs, terms)
 
-        def encode(etype, obj, raw=None):
+        def encode(etype, obj, raw=None, entry=None):
             if table:
                 meta = {"resourceVersion": obj["metadata"]["resourceVersion"]}
                 t = tables.table(res.plural, [obj], meta, include)
@@ -897,7 +902,7 @@ class Handler(BaseHTTPRequestHandler):
                 headers_sent[0] = True
                 raw = dumps(t).encode()
             if self.protobuf:
-                return self.watch_event(etype, None, obj)
+                return self.watch_event(etype, None, obj, entry)
             return self.watch_event(etype, raw if raw is not None else dumps(obj).encode())
 
         initial = []
@@ -921,7 +926,7 @@ class Handler(BaseHTTPRequestHandler):
                     return self.end_stream()
         self.start_stream()
         for e in initial:
-            self.write_chunk(encode("ADDED", e.obj, e.raw))
+            self.write_chunk(encode("ADDED", e.obj, e.raw, e))
         told = cursor  # the newest version the client has been told of
         interval = self.server.bookmark_interval
         next_bookmark = min(start + interval, deadline - 2) if bookmarks else None
@@ -997,14 +1002,14 @@ class Handler(BaseHTTPRequestHandler):
             return self.watch_event(etype, None, obj)
         obj = ev.entry.obj
         if ev.type == "ADDED":
-            return encode("ADDED", obj, ev.entry.raw) if visible(obj) else None
+            return encode("ADDED", obj, ev.entry.raw, ev.entry) if visible(obj) else None
         if ev.type == "DELETED":
-            return encode("DELETED", obj, ev.entry.raw) if visible(ev.old or obj) else None
+            return encode("DELETED", obj, ev.entry.raw, ev.entry) if visible(ev.old or obj) else None
         now_in, was_in = visible(obj), visible(ev.old)
         if now_in and was_in:
-            return encode("MODIFIED", obj, ev.entry.raw)
+            return encode("MODIFIED", obj, ev.entry.raw, ev.entry)
         if now_in:
-            return encode("ADDED", obj, ev.entry.raw)
+            return encode("ADDED", obj, ev.entry.raw, ev.entry)
         if was_in:
             prev = dict(ev.old)
             prev["metadata"] = dict(prev["metadata"], resourceVersion=str(ev.rv))
