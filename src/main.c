@@ -207,6 +207,7 @@ static void answer_shadow(struct app *a, struct kcm_server_response *resp) {
 
 static void answer_metrics(struct app *a, struct kcm_server_response *resp) {
   const struct kcm_workqueue *queues[2];
+  const struct kcm_events *events[2];
   const char *names[2];
   const char *lease[] = {"name", a->elect ? a->leader.name : "kcm", NULL};
   const char *build[] = {"build_date", KCM_BUILD_DATE, "compiler", KCM_COMPILER,
@@ -216,10 +217,12 @@ static void answer_metrics(struct app *a, struct kcm_server_response *resp) {
   size_t n = 0;
   if (a->dc_on) {
     queues[n] = &a->dc.rt.queue;
+    events[n] = &a->dc.rt.events;
     names[n++] = "deployment";
   }
   if (a->rs_on) {
     queues[n] = &a->rs.rt.queue;
+    events[n] = &a->rs.rt.events;
     names[n++] = "replicaset";
   }
   resp->content_type = "text/plain; version=0.0.4; charset=utf-8";
@@ -247,6 +250,7 @@ static void answer_metrics(struct app *a, struct kcm_server_response *resp) {
   if (a->client)
     kcm_client_metrics(a->client, &resp->body);
   kcm_workqueue_metrics_many(queues, names, n, uv_now(a->loop), &resp->body);
+  kcm_events_metrics(events, names, n, &resp->body);
 }
 
 static void on_health(void *data, struct kcm_server_exchange *x,

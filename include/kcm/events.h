@@ -90,6 +90,14 @@ struct kcm_events {
   uint64_t skipped;          /* held back by the spam filter */
 };
 
+/* Append kcm_events_total{controller,outcome} for the n recorders ev,
+ * controller[i] naming ev[i]: their events sent, failed (refused, or
+ * unanswered after every try), dropped (the queue full, out of memory, the
+ * client closing) and skipped by the spam filter. Returns 0 or an error
+ * (KCM_ENOMEM; KCM_ETOOBIG for a controller name too long for a label). */
+int kcm_events_metrics(const struct kcm_events *const *ev, const char *const *controller,
+                       size_t n, struct kcm_buf *out);
+
 /* The object an event is about; strings borrowed for the call. */
 struct kcm_event_object {
   const char *kind;

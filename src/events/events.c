@@ -11,6 +11,7 @@
 #include "../api/internal.h"
 #include "kcm/error.h"
 #include "kcm/log.h"
+#include "kcm/metrics.h"
 
 #define DEFAULT_MAX_QUEUED 1000 /* client-go's maxQueuedEvents */
 #define DEFAULT_RETRY_MS 10000  /* client-go's sleep between tries of one event */
@@ -287,4 +288,30 @@ void kcm_events_record(struct kcm_events *ev, const struct kcm_event_object *obj
   ev->queued++;
   send_next(ev);
   free(message);
+}
+
+int kcm_events_metrics(const struct kcm_events *const *ev, const char *const *controller,
+                       size_t n, struct kcm_buf *out) {
+  static const char name[] = "kcm_events_total";
+  size_t i, k;
+  int err = kcm_metrics_family(out, name, "counter",
+                               "Events a controller recorded, by outcome: sent, failed (refused, "
+                               "or unanswered after every try), dropped (the queue full, or not "
+                               "sent at all) or skipped (the spam filter).");
+  for (i = 0; i < n && !err; i++) {
+    const struct {
+      const char *outcome;
+      uint64_t value;
+    } rows[] = {{"sent", ev[i]->sent},
+                {"failed", ev[i]->failed},
+                {"dropped", ev[i]->dropped},
+                {"skipped", ev[i]->skipped}};
+    for (k = 0; k < sizeof(rows) / sizeof(rows[0]) && !err; k++) {
+      const char *pairs[] = {"controller", controller[i], "outcome", rows[k].outcome, NULL};
+      char labels[200];
+      err = kcm_metrics_labels(labels, sizeof(labels), pairs);
+      err = err ? err : kcm_metrics_sample(out, name, labels, (double)rows[k].value);
+    }
+  }
+  return err;
 }

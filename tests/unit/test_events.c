@@ -188,6 +188,19 @@ static void sends_one_at_a_time_and_bounds_the_queue(void **state) {
   assert_int_equal(json_object_array_length(items), 4);
   assert_string_equal(field(json_object_array_get_idx(items, 0), "type", NULL), "Warning");
   json_object_put(list);
+  {
+    const struct kcm_events *ev[] = {&f.ev};
+    const char *names[] = {"replicaset"};
+    struct kcm_buf m = KCM_BUF_INIT(1 << 16);
+    assert_int_equal(kcm_events_metrics(ev, names, 1, &m), 0);
+    assert_non_null(strstr(m.data, "# TYPE kcm_events_total counter\n"));
+    assert_non_null(strstr(m.data, "kcm_events_total{controller=\"replicaset\",outcome=\"sent\"} 4\n"));
+    assert_non_null(
+        strstr(m.data, "kcm_events_total{controller=\"replicaset\",outcome=\"dropped\"} 2\n"));
+    assert_non_null(
+        strstr(m.data, "kcm_events_total{controller=\"replicaset\",outcome=\"failed\"} 0\n"));
+    kcm_buf_release(&m);
+  }
   fixture_close(&f);
 }
 
