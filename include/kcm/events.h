@@ -12,7 +12,10 @@
  * send 25 events, then one per 5 minutes. Recording never blocks the caller: events wait in a
  * queue and are sent one at a time, as client-go's single event writer
  * sends them, so a burst of events never holds up the controller's own
- * requests. Beyond `max_queued` waiting events further ones are dropped and
+ * requests. A repeat of an event whose post still waits is folded into
+ * that post (a create then creates it with the latest count; a patch
+ * patches to it): the server ends as upstream's request per repeat leaves
+ * it. Beyond `max_queued` waiting events further ones are dropped and
  * counted. A post the server did not answer (a network error or timeout)
  * is tried again, up to 12 times, `retry_ms` apart (the first wait random),
  * as client-go tries; one the server refused is not. Queued events are
@@ -78,6 +81,7 @@ struct kcm_events {
   struct kcm_writer *writer; /* borrowed: the controller's */
   char component[64];
   struct kcm_event_post *head, *tail; /* owned: waiting to be sent, oldest first */
+  struct kcm_map waiting;    /* an Event's path -> its latest waiting post (borrowed) */
   size_t queued;
   size_t max_queued;         /* beyond it new events are dropped (default 1000) */
   uint64_t retry_ms;         /* wait between tries of an unanswered post (default 10 s;
@@ -88,12 +92,14 @@ struct kcm_events {
   uint64_t failed;
   uint64_t dropped;
   uint64_t skipped;          /* held back by the spam filter */
+  uint64_t folded;           /* repeats folded into a waiting post */
 };
 
 /* Append kcm_events_total{controller,outcome} for the n recorders ev,
  * controller[i] naming ev[i]: their events sent, failed (refused, or
  * unanswered after every try), dropped (the queue full, out of memory, the
- * client closing) and skipped by the spam filter. Returns 0 or an error
+ * client closing), skipped by the spam filter and folded into a waiting
+ * post. Returns 0 or an error
  * (KCM_ENOMEM; KCM_ETOOBIG for a controller name too long for a label). */
 int kcm_events_metrics(const struct kcm_events *const *ev, const char *const *controller,
                        size_t n, struct kcm_buf *out);
@@ -120,7 +126,8 @@ int kcm_events_bodies(const char *component, const struct kcm_event_object *obj,
                       char **patch);
 
 void kcm_events_init(struct kcm_events *ev, struct kcm_writer *writer, const char *component);
-/* Free the correlator's caches (after the client has closed). */
+/* Free the correlator's caches and the waiting posts' index (after the
+ * client has closed, which drops the posts). */
 void kcm_events_release(struct kcm_events *ev);
 /* The reference to a cached object (kind and apiVersion from its kind). */
 void kcm_events_object_of(const struct kcm_object *o, struct kcm_event_object *out);

@@ -9,6 +9,13 @@
  * would follow one another closer than the interval are folded into one.
  * interval_ms 0 lets every write through.
  *
+ * With per_second set, the interval stretches with the load: when n keys
+ * were written within it, a key waits n / per_second seconds when that is
+ * longer, up to ten intervals. Objects that all move at once (a rollout of
+ * many Deployments against a busy API server) then each report their
+ * progress less often, and together at about per_second writes a second,
+ * while one object alone is paced by the interval.
+ *
  * Times are the caller's (milliseconds of a monotonic clock). The pacer
  * copies the keys it keeps and forgets a key once its interval has passed.
  */
@@ -22,10 +29,17 @@
 struct kcm_pacer {
   struct kcm_map last; /* key -> its last write time */
   uint64_t interval_ms;
-  size_t prune_at; /* forget stale keys when this many are kept */
+  unsigned per_second; /* 0: the interval is fixed */
+  size_t prune_at;     /* forget stale keys when this many are kept */
+  uint64_t pruned_ms;  /* or when the last pass is an interval old */
 };
 
-void kcm_pacer_init(struct kcm_pacer *p, uint64_t interval_ms);
+/* The per_second the controllers' pacers use. */
+#define KCM_PACER_PER_SECOND 50
+
+void kcm_pacer_init(struct kcm_pacer *p, uint64_t interval_ms, unsigned per_second);
+/* The interval now: interval_ms, or longer with many keys written lately. */
+uint64_t kcm_pacer_interval(const struct kcm_pacer *p);
 void kcm_pacer_release(struct kcm_pacer *p);
 /* 0 if a write for key may go at now_ms, else the milliseconds left. */
 uint64_t kcm_pacer_wait(const struct kcm_pacer *p, const char *key, uint64_t now_ms);

@@ -119,6 +119,11 @@ bool kcm_replicaset_status_changed(const struct kcm_replicaset *rs,
  * see more than there is. */
 bool kcm_replicaset_status_only_gains(const struct kcm_replicaset *rs,
                                       const struct kcm_replicaset_status *s);
+/* Whether s reports the spec met: the generation observed, and as many
+ * pods, all available, as spec.replicas asks. Such a status ends a
+ * rollout's step, so it is written at once, never paced. */
+bool kcm_replicaset_status_meets_spec(const struct kcm_replicaset *rs,
+                                      const struct kcm_replicaset_status *s);
 void kcm_replicaset_status_release(struct kcm_replicaset_status *s);
 /* The merge patch writing s, guarded by the ReplicaSet's resourceVersion. */
 int kcm_replicaset_status_patch(const struct kcm_replicaset *rs,

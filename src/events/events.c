@@ -29,8 +29,17 @@ struct kcm_event_post {
   uint64_t delay_ms; /* before the next send */
 };
 
+static uint64_t post_hash(const void *key) {
+  return kcm_map_hash_bytes(KCM_MAP_HASH_INIT, key, strlen(key));
+}
+static bool post_match(const void *key, const void *entry) {
+  return !strcmp(key, ((const struct kcm_event_post *)entry)->path);
+}
+static const struct kcm_map_type post_type = {post_hash, post_match};
+
 void kcm_events_init(struct kcm_events *ev, struct kcm_writer *writer, const char *component) {
   memset(ev, 0, sizeof(*ev));
+  kcm_map_init(&ev->waiting, &post_type);
   ev->writer = writer;
   snprintf(ev->component, sizeof(ev->component), "%s", component);
   ev->max_queued = DEFAULT_MAX_QUEUED;
@@ -38,7 +47,10 @@ void kcm_events_init(struct kcm_events *ev, struct kcm_writer *writer, const cha
   kcm_event_correlator_init(&ev->correlator);
 }
 
-void kcm_events_release(struct kcm_events *ev) { kcm_event_correlator_release(&ev->correlator); }
+void kcm_events_release(struct kcm_events *ev) {
+  kcm_event_correlator_release(&ev->correlator);
+  kcm_map_release(&ev->waiting);
+}
 
 void kcm_events_object_of(const struct kcm_object *o, struct kcm_event_object *out) {
   out->kind = kcm_api_kind_name((enum kcm_kind)o->kind);
@@ -58,6 +70,12 @@ static void free_post(struct kcm_event_post *p) {
 
 static void on_posted(const struct kcm_client_response *resp, void *data);
 
+/* p leaves the queue: it is no longer the post a repeat folds into. */
+static void unindex(struct kcm_events *ev, struct kcm_event_post *p) {
+  if (kcm_map_get(&ev->waiting, p->path) == p)
+    kcm_map_remove(&ev->waiting, p->path);
+}
+
 /* Send queued posts, one at a time, as client-go's single event writer
  * does: a controller's own requests are never queued behind a burst of its
  * events. A post the client refuses (it is closing) is dropped. */
@@ -69,6 +87,7 @@ static void send_next(struct kcm_events *ev) {
     if (!ev->head)
       ev->tail = NULL;
     ev->queued--;
+    unindex(ev, p);
     req.method = p->patch ? "PATCH" : "POST";
     snprintf(req.path, sizeof(req.path), "%.*s", (int)(p->patch ? strlen(p->path) : p->dir_len),
              p->path);
@@ -84,8 +103,11 @@ static void send_next(struct kcm_events *ev) {
   }
 }
 
-/* Put p back at the head of the queue, to be sent next. */
+/* Put p back at the head of the queue, to be sent next. A newer post for
+ * the same Event, if one waits, stays the one repeats fold into. */
 static void resend(struct kcm_events *ev, struct kcm_event_post *p) {
+  if (!kcm_map_get(&ev->waiting, p->path))
+    (void)kcm_map_put(&ev->waiting, p->path, p, NULL); /* ENOMEM: repeats queue behind */
   p->next = ev->head;
   ev->head = p;
   if (!ev->tail)
@@ -111,6 +133,7 @@ static size_t drop_path(struct kcm_events *ev, const struct kcm_event_post *to) 
   while ((p = *pp)) {
     if (p->dir_len == to->dir_len && memcmp(p->path, to->path, p->dir_len) == 0) {
       *pp = p->next;
+      unindex(ev, p);
       free_post(p);
       n++;
     } else {
@@ -159,6 +182,29 @@ static void on_posted(const struct kcm_client_response *resp, void *data) {
   }
   free_post(p);
   send_next(ev);
+}
+
+/* Fold the repeat p into the post still waiting for its Event, if any:
+ * a waiting create takes p's whole Event (the latest count, lastTimestamp
+ * and message), a waiting patch p's patch. Frees p and returns true when
+ * folded. */
+static bool fold(struct kcm_events *ev, struct kcm_event_post *p) {
+  struct kcm_event_post *w = kcm_map_get(&ev->waiting, p->path);
+  char *swap;
+  if (!w)
+    return false;
+  swap = w->body;
+  w->body = p->body;
+  p->body = swap;
+  if (w->patch) {
+    swap = w->patch;
+    w->patch = p->patch;
+    p->patch = swap;
+  }
+  memcpy(w->what, p->what, sizeof(w->what));
+  free_post(p);
+  ev->folded++;
+  return true;
 }
 
 /* Add the string s (NULL reads as "") to o as key. */
@@ -280,6 +326,12 @@ void kcm_events_record(struct kcm_events *ev, const struct kcm_event_object *obj
   p->ev = ev;
   p->dir_len = (size_t)(strrchr(p->path, '/') - p->path);
   snprintf(p->what, sizeof(p->what), "%s %s/%s", reason, obj->ns, obj->name);
+  if (out.repeat && fold(ev, p)) {
+    free(message);
+    return;
+  }
+  if (!kcm_map_get(&ev->waiting, p->path))
+    (void)kcm_map_put(&ev->waiting, p->path, p, NULL); /* ENOMEM: not folded into */
   if (ev->tail)
     ev->tail->next = p;
   else
@@ -297,7 +349,8 @@ int kcm_events_metrics(const struct kcm_events *const *ev, const char *const *co
   int err = kcm_metrics_family(out, name, "counter",
                                "Events a controller recorded, by outcome: sent, failed (refused, "
                                "or unanswered after every try), dropped (the queue full, or not "
-                               "sent at all) or skipped (the spam filter).");
+                               "sent at all), skipped (the spam filter) or folded (a repeat "
+                               "merged into its event's waiting post).");
   for (i = 0; i < n && !err; i++) {
     const struct {
       const char *outcome;
@@ -305,7 +358,8 @@ int kcm_events_metrics(const struct kcm_events *const *ev, const char *const *co
     } rows[] = {{"sent", ev[i]->sent},
                 {"failed", ev[i]->failed},
                 {"dropped", ev[i]->dropped},
-                {"skipped", ev[i]->skipped}};
+                {"skipped", ev[i]->skipped},
+                {"folded", ev[i]->folded}};
     for (k = 0; k < sizeof(rows) / sizeof(rows[0]) && !err; k++) {
       const char *pairs[] = {"controller", controller[i], "outcome", rows[k].outcome, NULL};
       char labels[200];

@@ -131,19 +131,20 @@ static const struct flag flags[] = {
      "a Deployment whose ReplicaSets' status changes within D of its\n"
      "last writes, short of a ReplicaSet meeting its spec, syncs once D\n"
      "has passed, seeing them all at once; 0 syncs at once, as\n"
-     "kube-controller-manager (default 1s)"},
+     "kube-controller-manager (default 1s; longer while many move)"},
     {NULL, "deployment-status-interval", "D", DURATION, AT(deployment_status_interval_ms),
      "a Deployment status write that only reports a rollout's progress\n"
      "(counts, neither the last status nor the new one complete) waits\n"
      "until D after the last one; 0 writes it at once, as\n"
-     "kube-controller-manager (default 1s)"},
+     "kube-controller-manager (default 1s; longer while many move)"},
 
     {"ReplicaSet controller flags", "concurrent-replicaset-syncs", "N", POSITIVE,
      AT(replicaset_workers), "ReplicaSets synced at once (default 5)"},
     {NULL, "status-write-interval", "D", DURATION, AT(status_interval_ms),
      "a ReplicaSet status write that only reports more pods (created,\n"
-     "ready, available) waits until D after the last one; 0 writes it\n"
-     "at once, as kube-controller-manager (default 100ms)"},
+     "ready, available), short of its spec, waits until D after the last\n"
+     "one; 0 writes it at once, as kube-controller-manager (default 1s;\n"
+     "longer while many move)"},
     {NULL, "failed-pod-backoff", "D", DURATION, AT(failed_pod_backoff_ms),
      "when a ReplicaSet's pods keep failing, wait 1s, 2s, 4s, ... up to\n"
      "D before creating replacements; 0 replaces at once, as\n"
@@ -267,7 +268,7 @@ static const struct kcm_options defaults = {
     .min_resync_ms = 12 * 3600 * 1000ULL,
     .deployment_workers = 5,
     .replicaset_workers = 5,
-    .status_interval_ms = 100,
+    .status_interval_ms = 1000,
     .deployment_interval_ms = 1000,
     .deployment_status_interval_ms = 1000,
     .failed_pod_backoff_ms = 300000,

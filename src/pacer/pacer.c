@@ -22,11 +22,21 @@ static bool match(const void *key, const void *entry) {
 static const struct kcm_map_type mark_type = {hash_key, match};
 
 #define PRUNE_MIN 64
+#define MAX_STRETCH 10
 
-void kcm_pacer_init(struct kcm_pacer *p, uint64_t interval_ms) {
+void kcm_pacer_init(struct kcm_pacer *p, uint64_t interval_ms, unsigned per_second) {
+  memset(p, 0, sizeof(*p));
   kcm_map_init(&p->last, &mark_type);
   p->interval_ms = interval_ms;
+  p->per_second = per_second;
   p->prune_at = PRUNE_MIN;
+}
+
+uint64_t kcm_pacer_interval(const struct kcm_pacer *p) {
+  uint64_t spread = p->per_second ? (uint64_t)p->last.len * 1000 / p->per_second : 0;
+  if (spread <= p->interval_ms)
+    return p->interval_ms;
+  return spread < p->interval_ms * MAX_STRETCH ? spread : p->interval_ms * MAX_STRETCH;
 }
 
 void kcm_pacer_release(struct kcm_pacer *p) {
@@ -40,23 +50,27 @@ void kcm_pacer_release(struct kcm_pacer *p) {
 
 uint64_t kcm_pacer_wait(const struct kcm_pacer *p, const char *key, uint64_t now_ms) {
   const struct mark *m = kcm_map_get(&p->last, key);
-  if (!m || now_ms >= m->at + p->interval_ms)
+  uint64_t interval = kcm_pacer_interval(p);
+  if (!m || now_ms >= m->at + interval)
     return 0;
-  return now_ms < m->at ? p->interval_ms : m->at + p->interval_ms - now_ms;
+  return now_ms < m->at ? interval : m->at + interval - now_ms;
 }
 
 /* Forget keys whose interval has passed; they would be let through anyway.
  * Run when the map has doubled since the last pass, so each kept key costs
- * O(1) amortized. Stale entries are gathered first: removal invalidates the
- * iterator. */
+ * O(1) amortized, and, for a stretching interval (which counts the keys
+ * kept), once an interval too. Stale entries are gathered first: removal
+ * invalidates the iterator. */
 static void prune(struct kcm_pacer *p, uint64_t now_ms) {
   struct kcm_map_iter it;
   struct mark *m, **stale = malloc(p->last.len * sizeof(*stale));
+  uint64_t interval = kcm_pacer_interval(p);
   size_t n = 0, i;
+  p->pruned_ms = now_ms;
   if (stale) {
     kcm_map_iter_init(&it, &p->last);
     while ((m = kcm_map_next(&it)))
-      if (now_ms >= m->at + p->interval_ms)
+      if (now_ms >= m->at + interval)
         stale[n++] = m;
     for (i = 0; i < n; i++) {
       kcm_map_remove(&p->last, stale[i]->key);
@@ -72,12 +86,13 @@ int kcm_pacer_wrote(struct kcm_pacer *p, const char *key, uint64_t now_ms) {
   size_t len;
   if (!p->interval_ms)
     return 0;
+  if (p->last.len >= p->prune_at ||
+      (p->per_second && now_ms >= p->pruned_ms + p->interval_ms))
+    prune(p, now_ms);
   if ((m = kcm_map_get(&p->last, key))) {
     m->at = now_ms;
     return 0;
   }
-  if (p->last.len >= p->prune_at)
-    prune(p, now_ms);
   len = strlen(key);
   if (!(m = malloc(sizeof(*m) + len + 1)))
     return KCM_ENOMEM;

@@ -373,6 +373,51 @@ static void repeats_patch_the_server_event(void **state) {
   fixture_close(&f);
 }
 
+/* Repeats of an event that has not been sent yet are folded into the post
+ * that waits: the server ends with the same count, timestamps and message
+ * upstream's one request per repeat leaves, for fewer requests. A waiting
+ * create takes the latest count; a waiting patch the latest patch. */
+static void waiting_repeats_are_folded(void **state) {
+  struct fixture f;
+  struct kcm_event_object a, b;
+  struct json_object *list, *items, *e;
+  uint64_t before;
+  size_t i, n;
+  fixture_init(&f);
+  a = object(&f, "web-5");
+  b = object(&f, "web-6");
+  before = kcm_client_stats(f.client)->requests;
+  kcm_events_record(&f.ev, &a, false, "SuccessfulCreate", "Created pod: x"); /* in flight */
+  for (i = 0; i < 3; i++) /* a create waiting, then two repeats of it */
+    kcm_events_record(&f.ev, &b, true, "FailedCreate", "Error creating: quota");
+  assert_int_equal(f.ev.queued, 1);
+  assert_true(support_run_until(&f.loop, all_settled, &f.ev, 10000));
+  kcm_events_record(&f.ev, &a, false, "SuccessfulCreate", "Created pod: x"); /* a patch, in flight */
+  for (i = 0; i < 3; i++) /* a patch waiting, then two more repeats */
+    kcm_events_record(&f.ev, &b, true, "FailedCreate", "Error creating: quota");
+  assert_int_equal(f.ev.queued, 1);
+  assert_true(support_run_until(&f.loop, all_settled, &f.ev, 10000));
+  assert_int_equal(kcm_client_stats(f.client)->requests - before, 4);
+  assert_int_equal(f.ev.sent, 4);
+  assert_int_equal(f.ev.folded, 4);
+  list = list_events(&f);
+  assert_true(json_object_object_get_ex(list, "items", &items));
+  assert_int_equal(json_object_array_length(items), 2);
+  for (i = n = 0; i < 2; i++) {
+    e = json_object_array_get_idx(items, i);
+    if (!strcmp(field(e, "involvedObject", "name"), "web-6")) {
+      assert_string_equal(field(e, "count", NULL), "6");
+      assert_string_equal(field(e, "type", NULL), "Warning");
+      n++;
+    } else {
+      assert_string_equal(field(e, "count", NULL), "2");
+    }
+  }
+  assert_int_equal(n, 1);
+  json_object_put(list);
+  fixture_close(&f);
+}
+
 /* Names come from the server: a '?', '#' or blank in an object's name or
  * namespace reaches the URL percent-encoded, so it cannot end the path or
  * start a query; a name holding '/' or '%', or one that is "." or ".."
@@ -510,6 +555,7 @@ int main(void) {
       cmocka_unit_test(closing_drops_what_waits),
       cmocka_unit_test(a_gone_namespace_drops_its_waiting_events),
       cmocka_unit_test(repeats_patch_the_server_event),
+      cmocka_unit_test(waiting_repeats_are_folded),
   };
   const struct CMUnitTest pure[] = {
       cmocka_unit_test(bodies_are_escaped_json),

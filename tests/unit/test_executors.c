@@ -478,6 +478,74 @@ static void rs_status_after_deletes(void **state) {
   assert_int_equal(f->rc.rt.stats.errors, 0);
 }
 
+/* The ReplicaSet at resourceVersion rv wanting 3 pods, with `ready` of
+ * them reported ready. */
+static void put_rs_reporting(struct fixture *f, int rv, int ready) {
+  char text[2048];
+  snprintf(text, sizeof(text),
+           "{\"metadata\":{\"name\":\"web\",\"namespace\":\"ns\",\"uid\":\"" RS_UID "\","
+           "\"resourceVersion\":\"%d\",\"generation\":1},\"spec\":{\"replicas\":3,"
+           "\"selector\":{\"matchLabels\":{\"app\":\"web\"}},\"template\":{\"metadata\":"
+           "{\"labels\":{\"app\":\"web\"}},\"spec\":{\"containers\":[{\"name\":\"c\","
+           "\"image\":\"nginx\"}]}}},\"status\":{\"replicas\":3,\"fullyLabeledReplicas\":3,"
+           "\"readyReplicas\":%d,\"availableReplicas\":%d,\"observedGeneration\":1}}",
+           rv, ready, ready);
+  put(f, KCM_KIND_REPLICASET, text);
+}
+
+/* Pod name of the ReplicaSet's, ready or not (resourceVersion rv). */
+static void put_pod_ready(struct fixture *f, const char *name, bool ready, int rv) {
+  char text[2048];
+  snprintf(text, sizeof(text),
+           "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"ns\","
+           "\"uid\":\"cccccccc-0000-0000-0000-%012x\",\"resourceVersion\":\"%d\","
+           "\"creationTimestamp\":\"2026-01-01T00:00:00Z\",\"labels\":{\"app\":\"web\"},"
+           "\"ownerReferences\":[{\"apiVersion\":\"apps/v1\",\"kind\":\"ReplicaSet\","
+           "\"name\":\"web\",\"uid\":\"" RS_UID "\",\"controller\":true}]},"
+           "\"spec\":{\"nodeName\":\"n1\"},\"status\":{\"phase\":\"Running\","
+           "\"conditions\":[{\"type\":\"Ready\",\"status\":\"%s\","
+           "\"lastTransitionTime\":\"2026-01-01T00:00:00Z\"}]}}",
+           name, (unsigned)name[0], rv, ready ? "True" : "False");
+  put(f, KCM_KIND_POD, text);
+}
+
+static size_t rs_status_writes(struct fixture *f) {
+  size_t i, n = 0;
+  for (i = 0; i < f->fw.n; i++)
+    n += !strcmp(f->fw.calls[i].method, "PATCH") &&
+         strstr(f->fw.calls[i].path, "/replicasets/web/status") != NULL;
+  return n;
+}
+
+/* More pods ready soon after the last status write wait for the interval;
+ * the status reporting the spec met (a rollout step's end) goes at once. */
+static void rs_gains_paced_until_spec_met(void **state) {
+  struct fixture *f = *state;
+  int i;
+  f->rc.status_pacer.interval_ms = 60000;
+  put_rs_reporting(f, 10, 0);
+  put_pod_ready(f, "a", true, 5);
+  put_pod_ready(f, "b", false, 5);
+  put_pod_ready(f, "c", false, 5);
+  kcm_runtime_run(&f->rc.rt); /* the first write: at once */
+  assert_int_equal(rs_status_writes(f), 1);
+  assert_non_null(strstr(status_patch(f), "\"readyReplicas\":1,"));
+  fake_writer_answer(&f->fw, fake_writer_find(&f->fw, "PATCH", "/status"), 200, "{}");
+  put_rs_reporting(f, 11, 1);
+  put_pod_ready(f, "b", true, 6); /* 2 of 3: waits */
+  kcm_runtime_run(&f->rc.rt);
+  assert_int_equal(rs_status_writes(f), 1);
+  assert_int_equal(f->rc.stats.status_paced, 1);
+  put_pod_ready(f, "c", true, 7); /* 3 of 3: at once */
+  kcm_runtime_run(&f->rc.rt);
+  assert_int_equal(rs_status_writes(f), 2);
+  i = fake_writer_find(&f->fw, "PATCH", "/status");
+  assert_true(i >= 0);
+  assert_non_null(strstr(f->fw.calls[i].body, "\"readyReplicas\":3,"));
+  fake_writer_answer(&f->fw, i, 200, "{}");
+  assert_int_equal(f->rc.stats.status_paced, 1);
+}
+
 /* An orphan is adopted only after the ReplicaSet is read again; when that
  * read fails nothing is claimed, created or written. */
 static void rs_adoption_checks_first(void **state) {
@@ -900,6 +968,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(rs_status_conflict, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(rs_delete_errors, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(rs_status_after_deletes, setup_rs, teardown),
+      cmocka_unit_test_setup_teardown(rs_gains_paced_until_spec_met, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(rs_failure_logged, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(rs_adoption_checks_first, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(rs_adoption_patches_owner, setup_rs, teardown),

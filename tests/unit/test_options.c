@@ -51,7 +51,7 @@ static void defaults_are_kube_controller_managers(void **state) {
   assert_int_equal(o.burst, 30);
   assert_int_equal(o.deployment_workers, 5);
   assert_int_equal(o.replicaset_workers, 5);
-  assert_int_equal(o.status_interval_ms, 100);
+  assert_int_equal(o.status_interval_ms, 1000);
   assert_int_equal(o.deployment_interval_ms, 1000);
   assert_int_equal(o.deployment_status_interval_ms, 1000);
   assert_true(o.deployment_on && o.replicaset_on);

@@ -12,7 +12,7 @@
 static void a_first_write_goes_at_once(void **state) {
   struct kcm_pacer p;
   (void)state;
-  kcm_pacer_init(&p, 100);
+  kcm_pacer_init(&p, 100, 0);
   assert_int_equal(kcm_pacer_wait(&p, "ns/a", 5000), 0);
   kcm_pacer_release(&p);
 }
@@ -20,7 +20,7 @@ static void a_first_write_goes_at_once(void **state) {
 static void a_close_second_write_waits_for_the_rest_of_the_interval(void **state) {
   struct kcm_pacer p;
   (void)state;
-  kcm_pacer_init(&p, 100);
+  kcm_pacer_init(&p, 100, 0);
   assert_int_equal(kcm_pacer_wrote(&p, "ns/a", 5000), 0);
   assert_int_equal(kcm_pacer_wait(&p, "ns/a", 5000), 100);
   assert_int_equal(kcm_pacer_wait(&p, "ns/a", 5030), 70);
@@ -40,7 +40,7 @@ static void a_close_second_write_waits_for_the_rest_of_the_interval(void **state
 static void interval_zero_lets_every_write_through(void **state) {
   struct kcm_pacer p;
   (void)state;
-  kcm_pacer_init(&p, 0);
+  kcm_pacer_init(&p, 0, 0);
   assert_int_equal(kcm_pacer_wrote(&p, "ns/a", 5000), 0);
   assert_int_equal(kcm_pacer_wait(&p, "ns/a", 5000), 0);
   assert_int_equal(p.last.len, 0);
@@ -54,7 +54,7 @@ static void stale_keys_are_forgotten(void **state) {
   char key[32];
   int i;
   (void)state;
-  kcm_pacer_init(&p, 100);
+  kcm_pacer_init(&p, 100, 0);
   for (i = 0; i < 1000; i++) {
     snprintf(key, sizeof(key), "ns/old-%d", i);
     assert_int_equal(kcm_pacer_wrote(&p, key, 1000), 0);
@@ -71,12 +71,43 @@ static void stale_keys_are_forgotten(void **state) {
   kcm_pacer_release(&p);
 }
 
+/* With per_second, the interval stretches to n / per_second seconds for n
+ * keys written within it, up to ten intervals, and shrinks back as the keys
+ * go quiet. */
+static void the_interval_stretches_with_the_keys_written(void **state) {
+  struct kcm_pacer p;
+  char key[32];
+  int i;
+  (void)state;
+  kcm_pacer_init(&p, 100, 10);
+  assert_int_equal(kcm_pacer_wrote(&p, "ns/a", 1000), 0);
+  assert_int_equal(kcm_pacer_wait(&p, "ns/a", 1000), 100); /* one key: the interval */
+  for (i = 0; i < 4; i++) {
+    snprintf(key, sizeof(key), "ns/k-%d", i);
+    assert_int_equal(kcm_pacer_wrote(&p, key, 1000), 0);
+  }
+  assert_int_equal(kcm_pacer_interval(&p), 500); /* five keys at 10 a second */
+  assert_int_equal(kcm_pacer_wait(&p, "ns/a", 1100), 400);
+  for (i = 4; i < 40; i++) {
+    snprintf(key, sizeof(key), "ns/k-%d", i);
+    assert_int_equal(kcm_pacer_wrote(&p, key, 1000), 0);
+  }
+  assert_int_equal(kcm_pacer_interval(&p), 1000); /* 41 keys: capped at ten intervals */
+  assert_int_equal(kcm_pacer_wait(&p, "ns/a", 1900), 100);
+  /* Quiet for longer than the stretched interval: forgotten, back to 100. */
+  assert_int_equal(kcm_pacer_wrote(&p, "ns/b", 2100), 0);
+  assert_int_equal(kcm_pacer_interval(&p), 100);
+  assert_int_equal(kcm_pacer_wait(&p, "ns/b", 2150), 50);
+  kcm_pacer_release(&p);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(a_first_write_goes_at_once),
       cmocka_unit_test(a_close_second_write_waits_for_the_rest_of_the_interval),
       cmocka_unit_test(interval_zero_lets_every_write_through),
       cmocka_unit_test(stale_keys_are_forgotten),
+      cmocka_unit_test(the_interval_stretches_with_the_keys_written),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

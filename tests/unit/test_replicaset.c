@@ -480,6 +480,7 @@ static void status_only_gains_may_wait(void **state) {
   assert_int_equal(st.ready, 2);
   assert_true(kcm_replicaset_status_changed(rs, &st));
   assert_true(kcm_replicaset_status_only_gains(rs, &st));
+  assert_true(kcm_replicaset_status_meets_spec(rs, &st)); /* but ends a step: at once */
   kcm_replicaset_status_release(&st);
   /* Fewer pods: written at once. */
   assert_int_equal(kcm_replicaset_status(rs, both, 1, 0, 0, false, NULL, NOW_MS, &st), 0);
@@ -491,6 +492,7 @@ static void status_only_gains_may_wait(void **state) {
     assert_int_equal(kcm_replicaset_status(rs, three, 3, 0, 0, false, NULL, NOW_MS, &st), 0);
     assert_int_equal(st.replicas, 3);
     assert_true(kcm_replicaset_status_only_gains(rs, &st));
+    assert_false(kcm_replicaset_status_meets_spec(rs, &st));
     kcm_replicaset_status_release(&st);
   }
   /* More pods but fewer ready: written at once. */
@@ -507,6 +509,7 @@ static void status_only_gains_may_wait(void **state) {
   /* Fewer ready: written at once. */
   assert_int_equal(kcm_replicaset_status(rs, none, 2, 0, 0, false, NULL, NOW_MS, &st), 0);
   assert_int_equal(st.ready, 0);
+  assert_false(kcm_replicaset_status_meets_spec(rs, &st));
   assert_false(kcm_replicaset_status_only_gains(rs, &st));
   kcm_replicaset_status_release(&st);
   /* A new condition: written at once. */
@@ -516,6 +519,7 @@ static void status_only_gains_may_wait(void **state) {
   /* A new observed generation: written at once. */
   assert_int_equal(kcm_replicaset_status(old_gen, both, 2, 0, 0, false, NULL, NOW_MS, &st), 0);
   assert_false(kcm_replicaset_status_only_gains(old_gen, &st));
+  assert_true(kcm_replicaset_status_meets_spec(old_gen, &st));
   kcm_replicaset_status_release(&st);
 
   free_pods(both, 2);

@@ -794,8 +794,8 @@ int kcm_deployment_controller_init(struct kcm_deployment_controller *c, uv_loop_
   c->pod_informer = pod_informer;
   kcm_runtime_init(&c->rt, loop, &ops, c, workers, writer, pool);
   kcm_map_init(&c->aliases, &alias_type);
-  kcm_pacer_init(&c->sync_pacer, sync_interval_ms);
-  kcm_pacer_init(&c->status_pacer, status_interval_ms);
+  kcm_pacer_init(&c->sync_pacer, sync_interval_ms, KCM_PACER_PER_SECOND);
+  kcm_pacer_init(&c->status_pacer, status_interval_ms, KCM_PACER_PER_SECOND);
   if (kcm_runtime_watch(&c->rt, d_informer, &deployment_events) ||
       kcm_runtime_watch(&c->rt, rs_informer, &replicaset_events) ||
       kcm_runtime_watch(&c->rt, pod_informer, &pod_events))

@@ -606,9 +606,10 @@ static void start_status(struct rs_job *j) {
   if (!kcm_replicaset_status_changed(j->rs, &st)) {
     /* nothing to write */
   } else if (kcm_replicaset_status_only_gains(j->rs, &st) &&
+             !kcm_replicaset_status_meets_spec(j->rs, &st) &&
              (wait = kcm_pacer_wait(&c->status_pacer, j->base.key, uv_now(rt->loop)))) {
-    /* Written moments ago and only more pods ready: the sync after the
-     * interval writes the status as it is by then. */
+    /* Written moments ago and only more pods ready, the spec not met yet:
+     * the sync after the interval writes the status as it is by then. */
     c->stats.status_paced++;
     kcm_workqueue_add_after(&rt->queue, j->base.key, wait);
   } else if (kcm_replicaset_status_patch(j->rs, &st, &body)) {
@@ -761,7 +762,7 @@ int kcm_replicaset_controller_init(struct kcm_replicaset_controller *c, uv_loop_
   c->pod_informer = pod_informer;
   kcm_runtime_init(&c->rt, loop, &ops, c, opts->workers, writer, pool);
   kcm_expectations_init(&c->expectations, opts->dry ? 0 : EXPECTATIONS_TTL_MS);
-  kcm_pacer_init(&c->status_pacer, opts->status_interval_ms);
+  kcm_pacer_init(&c->status_pacer, opts->status_interval_ms, KCM_PACER_PER_SECOND);
   kcm_crashloop_init(&c->failing, FAILED_BACKOFF_BASE_MS, opts->failed_backoff_ms,
                      FAILED_BACKOFF_WINDOW_MS);
   kcm_json_init(&c->json);

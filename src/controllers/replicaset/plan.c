@@ -166,6 +166,12 @@ bool kcm_replicaset_status_only_gains(const struct kcm_replicaset *rs,
          s->ready >= rs->status.ready && s->available >= rs->status.available;
 }
 
+bool kcm_replicaset_status_meets_spec(const struct kcm_replicaset *rs,
+                                      const struct kcm_replicaset_status *s) {
+  return s->observed_generation >= rs->o.generation && s->replicas == rs->replicas &&
+         s->available == rs->replicas;
+}
+
 int kcm_replicaset_status_patch(const struct kcm_replicaset *rs,
                                 const struct kcm_replicaset_status *s, struct kcm_buf *out) {
   struct json_object *doc = json_object_new_object(), *meta = json_object_new_object();
