@@ -251,6 +251,15 @@ static void answer_metrics(struct app *a, struct kcm_server_response *resp) {
     kcm_client_metrics(a->client, &resp->body);
   kcm_workqueue_metrics_many(queues, names, n, uv_now(a->loop), &resp->body);
   kcm_events_metrics(events, names, n, &resp->body);
+  {
+    const struct kcm_pacer *all[] = {&a->dc.sync_pacer, &a->dc.status_pacer,
+                                     &a->rs.status_pacer};
+    const char *owners[] = {"deployment", "deployment", "replicaset"};
+    const char *kinds[] = {"sync", "status", "status"};
+    size_t from = a->dc_on ? 0 : 2, to = a->rs_on ? 3 : 2;
+    kcm_pacer_metrics(all + from, owners + from, kinds + from, to > from ? to - from : 0,
+                      &resp->body);
+  }
 }
 
 static void on_health(void *data, struct kcm_server_exchange *x,

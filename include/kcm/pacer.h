@@ -24,6 +24,7 @@
 
 #include <stdint.h>
 
+#include "kcm/buf.h"
 #include "kcm/map.h"
 
 struct kcm_pacer {
@@ -41,6 +42,12 @@ void kcm_pacer_init(struct kcm_pacer *p, uint64_t interval_ms, unsigned per_seco
 /* The interval now: interval_ms, or longer with many keys written lately. */
 uint64_t kcm_pacer_interval(const struct kcm_pacer *p);
 void kcm_pacer_release(struct kcm_pacer *p);
+/* Append kcm_pacer_interval_seconds{controller,pacer} for the n pacers
+ * p, named by controller[i] and pacer[i]: the interval each holds writes
+ * to now. Returns 0 or an error (KCM_ENOMEM; KCM_ETOOBIG for a name too
+ * long for a label). */
+int kcm_pacer_metrics(const struct kcm_pacer *const *p, const char *const *controller,
+                      const char *const *pacer, size_t n, struct kcm_buf *out);
 /* 0 if a write for key may go at now_ms, else the milliseconds left. */
 uint64_t kcm_pacer_wait(const struct kcm_pacer *p, const char *key, uint64_t now_ms);
 /* Note a write for key at now_ms. Returns 0 or KCM_ENOMEM (nothing is

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "kcm/error.h"
+#include "kcm/metrics.h"
 
 struct mark {
   uint64_t at;
@@ -103,4 +104,21 @@ int kcm_pacer_wrote(struct kcm_pacer *p, const char *key, uint64_t now_ms) {
     return KCM_ENOMEM;
   }
   return 0;
+}
+
+int kcm_pacer_metrics(const struct kcm_pacer *const *p, const char *const *controller,
+                      const char *const *pacer, size_t n, struct kcm_buf *out) {
+  static const char name[] = "kcm_pacer_interval_seconds";
+  size_t i;
+  int err = kcm_metrics_family(out, name, "gauge",
+                               "How long a pacer holds back a write that only reports "
+                               "progress, after the object's last write: the interval set, or "
+                               "longer while many objects are written.");
+  for (i = 0; i < n && !err; i++) {
+    const char *pairs[] = {"controller", controller[i], "pacer", pacer[i], NULL};
+    char labels[200];
+    err = kcm_metrics_labels(labels, sizeof(labels), pairs);
+    err = err ? err : kcm_metrics_sample(out, name, labels, kcm_pacer_interval(p[i]) / 1000.0);
+  }
+  return err;
 }

@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include <cmocka.h>
 
@@ -101,6 +102,31 @@ static void the_interval_stretches_with_the_keys_written(void **state) {
   kcm_pacer_release(&p);
 }
 
+static void the_interval_is_exported(void **state) {
+  struct kcm_pacer a, b;
+  const struct kcm_pacer *all[] = {&a, &b};
+  const char *owners[] = {"deployment", "replicaset"}, *kinds[] = {"sync", "status"};
+  struct kcm_buf out = KCM_BUF_INIT(1 << 16);
+  char key[32];
+  int i;
+  (void)state;
+  kcm_pacer_init(&a, 1000, 50);
+  kcm_pacer_init(&b, 250, 0);
+  for (i = 0; i < 100; i++) {
+    snprintf(key, sizeof(key), "ns/d-%d", i);
+    assert_int_equal(kcm_pacer_wrote(&a, key, 1000), 0);
+  }
+  assert_int_equal(kcm_pacer_metrics(all, owners, kinds, 2, &out), 0);
+  assert_non_null(strstr(out.data, "# TYPE kcm_pacer_interval_seconds gauge\n"));
+  assert_non_null(strstr(out.data, "kcm_pacer_interval_seconds{controller=\"deployment\","
+                                   "pacer=\"sync\"} 2\n"));
+  assert_non_null(strstr(out.data, "kcm_pacer_interval_seconds{controller=\"replicaset\","
+                                   "pacer=\"status\"} 0.25\n"));
+  kcm_buf_release(&out);
+  kcm_pacer_release(&a);
+  kcm_pacer_release(&b);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(a_first_write_goes_at_once),
@@ -108,6 +134,7 @@ int main(void) {
       cmocka_unit_test(interval_zero_lets_every_write_through),
       cmocka_unit_test(stale_keys_are_forgotten),
       cmocka_unit_test(the_interval_stretches_with_the_keys_written),
+      cmocka_unit_test(the_interval_is_exported),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
