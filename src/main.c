@@ -208,22 +208,32 @@ static void answer_shadow(struct app *a, struct kcm_server_response *resp) {
 static void answer_metrics(struct app *a, struct kcm_server_response *resp) {
   const struct kcm_workqueue *queues[2];
   const struct kcm_events *events[2];
-  const char *names[2];
+  const struct kcm_pacer *pacers[3];
+  const char *names[2], *pacer_owners[3], *pacer_names[3];
   const char *lease[] = {"name", a->elect ? a->leader.name : "kcm", NULL};
   const char *build[] = {"build_date", KCM_BUILD_DATE, "compiler", KCM_COMPILER,
                          "git_commit", KCM_GIT_COMMIT, "git_tree_state", KCM_GIT_TREE_STATE,
                          "git_version", "v" KCM_VERSION, "platform", KCM_PLATFORM, NULL};
   char labels[600], build_labels[600];
-  size_t n = 0;
+  size_t n = 0, np = 0;
   if (a->dc_on) {
     queues[n] = &a->dc.rt.queue;
     events[n] = &a->dc.rt.events;
     names[n++] = "deployment";
+    pacers[np] = &a->dc.sync_pacer;
+    pacer_owners[np] = "deployment";
+    pacer_names[np++] = "sync";
+    pacers[np] = &a->dc.status_pacer;
+    pacer_owners[np] = "deployment";
+    pacer_names[np++] = "status";
   }
   if (a->rs_on) {
     queues[n] = &a->rs.rt.queue;
     events[n] = &a->rs.rt.events;
     names[n++] = "replicaset";
+    pacers[np] = &a->rs.status_pacer;
+    pacer_owners[np] = "replicaset";
+    pacer_names[np++] = "status";
   }
   resp->content_type = "text/plain; version=0.0.4; charset=utf-8";
   if (kcm_metrics_labels(labels, sizeof(labels), lease) ||
@@ -251,15 +261,7 @@ static void answer_metrics(struct app *a, struct kcm_server_response *resp) {
     kcm_client_metrics(a->client, &resp->body);
   kcm_workqueue_metrics_many(queues, names, n, uv_now(a->loop), &resp->body);
   kcm_events_metrics(events, names, n, &resp->body);
-  {
-    const struct kcm_pacer *all[] = {&a->dc.sync_pacer, &a->dc.status_pacer,
-                                     &a->rs.status_pacer};
-    const char *owners[] = {"deployment", "deployment", "replicaset"};
-    const char *kinds[] = {"sync", "status", "status"};
-    size_t from = a->dc_on ? 0 : 2, to = a->rs_on ? 3 : 2;
-    kcm_pacer_metrics(all + from, owners + from, kinds + from, to > from ? to - from : 0,
-                      &resp->body);
-  }
+  kcm_pacer_metrics(pacers, pacer_owners, pacer_names, np, &resp->body);
 }
 
 static void on_health(void *data, struct kcm_server_exchange *x,
