@@ -192,6 +192,20 @@ class Api:
             raise bad_request('%s in version "%s" cannot be handled as a %s: %s'
                               % (res.kind, res.version, res.kind, e))
 
+    def _allocate(self, res, obj, old):
+        """Let the resource take what it needs from cluster-wide pools, as the
+        registry's BeginCreate/BeginUpdate hooks do before the strategy runs."""
+        def others():
+            skip = key_of(old) if old is not None else None
+            return [e.obj for k, e in self.store.items(res.plural) if k != skip]
+        try:
+            errs = res.allocate(obj, old, others)
+        except resources.InternalError as e:
+            raise ApiError(500, "InternalError", "Internal error occurred: %s" % e,
+                           {"causes": [{"message": str(e)}]})
+        if errs:
+            raise invalid(res, obj["metadata"].get("name") or "", errs)
+
     def _commit(self, res, key, obj):
         obj["metadata"]["resourceVersion"] = str(self.store.next_rv())
         return self.store.put(res.plural, key, obj).obj
@@ -334,6 +348,7 @@ class Api:
             meta["creationTimestamp"] = now_rfc3339()
             self._decode_times(res, body)
             res.default(body)
+            self._allocate(res, body, None)
             status = body.get("status")
             res.prepare_create(body)
             if keep_status and status is not None:
@@ -408,6 +423,7 @@ class Api:
         if subresource == "status":
             res.prepare_status_update(new, old)
         else:
+            self._allocate(res, new, old)
             res.prepare_update(new, old)
         errs = res.validate(new, old)
         if errs:
@@ -571,9 +587,10 @@ class Api:
     # --- delete ------------------------------------------------------------------
 
     def delete(self, res, ns, name, opts=None, dry_run=False):
-        """Returns (http code, body): the deleted object's last state for pods and
-        for objects that stay while finalizers or a grace period run, else a
-        Status of success, as kube-apiserver answers."""
+        """Returns (http code, body): the deleted object's last state for kinds
+        that return it (pods, services) and for objects that stay while
+        finalizers or a grace period run, else a Status of success, as
+        kube-apiserver answers."""
         opts = opts or {}
         with self.lock:
             entry = self._entry(res, ns, name)
@@ -622,7 +639,7 @@ class Api:
                 new = self._commit(res, key_of(cur), new)
             if gone:
                 final = self._remove(res, key_of(cur), new)
-                if res.plural == "pods":
+                if res.return_deleted:
                     return 200, final
                 return 200, {"kind": "Status", "apiVersion": "v1", "metadata": {},
                              "status": "Success",

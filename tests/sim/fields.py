@@ -16,12 +16,14 @@ import json
 _SYSTEM_META = {"name", "namespace", "uid", "resourceVersion", "generation",
                 "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
                 "managedFields", "selfLink", "generateName"}
-# Lists whose items are identified by these keys.
+# Lists whose items are identified by these keys (those an item has: a
+# container's ports have containerPort, a Service's port).
 _KEYED = {
     "containers": ("name",), "initContainers": ("name",), "ephemeralContainers": ("name",),
-    "ports": ("containerPort", "protocol"), "env": ("name",), "volumeMounts": ("mountPath",),
-    "volumes": ("name",), "imagePullSecrets": ("name",), "conditions": ("type",),
-    "ownerReferences": ("uid",), "podIPs": ("ip",), "hostIPs": ("ip",), "addresses": ("type",),
+    "ports": ("containerPort", "port", "protocol"), "env": ("name",),
+    "volumeMounts": ("mountPath",), "volumes": ("name",), "imagePullSecrets": ("name",),
+    "conditions": ("type",), "ownerReferences": ("uid",), "podIPs": ("ip",), "hostIPs": ("ip",),
+    "addresses": ("type",),
 }
 _SETS = {"finalizers"}
 # Values owned as a whole (x-kubernetes-map-type: atomic and similar).

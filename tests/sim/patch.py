@@ -1,9 +1,10 @@
 """JSON merge patch (RFC 7386), JSON patch (RFC 6902) and strategic merge patch.
 
 The strategic merge patch knows the patch strategies of the fields that the
-served kinds carry (containers merged by name, ports by containerPort, ...)
-and the directives kubectl sends: `$patch` (replace, delete, merge),
-`$retainKeys`, `$setElementOrder/<field>` and `$deleteFromPrimitiveList/<field>`.
+served kinds carry (containers merged by name, container ports by
+containerPort, a Service's ports by port, ...) and the directives kubectl
+sends: `$patch` (replace, delete, merge), `$retainKeys`,
+`$setElementOrder/<field>` and `$deleteFromPrimitiveList/<field>`.
 """
 
 import copy
@@ -174,7 +175,10 @@ _STATUS_LISTS = {
     "Deployment": {"conditions": ("type", "merge")},
     "ReplicaSet": {"conditions": ("type", "merge")},
     "Namespace": {"conditions": ("type", "merge")},
+    "Service": {"conditions": ("type", "merge")},
 }
+# Lists directly under spec, by kind: a Service's ports merge by port number.
+_SPEC_LISTS = {"Service": {"ports": ("port", "merge")}}
 _POD_SPEC_PREFIX = {"Pod": ("spec",), "Deployment": ("spec", "template", "spec"),
                     "ReplicaSet": ("spec", "template", "spec")}
 _TEMPLATE_META = {"Deployment": ("spec", "template", "metadata"),
@@ -197,8 +201,9 @@ def _list_strategy(kind, path):
         if (len(rest) == 2 and rest[0] in ("containers", "initContainers", "ephemeralContainers")
                 and rest[1] in _CONTAINER_LISTS):
             return _CONTAINER_LISTS[rest[1]]
-    if len(path) == 2 and path[0] == "status":
-        return _STATUS_LISTS.get(kind, {}).get(path[1])
+    if len(path) == 2 and path[0] in ("spec", "status"):
+        lists = _SPEC_LISTS if path[0] == "spec" else _STATUS_LISTS
+        return lists.get(kind, {}).get(path[1])
     return None
 
 

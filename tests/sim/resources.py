@@ -6,11 +6,15 @@ subresources, the field labels it supports in field selectors, and hooks:
 `default(obj)`, `validate(obj, old)` returning field errors, and
 `prepare_create(obj)` / `prepare_update(new, old)` / `prepare_status_update(new, old)`
 which do what the upstream registry strategies do (reset status on create,
-bump metadata.generation, keep the spec on a status write).
+bump metadata.generation, keep the spec on a status write), and
+`allocate(obj, old, others)`, which takes what a write needs from cluster-wide
+pools (a Service's cluster IP and node ports) before the strategy runs.
 """
 
 import copy
+import ipaddress
 import json
+import random
 import re
 
 import selector as sel
@@ -47,6 +51,10 @@ class FieldErrors:
 
     def duplicate(self, field, value):
         self.items.append((field, "FieldValueDuplicate", "Duplicate value: %s" % go_value(value)))
+
+
+class InternalError(Exception):
+    """A failure kube-apiserver answers with 500 InternalError (a pool ran dry)."""
 
 
 class GoRepr:
@@ -236,6 +244,10 @@ SUBDOMAIN_DETAIL = ("a lowercase RFC 1123 subdomain must consist of lower case a
                     "characters, '-' or '.', and must start and end with an alphanumeric "
                     "character (e.g. 'example.com', regex used for validation is "
                     "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")
+LABEL_DETAIL = ("a lowercase RFC 1123 label must consist of lower case alphanumeric characters "
+                "or '-', and must start and end with an alphanumeric character (e.g. "
+                "'my-name',  or '123-abc', regex used for validation is "
+                "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
 
 
 def path_segment_errors(name):
@@ -244,6 +256,22 @@ def path_segment_errors(name):
     if name in (".", ".."):
         return ["may not be '%s'" % name]
     return ["may not contain '%s'" % c for c in ("/", "%") if c in name]
+
+
+def validate_labels(errs, labels, path):
+    """A label map (metadata.labels, a Service's selector): qualified-name keys
+    and label values, as ValidateLabels."""
+    if not isinstance(labels, dict):
+        errs.invalid(path, labels, "must be a map of strings")
+        return
+    for k, v in labels.items():
+        for e in sel.qualified_name_errors(k):
+            errs.invalid(path, k, e)
+        if not isinstance(v, str):
+            errs.invalid(path, v, "must be a string")
+            continue
+        for e in sel.label_value_errors(v):
+            errs.invalid(path, v, e)
 
 
 def validate_object_meta(errs, meta, namespaced, name_re=DNS1123_SUBDOMAIN, name_kind="subdomain",
@@ -260,26 +288,9 @@ def validate_object_meta(errs, meta, namespaced, name_re=DNS1123_SUBDOMAIN, name
             errs.invalid("metadata.name", name, msg)
     elif name:
         if not isinstance(name, str) or not name_re.match(name) or len(name) > 253:
-            if name_kind == "label":
-                detail = ("a lowercase RFC 1123 label must consist of lower case alphanumeric "
-                          "characters or '-', and must start and end with an alphanumeric "
-                          "character (e.g. 'my-name',  or '123-abc', regex used for validation "
-                          "is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
-            else:
-                detail = SUBDOMAIN_DETAIL
-            errs.invalid("metadata.name", name, detail)
-    labels = meta.get("labels") or {}
-    if not isinstance(labels, dict):
-        errs.invalid("metadata.labels", labels, "must be a map of strings")
-    else:
-        for k, v in labels.items():
-            for e in sel.qualified_name_errors(k):
-                errs.invalid("metadata.labels", k, e)
-            if not isinstance(v, str):
-                errs.invalid("metadata.labels", v, "must be a string")
-                continue
-            for e in sel.label_value_errors(v):
-                errs.invalid("metadata.labels", v, e)
+            errs.invalid("metadata.name", name,
+                         LABEL_DETAIL if name_kind == "label" else SUBDOMAIN_DETAIL)
+    validate_labels(errs, meta.get("labels") or {}, "metadata.labels")
     ann = meta.get("annotations") or {}
     if not isinstance(ann, dict):
         errs.invalid("metadata.annotations", ann, "must be a map of strings")
@@ -338,11 +349,7 @@ def validate_containers(errs, containers, path, required=True):
         if not name:
             errs.required(p + ".name")
         elif not isinstance(name, str) or not DNS1123_LABEL.match(name) or len(name) > 63:
-            errs.invalid(p + ".name", name,
-                         "a lowercase RFC 1123 label must consist of lower case alphanumeric "
-                         "characters or '-', and must start and end with an alphanumeric "
-                         "character (e.g. 'my-name',  or '123-abc', regex used for validation is "
-                         "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
+            errs.invalid(p + ".name", name, LABEL_DETAIL)
         elif name in names:
             errs.duplicate(p + ".name", name)
         names.add(name)
@@ -446,6 +453,7 @@ class Resource:
     field_labels = ()
     has_generation = False
     create_on_update = False
+    return_deleted = False  # a delete that removes the object answers with it, not a Status
     review = False  # created and answered, never stored (TokenReview, SubjectAccessReview)
 
     @property
@@ -488,6 +496,11 @@ class Resource:
 
     def validate_spec(self, errs, obj, old):
         pass
+
+    def allocate(self, obj, old, others):
+        """Take from cluster-wide pools on create and main-resource update;
+        others() lists the other stored objects. Returns field errors or None."""
+        return None
 
     def prepare_create(self, obj):
         if self.has_generation:
@@ -577,6 +590,7 @@ class Pods(Resource):
     plural, singular, kind = "pods", "pod", "Pod"
     short_names = ("po",)
     categories = ("all",)
+    return_deleted = True
     subresources = {"status": (None, None, "Pod", ("get", "patch", "update")),
                     "binding": (None, None, "Binding", ("create",))}
     field_labels = ("spec.nodeName", "spec.restartPolicy", "spec.schedulerName",
@@ -738,6 +752,526 @@ class ServiceAccounts(Resource):
     generic_field_labels = True
     # The TokenRequest API (satokens.py): create only, answered and not stored.
     subresources = {"token": ("authentication.k8s.io", "v1", "TokenRequest", ("create",))}
+
+
+# --- services -----------------------------------------------------------------------
+
+# The cluster's single-stack IPv4 service range (--service-cluster-ip-range, as
+# kubeadm sets it) and node port range (--service-node-port-range).
+SERVICE_CIDR = ipaddress.ip_network("10.96.0.0/12")
+KUBERNETES_SERVICE_IP = "10.96.0.1"  # the `kubernetes` Service's, which is not created here
+# Random allocations come from above the low bands that upstream's allocators
+# keep for requested values (the first 256 addresses, the first 86 ports).
+DYNAMIC_IPS = (int(SERVICE_CIDR.network_address) + 257, int(SERVICE_CIDR.broadcast_address) - 1)
+NODE_PORTS = (30000, 32767)
+DYNAMIC_NODE_PORT = 30086
+
+SERVICE_TYPES = ["ClusterIP", "ExternalName", "LoadBalancer", "NodePort"]
+DNS1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+PORT_NAME_CHARS = re.compile(r"^[-a-z0-9]+$")
+IP_DETAIL = "must be a valid IP address, (e.g. 10.9.8.7 or 2001:db8::ffff)"
+PORT_RANGE_DETAIL = "must be between 1 and 65535, inclusive"
+
+
+def dns1035_label_errors(name):
+    """IsDNS1035Label: what a Service's name must be."""
+    errs = ["must be no more than 63 characters"] if len(name) > 63 else []
+    if not DNS1035_LABEL.match(name):
+        errs.append("a DNS-1035 label must consist of lower case alphanumeric characters or "
+                    "'-', start with an alphabetic character, and end with an alphanumeric "
+                    "character (e.g. 'my-name',  or 'abc-123', regex used for validation is "
+                    "'[a-z]([-a-z0-9]*[a-z0-9])?')")
+    return errs
+
+
+def port_name_errors(name):
+    """IsValidPortName: an IANA service name, as a named targetPort."""
+    errs = ["must be no more than 15 characters"] if len(name) > 15 else []
+    if not PORT_NAME_CHARS.match(name):
+        errs.append("must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)")
+    elif not re.search("[a-z]", name):
+        errs.append("must contain at least one letter (a-z)")
+    if "--" in name:
+        errs.append("must not contain consecutive hyphens")
+    if name.startswith("-") or name.endswith("-"):
+        errs.append("must not begin or end with a hyphen")
+    return errs
+
+
+def _port_number(value):
+    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 65535
+
+
+def _ip(value):
+    try:
+        return ipaddress.ip_address(value) if isinstance(value, str) else None
+    except ValueError:
+        return None
+
+
+def _ports(spec):
+    ports = spec.get("ports")
+    return [p for p in ports if isinstance(p, dict)] if isinstance(ports, list) else []
+
+
+def _needs_cluster_ip(spec):
+    return spec.get("type") != "ExternalName"
+
+
+def _needs_node_ports(spec):
+    return spec.get("type") in ("NodePort", "LoadBalancer")
+
+
+def _needs_health_check_port(spec):
+    return spec.get("type") == "LoadBalancer" and spec.get("externalTrafficPolicy") == "Local"
+
+
+def _externally_accessible(spec):
+    return _needs_node_ports(spec) or spec.get("type") == "ClusterIP" and spec.get("externalIPs")
+
+
+def _headless(spec):
+    return spec.get("clusterIPs") == ["None"]
+
+
+def _port_node_ports(spec):
+    return {p["nodePort"] for p in _ports(spec) if p.get("nodePort")}
+
+
+def _node_ports(spec):
+    """The node ports a Service holds: its ports' and its health check's."""
+    return _port_node_ports(spec) | ({spec["healthCheckNodePort"]}
+                                     if spec.get("healthCheckNodePort") else set())
+
+
+def _go_service_port(protocol, port):
+    """The core.ServicePort key a duplicate port is reported with."""
+    return GoRepr('core.ServicePort{Name:"", Protocol:%s, AppProtocol:(*string)(nil), Port:%s, '
+                  'TargetPort:intstr.IntOrString{Type:0, IntVal:0, StrVal:""}, NodePort:0}'
+                  % (_go_str(protocol or ""), port if isinstance(port, int) else 0))
+
+
+def validate_cluster_ips(errs, spec):
+    """ValidateServiceClusterIPsRelatedFields: clusterIP and clusterIPs agree,
+    and hold valid addresses, at most one of each family."""
+    ip, ips = spec.get("clusterIP") or "", spec.get("clusterIPs") or []
+    if ip:
+        if not ips:
+            errs.required("spec.clusterIPs")
+        elif ips[0] != ip:
+            errs.invalid("spec.clusterIPs", go_strings(ips), "first value must match `clusterIP`")
+    elif ips:
+        errs.invalid("spec.clusterIPs", go_strings(ips),
+                     "must be empty when `clusterIP` is not specified")
+    seen = set()
+    for i, family in enumerate(spec.get("ipFamilies") or []):
+        if family not in ("IPv4", "IPv6"):
+            errs.not_supported("spec.ipFamilies[%d]" % i, family, ["IPv4", "IPv6"])
+        if family in seen:
+            errs.duplicate("spec.ipFamilies[%d]" % i, family)
+        seen.add(family)
+    policy = spec.get("ipFamilyPolicy")
+    if policy is not None and policy not in ("PreferDualStack", "RequireDualStack",
+                                             "SingleStack"):
+        errs.not_supported("spec.ipFamilyPolicy", policy,
+                           ["PreferDualStack", "RequireDualStack", "SingleStack"])
+    bad = False
+    for i, value in enumerate(ips):
+        if i == 0 and value == "None":
+            if len(ips) > 1:
+                bad = True
+                errs.invalid("spec.clusterIPs", go_strings(ips),
+                             "'None' must be the first and only value")
+        elif _ip(value) is None:
+            bad = True
+            errs.invalid("spec.clusterIPs[%d]" % i, value, IP_DETAIL)
+    if len(ips) > 2:
+        errs.invalid("spec.clusterIPs", go_strings(ips), "may only hold up to 2 values")
+    if bad or _headless(spec):
+        return
+    if len(ips) == 2 and _ip(ips[0]).version == _ip(ips[1]).version:
+        errs.invalid("spec.clusterIPs", go_strings(ips),
+                     "may specify no more than one IP for each IP family")
+    for i, (value, family) in enumerate(zip(ips, spec.get("ipFamilies") or [])):
+        version = _ip(value).version
+        if family in ("IPv4", "IPv6") and family != "IPv%d" % version:
+            errs.invalid("spec.clusterIPs[%d]" % i, value,
+                         "expected an %s value as indicated by `ipFamilies[%d]`" % (family, i))
+
+
+class Services(Resource):
+    plural, singular, kind = "services", "service", "Service"
+    short_names = ("svc",)
+    categories = ("all",)
+    subresources = {"status": (None, None, "Service", ("get", "patch", "update"))}
+    field_labels = ("spec.clusterIP", "spec.type")
+    create_on_update = True
+    return_deleted = True
+
+    def default(self, obj):
+        """SetDefaults_Service, with Go's omitempty for the fields it drops."""
+        spec = obj.setdefault("spec", {})
+        if not isinstance(spec, dict):
+            return
+        if not spec.get("type"):
+            spec["type"] = "ClusterIP"
+        if not spec.get("sessionAffinity"):
+            spec["sessionAffinity"] = "None"
+        if spec["sessionAffinity"] == "None":
+            spec.pop("sessionAffinityConfig", None)
+        elif spec["sessionAffinity"] == "ClientIP":
+            cfg = spec.get("sessionAffinityConfig")
+            client = cfg.get("clientIP") if isinstance(cfg, dict) else None
+            if not isinstance(client, dict) or client.get("timeoutSeconds") is None:
+                spec["sessionAffinityConfig"] = {"clientIP": {"timeoutSeconds": 10800}}
+        for p in _ports(spec):
+            if not p.get("protocol"):
+                p["protocol"] = "TCP"
+            if p.get("targetPort") in (None, 0, ""):
+                p["targetPort"] = p.get("port", 0)
+            _drop_empty(p, ("name",))
+            if p.get("nodePort") == 0:
+                del p["nodePort"]
+        stype = spec["type"]
+        if _externally_accessible(spec) and not spec.get("externalTrafficPolicy"):
+            spec["externalTrafficPolicy"] = "Cluster"
+        if spec.get("internalTrafficPolicy") is None and stype in ("ClusterIP", "NodePort",
+                                                                   "LoadBalancer"):
+            spec["internalTrafficPolicy"] = "Cluster"
+        if stype == "LoadBalancer" and spec.get("allocateLoadBalancerNodePorts") is None:
+            spec["allocateLoadBalancerNodePorts"] = True
+        if stype == "ExternalName":
+            # Read back without it, as upstream's read-time defaulting drops it.
+            spec.pop("internalTrafficPolicy", None)
+        _drop_empty(spec, ("clusterIP", "clusterIPs", "externalIPs", "externalName",
+                           "externalTrafficPolicy", "ipFamilies"))
+        if spec.get("healthCheckNodePort") == 0:
+            del spec["healthCheckNodePort"]
+
+    def allocate(self, obj, old, others):
+        """The registry's BeginCreate/BeginUpdate: carry over what was allocated
+        before when a client leaves it out, settle the IP families, then
+        allocate the cluster IP and node ports."""
+        spec = obj.get("spec")
+        errs = FieldErrors()
+        if not isinstance(spec, dict):
+            return errs
+        ospec = (old.get("spec") or {}) if old is not None else None
+        if ospec is not None:
+            if _needs_cluster_ip(ospec) and _needs_cluster_ip(spec):
+                for f in ("clusterIP", "clusterIPs"):
+                    if not spec.get(f) and ospec.get(f):
+                        spec[f] = copy.deepcopy(ospec[f])
+            if _needs_node_ports(ospec) and _needs_node_ports(spec):
+                kept = _port_node_ports(spec) & _port_node_ports(ospec)
+                by_name = {p.get("name", ""): p.get("nodePort") for p in _ports(ospec)}
+                for p in _ports(spec):
+                    np = by_name.get(p.get("name", ""))
+                    if not p.get("nodePort") and np and np not in kept:
+                        p["nodePort"] = np
+            if _needs_health_check_port(ospec) and _needs_health_check_port(spec) and \
+                    not spec.get("healthCheckNodePort"):
+                spec["healthCheckNodePort"] = ospec.get("healthCheckNodePort")
+            # A client that sent only the singular field changes both.
+            if spec.get("clusterIP") != ospec.get("clusterIP") and spec.get("clusterIP") and \
+                    spec.get("clusterIPs") == ospec.get("clusterIPs"):
+                spec["clusterIPs"] = [spec["clusterIP"]]
+        elif spec.get("clusterIP") and not spec.get("clusterIPs"):
+            spec["clusterIPs"] = [spec["clusterIP"]]
+        if not _needs_cluster_ip(spec):
+            return errs
+        self._init_families(errs, spec, ospec)
+        if errs:
+            return errs
+        taken = [o.get("spec") or {} for o in others()]
+        if not _headless(spec) and (ospec is None or not _needs_cluster_ip(ospec)):
+            self._allocate_cluster_ip(errs, spec, taken)
+        if _needs_node_ports(spec):
+            self._allocate_node_ports(errs, spec, taken)
+        return errs
+
+    @staticmethod
+    def _init_families(errs, spec, ospec):
+        """initIPFamilyFields on a single-stack IPv4 cluster."""
+        if spec.get("ipFamilyPolicy") is None:
+            if ospec and ospec.get("ipFamilyPolicy"):
+                spec["ipFamilyPolicy"] = ospec["ipFamilyPolicy"]
+            elif spec.get("clusterIP") == "None" and not spec.get("selector"):
+                spec["ipFamilyPolicy"] = "RequireDualStack"
+            else:
+                spec["ipFamilyPolicy"] = "SingleStack"
+        validate_cluster_ips(errs, spec)
+        if errs:
+            return
+        families = spec.setdefault("ipFamilies", [])
+        ips = spec.get("clusterIPs") or []
+        for i, value in enumerate(ips):
+            if value == "None":
+                break
+            if i >= len(families):
+                if _ip(value).version == 6:
+                    errs.invalid("spec.clusterIPs[%d]" % i, go_strings(ips),
+                                 "IPv6 is not configured on this cluster")
+                else:
+                    families.append("IPv4")
+        if errs:
+            return
+        if spec.get("clusterIP") == "None" and not spec.get("selector"):
+            # Headless without a selector: its endpoints may be of either family.
+            if not families:
+                families.append("IPv4")
+            if len(families) < 2 and spec["ipFamilyPolicy"] != "SingleStack":
+                families.append("IPv6" if families[0] == "IPv4" else "IPv4")
+            return
+        if spec["ipFamilyPolicy"] == "RequireDualStack":
+            errs.invalid("spec.ipFamilyPolicy", spec["ipFamilyPolicy"],
+                         "this cluster is not configured for dual-stack services")
+        for i, family in enumerate(families):
+            if family != "IPv4":
+                errs.invalid("spec.ipFamilies[%d]" % i, family, "not configured on this cluster")
+        if not families:
+            families.append("IPv4")
+
+    @staticmethod
+    def _allocate_cluster_ip(errs, spec, taken):
+        used = {KUBERNETES_SERVICE_IP}
+        for other in taken:
+            used.update(other.get("clusterIPs") or [])
+        ips = spec.get("clusterIPs")
+        if not ips:
+            # The range holds about a million addresses: a free one turns up.
+            while True:
+                ip = str(ipaddress.ip_address(random.randint(*DYNAMIC_IPS)))
+                if ip not in used:
+                    break
+            spec["clusterIP"], spec["clusterIPs"] = ip, [ip]
+            return
+        addr = _ip(ips[0])
+        if addr not in SERVICE_CIDR or addr in (SERVICE_CIDR.network_address,
+                                                SERVICE_CIDR.broadcast_address):
+            why = ("the provided IP (%s) is not in the valid range. The range of valid IPs is %s"
+                   % (ips[0], SERVICE_CIDR))
+        elif str(addr) in used:
+            why = "provided IP is already allocated"
+        else:
+            return
+        errs.invalid("spec.clusterIPs", go_strings(ips),
+                     "failed to allocate IP %s: %s" % (ips[0], why))
+
+    @staticmethod
+    def _allocate_node_ports(errs, spec, taken):
+        used = set().union(*(_node_ports(o) for o in taken))
+        by_port = {}  # service port -> node port: a port's protocols share one
+
+        def reserve(value, path, port):
+            if not isinstance(value, int) or not NODE_PORTS[0] <= value <= NODE_PORTS[1]:
+                why = ("provided port is not in the valid range. The range of valid ports is "
+                       "%d-%d" % NODE_PORTS)
+            elif value in used and by_port.get(port) != value:
+                why = "provided port is already allocated"
+            else:
+                used.add(value)
+                by_port.setdefault(port, value)
+                return
+            errs.invalid(path, value, why)
+
+        def take():
+            free = [n for n in range(DYNAMIC_NODE_PORT, NODE_PORTS[1] + 1) if n not in used] or \
+                [n for n in range(NODE_PORTS[0], DYNAMIC_NODE_PORT) if n not in used]
+            if not free:
+                raise InternalError("failed to allocate a nodePort: range is full")
+            n = random.choice(free)
+            used.add(n)
+            return n
+
+        ports = _ports(spec)
+        allocate = spec["type"] == "NodePort" or spec.get("allocateLoadBalancerNodePorts") is True
+        for i, p in enumerate(ports):
+            if p.get("nodePort"):
+                reserve(p["nodePort"], "spec.ports[%d].nodePort" % i, p.get("port"))
+        for p in ports:
+            if not p.get("nodePort") and allocate:
+                p["nodePort"] = by_port.get(p.get("port")) or take()
+                by_port.setdefault(p.get("port"), p["nodePort"])
+        if not _needs_health_check_port(spec):
+            return
+        hc = spec.get("healthCheckNodePort")
+        if not hc:
+            spec["healthCheckNodePort"] = take()
+        elif hc in used:
+            raise InternalError("failed to allocate requested HealthCheck NodePort %s: provided "
+                                "port is already allocated" % hc)
+
+    def prepare_create(self, obj):
+        obj["status"] = {"loadBalancer": {}}
+
+    def prepare_update(self, new, old):
+        super().prepare_update(new, old)
+        spec, ospec = new.get("spec"), old.get("spec") or {}
+        if not isinstance(spec, dict):
+            return
+        # dropTypeDependentFields: what the old type needed and the client
+        # left as it was goes with a change of type.
+        if _needs_cluster_ip(ospec) and not _needs_cluster_ip(spec):
+            for f in ("clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"):
+                if spec.get(f) == ospec.get(f):
+                    spec.pop(f, None)
+        if _needs_node_ports(ospec) and not _needs_node_ports(spec) and \
+                _port_node_ports(spec) <= _port_node_ports(ospec):
+            for p in _ports(spec):
+                p.pop("nodePort", None)
+        if _needs_health_check_port(ospec) and not _needs_health_check_port(spec) and \
+                spec.get("healthCheckNodePort") == ospec.get("healthCheckNodePort"):
+            spec.pop("healthCheckNodePort", None)
+        if ospec.get("type") == "LoadBalancer" and spec.get("type") != "LoadBalancer" and \
+                spec.get("allocateLoadBalancerNodePorts") == \
+                ospec.get("allocateLoadBalancerNodePorts"):
+            spec.pop("allocateLoadBalancerNodePorts", None)
+        if _needs_node_ports(ospec) and not _needs_node_ports(spec) and \
+                spec.get("externalTrafficPolicy") == ospec.get("externalTrafficPolicy"):
+            spec.pop("externalTrafficPolicy", None)
+        if spec.get("type") != "LoadBalancer" and isinstance(new.get("status"), dict):
+            new["status"]["loadBalancer"] = {}
+
+    def validate(self, obj, old):
+        errs = FieldErrors()
+        validate_object_meta(errs, obj.get("metadata"), True, name_errors=dns1035_label_errors)
+        spec = obj.get("spec")
+        if not isinstance(spec, dict):
+            errs.required("spec")
+            return errs
+        stype = spec.get("type")
+        ospec = (old.get("spec") or {}) if old is not None else None
+        if ospec is not None and _needs_cluster_ip(spec) and _needs_cluster_ip(ospec) and \
+                not (_headless(spec) and _headless(ospec)):
+            # validateUpgradeDowngradeClusterIPs, single-stack: the primary stays.
+            ips, old_ips = spec.get("clusterIPs") or [], ospec.get("clusterIPs") or []
+            for i, ip in enumerate(old_ips if len(ips) == len(old_ips) else old_ips[:1]):
+                if ips[i:i + 1] != [ip]:
+                    errs.invalid("spec.clusterIPs[%d]" % i, go_strings(ips),
+                                 "may not change once set")
+        ports = spec.get("ports")
+        if ports is not None and not isinstance(ports, list):
+            errs.invalid("spec.ports", ports, "must be a list")
+            ports = []
+        ports = ports or []
+        if not ports and not _headless(spec) and stype != "ExternalName":
+            errs.required("spec.ports")
+        if stype in ("LoadBalancer", "NodePort") and _headless(spec):
+            errs.invalid("spec.clusterIPs[0]", "None",
+                         "may not be set to 'None' for %s services" % stype)
+        elif stype == "ExternalName":
+            for f in ("clusterIPs", "ipFamilies", "ipFamilyPolicy"):
+                if spec.get(f):
+                    errs.forbidden("spec." + f, "may not be set for ExternalName services")
+            cname = spec.get("externalName") or ""
+            cname = cname[:-1] if cname.endswith(".") else cname
+            if not cname:
+                errs.required("spec.externalName")
+            elif len(cname) > 253:
+                errs.invalid("spec.externalName", cname, "must be no more than 253 characters")
+            elif not DNS1123_SUBDOMAIN.match(cname):
+                errs.invalid("spec.externalName", cname, SUBDOMAIN_DETAIL)
+        names = set()
+        for i, p in enumerate(ports):
+            self._validate_port(errs, p, len(ports) > 1, names, "spec.ports[%d]" % i)
+        if spec.get("selector") is not None:
+            validate_labels(errs, spec["selector"], "spec.selector")
+        affinity = spec.get("sessionAffinity")
+        if not affinity:
+            errs.required("spec.sessionAffinity")
+        elif affinity not in ("ClientIP", "None"):
+            errs.not_supported("spec.sessionAffinity", affinity, ["ClientIP", "None"])
+        elif affinity == "ClientIP":
+            timeout = spec["sessionAffinityConfig"]["clientIP"]["timeoutSeconds"]
+            if not isinstance(timeout, int) or not 0 < timeout <= 86400:
+                errs.invalid("spec.sessionAffinityConfig.clientIP.timeoutSeconds", timeout,
+                             "must be greater than 0 and less than 86400")
+        if stype != "ExternalName":
+            validate_cluster_ips(errs, spec)
+        for i, ip in enumerate(spec.get("externalIPs") or []):
+            if _ip(ip) is None:
+                errs.invalid("spec.externalIPs[%d]" % i, ip, IP_DETAIL)
+        if not stype:
+            errs.required("spec.type")
+        elif stype not in SERVICE_TYPES:
+            errs.not_supported("spec.type", stype, SERVICE_TYPES)
+        seen_node_ports, seen_ports = set(), set()
+        for i, p in enumerate(ports):
+            if not isinstance(p, dict):
+                continue
+            path = "spec.ports[%d]" % i
+            if p.get("nodePort"):
+                if stype == "ClusterIP":
+                    errs.forbidden(path + ".nodePort", "may not be used when `type` is 'ClusterIP'")
+                if (p.get("protocol"), p["nodePort"]) in seen_node_ports:
+                    errs.duplicate(path + ".nodePort", p["nodePort"])
+                seen_node_ports.add((p.get("protocol"), p["nodePort"]))
+            if (p.get("protocol"), p.get("port")) in seen_ports:
+                errs.duplicate(path, _go_service_port(p.get("protocol"), p.get("port")))
+            seen_ports.add((p.get("protocol"), p.get("port")))
+        if spec.get("allocateLoadBalancerNodePorts") is not None and stype != "LoadBalancer":
+            errs.forbidden("spec.allocateLoadBalancerNodePorts",
+                           "may only be used when `type` is 'LoadBalancer'")
+        self._validate_traffic_policies(errs, spec)
+        return errs
+
+    @staticmethod
+    def _validate_port(errs, p, require_name, names, path):
+        if not isinstance(p, dict):
+            errs.invalid(path, p, "must be an object")
+            return
+        name = p.get("name") or ""
+        if require_name and not name:
+            errs.required(path + ".name")
+        elif name:
+            if len(name) > 63:
+                errs.invalid(path + ".name", name, "must be no more than 63 characters")
+            if not DNS1123_LABEL.match(name):
+                errs.invalid(path + ".name", name, LABEL_DETAIL)
+            if name in names:
+                errs.duplicate(path + ".name", name)
+            names.add(name)
+        if not _port_number(p.get("port")):
+            errs.invalid(path + ".port", p.get("port"), PORT_RANGE_DETAIL)
+        proto = p.get("protocol")
+        if not proto:
+            errs.required(path + ".protocol")
+        elif proto not in ("TCP", "UDP", "SCTP"):
+            errs.not_supported(path + ".protocol", proto, ["SCTP", "TCP", "UDP"])
+        target = p.get("targetPort")
+        if isinstance(target, str):
+            for msg in port_name_errors(target):
+                errs.invalid(path + ".targetPort", target, msg)
+        elif not _port_number(target):
+            errs.invalid(path + ".targetPort", target, PORT_RANGE_DETAIL)
+        if isinstance(p.get("appProtocol"), str):
+            for msg in sel.qualified_name_errors(p["appProtocol"]):
+                errs.invalid(path + ".appProtocol", p["appProtocol"], msg)
+
+    @staticmethod
+    def _validate_traffic_policies(errs, spec):
+        external = spec.get("externalTrafficPolicy")
+        if not _externally_accessible(spec):
+            if external:
+                errs.invalid("spec.externalTrafficPolicy", external,
+                             "may only be set for externally-accessible services")
+        elif not external:
+            errs.required("spec.externalTrafficPolicy")
+        elif external not in ("Cluster", "Local"):
+            errs.not_supported("spec.externalTrafficPolicy", external, ["Cluster", "Local"])
+        hc = spec.get("healthCheckNodePort")
+        if not _needs_health_check_port(spec):
+            if hc:
+                errs.invalid("spec.healthCheckNodePort", hc, "may only be set when `type` is "
+                             "'LoadBalancer' and `externalTrafficPolicy` is 'Local'")
+        elif not hc:
+            errs.required("spec.healthCheckNodePort")
+        internal = spec.get("internalTrafficPolicy")
+        if internal is None and spec.get("type") in ("ClusterIP", "NodePort", "LoadBalancer"):
+            errs.required("spec.internalTrafficPolicy")
+        elif internal is not None and internal not in ("Cluster", "Local"):
+            errs.not_supported("spec.internalTrafficPolicy", internal, ["Cluster", "Local"])
 
 
 class _AppsWorkload(Resource):
@@ -1097,9 +1631,9 @@ class SubjectAccessReviews(_Review):
                               "SubjectAccessReview")
 
 
-ALL = [Namespaces(), Nodes(), Pods(), Events(), Leases(), ServiceAccounts(), Deployments(),
-       ReplicaSets(), ClusterRoles(), ClusterRoleBindings(), Roles(), RoleBindings(),
-       TokenReviews(), SubjectAccessReviews()]
+ALL = [Namespaces(), Nodes(), Pods(), Events(), Leases(), ServiceAccounts(), Services(),
+       Deployments(), ReplicaSets(), ClusterRoles(), ClusterRoleBindings(), Roles(),
+       RoleBindings(), TokenReviews(), SubjectAccessReviews()]
 BY_PATH = {(r.group, r.version, r.plural): r for r in ALL}
 BY_KIND = {(r.api_version, r.kind): r for r in ALL}
 BY_PLURAL = {r.plural: r for r in ALL}

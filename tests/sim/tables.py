@@ -184,6 +184,87 @@ POD_COLUMNS = [
 ]
 
 
+def _service_external_ip(spec, status):
+    """getServiceExternalIP, with the load balancer's addresses unclipped (the
+    server prints wide)."""
+    stype = spec.get("type")
+    external = spec.get("externalIPs") or []
+    if stype in ("ClusterIP", "NodePort"):
+        return ",".join(external) or "<none>"
+    if stype == "LoadBalancer":
+        ingress = (status.get("loadBalancer") or {}).get("ingress") or []
+        lb = sorted({i.get("ip") or i.get("hostname") for i in ingress
+                     if isinstance(i, dict) and (i.get("ip") or i.get("hostname"))})
+        return ",".join(lb + external) or "<pending>"
+    if stype == "ExternalName":
+        return spec.get("externalName", "")
+    return "<unknown>"
+
+
+def service_row(o):
+    spec, status = o.get("spec") or {}, o.get("status") or {}
+    ports = ",".join(
+        ("%s:%s/%s" % (p.get("port"), p["nodePort"], p.get("protocol", "")) if p.get("nodePort")
+         else "%s/%s" % (p.get("port"), p.get("protocol", "")))
+        for p in spec.get("ports") or [])
+    selector = spec.get("selector") or {}
+    return [o["metadata"]["name"], spec.get("type", ""), (spec.get("clusterIPs") or ["<none>"])[0],
+            _service_external_ip(spec, status), ports or "<none>",
+            age(o["metadata"].get("creationTimestamp")),
+            ",".join("%s=%s" % kv for kv in sorted(selector.items())) or "<none>"]
+
+
+# The descriptions are ServiceSpec's field documentation, as upstream's.
+SERVICE_COLUMNS = [
+    NAME,
+    _col("Type", "string",
+         "type determines how the Service is exposed. Defaults to ClusterIP. Valid options are "
+         "ExternalName, ClusterIP, NodePort, and LoadBalancer. \"ClusterIP\" allocates a "
+         "cluster-internal IP address for load-balancing to endpoints. Endpoints are determined "
+         "by the selector or if that is not specified, by manual construction of an Endpoints "
+         "object or EndpointSlice objects. If clusterIP is \"None\", no virtual IP is allocated "
+         "and the endpoints are published as a set of endpoints rather than a virtual IP. "
+         "\"NodePort\" builds on ClusterIP and allocates a port on every node which routes to "
+         "the same endpoints as the clusterIP. \"LoadBalancer\" builds on NodePort and creates "
+         "an external load-balancer (if supported in the current cloud) which routes to the "
+         "same endpoints as the clusterIP. \"ExternalName\" aliases this service to the "
+         "specified externalName. Several other fields do not apply to ExternalName services. "
+         "More info: https://kubernetes.io/docs/concepts/services-networking/service/"
+         "#publishing-services-service-types"),
+    _col("Cluster-IP", "string",
+         "clusterIP is the IP address of the service and is usually assigned randomly. If an "
+         "address is specified manually, is in-range (as per system configuration), and is not "
+         "in use, it will be allocated to the service; otherwise creation of the service will "
+         "fail. This field may not be changed through updates unless the type field is also "
+         "being changed to ExternalName (which requires this field to be blank) or the type "
+         "field is being changed from ExternalName (in which case this field may optionally be "
+         "specified, as describe above).  Valid values are \"None\", empty string (\"\"), or a "
+         "valid IP address. Setting this to \"None\" makes a \"headless service\" (no virtual "
+         "IP), which is useful when direct endpoint connections are preferred and proxying is "
+         "not required.  Only applies to types ClusterIP, NodePort, and LoadBalancer. If this "
+         "field is specified when creating a Service of type ExternalName, creation will fail. "
+         "This field will be wiped when updating a Service to type ExternalName. More info: "
+         "https://kubernetes.io/docs/concepts/services-networking/service/"
+         "#virtual-ips-and-service-proxies"),
+    _col("External-IP", "string",
+         "externalIPs is a list of IP addresses for which nodes in the cluster will also accept "
+         "traffic for this service.  These IPs are not managed by Kubernetes.  The user is "
+         "responsible for ensuring that traffic arrives at a node with this IP.  A common "
+         "example is external load-balancers that are not part of the Kubernetes system."),
+    _col("Port(s)", "string",
+         "The list of ports that are exposed by this service. More info: "
+         "https://kubernetes.io/docs/concepts/services-networking/service/"
+         "#virtual-ips-and-service-proxies"),
+    AGE,
+    _col("Selector", "string",
+         "Route service traffic to pods with label keys and values matching this selector. If "
+         "empty or not present, the service is assumed to have an external process managing "
+         "its endpoints, which Kubernetes will not modify. Only applies to types ClusterIP, "
+         "NodePort, and LoadBalancer. Ignored if type is ExternalName. More info: "
+         "https://kubernetes.io/docs/concepts/services-networking/service/", 1),
+]
+
+
 def namespace_row(o):
     return [o["metadata"]["name"], (o.get("status") or {}).get("phase", ""),
             age(o["metadata"].get("creationTimestamp"))]
@@ -295,6 +376,7 @@ PRINTERS = {
     "deployments": (DEPLOYMENT_COLUMNS, deployment_row),
     "replicasets": (REPLICASET_COLUMNS, replicaset_row),
     "pods": (POD_COLUMNS, pod_row),
+    "services": (SERVICE_COLUMNS, service_row),
     "namespaces": (NAMESPACE_COLUMNS, namespace_row),
     "nodes": (NODE_COLUMNS, node_row),
     "events": (EVENT_COLUMNS, event_row),

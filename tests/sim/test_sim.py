@@ -6,6 +6,7 @@ own namespace.
 """
 
 import http.client
+import ipaddress
 import itertools
 import json
 import os
@@ -19,6 +20,7 @@ from simclient import Client, SimProcess, wait_for
 APPS = "/apis/apps/v1/namespaces/%s/deployments"
 RS = "/apis/apps/v1/namespaces/%s/replicasets"
 PODS = "/api/v1/namespaces/%s/pods"
+SVCS = "/api/v1/namespaces/%s/services"
 
 _ns_counter = itertools.count(1)
 
@@ -42,6 +44,13 @@ def pod(name, labels=None, image="nginx:1.7.9", **meta):
          "spec": {"containers": [{"name": "c", "image": image}]}}
     p["metadata"].update(meta)
     return p
+
+
+def service(name, ports=None, **spec):
+    s = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
+         "spec": {"selector": {"app": name}, "ports": [{"port": 80}] if ports is None else ports}}
+    s["spec"].update(spec)
+    return s
 
 
 # With KCM_SIM_COMPARE_KUBECONFIG set, the Basics tests run against that
@@ -1068,6 +1077,195 @@ class FakeKubelet(SimTestCase):
         self.assertIn("deletionTimestamp", p["metadata"])
         self.c.patch(PODS % self.ns + "/a", {"metadata": {"finalizers": None}})
         wait_for(lambda: self.c.get(PODS % self.ns + "/a").status == 404, what="pod gone")
+
+
+@unittest.skipIf(COMPARE, "needs the local API server")
+class Services(SimTestCase):
+    """core/v1 Services: defaults, cluster IPs and node ports from the cluster's
+    ranges, validation, patches and the table `kubectl get svc` prints."""
+
+    def invalid(self, r):
+        return self.assertStatus(r, 422, "Invalid")["message"]
+
+    def test_create_sets_defaults_and_allocates(self):
+        s = self.create(SVCS, service("web", [{"name": "http", "port": 80},
+                                              {"name": "dns", "port": 53, "protocol": "UDP",
+                                               "targetPort": "dns"}]))
+        spec = s["spec"]
+        ip = spec["clusterIP"]
+        self.assertIn(ipaddress.ip_address(ip), ipaddress.ip_network("10.96.0.0/12"))
+        self.assertNotEqual(ip, "10.96.0.1")  # the `kubernetes` Service's
+        self.assertEqual(spec["clusterIPs"], [ip])
+        self.assertEqual(spec["ports"], [
+            {"name": "http", "port": 80, "protocol": "TCP", "targetPort": 80},
+            {"name": "dns", "port": 53, "protocol": "UDP", "targetPort": "dns"}])
+        for key, value in (("type", "ClusterIP"), ("sessionAffinity", "None"),
+                           ("ipFamilies", ["IPv4"]), ("ipFamilyPolicy", "SingleStack"),
+                           ("internalTrafficPolicy", "Cluster")):
+            self.assertEqual(spec[key], value, key)
+        self.assertNotIn("externalTrafficPolicy", spec)
+        self.assertEqual(s["status"], {"loadBalancer": {}})
+        np = self.create(SVCS, service("np", type="NodePort"))["spec"]
+        self.assertTrue(30000 <= np["ports"][0]["nodePort"] <= 32767)
+        self.assertEqual(np["externalTrafficPolicy"], "Cluster")
+        lb = self.create(SVCS, service("lb", type="LoadBalancer"))["spec"]
+        self.assertEqual(lb["allocateLoadBalancerNodePorts"], True)
+        self.assertIn("nodePort", lb["ports"][0])
+        affinity = self.create(SVCS, service("sticky", sessionAffinity="ClientIP"))["spec"]
+        self.assertEqual(affinity["sessionAffinityConfig"], {"clientIP": {"timeoutSeconds": 10800}})
+        # Headless: no address; without a selector, either family.
+        headless = self.create(SVCS, service("hl", [], clusterIP="None"))["spec"]
+        self.assertEqual((headless["clusterIPs"], headless["ipFamilies"],
+                          headless["ipFamilyPolicy"]), (["None"], ["IPv4"], "SingleStack"))
+        bare = service("bare", [], clusterIP="None")
+        del bare["spec"]["selector"]
+        bare = self.create(SVCS, bare)["spec"]
+        self.assertEqual((bare["ipFamilies"], bare["ipFamilyPolicy"]),
+                         (["IPv4", "IPv6"], "RequireDualStack"))
+        ext = self.create(SVCS, service("ext", [], type="ExternalName",
+                                        externalName="db.example.com"))["spec"]
+        for key in ("clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy",
+                    "internalTrafficPolicy"):
+            self.assertNotIn(key, ext)
+        res = {r["name"]: r for r in self.c.get("/api/v1").json()["resources"]}
+        self.assertEqual((res["services"]["kind"], res["services"]["shortNames"],
+                          res["services"]["categories"]), ("Service", ["svc"], ["all"]))
+        self.assertEqual(sorted(res["services"]["verbs"]),
+                         ["create", "delete", "deletecollection", "get", "list", "patch",
+                          "update", "watch"])
+        self.assertEqual(res["services/status"]["verbs"], ["get", "patch", "update"])
+
+    def test_cluster_ips_are_unique_and_immutable(self):
+        ips = [self.create(SVCS, service("s%d" % i))["spec"]["clusterIP"] for i in range(20)]
+        self.assertEqual(len(set(ips)), 20)
+        msg = self.invalid(self.c.post(SVCS % self.ns, service("dup", clusterIP=ips[0])))
+        self.assertEqual(msg, 'Service "dup" is invalid: spec.clusterIPs: Invalid value: '
+                              '[]string{"%s"}: failed to allocate IP %s: provided IP is already '
+                              'allocated' % (ips[0], ips[0]))
+        msg = self.invalid(self.c.post(SVCS % self.ns, service("k", clusterIP="10.96.0.1")))
+        self.assertIn("failed to allocate IP 10.96.0.1: provided IP is already allocated", msg)
+        msg = self.invalid(self.c.post(SVCS % self.ns, service("far", clusterIP="1.2.3.4")))
+        self.assertIn("failed to allocate IP 1.2.3.4: the provided IP (1.2.3.4) is not in the "
+                      "valid range. The range of valid IPs is 10.96.0.0/12", msg)
+        # A requested address, then an update that leaves it out keeps it.
+        s = self.create(SVCS, service("fixed", clusterIP="10.96.0.10"))
+        self.assertEqual(s["spec"]["clusterIPs"], ["10.96.0.10"])
+        r = self.c.put(SVCS % self.ns + "/fixed", service("fixed", [{"port": 81}]))
+        self.assertEqual(r.status, 200, r.body)
+        self.assertEqual((r.json()["spec"]["clusterIP"], r.json()["spec"]["ports"][0]["port"]),
+                         ("10.96.0.10", 81))
+        r = self.c.patch(SVCS % self.ns + "/fixed", {"spec": {"clusterIP": "10.96.0.11"}})
+        self.assertEqual(self.invalid(r), 'Service "fixed" is invalid: spec.clusterIPs[0]: '
+                                          'Invalid value: []string{"10.96.0.11"}: may not change '
+                                          'once set')
+        # The deleted Service comes back in the answer; its address is free again.
+        r = self.c.delete(SVCS % self.ns + "/fixed")
+        self.assertEqual((r.status, r.json()["kind"]), (200, "Service"))
+        self.create(SVCS, service("again", clusterIP="10.96.0.10"))
+
+    def test_node_ports_are_unique_and_go_with_the_type(self):
+        np = self.create(SVCS, service("np", type="NodePort"))["spec"]["ports"][0]["nodePort"]
+        r = self.c.post(SVCS % self.ns, service("dup", [{"port": 80, "nodePort": np}],
+                                                type="NodePort"))
+        self.assertEqual(self.invalid(r), 'Service "dup" is invalid: spec.ports[0].nodePort: '
+                                          'Invalid value: %d: provided port is already '
+                                          'allocated' % np)
+        r = self.c.post(SVCS % self.ns, service("low", [{"port": 80, "nodePort": 80}],
+                                                type="NodePort"))
+        self.assertIn("spec.ports[0].nodePort: Invalid value: 80: provided port is not in the "
+                      "valid range. The range of valid ports is 30000-32767", self.invalid(r))
+        # Back to ClusterIP: the node port and the external policy go.
+        r = self.c.patch(SVCS % self.ns + "/np", {"spec": {"type": "ClusterIP"}},
+                         ptype="strategic")
+        self.assertEqual(r.status, 200, r.body)
+        self.assertNotIn("nodePort", r.json()["spec"]["ports"][0])
+        self.assertNotIn("externalTrafficPolicy", r.json()["spec"])
+        self.create(SVCS, service("reuse", [{"port": 80, "nodePort": np}], type="NodePort"))
+        got = self.c.get(SVCS % self.ns + "?fieldSelector=spec.type%3DNodePort").json()
+        self.assertEqual([i["metadata"]["name"] for i in got["items"]], ["reuse"])
+
+    def test_invalid_services_get_422(self):
+        def message(body):
+            return self.invalid(self.c.post(SVCS % self.ns, body))
+        self.assertEqual(message(service("a", [])), 'Service "a" is invalid: spec.ports: '
+                                                    'Required value')
+        self.assertEqual(message(service("b", [{"port": 0, "targetPort": 80, "protocol": "FOO"}])),
+                         'Service "b" is invalid: [spec.ports[0].port: Invalid value: 0: must be '
+                         'between 1 and 65535, inclusive, spec.ports[0].protocol: Unsupported '
+                         'value: "FOO": supported values: "SCTP", "TCP", "UDP"]')
+        self.assertEqual(message(service("c", [{"port": 80}, {"port": 81}])),
+                         'Service "c" is invalid: [spec.ports[0].name: Required value, '
+                         'spec.ports[1].name: Required value]')
+        self.assertEqual(message(service("d", [{"name": "x", "port": 80},
+                                               {"name": "x", "port": 81}])),
+                         'Service "d" is invalid: spec.ports[1].name: Duplicate value: "x"')
+        self.assertEqual(message(service("e", type="Weird")),
+                         'Service "e" is invalid: spec.type: Unsupported value: "Weird": '
+                         'supported values: "ClusterIP", "ExternalName", "LoadBalancer", '
+                         '"NodePort"')
+        body = service("f", selector={"app": "-bad-"})
+        self.assertIn('spec.selector: Invalid value: "-bad-": a valid label must be an empty '
+                      'string', message(body))
+        self.assertIn('metadata.name: Invalid value: "1web": a DNS-1035 label must consist of '
+                      'lower case alphanumeric characters', message(service("1web")))
+        body = self.assertStatus(self.c.post(SVCS % self.ns, service("g", [])), 422, "Invalid")
+        self.assertEqual((body["details"]["kind"], body["details"]["causes"]),
+                         ("Service", [{"reason": "FieldValueRequired",
+                                       "message": "Required value", "field": "spec.ports"}]))
+        self.create(SVCS, service("ok"))
+        r = self.c.patch(SVCS % self.ns + "/ok", {"spec": {"ports": [{"port": 70000}]}})
+        self.assertIn("spec.ports[0].port: Invalid value: 70000", self.invalid(r))
+
+    def test_patches_and_the_status_subresource(self):
+        self.create(SVCS, service("web", [{"name": "http", "port": 80},
+                                          {"name": "metrics", "port": 9090}], type="LoadBalancer"))
+        path = SVCS % self.ns + "/web"
+        r = self.c.patch(path, {"spec": {"selector": {"version": "green"}}}, ptype="strategic")
+        self.assertEqual(r.status, 200, r.body)
+        self.assertEqual(r.json()["spec"]["selector"], {"app": "web", "version": "green"})
+        r = self.c.patch(path, {"spec": {"selector": {"app": None}}})  # JSON merge patch
+        self.assertEqual(r.json()["spec"]["selector"], {"version": "green"})
+        # Ports merge by port number; the node ports stay.
+        before = self.c.get(path).json()["spec"]["ports"]
+        r = self.c.patch(path, {"spec": {"ports": [{"port": 9090, "targetPort": 9100}]}},
+                         ptype="strategic")
+        ports = r.json()["spec"]["ports"]
+        self.assertEqual([(p["name"], p["targetPort"], p["nodePort"]) for p in ports],
+                         [("http", 80, before[0]["nodePort"]),
+                          ("metrics", 9100, before[1]["nodePort"])])
+        # The status subresource keeps the spec; the main resource keeps the status.
+        r = self.c.patch(path + "/status", {"spec": {"selector": {"x": "y"}}, "status": {
+            "loadBalancer": {"ingress": [{"ip": "192.0.2.10"}]}}}, ptype="strategic")
+        self.assertEqual(r.status, 200, r.body)
+        self.assertEqual(r.json()["spec"]["selector"], {"version": "green"})
+        r = self.c.patch(path, {"spec": {"selector": {"x": "y"}}, "status": {"loadBalancer": {}}})
+        self.assertEqual(r.json()["status"], {"loadBalancer": {"ingress": [{"ip": "192.0.2.10"}]}})
+        self.assertEqual(r.json()["spec"]["selector"], {"version": "green", "x": "y"})
+
+    def test_table(self):
+        accept = {"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"}
+        web = self.create(SVCS, service("web"))["spec"]
+        np = self.create(SVCS, service("np", type="NodePort"))["spec"]
+        self.create(SVCS, service("lb", type="LoadBalancer", externalIPs=["192.0.2.1"]))
+        self.create(SVCS, service("ext", [], type="ExternalName", externalName="example.com"))
+        t = self.c.get(SVCS % self.ns, headers=accept).json()
+        self.assertEqual([(c["name"], c["priority"]) for c in t["columnDefinitions"]],
+                         [("Name", 0), ("Type", 0), ("Cluster-IP", 0), ("External-IP", 0),
+                          ("Port(s)", 0), ("Age", 0), ("Selector", 1)])
+        self.assertTrue(t["columnDefinitions"][2]["description"].startswith(
+            "clusterIP is the IP address of the service"))
+        rows = {r["cells"][0]: r["cells"][:5] + r["cells"][6:] for r in t["rows"]}
+        self.assertEqual(rows["web"], ["web", "ClusterIP", web["clusterIP"], "<none>", "80/TCP",
+                                       "app=web"])
+        self.assertEqual(rows["np"], ["np", "NodePort", np["clusterIP"], "<none>",
+                                      "80:%d/TCP" % np["ports"][0]["nodePort"], "app=np"])
+        self.assertEqual(rows["lb"][3], "192.0.2.1")
+        self.assertEqual(rows["ext"][2:5], ["<none>", "example.com", "<none>"])
+        r = self.c.patch(SVCS % self.ns + "/lb/status", {"status": {"loadBalancer": {
+            "ingress": [{"ip": "192.0.2.9"}]}}})
+        self.assertEqual(r.status, 200, r.body)
+        t = self.c.get(SVCS % self.ns + "/lb", headers=accept).json()
+        self.assertEqual(t["rows"][0]["cells"][3], "192.0.2.9,192.0.2.1")
 
 
 RBAC_GROUP = "rbac.authorization.k8s.io"
