@@ -5,8 +5,12 @@ KCM_E2E_KUBECONFIG names its kubeconfig.
 
     python3 tests/e2e/run.py --kcm build/kcm [-k substring] [--keep]
 
-Each scenario runs in a namespace of its own. The last line printed is
-`N passed, N failed`; the exit status is non-zero when any failed.
+Each scenario runs in a namespace of its own and ends PASS, FAIL (an
+assertion: what kcm or the cluster did is wrong), ERROR (the harness or a
+tool broke, with its traceback) or SKIP (with the reason: it needs the local
+API server, or does not apply). The last line printed is
+`N passed, N failed, N harness errors, N skipped`; the exit status is
+non-zero when any failed or erred.
 
 Against the local API server kcm runs as its ServiceAccount with the RBAC
 objects of manifests/base only; given --kcm-arg=--use-service-account-credentials,
@@ -46,6 +50,7 @@ import scenarios_replicaset  # noqa: E402,F401
 import scenarios_secure  # noqa: E402,F401
 import scenarios_serving  # noqa: E402,F401
 import scenarios_shadow  # noqa: E402,F401
+import scenarios_strategies  # noqa: E402,F401
 
 
 SANITIZER = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
@@ -116,7 +121,7 @@ def main():
         env.start_shadow("shadow.log")
     mode = "cluster %s" % env.kubeconfig if env.real else "local API server %s" % env.sim.url
     print("e2e against the %s; work directory %s" % (mode, env.workdir), flush=True)
-    passed = failed = skipped = 0
+    passed = failed = errors = skipped = 0
     run_id = "%x" % (int(time.time()) % 0xfffff)
     try:
         for i, (name, fn, needs_sim) in enumerate(harness.SCENARIOS):
@@ -136,11 +141,14 @@ def main():
             except harness.Skip as e:
                 skipped += 1
                 print("SKIP %s (%s)" % (name, e), flush=True)
-            except Exception as e:  # a scenario's failure, reported and counted
+            except AssertionError as e:  # a scenario's failure, reported and counted
                 failed += 1
                 print("FAIL %s (%.1fs): %s" % (name, time.monotonic() - started, e), flush=True)
-                if not isinstance(e, AssertionError):
-                    traceback.print_exc()
+            except Exception as e:  # the harness or a tool broke, not an assertion
+                errors += 1
+                print("ERROR %s (%.1fs): harness error %s: %s" % (
+                    name, time.monotonic() - started, type(e).__name__, e), flush=True)
+                traceback.print_exc()
             finally:
                 if not args.keep:
                     k.run("delete", "namespace", ns, "--wait=false", check=False)
@@ -156,12 +164,13 @@ def main():
         for path, line in sanitizer_reports(env.workdir):
             failed += 1
             print("FAIL a sanitizer reported in %s: %s" % (path, line))
-    if failed or args.keep:
+    if failed or errors or args.keep:
         print("logs kept in %s" % env.workdir)
     else:
         shutil.rmtree(env.workdir, ignore_errors=True)
-    print("%d passed, %d failed, %d skipped" % (passed, failed, skipped), flush=True)
-    return 1 if failed else 0
+    print("%d passed, %d failed, %d harness errors, %d skipped" % (
+        passed, failed, errors, skipped), flush=True)
+    return 1 if failed or errors else 0
 
 
 if __name__ == "__main__":
