@@ -154,12 +154,18 @@ class External:
         pass
 
 
+NOT_READY_MARKER = "bad"  # as the local server's kubelet's default
+
+
 class PodWatch:
     """Watches the pods of one namespace and notes when the first pod of each
     `app` label arrived. With kubelet=True it also does, for an API server
     with no nodes, what the local server's fake kubelet does: binds each new
     pod to a node, writes it Pending and then Running and Ready (three
-    writes, as a kubelet makes), and finishes graceful deletions."""
+    writes, as a kubelet makes), and finishes graceful deletions. As with
+    the local server's kubelet, a pod with an image whose name holds
+    NOT_READY_MARKER stays Pending in ImagePullBackOff, as if its image
+    could not be pulled."""
 
     def __init__(self, api, ns, kubelet, threads=4):
         self.api, self.ns, self.stop_event = api, ns, threading.Event()
@@ -183,6 +189,12 @@ class PodWatch:
         self.reader = threading.Thread(target=self._read, daemon=True)
         for t in self.workers + [self.reader]:
             t.start()
+
+    @staticmethod
+    def start(pod):
+        """How a new pod starts: "run" (to Ready) or "pull" (stays Pending)."""
+        images = [c.get("image", "") for c in pod.get("spec", {}).get("containers", [])]
+        return "pull" if any(NOT_READY_MARKER in i for i in images) else "run"
 
     def _read(self):
         while not self.stop_event.is_set():
@@ -221,7 +233,7 @@ class PodWatch:
             if ev["type"] in ("ADDED", "MODIFIED") and meta.get("deletionTimestamp"):
                 what = "kill"
             elif ev["type"] == "ADDED":
-                what = "run"
+                what = self.start(ev["object"])
             if what and self.workers:
                 with self.cond:
                     self.queue.append((what, meta["name"], meta["uid"]))
@@ -245,10 +257,11 @@ class PodWatch:
                     "apiVersion": "v1", "kind": "Binding", "metadata": {"name": name},
                     "target": {"apiVersion": "v1", "kind": "Node", "name": node}}):
                 continue
-            for ready in (False, True):
+            for ready in (False, True)[:1 if what == "pull" else 2]:
                 now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
                 state = {"running": {"startedAt": now}} if ready else \
-                    {"waiting": {"reason": "ContainerCreating"}}
+                    {"waiting": {"reason": "ImagePullBackOff" if what == "pull" else
+                                 "ContainerCreating"}}
                 status = {"phase": "Running" if ready else "Pending", "startTime": now,
                           "conditions": [
                               {"type": t, "status": "True" if ready or t in (

@@ -28,9 +28,10 @@ from simclient import Client, SimProcess, stop_process, wait_for  # noqa: E402
 SCENARIOS = []
 
 
-def scenario(name, needs_sim=False):
-    """Register a scenario. needs_sim: it injects faults, so it only runs
-    against the local API server."""
+def scenario(name, needs_sim=None):
+    """Register a scenario. needs_sim: why it runs only against the local
+    API server (it injects faults, reads the server's logs, ...); against a
+    real cluster it is skipped with that reason."""
     def register(fn):
         SCENARIOS.append((name, fn, needs_sim))
         return fn

@@ -112,23 +112,26 @@ def main():
     if not any(args.k in name for name, _, _ in harness.SCENARIOS):
         sys.exit("run.py: no scenario name contains %r" % args.k)
 
+    if args.with_shadow and not harness.is_kcm(args.kcm):
+        sys.exit("run.py: --with-shadow needs kcm as the controller-manager")
     env = harness.Env(os.path.abspath(args.kcm), args.kcm_arg)
-    if args.with_shadow:
-        if not env.is_kcm:
-            sys.exit("run.py: --with-shadow needs kcm as the controller-manager")
-        env.shadow_args = (*[a for a in args.kcm_arg if not harness.uses_service_account_credentials([a])],
-                           "--shadow-window=" + args.shadow_window)
-        env.start_shadow("shadow.log")
-    mode = "cluster %s" % env.kubeconfig if env.real else "local API server %s" % env.sim.url
-    print("e2e against the %s; work directory %s" % (mode, env.workdir), flush=True)
     passed = failed = errors = skipped = 0
-    run_id = "%x" % (int(time.time()) % 0xfffff)
-    try:
+    try:  # from here on, whatever breaks, what was started is stopped
+        if args.with_shadow:
+            env.shadow_args = (*[a for a in args.kcm_arg
+                                 if not harness.uses_service_account_credentials([a])],
+                               "--shadow-window=" + args.shadow_window)
+            env.start_shadow("shadow.log")
+        mode = "cluster %s" % env.kubeconfig if env.real else "local API server %s" % env.sim.url
+        print("e2e against the %s; work directory %s" % (mode, env.workdir), flush=True)
+        run_id = "%x" % (int(time.time()) % 0xfffff)
         for i, (name, fn, needs_sim) in enumerate(harness.SCENARIOS):
             if args.k not in name:
                 continue
             if needs_sim and env.real:
-                print("SKIP %s (needs the local API server)" % name, flush=True)
+                skipped += 1
+                print("SKIP %s (needs the local API server: %s)" % (name, needs_sim),
+                      flush=True)
                 continue
             ns = "e2e-%s-%d" % (run_id, i)
             k = env.kubectl()

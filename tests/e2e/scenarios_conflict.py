@@ -40,7 +40,8 @@ def _ready_replicas(ctx, rs):
 
 @scenario("another controller writing kcm's objects is reported within a minute on every "
           "channel; kcm stands aside (no pod made twice) and takes over again once it stops; "
-          "kubectl edits raise nothing", needs_sim=True)
+          "kubectl edits raise nothing",
+          needs_sim="it counts each controller's writes in the server's request log")
 def second_controller(ctx):
     env = ctx.env
     if env.kcm is None or not env.is_kcm:

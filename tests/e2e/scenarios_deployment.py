@@ -620,7 +620,7 @@ def percent_rounding(ctx):
 
 
 @scenario("a restarted controller-manager finds its Deployments done and writes nothing",
-          needs_sim=True)
+          needs_sim="it counts kcm's writes in the server's request log")
 def restart_writes_nothing(ctx):
     if ctx.env.kcm is None:
         return  # the controller-manager is not ours to restart

@@ -124,7 +124,7 @@ def settled(ctx, name, n):
 
 
 @scenario("with watch events 5 s late, a Deployment scaled from 0 to 100 never runs more than "
-          "100 pods", needs_sim=True)
+          "100 pods", needs_sim="it delays the server's watch events")
 def late_watch(ctx):
     sampler = settled(ctx, "late", 0)
     ctx.api.faults(watchDelayMs=5000)
@@ -142,7 +142,7 @@ def late_watch(ctx):
 
 @scenario("history compacted under kcm's watches: it relists each kind once at most and "
           "converges",
-          needs_sim=True)
+          needs_sim="it compacts the server's history under kcm's watches")
 def compacted(ctx):
     ctx.apply(deployment("compacted", 5))
     exactly(ctx, "compacted", 5)
@@ -162,7 +162,7 @@ DROP_SECONDS = float(os.environ.get("KCM_E2E_DROP_SECONDS", "60"))
 
 
 @scenario("every watch dropped every 2 s for a minute while Deployments scale and roll: no pod "
-          "too many or too few", needs_sim=True)
+          "too many or too few", needs_sim="it drops the server's watches")
 def dropped_watches(ctx):
     names = ["drop%d" % i for i in range(3)]
     for name in names:
@@ -204,7 +204,7 @@ def dropped_watches(ctx):
 
 
 @scenario("429 with Retry-After, then 500s, then 409 on status writes: kcm waits, retries and "
-          "converges", needs_sim=True)
+          "converges", needs_sim="it makes the server answer 429, 500 and 409")
 def error_storm(ctx):
     ns = ctx.ns
     sampler = settled(ctx, "storm", 2)
@@ -246,7 +246,7 @@ def error_storm(ctx):
 
 @scenario("pod creates carried out but never answered: kcm sends them again under the same "
           "names, learns the pods were made, and makes none too many; a name taken gets "
-          "another", needs_sim=True)
+          "another", needs_sim="it makes the server lose its answers to pod creates")
 def lost_answers(ctx):
     ns = ctx.ns
     ctx.apply(deployment("lost", 0))
@@ -284,7 +284,8 @@ def lost_answers(ctx):
 
 
 @scenario("the API server killed mid-rollout and started again on its kept state: kcm carries "
-          "on, relisting each kind once at most", needs_sim=True)
+          "on, relisting each kind once at most",
+          needs_sim="it kills the server and starts it again")
 def server_restarted(ctx):
     env = ctx.env
     ctx.apply(deployment("restarted", 10))
@@ -325,7 +326,8 @@ def _short_lease_kcm(ctx, log_name):
 
 
 @scenario("kcm killed with SIGKILL while scaling to 100 and restarted: 100 pods, never more; "
-          "killed and restarted with nothing to do: no write", needs_sim=True)
+          "killed and restarted with nothing to do: no write",
+          needs_sim="it counts kcm's writes in the server's request log")
 def killed_mid_scale(ctx):
     env = ctx.env
     if env.kcm is None or not env.is_kcm:
@@ -376,7 +378,7 @@ def _surge(replicas, value):
 
 @scenario("soak: 20 Deployments scaled, rolled, paused, resumed, rolled back and robbed of pods "
           "at random; never more replicas than replicas + maxSurge, every spec met in the end",
-          needs_sim=True)
+          needs_sim="it changes objects through the server's own client, faster than kubectl")
 def soak(ctx):
     """KCM_E2E_SOAK_SECONDS sets how long the changes go on (CI: 30 s). The
     bound is upstream's: the ReplicaSets of a Deployment ask for at most

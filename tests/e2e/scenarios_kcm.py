@@ -68,7 +68,8 @@ def _expect_sync(kcm, what, secrets=()):
     assert code == 0, "kcm with %s exited %s" % (what, code)
 
 
-@scenario("kcm syncs its caches with every kind of credential", needs_sim=True)
+@scenario("kcm syncs its caches with every kind of credential",
+          needs_sim="it uses the server's certificates and tokens")
 def every_credential(ctx):
     env, sim = ctx.env, ctx.env.sim
     if not env.is_kcm:
@@ -119,7 +120,7 @@ def every_credential(ctx):
 
 
 @scenario("a server certificate the kubeconfig's CA did not sign is refused, naming the server",
-          needs_sim=True)
+          needs_sim="it uses the server's certificates")
 def untrusted_server(ctx):
     env, sim = ctx.env, ctx.env.sim
     if not env.is_kcm:
@@ -161,7 +162,7 @@ def _leads(kcm):
 
 
 @scenario("only the leader writes; a standby takes over after SIGTERM and after kill -9",
-          needs_sim=True)
+          needs_sim="it counts each kcm's writes in the server's request log")
 def leader_election(ctx):
     env = ctx.env
     if env.kcm is None or not env.is_kcm:
@@ -396,7 +397,8 @@ def probes_and_metrics(ctx):
         assert line.startswith("#") or re.fullmatch(r'[a-zA-Z_:][\w:]*(\{.*\})? \S+', line), line
 
 
-@scenario("--controllers runs only the controllers it names", needs_sim=True)
+@scenario("--controllers runs only the controllers it names",
+          needs_sim="it relies on no other Deployment or ReplicaSet controller running")
 def chosen_controllers(ctx):
     env = ctx.env
     if env.kcm is None or not env.is_kcm:
@@ -449,7 +451,8 @@ KUBEADM_ARGS = [
 
 
 @scenario("kubeadm's kube-controller-manager arguments start kcm, what it ignores said once, "
-          "each controller writing as its service account", needs_sim=True)
+          "each controller writing as its service account",
+          needs_sim="it reads the server's audit and request logs")
 def kubeadm_arguments(ctx):
     env = ctx.env
     if env.kcm is None or not env.is_kcm:
@@ -513,7 +516,8 @@ def kubeadm_arguments(ctx):
     assert 'starting controller name="replicaset"' in kcm.text()
 
 
-@scenario("SIGTERM posts the events still queued before exiting", needs_sim=True)
+@scenario("SIGTERM posts the events still queued before exiting",
+          needs_sim="it delays the server's answers to Event writes")
 def events_flushed(ctx):
     env = ctx.env
     if env.kcm is None or not env.is_kcm:
@@ -538,7 +542,7 @@ def events_flushed(ctx):
 
 
 @scenario("SIGTERM with a sync stuck past --shutdown-grace-period: kcm gives it up, releases "
-          "the lease and exits 0 in time", needs_sim=True)
+          "the lease and exits 0 in time", needs_sim="it stalls the server's answers")
 def grace_period_over(ctx):
     env = ctx.env
     if env.kcm is None or not env.is_kcm:
@@ -822,7 +826,8 @@ def manifests(ctx):
 
 
 @scenario("kcm works with only the permissions of its ClusterRole (with "
-          "--use-service-account-credentials: of upstream's bootstrap roles)", needs_sim=True)
+          "--use-service-account-credentials: of upstream's bootstrap roles)",
+          needs_sim="it gives kcm a token of the server's own with only the manifests' roles")
 def least_privilege(ctx):
     env = ctx.env
     if env.kcm is None or not env.is_kcm:
@@ -924,7 +929,7 @@ def _log_hostile_text(ctx, d, mode, git_version, error_event):
 
 
 @scenario("text from the API server cannot forge kcm's log lines or keys, in text and JSON",
-          needs_sim=True)
+          needs_sim="it injects hostile text into the server's watch events")
 def hostile_text_in_logs(ctx):
     if ctx.env.kcm is None or not ctx.env.is_kcm:
         raise Skip("kcm itself is run and inspected")

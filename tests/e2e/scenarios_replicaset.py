@@ -166,7 +166,8 @@ def min_ready(ctx):
     assert time.monotonic() - ready_at >= 2, "available too soon"
 
 
-@scenario("exceeded quota sets ReplicaFailure, then recovers", needs_sim=True)
+@scenario("exceeded quota sets ReplicaFailure, then recovers",
+          needs_sim="it makes the server refuse pod creates as over quota")
 def quota(ctx):
     message = 'pods "web-" is forbidden: exceeded quota: pods, requested: pods=1, used: pods=2'
     ctx.api.faults(rules=[{"verb": "create", "resource": "pods", "namespace": ctx.ns,
@@ -193,7 +194,7 @@ def quota(ctx):
 
 
 @scenario("with watch events 3 s late, scaling to 50 never runs more than 50 pods",
-          needs_sim=True)
+          needs_sim="it delays the server's watch events")
 def delayed_watch(ctx):
     ctx.apply(rs_manifest("web", 1))
     wait_replicas(ctx, "web", 1)
@@ -224,7 +225,7 @@ def delayed_watch(ctx):
 
 
 @scenario("status is never written from a copy older than kcm's own last write",
-          needs_sim=True)
+          needs_sim="it reads kcm's status writes in the server's request log")
 def no_stale_status_writes(ctx):
     last = ctx.api.get("/_sim/requests").json()["last"]
     ctx.apply(rs_manifest("web", 30))
@@ -241,7 +242,7 @@ def no_stale_status_writes(ctx):
 
 
 @scenario("a sync waiting only for its status write leaves its worker to another ReplicaSet",
-          needs_sim=True)
+          needs_sim="it delays the server's answers to status writes")
 def status_write_frees_worker(ctx):
     # kcm runs upstream's 5 ReplicaSet workers; six ReplicaSets whose status
     # writes each take 4 s. The sixth's pod must not wait for those answers.
@@ -264,7 +265,7 @@ def status_write_frees_worker(ctx):
 
 
 @scenario("pods that keep failing are replaced with a growing wait, until one is ready",
-          needs_sim=True)
+          needs_sim="its kubelet fails the pods of images that name crash")
 def failing_pods_back_off(ctx):
     # The local kubelet fails pods whose image names "crash" 0.5 s after
     # they are created. Replaced at once, as upstream does, two replicas

@@ -15,7 +15,7 @@ def _disagreements(report, obj):
 
 @scenario("a shadow kcm that would replace failed pods at once, beside a live one that backs "
           "off, reports the ReplicaSet left short with both sides, and writes nothing",
-          needs_sim=True)
+          needs_sim="its kubelet fails the pods of images that name crash")
 def shadow_reports_a_difference(ctx):
     env = ctx.env
     if not env.is_kcm:

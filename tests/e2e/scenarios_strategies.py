@@ -216,7 +216,8 @@ def switch(ctx, to):
           json.dumps({"spec": {"selector": {"version": to}}}))
 
 
-@scenario("strategy blue/green: v2 beside v1, the Service switched, switched back, v1 removed")
+@scenario("strategy blue/green: v2 beside v1, the Service switched, switched back, "
+          "v1 removed")
 def strategy_blue_green(ctx):
     apply(ctx, "blue-green", "app-v1.yaml", "service.yaml")
     rollout_status(ctx, "my-app-v1")
@@ -254,7 +255,8 @@ def owned_by_own_version(ctx):
         assert owner == "my-app-" + version(p).split(".")[0], (p["metadata"]["name"], owner)
 
 
-@scenario("strategy canary: 1 pod of v2 beside 10 of v1 behind one Service, then v2 to 10, v1 removed")
+@scenario("strategy canary: 1 pod of v2 beside 10 of v1 behind one Service, then v2 to 10, "
+          "v1 removed")
 def strategy_canary(ctx):
     apply(ctx, "canary", "app-v1.yaml", "service.yaml")
     rollout_status(ctx, "my-app-v1")
@@ -303,7 +305,8 @@ def held(ctx, old):
     wait_pods(ctx, {V1: old, V2: 1}, behind_service={V1: old, V2: 1})
 
 
-@scenario("strategy canary, native: maxSurge 1 held by rollout pause, aborted by undo, then promoted")
+@scenario("strategy canary, native: maxSurge 1 held by rollout pause, aborted by undo, then "
+          "promoted")
 def strategy_canary_native(ctx):
     replicas = 5
     apply(ctx, "canary/native", "app-v1.yaml", "service.yaml")
