@@ -14,15 +14,31 @@ step() { # what, then the command
   "$@" 2>&1 | sed 's/^/   /'
 }
 
-settle() { # until no pod of my-app is terminating
-  local i
+until_ok() { # what is awaited, then a command that succeeds once it holds (30 s at most)
+  local what=$1 i
+  shift
   for ((i = 0; i < 300; i++)); do
-    [ -z "$(kubectl get pods -l app=my-app -o jsonpath='{.items[*].metadata.deletionTimestamp}')" ] \
-      && return 0
+    "$@" && return 0
     sleep 0.1
   done
-  echo "demo: pods of my-app still terminating after 30 s" >&2
+  echo "demo: timed out after 30 s waiting for $what" >&2
   exit 1
+}
+
+none_terminating() {
+  [ -z "$(kubectl get pods -l app=my-app -o jsonpath='{.items[*].metadata.deletionTimestamp}')" ]
+}
+
+all_ready() {
+  [[ "$(kubectl get pods -l app=my-app -o jsonpath='{.items[*].status.conditions[?(@.type=="Ready")].status}')" != *False* ]]
+}
+
+none_left() { # label selector: no ReplicaSet or pod has it
+  [ -z "$(kubectl get rs,pods -l "$1" -o name)" ]
+}
+
+canary_asked() { # my-app's v2 ReplicaSet asks for a pod
+  [ "$(kubectl get rs -l app=my-app,version=v2.0.0 -o jsonpath='{.items[*].spec.replicas}')" = 1 ]
 }
 
 by_version() { # label selector: "v1.0.0 3/3 ready, v2.0.0 1/1 ready" (terminating pods left out)
@@ -34,21 +50,10 @@ by_version() { # label selector: "v1.0.0 3/3 ready, v2.0.0 1/1 ready" (terminati
   echo "${out:-none}"
 }
 
-all_ready() { # until every pod of my-app is ready
-  local i
-  for ((i = 0; i < 300; i++)); do
-    [[ "$(kubectl get pods -l app=my-app -o jsonpath='{.items[*].status.conditions[?(@.type=="Ready")].status}')" != *False* ]] \
-      && return 0
-    sleep 0.1
-  done
-  echo "demo: pods of my-app still not ready after 30 s" >&2
-  exit 1
-}
-
 pods() { # kubectl get pods -L version, then the pods by version and the Service's
   local sel
-  settle
-  all_ready
+  until_ok "the pods of my-app to finish terminating" none_terminating
+  until_ok "every pod of my-app to be ready" all_ready
   echo "   \$ kubectl get pods -L version"
   kubectl get pods -L version | sed 's/^/   /'
   echo "   pods by version: $(by_version app=my-app)"
@@ -61,27 +66,6 @@ pods() { # kubectl get pods -L version, then the pods by version and the Service
 
 rolled() { # deployment: wait for it, printing kubectl's progress lines
   kubectl rollout status "deployment/$1" --timeout=120s | sed 's/^/   /'
-}
-
-gone() { # label selector: until no ReplicaSet or pod has it
-  local i
-  for ((i = 0; i < 300; i++)); do
-    [ -z "$(kubectl get rs,pods -l "$1" -o name)" ] && return 0
-    sleep 0.1
-  done
-  echo "demo: ReplicaSets or pods with $1 are still there after 30 s" >&2
-  exit 1
-}
-
-canary_asked() { # until my-app's v2 ReplicaSet asks for a pod
-  local i
-  for ((i = 0; i < 300; i++)); do
-    [ "$(kubectl get rs -l app=my-app,version=v2.0.0 -o jsonpath='{.items[*].spec.replicas}')" = 1 ] \
-      && return 0
-    sleep 0.1
-  done
-  echo "demo: no ReplicaSet of v2 with one replica after 30 s" >&2
-  exit 1
 }
 
 strategy() { # pattern
@@ -118,7 +102,7 @@ strategy() { # pattern
         kubectl patch service my-app -p '{"spec":{"selector":{"version":"v2.0.0"}}}'
       pods
       step "green is good: remove blue" kubectl delete deployment my-app-v1
-      gone app=my-app,version=v1.0.0
+      until_ok "the ReplicaSets and pods of v1 to go" none_left app=my-app,version=v1.0.0
       pods
       ;;
     canary)
@@ -133,7 +117,7 @@ strategy() { # pattern
       rolled my-app-v2
       pods
       step "remove v1" kubectl delete deployment my-app-v1
-      gone app=my-app,version=v1.0.0
+      until_ok "the ReplicaSets and pods of v1 to go" none_left app=my-app,version=v1.0.0
       pods
       ;;
     canary-native)
@@ -142,7 +126,7 @@ strategy() { # pattern
       rolled my-app
       pods
       step "v2, paused as soon as its first pod is asked for" kubectl apply -f "$d/app-v2.yaml"
-      canary_asked
+      until_ok "a ReplicaSet of v2 with one replica" canary_asked
       step "hold the rollout there" kubectl rollout pause deployment/my-app
       pods
       step "v2 is good: resume (kubectl rollout undo, after resume, would abort it)" \

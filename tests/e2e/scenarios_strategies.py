@@ -48,6 +48,11 @@ def version(pod):
     return pod["metadata"].get("labels", {}).get("version")
 
 
+def serving(pods):
+    """The pods that are active and ready: what a Service sends traffic to."""
+    return [p for p in pods if active(p) and ready(p)]
+
+
 def matches(selector, pod):
     labels = pod["metadata"].get("labels") or {}
     return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
@@ -81,7 +86,7 @@ def wait_pods(ctx, want, behind_service=None):
         if behind_service is None:
             return True
         sel = service_selector(ctx)
-        picked = Counter(version(p) for p in pods if active(p) and ready(p) and matches(sel, p))
+        picked = Counter(version(p) for p in serving(pods) if matches(sel, p))
         seen["service"] = (sel, dict(picked))
         return dict(picked) == behind_service
     try:
@@ -93,9 +98,11 @@ def wait_pods(ctx, want, behind_service=None):
             e, seen.get("pods"), seen.get("service"), table)) from None
 
 
-def rollout_status(ctx, deployment):
+def rolled_out(ctx, deployment, want, behind_service):
+    """kubectl rollout status returns for the Deployment, then wait_pods."""
     out = ctx.k("rollout", "status", "deployment/" + deployment, "--timeout=60s", timeout=90)
     assert "successfully rolled out" in out, out
+    wait_pods(ctx, want, behind_service)
 
 
 def delete_and_gone(ctx, deployment, selector):
@@ -184,9 +191,9 @@ def ramped(ctx, v2_file, surge, unavailable):
     assert peak == replicas + surge, "the surge was never used: at most %d replicas" % peak
     mixed = False
     for state, _ in replay(pod_events, start):
-        up = sum(1 for p in state.values() if active(p) and ready(p))
+        up = len(serving(state.values()))
         assert up >= replicas - unavailable, "%d ready pods: %s" % (up, tally(state.values()))
-        mixed = mixed or len({version(p) for p in state.values() if active(p) and ready(p)}) > 1
+        mixed = mixed or len({version(p) for p in serving(state.values())}) > 1
     assert mixed, "v1 and v2 were never ready side by side"
     delete_and_gone(ctx, "my-app", APP)
 
@@ -205,7 +212,7 @@ def service_never_short(events, start, want):
     """From merged pod and Service watches: at every change past start the
     Service's selector picked `want` ready pods of one version."""
     for pods, selector in replay(events, start):
-        picked = [p for p in pods.values() if active(p) and ready(p) and matches(selector, p)]
+        picked = [p for p in serving(pods.values()) if matches(selector, p)]
         versions = {version(p) for p in picked}
         assert len(picked) == want and len(versions) == 1, \
             "the Service %s picked %d ready pods of %s" % (selector, len(picked), versions)
@@ -220,15 +227,13 @@ def switch(ctx, to):
           "v1 removed")
 def strategy_blue_green(ctx):
     apply(ctx, "blue-green", "app-v1.yaml", "service.yaml")
-    rollout_status(ctx, "my-app-v1")
-    wait_pods(ctx, {V1: 10}, behind_service={V1: 10})
+    rolled_out(ctx, "my-app-v1", {V1: 10}, {V1: 10})
     start = list_rv(ctx)
     pod_watch = Watch(ctx, "pods", "-l", APP).started()
     svc_watch = Watch(ctx, "service", "my-app").started()
     try:
         apply(ctx, "blue-green", "app-v2.yaml")
-        rollout_status(ctx, "my-app-v2")
-        wait_pods(ctx, {V1: 10, V2: 10}, behind_service={V1: 10})
+        rolled_out(ctx, "my-app-v2", {V1: 10, V2: 10}, {V1: 10})
         switch(ctx, V2)
         wait_pods(ctx, {V1: 10, V2: 10}, behind_service={V2: 10})
         switch(ctx, V1)  # the rollback: blue is still there
@@ -259,15 +264,12 @@ def owned_by_own_version(ctx):
           "v1 removed")
 def strategy_canary(ctx):
     apply(ctx, "canary", "app-v1.yaml", "service.yaml")
-    rollout_status(ctx, "my-app-v1")
-    wait_pods(ctx, {V1: 10}, behind_service={V1: 10})
+    rolled_out(ctx, "my-app-v1", {V1: 10}, {V1: 10})
     apply(ctx, "canary", "app-v2.yaml")
-    rollout_status(ctx, "my-app-v2")
-    wait_pods(ctx, {V1: 10, V2: 1}, behind_service={V1: 10, V2: 1})
+    rolled_out(ctx, "my-app-v2", {V1: 10, V2: 1}, {V1: 10, V2: 1})
     owned_by_own_version(ctx)
     ctx.k("scale", "deployment/my-app-v2", "--replicas=10")
-    rollout_status(ctx, "my-app-v2")
-    wait_pods(ctx, {V1: 10, V2: 10}, behind_service={V1: 10, V2: 10})
+    rolled_out(ctx, "my-app-v2", {V1: 10, V2: 10}, {V1: 10, V2: 10})
     owned_by_own_version(ctx)
     delete_and_gone(ctx, "my-app-v1", "app=my-app,version=" + V1)
     wait_pods(ctx, {V2: 10}, behind_service={V2: 10})
@@ -326,7 +328,7 @@ def strategy_canary_native(ctx):
     finally:
         events = pod_watch.stop()
     for state, _ in replay(events, start):
-        up = sum(1 for p in state.values() if active(p) and ready(p))
+        up = len(serving(state.values()))
         assert up >= replicas, "%d ready pods while aborting: %s" % (up, tally(state.values()))
 
     held(ctx, replicas)

@@ -48,6 +48,16 @@ static void interval_zero_lets_every_write_through(void **state) {
   kcm_pacer_release(&p);
 }
 
+/* Keys ns/<prefix>-<from> to ns/<prefix>-<to - 1>, each written at now. */
+static void wrote_keys(struct kcm_pacer *p, const char *prefix, int from, int to, uint64_t now) {
+  char key[32];
+  int i;
+  for (i = from; i < to; i++) {
+    snprintf(key, sizeof(key), "ns/%s-%d", prefix, i);
+    assert_int_equal(kcm_pacer_wrote(p, key, now), 0);
+  }
+}
+
 /* Keys whose interval has passed are forgotten, so the pacer does not grow
  * with every object ever written; keys still inside it are kept. */
 static void stale_keys_are_forgotten(void **state) {
@@ -56,10 +66,7 @@ static void stale_keys_are_forgotten(void **state) {
   int i;
   (void)state;
   kcm_pacer_init(&p, 100, 0);
-  for (i = 0; i < 1000; i++) {
-    snprintf(key, sizeof(key), "ns/old-%d", i);
-    assert_int_equal(kcm_pacer_wrote(&p, key, 1000), 0);
-  }
+  wrote_keys(&p, "old", 0, 1000, 1000);
   for (i = 0; i < 1000; i++) {
     snprintf(key, sizeof(key), "ns/new-%d", i);
     assert_int_equal(kcm_pacer_wrote(&p, key, 2000 + (uint64_t)i / 100), 0);
@@ -77,22 +84,14 @@ static void stale_keys_are_forgotten(void **state) {
  * go quiet. */
 static void the_interval_stretches_with_the_keys_written(void **state) {
   struct kcm_pacer p;
-  char key[32];
-  int i;
   (void)state;
   kcm_pacer_init(&p, 100, 10);
   assert_int_equal(kcm_pacer_wrote(&p, "ns/a", 1000), 0);
   assert_int_equal(kcm_pacer_wait(&p, "ns/a", 1000), 100); /* one key: the interval */
-  for (i = 0; i < 4; i++) {
-    snprintf(key, sizeof(key), "ns/k-%d", i);
-    assert_int_equal(kcm_pacer_wrote(&p, key, 1000), 0);
-  }
+  wrote_keys(&p, "k", 0, 4, 1000);
   assert_int_equal(kcm_pacer_interval(&p), 500); /* five keys at 10 a second */
   assert_int_equal(kcm_pacer_wait(&p, "ns/a", 1100), 400);
-  for (i = 4; i < 40; i++) {
-    snprintf(key, sizeof(key), "ns/k-%d", i);
-    assert_int_equal(kcm_pacer_wrote(&p, key, 1000), 0);
-  }
+  wrote_keys(&p, "k", 4, 40, 1000);
   assert_int_equal(kcm_pacer_interval(&p), 1000); /* 41 keys: capped at ten intervals */
   assert_int_equal(kcm_pacer_wait(&p, "ns/a", 1900), 100);
   /* Quiet for longer than the stretched interval: forgotten, back to 100. */
@@ -107,15 +106,10 @@ static void the_interval_is_exported(void **state) {
   const struct kcm_pacer *all[] = {&a, &b};
   const char *owners[] = {"deployment", "replicaset"}, *kinds[] = {"sync", "status"};
   struct kcm_buf out = KCM_BUF_INIT(1 << 16);
-  char key[32];
-  int i;
   (void)state;
   kcm_pacer_init(&a, 1000, 50);
   kcm_pacer_init(&b, 250, 0);
-  for (i = 0; i < 100; i++) {
-    snprintf(key, sizeof(key), "ns/d-%d", i);
-    assert_int_equal(kcm_pacer_wrote(&a, key, 1000), 0);
-  }
+  wrote_keys(&a, "d", 0, 100, 1000);
   assert_int_equal(kcm_pacer_metrics(all, owners, kinds, 2, &out), 0);
   assert_non_null(strstr(out.data, "# TYPE kcm_pacer_interval_seconds gauge\n"));
   assert_non_null(strstr(out.data, "kcm_pacer_interval_seconds{controller=\"deployment\","
