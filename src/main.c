@@ -873,7 +873,8 @@ static int setup_controllers(struct app *a, const struct kcm_options *f) {
     return err;
   }
   kcm_conflict_guard_init(&a->guard, a->loop, kcm_client_program(), f->conflict_quiet_ms,
-                          f->stand_aside, f->lease_namespace, f->lease_name);
+                          (uint32_t)f->conflict_cluster_namespaces, f->stand_aside,
+                          f->lease_namespace, f->lease_name);
   if (f->shadow)
     return setup_shadow(a, f);
   kcm_conflict_guard_area(&a->guard, KCM_CONFLICT_REPLICASET, a->rs_on ? &a->rs.rt : NULL);

@@ -154,13 +154,19 @@ struct kcm_pod {
   bool ready;
 };
 
-/* Who wrote a ReplicaSet or Deployment, as its metadata.managedFields say:
- * the field managers kube-apiserver records (the first word of a writer's
- * User-Agent, or the fieldManager it names). Pooled names, NULL for none. */
+/* The entries of a ReplicaSet's or Deployment's metadata.managedFields
+ * for its status subresource: the field managers kube-apiserver records
+ * (the first word of a writer's User-Agent, or the fieldManager it names)
+ * and their times. On a write the server stamps only the writer's own
+ * entry; anyone who may update the object may send the others. */
+#define KCM_STATUS_WRITERS 4
 struct kcm_writers {
-  const char *status;  /* the latest writer of the status subresource */
-  int64_t status_at;   /* when, Unix seconds */
-  const char *creator; /* whose entry is as old as the object (the create) */
+  struct kcm_status_writer {
+    const char *manager; /* pooled */
+    int64_t at;          /* Unix seconds; 0 when the entry has no time */
+  } status[KCM_STATUS_WRITERS]; /* the first ones, in the object's order */
+  uint8_t n;                    /* kept */
+  bool more;                    /* there were more than KCM_STATUS_WRITERS */
 };
 
 struct kcm_replicaset {
@@ -220,6 +226,8 @@ struct kcm_deployment {
 
 /* The writers kept of a ReplicaSet or a Deployment; NULL for another kind. */
 const struct kcm_writers *kcm_api_writers_of(const struct kcm_object *o);
+/* The newest status entry kept: its manager (NULL for none) and *at. */
+const char *kcm_api_writers_newest(const struct kcm_writers *w, int64_t *at);
 
 /* Why decoding failed: the field and the problem, for logs. */
 struct kcm_api_error {

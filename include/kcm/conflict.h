@@ -1,26 +1,40 @@
 /*
- * conflict — noticing another controller doing kcm's job.
+ * conflict — noticing another controller doing kcm's job, on evidence a
+ * tenant cannot forge beyond their own namespaces.
  *
  * When kube-controller-manager's deployment or replicaset controller comes
  * back on beside kcm (a `kubeadm upgrade` rewriting its static pod, a k3s
  * restart with other arguments), two controllers race over the same
- * objects. Their writes show in what kcm already watches: kube-apiserver
- * records each writer's field manager (the first word of its User-Agent)
- * in metadata.managedFields, which the cache sums up as struct
- * kcm_writers. A foreign controller write is
- *   - a ReplicaSet's status written by another manager (the ReplicaSet
- *     controller's job),
- *   - a Deployment's status written by another manager, or a ReplicaSet
- *     owned by a Deployment created by another manager (the Deployment
- *     controller's),
- * stamped at or after the moment kcm began to lead: older entries are
- * history (kube-controller-manager's, from before the switch). A user
- * editing a spec, scaling or annotating writes no status and creates no
- * owned ReplicaSet, so is never one.
+ * objects. What tells it:
  *
- * Each area (one per controller) is in conflict from its first foreign
- * write until `quiet_s` seconds pass without one. Pure: the caller feeds
- * watch events and the time, and acts on what the calls return.
+ * A foreign status write is a watch update of a ReplicaSet or Deployment
+ * in which
+ *   - a count its controller keeps changed (observedGeneration, replicas,
+ *     fullyLabeled/updated/ready/available/unavailable replicas,
+ *     collisionCount): kube-apiserver keeps the status as it was on a
+ *     create or an update of the object itself, so only a write of the
+ *     status subresource changes these;
+ *   - and a status entry of metadata.managedFields (struct kcm_writers)
+ *     that the object did not have before names a manager other than kcm,
+ *     stamped at or after the moment kcm began to lead.
+ * managedFields alone prove nothing: anyone who may update the object may
+ * send them, with any manager, subresource and time. But an update that
+ * carries them cannot change the counts, and on a status write the server
+ * stamps only the writer's own entry, so through kcm's own writes every
+ * other entry stays as it was or goes. Conditions alone (a tool's or a
+ * test's marker) and creates are no evidence.
+ *
+ * Scope. Writing status needs rights in the object's namespace, so
+ * evidence counts where it was seen: an area (one per controller) stands
+ * aside in a namespace from the KCM_CONFLICT_WRITES-th foreign status
+ * write there within quiet_s (a one-off write holds nothing), until
+ * quiet_s passes without one. It stands aside in every namespace once
+ * `cluster_at` namespaces are held at once (0: never), and until none is.
+ *
+ * Manager names are the writers' to choose: they are classed into a
+ * bounded set (kcm_conflict_manager_class) before reaching an event or a
+ * metric label. Pure: the caller feeds watch events and the time, and
+ * acts on what the calls return.
  */
 #ifndef KCM_CONFLICT_H
 #define KCM_CONFLICT_H
@@ -30,6 +44,7 @@
 #include <uv.h>
 
 #include "kcm/api.h"
+#include "kcm/map.h"
 
 enum kcm_conflict_area {
   KCM_CONFLICT_REPLICASET, /* the ReplicaSet controller's writes */
@@ -37,41 +52,74 @@ enum kcm_conflict_area {
   KCM_CONFLICT_AREAS,
 };
 
+#define KCM_CONFLICT_WRITES 2     /* foreign status writes that hold a namespace */
+#define KCM_CONFLICT_SPACES 4096  /* namespaces tracked per area; evidence beyond is dropped */
+
+/* One namespace of an area with a foreign status write within quiet_s. */
+struct kcm_conflict_space {
+  char *ns;         /* owned */
+  int64_t since;    /* its first foreign status write of this spell, Unix seconds */
+  int64_t last;     /* its latest */
+  uint32_t writes;  /* in this spell */
+  bool held;        /* the area stands aside here */
+};
+
 struct kcm_conflict_state {
-  bool active;
-  char manager[129];  /* the other writer (field managers are at most 128 bytes) */
-  char kind[16];      /* the kind of its latest write's object */
-  char example[320];  /* that object, "namespace/name" */
-  int64_t since;      /* its first write of this conflict, Unix seconds */
-  int64_t last;       /* its latest */
-  uint64_t writes;    /* seen in this conflict */
+  struct kcm_map spaces; /* namespace -> struct kcm_conflict_space (owned) */
+  uint32_t held;         /* spaces held */
+  bool cluster;          /* standing aside in every namespace */
+  int64_t cluster_since;
+  const char *manager;   /* class of the latest foreign writer; "" before any */
+  uint64_t writes;       /* foreign status writes seen while leading */
+  uint64_t dropped;      /* of them, in a namespace past KCM_CONFLICT_SPACES */
 };
 
 struct kcm_conflict {
-  char own[129];     /* kcm's field manager */
-  int64_t leading;   /* writes stamped before are history; 0: not leading */
-  int64_t quiet_s;   /* a conflict ends after this long without a foreign write */
-  unsigned watched;  /* areas whose controller kcm runs (1 << area); others are
-                        another's to write (--controllers=replicaset leaves the
-                        Deployment controller's writes to kube-controller-manager) */
+  char own[129];       /* kcm's field manager */
+  int64_t leading;     /* writes stamped before are history; 0: not leading */
+  int64_t quiet_s;     /* a spell ends after this long without a foreign write */
+  uint32_t cluster_at; /* held namespaces that hold every namespace; 0: never */
+  unsigned watched;    /* areas whose controller kcm runs (1 << area); others are
+                          another's to write (--controllers=replicaset leaves the
+                          Deployment controller's writes to kube-controller-manager) */
   struct kcm_conflict_state area[KCM_CONFLICT_AREAS];
 };
 
+/* What one watch event brought. */
+struct kcm_conflict_change {
+  int area;                 /* -1: no foreign status write */
+  const char *manager;      /* the writer's field manager as the object names it */
+  const struct kcm_conflict_space *space; /* its namespace; NULL when dropped */
+  bool held;                /* the namespace is held from this write on */
+  bool cluster;             /* every namespace is held from this write on */
+};
+
 /* own: kcm's field manager (kcm_client_program()). */
-void kcm_conflict_init(struct kcm_conflict *c, const char *own, int64_t quiet_s);
+void kcm_conflict_init(struct kcm_conflict *c, const char *own, int64_t quiet_s,
+                       uint32_t cluster_at);
+/* Free every namespace's record. */
+void kcm_conflict_release(struct kcm_conflict *c);
 /* kcm leads from now on (0: it stopped leading, and every area is clear). */
 void kcm_conflict_lead(struct kcm_conflict *c, int64_t now);
 
-/* A ReplicaSet or Deployment after a watch event: `before` its writers
- * before the event (NULL for one just added). Returns the area a foreign
- * write was seen in, or -1; *began is set when that write starts a
- * conflict. */
-int kcm_conflict_observe(struct kcm_conflict *c, const struct kcm_object *o,
-                         const struct kcm_writers *before, int64_t now, bool *began);
-/* End the conflicts quiet for quiet_s at `now`: a bit (1 << area) for
- * each that ended. */
-unsigned kcm_conflict_expire(struct kcm_conflict *c, int64_t now);
+/* A ReplicaSet or Deployment updated by a watch event from `old` to
+ * `cur`; ch says what it brought (ch->area -1 for nothing). */
+void kcm_conflict_observe(struct kcm_conflict *c, const struct kcm_object *old,
+                          const struct kcm_object *cur, int64_t now,
+                          struct kcm_conflict_change *ch);
+/* End the spells quiet for quiet_s at `now`: each namespace ending a held
+ * spell is told to ended(data, area, ns) (may be NULL), and an area held
+ * everywhere is released once no namespace is held. Returns a bit
+ * (1 << area) for each area that holds less than before. */
+unsigned kcm_conflict_expire(struct kcm_conflict *c, int64_t now,
+                             void (*ended)(void *data, int area, const char *ns), void *data);
+/* Whether area a stands aside in namespace ns (n bytes). */
+bool kcm_conflict_holds(const struct kcm_conflict *c, enum kcm_conflict_area a, const char *ns,
+                        size_t n);
 
+/* A field manager's class, for events and labels: "kube-controller-manager"
+ * for exactly that name, else "other". */
+const char *kcm_conflict_manager_class(const char *manager);
 const char *kcm_conflict_area_name(enum kcm_conflict_area a); /* "replicaset", "deployment" */
 const char *kcm_conflict_area_kind(enum kcm_conflict_area a); /* "ReplicaSet", "Deployment" */
 
@@ -82,26 +130,29 @@ struct kcm_informer;
 struct kcm_buf;
 
 /* While kcm leads, the guard watches the ReplicaSet and Deployment caches.
- * When a conflict begins it logs an error naming the other writer and an
- * example object, records a Warning event ConflictingController on that
- * object and on kcm's Lease (through the area's controller), and, when
- * standing aside, stops the area's controller from starting syncs; every
- * 5 s it ends the conflicts quiet for quiet_s, and the controller takes
- * keys again. kcm_conflicting_controller{manager,kind} is 1 during a
- * conflict, 0 after (manager "" before any). Runs on the loop. */
+ * When a namespace is held it logs a warning naming the writer and the
+ * object, records a Warning event ConflictingController on that object,
+ * and, when standing aside, holds back the area's syncs of that namespace
+ * (kcm_runtime_gate); when every namespace is, it logs an error, records
+ * the event on kcm's Lease, and stops the area's controller from starting
+ * syncs. Every 5 s it ends the spells quiet for quiet_s, and the held keys
+ * are synced. /metrics: kcm_conflicting_controller{kind,manager} is 1
+ * while an area stands aside everywhere (manager a class; "" before any),
+ * kcm_conflicting_namespaces{kind} counts the namespaces held. Runs on the
+ * loop. */
 struct kcm_conflict_guard {
   struct kcm_conflict c;
   uv_timer_t timer;
   struct kcm_runtime *rt[KCM_CONFLICT_AREAS]; /* borrowed; NULL: controller off */
   char lease_ns[64], lease_name[254];
   bool stand_aside;
-  bool ever[KCM_CONFLICT_AREAS]; /* a conflict was seen (its metric stays, at 0) */
+  bool ever[KCM_CONFLICT_AREAS]; /* held everywhere once (its metric stays, at 0) */
   int64_t (*now)(void);          /* Unix seconds; time() unless a test sets it */
 };
 
 void kcm_conflict_guard_init(struct kcm_conflict_guard *g, uv_loop_t *loop, const char *own,
-                             uint64_t quiet_ms, bool stand_aside, const char *lease_ns,
-                             const char *lease_name);
+                             uint64_t quiet_ms, uint32_t cluster_at, bool stand_aside,
+                             const char *lease_ns, const char *lease_name);
 /* The controller of an area (NULL: off, and that area's writes are left to
  * another); before kcm_conflict_guard_lead(). */
 void kcm_conflict_guard_area(struct kcm_conflict_guard *g, enum kcm_conflict_area a,
@@ -111,11 +162,12 @@ int kcm_conflict_guard_watch(struct kcm_conflict_guard *g, struct kcm_informer *
                              struct kcm_informer *deployments);
 /* kcm leads from now on. */
 void kcm_conflict_guard_lead(struct kcm_conflict_guard *g);
-/* Whether no area is in conflict (the /readyz check). */
+/* Whether no area stands aside everywhere (the /readyz check). */
 bool kcm_conflict_guard_clear(const struct kcm_conflict_guard *g);
-/* Append kcm_conflicting_controller. 0 or KCM_ENOMEM. */
+/* Append kcm_conflicting_controller and kcm_conflicting_namespaces. 0 or
+ * KCM_ENOMEM. */
 int kcm_conflict_guard_metrics(const struct kcm_conflict_guard *g, struct kcm_buf *out);
-/* Close the timer (the loop's next turn). */
+/* Close the timer (the loop's next turn) and free the records. */
 void kcm_conflict_guard_close(struct kcm_conflict_guard *g);
 
 #endif

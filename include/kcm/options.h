@@ -39,6 +39,7 @@ struct kcm_options {
   uint64_t failed_pod_backoff_ms;
   bool stand_aside;      /* --stand-aside-on-conflict */
   uint64_t conflict_quiet_ms;
+  int conflict_cluster_namespaces; /* 0: never stand aside everywhere */
   bool shadow;           /* --shadow: write nothing, report the differences */
   uint64_t shadow_window_ms;
   /* leader election */

@@ -40,6 +40,7 @@
 #include "kcm/informer.h"
 #include "kcm/intern.h"
 #include "kcm/labels.h"
+#include "kcm/map.h"
 #include "kcm/shadow.h"
 #include "kcm/workqueue.h"
 #include "kcm/writer.h"
@@ -89,6 +90,11 @@ struct kcm_runtime {
   bool pumping;                /* inside the loop starting syncs */
   bool stopping;
   bool paused;                 /* standing aside: keys wait in the queue */
+  /* standing aside in some namespaces: a key whose namespace gate() names
+   * leaves the queue and waits in `held` (owned "namespace/name" copies) */
+  bool (*gate)(void *ctx, const char *ns, size_t n);
+  void *gate_ctx;
+  struct kcm_map held;
   struct kcm_shadow *shadow;   /* borrowed; set in shadow mode (the writer a dry one):
                                   each sync's writes are judged, a key queued by a
                                   watch event is a change (kcm_shadow_changed) */
@@ -117,6 +123,12 @@ void kcm_runtime_run(struct kcm_runtime *rt);
 /* Stand aside (start no sync; those in flight finish; keys keep coming and
  * wait, each once) or take keys again. */
 void kcm_runtime_pause(struct kcm_runtime *rt, bool paused);
+/* Hold back the keys of the namespaces gate(ctx, ns, n) names (NULL:
+ * none): such a key leaves the queue when its turn comes and waits, once,
+ * until kcm_runtime_release_held() queues every waiting key again. */
+void kcm_runtime_gate(struct kcm_runtime *rt, bool (*gate)(void *ctx, const char *ns, size_t n),
+                      void *ctx);
+void kcm_runtime_release_held(struct kcm_runtime *rt);
 /* Stop taking keys; on_stopped runs once the syncs in flight are over and
  * the queue is closed. */
 void kcm_runtime_stop(struct kcm_runtime *rt, void (*on_stopped)(struct kcm_runtime *rt));

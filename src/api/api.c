@@ -27,6 +27,18 @@ const struct kcm_writers *kcm_api_writers_of(const struct kcm_object *o) {
   return NULL;
 }
 
+const char *kcm_api_writers_newest(const struct kcm_writers *w, int64_t *at) {
+  const char *newest = NULL;
+  uint8_t i;
+  *at = 0;
+  for (i = 0; i < w->n; i++)
+    if (!newest || w->status[i].at >= *at) {
+      newest = w->status[i].manager;
+      *at = w->status[i].at;
+    }
+  return newest;
+}
+
 /* --- small parsers ------------------------------------------------------------ */
 
 static int hexval(int c) {
@@ -471,8 +483,9 @@ struct kcm_object *kcm_api_ref(struct kcm_object *o) {
 }
 
 void kcm_api_writers_release(struct kcm_writers *w, struct kcm_intern *pool) {
-  kcm_intern_put(pool, w->status);
-  kcm_intern_put(pool, w->creator);
+  uint8_t i;
+  for (i = 0; i < w->n; i++)
+    kcm_intern_put(pool, w->status[i].manager);
   memset(w, 0, sizeof(*w));
 }
 

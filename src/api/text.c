@@ -224,14 +224,13 @@ static int pairs(struct tctx *t, struct kcm_pairs *out) {
   return kcm_api_pairs_adopt(out, items, n);
 }
 
-/* One managedFields entry into t->writers: the latest status writer, and
- * the writer of the oldest entry of the main resource (the create). */
+/* One managedFields entry into t->writers: kept when it is the status's. */
 static int managed_entry(struct tctx *t) {
   const char *s, *manager = NULL; /* pooled: the reader reuses its strings */
   size_t n;
   int64_t at = 0;
   int rc = open_object(t, "metadata.managedFields");
-  bool status = false, main = true;
+  bool status = false;
   if (rc <= 0)
     return rc;
   while (kcm_json_member(t->j)) {
@@ -242,10 +241,8 @@ static int managed_entry(struct tctx *t) {
           !(manager = kcm_intern_get(t->pool, s, n)))
         return KCM_ENOMEM;
     } else if (kcm_json_key_is(t->j, "subresource")) {
-      if ((rc = str(t, "metadata.managedFields.subresource", &s, &n)) > 0) {
+      if ((rc = str(t, "metadata.managedFields.subresource", &s, &n)) > 0)
         status = n == 6 && !memcmp(s, "status", 6);
-        main = n == 0;
-      }
     } else if (kcm_json_key_is(t->j, "time")) {
       rc = time_value(t, "metadata.managedFields.time", &at);
     } else {
@@ -260,21 +257,13 @@ static int managed_entry(struct tctx *t) {
     kcm_intern_put(t->pool, manager);
     return rc;
   }
-  if (!manager || (!status && !main) ||
-      (status ? t->writers->status && at < t->writers->status_at
-              : t->writers->creator && at >= t->creator_at)) {
+  if (!manager || !status || t->writers->n == KCM_STATUS_WRITERS) {
+    t->writers->more |= manager && status;
     kcm_intern_put(t->pool, manager);
     return 1;
   }
-  if (status) {
-    kcm_intern_put(t->pool, t->writers->status);
-    t->writers->status = manager;
-    t->writers->status_at = at;
-  } else {
-    kcm_intern_put(t->pool, t->writers->creator);
-    t->writers->creator = manager;
-    t->creator_at = at;
-  }
+  t->writers->status[t->writers->n].manager = manager;
+  t->writers->status[t->writers->n++].at = at;
   return 1;
 }
 

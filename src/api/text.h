@@ -29,7 +29,6 @@ struct tctx {
   struct kcm_pod *pod;
   struct kcm_pairs *pairs; /* where a ReplicaSet's or Deployment's annotations go */
   struct kcm_writers *writers; /* where its managedFields are summed up; NULL: skipped */
-  int64_t creator_at;      /* the time of writers->creator's entry */
   struct kcm_buf sidecars; /* names of restartable init containers, NUL-separated */
   struct kcm_buf inits;    /* init container statuses: int32 restarts, then name NUL */
   uint32_t init_statuses;

@@ -395,10 +395,6 @@ int kcm_api_text_decode_workload(enum kcm_kind kind, const char *text, size_t le
     rc = bad(&t, "(json)", j->err ? j->err : "text after the object");
   if (!rc)
     rc = kcm_api_text_metadata_complete(&t, o);
-  if (!rc && t.writers->creator && t.creator_at > o->created + 1) {
-    kcm_intern_put(pool, t.writers->creator); /* the create's entry is gone */
-    t.writers->creator = NULL;
-  }
   if (!rc)
     rc = spec_parts(&t, o, &w, memo);
   if (!rc && (rs ? rs->replicas : dp->replicas) < 0)

@@ -364,10 +364,9 @@ static int decode_pod(struct kcm_api_dctx *d, struct kcm_pod *p, struct json_obj
 }
 
 /* metadata.managedFields summed up, as text.c's managed_fields() does. */
-static int decode_writers(struct kcm_api_dctx *d, struct json_object *meta, int64_t created,
+static int decode_writers(struct kcm_api_dctx *d, struct json_object *meta,
                           struct kcm_writers *w) {
   struct json_object *list;
-  int64_t creator_at = 0;
   size_t i, n;
   int err;
   if ((err = get_array(d, meta, "managedFields", "metadata.managedFields", &list)) || !list)
@@ -377,7 +376,6 @@ static int decode_writers(struct kcm_api_dctx *d, struct json_object *meta, int6
     struct json_object *e = json_object_array_get_idx(list, i);
     const char *manager, *sub, *s;
     int64_t at = 0;
-    bool status, main;
     if (!e)
       continue;
     if (!json_object_is_type(e, json_type_object))
@@ -386,27 +384,16 @@ static int decode_writers(struct kcm_api_dctx *d, struct json_object *meta, int6
         (err = get_string(d, e, "subresource", "metadata.managedFields.subresource", &sub)) ||
         (err = get_time(d, e, "time", "metadata.managedFields.time", &at)))
       return err;
-    status = sub && !strcmp(sub, "status");
-    main = !sub || !*sub;
-    if (!manager || !*manager || (!status && !main))
+    if (!manager || !*manager || !sub || strcmp(sub, "status"))
       continue;
-    if (status ? w->status && at < w->status_at : w->creator && at >= creator_at)
+    if (w->n == KCM_STATUS_WRITERS) {
+      w->more = true;
       continue;
+    }
     if (!(s = kcm_intern_get(d->pool, manager, strlen(manager))))
       return KCM_ENOMEM;
-    if (status) {
-      kcm_intern_put(d->pool, w->status);
-      w->status = s;
-      w->status_at = at;
-    } else {
-      kcm_intern_put(d->pool, w->creator);
-      w->creator = s;
-      creator_at = at;
-    }
-  }
-  if (w->creator && creator_at > created + 1) {
-    kcm_intern_put(d->pool, w->creator);
-    w->creator = NULL;
+    w->status[w->n].manager = s;
+    w->status[w->n++].at = at;
   }
   return 0;
 }
@@ -419,7 +406,7 @@ static int decode_replicaset(struct kcm_api_dctx *d, struct kcm_replicaset *rs,
   rs->replicas = 1;
   if ((err = decode_pairs(d, kcm_api_get(meta, "annotations"), "metadata.annotations",
                           &rs->annotations)) ||
-      (err = decode_writers(d, meta, rs->o.created, &rs->writers)) ||
+      (err = decode_writers(d, meta, &rs->writers)) ||
       (err = kcm_api_get_object(d, obj, "spec", "spec", &spec)) ||
       (err = kcm_api_get_object(d, obj, "status", "status", &status)) ||
       (err = get_i32(d, spec, "replicas", "spec.replicas", &rs->replicas)) ||
@@ -472,7 +459,7 @@ static int decode_deployment(struct kcm_api_dctx *d, struct kcm_deployment *dp,
   dp->replicas = 1;
   if ((err = decode_pairs(d, kcm_api_get(meta, "annotations"), "metadata.annotations",
                           &dp->annotations)) ||
-      (err = decode_writers(d, meta, dp->o.created, &dp->writers)) ||
+      (err = decode_writers(d, meta, &dp->writers)) ||
       (err = kcm_api_get_object(d, obj, "spec", "spec", &spec)) ||
       (err = kcm_api_get_object(d, obj, "status", "status", &status)) ||
       (err = get_i32(d, spec, "replicas", "spec.replicas", &dp->replicas)) ||

@@ -1,83 +1,223 @@
 /*
- * conflict/conflict.c — another controller's writes told from kcm's. See
+ * conflict/conflict.c — another controller's status writes told from
+ * kcm's and from a tenant's forgeries, counted by namespace. See
  * include/kcm/conflict.h.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kcm/conflict.h"
 
-void kcm_conflict_init(struct kcm_conflict *c, const char *own, int64_t quiet_s) {
+#define UPSTREAM "kube-controller-manager"
+
+struct nskey {
+  const char *s;
+  size_t n;
+};
+
+static uint64_t space_hash(const void *key) {
+  const struct nskey *k = key;
+  return kcm_map_hash_bytes(KCM_MAP_HASH_INIT, k->s, k->n);
+}
+
+static bool space_match(const void *key, const void *entry) {
+  const struct nskey *k = key;
+  const char *ns = ((const struct kcm_conflict_space *)entry)->ns;
+  return !strncmp(ns, k->s, k->n) && !ns[k->n];
+}
+
+static const struct kcm_map_type space_type = {space_hash, space_match};
+
+void kcm_conflict_init(struct kcm_conflict *c, const char *own, int64_t quiet_s,
+                       uint32_t cluster_at) {
+  int a;
   memset(c, 0, sizeof(*c));
   snprintf(c->own, sizeof(c->own), "%s", own);
   c->quiet_s = quiet_s > 0 ? quiet_s : 1;
+  c->cluster_at = cluster_at;
   c->watched = (1u << KCM_CONFLICT_AREAS) - 1;
+  for (a = 0; a < KCM_CONFLICT_AREAS; a++) {
+    kcm_map_init(&c->area[a].spaces, &space_type);
+    c->area[a].manager = "";
+  }
+}
+
+static void clear(struct kcm_conflict_state *s) {
+  struct kcm_map_iter it;
+  struct kcm_conflict_space *sp;
+  kcm_map_iter_init(&it, &s->spaces);
+  while ((sp = kcm_map_next(&it))) {
+    free(sp->ns);
+    free(sp);
+  }
+  kcm_map_release(&s->spaces);
+  s->held = 0;
+  s->cluster = false;
+}
+
+void kcm_conflict_release(struct kcm_conflict *c) {
+  int a;
+  for (a = 0; a < KCM_CONFLICT_AREAS; a++)
+    clear(&c->area[a]);
 }
 
 void kcm_conflict_lead(struct kcm_conflict *c, int64_t now) {
   c->leading = now;
   if (!now)
-    memset(c->area, 0, sizeof(c->area));
+    kcm_conflict_release(c);
 }
 
-static bool foreign(const struct kcm_conflict *c, const char *manager, int64_t at) {
-  return c->leading && manager && strcmp(manager, c->own) && at >= c->leading;
+/* Whether a count the object's controller keeps differs between a and b. */
+static bool counts_changed(const struct kcm_object *a, const struct kcm_object *b) {
+  if (a->kind == KCM_KIND_REPLICASET) {
+    const struct kcm_replicaset *x = (const void *)a, *y = (const void *)b;
+    return x->status.replicas != y->status.replicas ||
+           x->status.fully_labeled != y->status.fully_labeled ||
+           x->status.ready != y->status.ready || x->status.available != y->status.available ||
+           x->status.observed_generation != y->status.observed_generation;
+  }
+  if (a->kind == KCM_KIND_DEPLOYMENT) {
+    const struct kcm_deployment *x = (const void *)a, *y = (const void *)b;
+    return x->status.replicas != y->status.replicas || x->status.updated != y->status.updated ||
+           x->status.ready != y->status.ready || x->status.available != y->status.available ||
+           x->status.unavailable != y->status.unavailable ||
+           x->status.collision_count != y->status.collision_count ||
+           x->status.observed_generation != y->status.observed_generation;
+  }
+  return false;
 }
 
-/* The area and writer of o's newest foreign write, if the event brought one. */
-static int foreign_write(const struct kcm_conflict *c, const struct kcm_object *o,
-                         const struct kcm_writers *w, const struct kcm_writers *before,
-                         const char **manager) {
-  bool rs = o->kind == KCM_KIND_REPLICASET;
-  if (foreign(c, w->status, w->status_at) &&
-      (!before || before->status != w->status || before->status_at != w->status_at)) {
-    *manager = w->status;
-    return rs ? KCM_CONFLICT_REPLICASET : KCM_CONFLICT_DEPLOYMENT;
-  }
-  /* A ReplicaSet a Deployment owns, just created by another. */
-  if (rs && !before && o->has_controller && o->controller.kind &&
-      !strcmp(o->controller.kind, "Deployment") && foreign(c, w->creator, o->created)) {
-    *manager = w->creator;
-    return KCM_CONFLICT_DEPLOYMENT;
-  }
-  return -1;
+static bool has_entry(const struct kcm_writers *w, const struct kcm_status_writer *e) {
+  uint8_t i;
+  for (i = 0; i < w->n; i++)
+    if (w->status[i].manager == e->manager && w->status[i].at == e->at) /* pooled */
+      return true;
+  return false;
 }
 
-int kcm_conflict_observe(struct kcm_conflict *c, const struct kcm_object *o,
-                         const struct kcm_writers *before, int64_t now, bool *began) {
-  const struct kcm_writers *w;
-  struct kcm_conflict_state *s;
-  const char *manager = NULL;
-  int area;
-
-  *began = false;
-  if (!(w = kcm_api_writers_of(o)))
-    return -1;
-  if ((area = foreign_write(c, o, w, before, &manager)) < 0 || !(c->watched & (1u << area)))
-    return -1;
-  s = &c->area[area];
-  if (!s->active) {
-    memset(s, 0, sizeof(*s));
-    s->active = *began = true;
-    s->since = now;
+/* The manager of another's status entry that came with the change from old
+ * to cur, when a count changed with it; else NULL. On a write the server
+ * stamps the writer's entry alone, so through kcm's own writes every other
+ * entry stays as it was or goes. With more entries than kept, whether one
+ * is new cannot be told: none is taken for new. */
+static const char *foreign_status_write(const struct kcm_conflict *c,
+                                        const struct kcm_object *old,
+                                        const struct kcm_object *cur) {
+  const struct kcm_writers *w = kcm_api_writers_of(cur), *before = kcm_api_writers_of(old);
+  uint8_t i;
+  if (!c->leading || !w || !before || old->kind != cur->kind || w->more || before->more ||
+      !counts_changed(old, cur))
+    return NULL;
+  for (i = 0; i < w->n; i++) {
+    const struct kcm_status_writer *e = &w->status[i];
+    if (e->at >= c->leading && strcmp(e->manager, c->own) && !has_entry(before, e))
+      return e->manager;
   }
-  snprintf(s->manager, sizeof(s->manager), "%s", manager);
-  snprintf(s->kind, sizeof(s->kind), "%s", kcm_api_kind_name((enum kcm_kind)o->kind));
-  snprintf(s->example, sizeof(s->example), "%s/%s", o->ns ? o->ns : "", o->name);
-  s->last = now;
+  return NULL;
+}
+
+void kcm_conflict_observe(struct kcm_conflict *c, const struct kcm_object *old,
+                          const struct kcm_object *cur, int64_t now,
+                          struct kcm_conflict_change *ch) {
+  enum kcm_conflict_area a =
+      cur->kind == KCM_KIND_REPLICASET ? KCM_CONFLICT_REPLICASET : KCM_CONFLICT_DEPLOYMENT;
+  struct kcm_conflict_state *s = &c->area[a];
+  struct nskey key = {cur->ns ? cur->ns : "", cur->ns ? strlen(cur->ns) : 0};
+  struct kcm_conflict_space *sp;
+
+  memset(ch, 0, sizeof(*ch));
+  ch->area = -1;
+  if (!old || !(c->watched & (1u << a)) || !(ch->manager = foreign_status_write(c, old, cur)))
+    return;
+  ch->area = (int)a;
   s->writes++;
-  return area;
+  s->manager = kcm_conflict_manager_class(ch->manager);
+  if (!(sp = kcm_map_get(&s->spaces, &key))) {
+    if (s->spaces.len >= KCM_CONFLICT_SPACES || !(sp = calloc(1, sizeof(*sp))) ||
+        !(sp->ns = strndup(key.s, key.n)) || kcm_map_put(&s->spaces, &key, sp, NULL)) {
+      if (sp)
+        free(sp->ns);
+      free(sp);
+      s->dropped++;
+      return;
+    }
+    sp->since = now;
+  }
+  sp->last = now;
+  sp->writes++;
+  ch->space = sp;
+  if (!sp->held && sp->writes >= KCM_CONFLICT_WRITES) {
+    sp->held = ch->held = true;
+    s->held++;
+    if (c->cluster_at && !s->cluster && s->held >= c->cluster_at) {
+      s->cluster = ch->cluster = true;
+      s->cluster_since = now;
+    }
+  }
 }
 
-unsigned kcm_conflict_expire(struct kcm_conflict *c, int64_t now) {
-  unsigned ended = 0;
-  int i;
-  for (i = 0; i < KCM_CONFLICT_AREAS; i++)
-    if (c->area[i].active && now - c->area[i].last >= c->quiet_s) {
-      c->area[i].active = false;
-      ended |= 1u << i;
+/* Remove sp from s and free it; tell `ended` when it was held. */
+static unsigned drop(struct kcm_conflict_state *s, int a, struct kcm_conflict_space *sp,
+                     void (*ended)(void *data, int area, const char *ns), void *data) {
+  struct nskey key = {sp->ns, strlen(sp->ns)};
+  unsigned less = 0;
+  kcm_map_remove(&s->spaces, &key);
+  if (sp->held) {
+    s->held--;
+    less = 1u << a;
+    if (ended)
+      ended(data, a, sp->ns);
+  }
+  free(sp->ns);
+  free(sp);
+  return less;
+}
+
+unsigned kcm_conflict_expire(struct kcm_conflict *c, int64_t now,
+                             void (*ended)(void *data, int area, const char *ns), void *data) {
+  unsigned less = 0;
+  int a;
+  for (a = 0; a < KCM_CONFLICT_AREAS; a++) {
+    struct kcm_conflict_state *s = &c->area[a];
+    struct kcm_conflict_space *sp, **quiet;
+    struct kcm_map_iter it;
+    size_t n = 0, i;
+    /* Gathered first: a removal invalidates the iterator. Without memory
+     * for the list, the next call tries again. */
+    if (!s->spaces.len || !(quiet = malloc(s->spaces.len * sizeof(*quiet))))
+      goto cluster;
+    kcm_map_iter_init(&it, &s->spaces);
+    while ((sp = kcm_map_next(&it)))
+      if (now - sp->last >= c->quiet_s)
+        quiet[n++] = sp;
+    for (i = 0; i < n; i++)
+      less |= drop(s, a, quiet[i], ended, data);
+    free(quiet);
+  cluster:
+    if (s->cluster && !s->held) {
+      s->cluster = false;
+      less |= 1u << a;
     }
-  return ended;
+  }
+  return less;
+}
+
+bool kcm_conflict_holds(const struct kcm_conflict *c, enum kcm_conflict_area a, const char *ns,
+                        size_t n) {
+  const struct kcm_conflict_state *s = &c->area[a];
+  const struct kcm_conflict_space *sp;
+  struct nskey key = {ns, n};
+  if (s->cluster)
+    return true;
+  if (!s->held)
+    return false;
+  sp = kcm_map_get(&s->spaces, &key);
+  return sp && sp->held;
+}
+
+const char *kcm_conflict_manager_class(const char *manager) {
+  return manager && !strcmp(manager, UPSTREAM) ? UPSTREAM : "other";
 }
 
 const char *kcm_conflict_area_name(enum kcm_conflict_area a) {

@@ -51,12 +51,16 @@ static const struct flag flags[] = {
      "(default false)"},
     {NULL, "stand-aside-on-conflict", NULL, BOOLEAN, AT(stand_aside),
      "when another controller (kube-controller-manager turned back on)\n"
-     "writes what one of kcm's controllers manages, that controller\n"
-     "stops writing until --conflict-quiet-period passes without such a\n"
-     "write; false keeps it writing (default true)"},
+     "writes the status of what one of kcm's controllers manages, twice\n"
+     "in a namespace, that controller stops writing there until\n"
+     "--conflict-quiet-period passes without such a write; false keeps\n"
+     "it writing (default true)"},
     {NULL, "conflict-quiet-period", "D", DURATION, AT(conflict_quiet_ms),
-     "how long without another controller's writes ends a conflict\n"
-     "(default 2m)"},
+     "how long without another controller's status writes ends a\n"
+     "conflict in a namespace (default 2m)"},
+    {NULL, "conflict-cluster-namespaces", "N", LEVEL, AT(conflict_cluster_namespaces),
+     "namespaces in conflict at once that make a controller stand aside\n"
+     "in every namespace, until none is; 0 never does (default 3)"},
     {NULL, "shadow", NULL, BOOLEAN, AT(shadow),
      "run beside the live controllers and write nothing: every sync is\n"
      "planned, its writes only recorded, and where the live controller\n"
@@ -274,6 +278,7 @@ static const struct kcm_options defaults = {
     .failed_pod_backoff_ms = 300000,
     .stand_aside = true,
     .conflict_quiet_ms = 120000,
+    .conflict_cluster_namespaces = 3,
     .shadow_window_ms = 60000,
     .leader_elect = true,
     .lease_ms = 15000,

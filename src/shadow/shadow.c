@@ -153,6 +153,8 @@ static void plan_line(const char *plan, char *dst, size_t len) {
 static void observed_of(const struct kcm_object *o, uint64_t quiet_ms, char *dst, size_t len) {
   size_t at;
   const struct kcm_writers *w;
+  const char *who;
+  int64_t written;
   struct counts {
     int32_t spec, status;
     const char *third; /* the count told beside the status's replicas */
@@ -182,10 +184,10 @@ static void observed_of(const struct kcm_object *o, uint64_t quiet_ms, char *dst
                            "observedGeneration %lld",
                            counts.spec, counts.status, counts.third, counts.third_value,
                            counts.available, (long long)counts.observed);
-  if (w && w->status && at < len) {
+  if (w && (who = kcm_api_writers_newest(w, &written)) && at < len) {
     char when[32];
-    kcm_api_format_time(w->status_at, when, sizeof(when));
-    at += (size_t)snprintf(dst + at, len - at, ", status written by %s at %s", w->status, when);
+    kcm_api_format_time(written, when, sizeof(when));
+    at += (size_t)snprintf(dst + at, len - at, ", status written by %s at %s", who, when);
   }
   if (at < len)
     snprintf(dst + at, len - at, "; unchanged for %llus", (unsigned long long)(quiet_ms / 1000));

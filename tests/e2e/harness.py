@@ -199,7 +199,7 @@ def uses_service_account_credentials(args):
 
 # The ServiceAccounts whose tokens the local API server accepts from the
 # start, in USER_NAMESPACE (which needs not exist).
-USER_ACCOUNTS = ("metrics-reader", "nobody")
+USER_ACCOUNTS = ("metrics-reader", "nobody", "tenant")
 USER_NAMESPACE = "kcm-e2e"
 
 
@@ -351,6 +351,19 @@ class Env:
         k = self.kubectl(namespace)
         k("create", "serviceaccount", name)
         return namespace, k("create", "token", name).strip()
+
+    def token_kubectl(self, token, namespace):
+        """kubectl as the holder of a bearer token: the suite's cluster, with
+        that token for its only credentials."""
+        cfg = json.loads(self.kubectl()("config", "view", "--raw", "--minify", "--flatten",
+                                         "-o", "json", namespaced=False))
+        cfg["users"] = [{"name": "bearer", "user": {"token": token}}]
+        for c in cfg["contexts"]:
+            c["context"]["user"] = "bearer"
+        fd, path = tempfile.mkstemp(prefix="kubeconfig-token-", dir=self.workdir)
+        with os.fdopen(fd, "w") as f:
+            json.dump(cfg, f)
+        return Kubectl(path, namespace, self.cache_dir)
 
     def allow_lease(self, name):
         """Let kcm's service account hold the Lease `name` in kube-system

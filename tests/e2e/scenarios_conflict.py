@@ -1,29 +1,51 @@
-"""Another controller doing kcm's job: noticed, reported on every channel,
-stood aside from, and given back to kcm once it stops."""
+"""Another controller doing kcm's job: noticed by its status writes,
+reported with bounded names, stood aside from in the namespaces it writes
+(and everywhere once it writes in enough of them), and given back to kcm
+once it stops. What a tenant can write stands nothing aside beyond the
+namespaces whose status it may write."""
 
+import contextlib
 import json
 import os
 import re
+import time
 
-from harness import Skip, http_get, plain_port, scenario, suite_kcm_stopped, wait_for
+from harness import Context, Skip, http_get, plain_port, scenario, suite_kcm_stopped, wait_for
 from scenarios_deployment import deployment
 from scenarios_faults import ActivePods, active_by_app, exactly, last_request, requests_since
 
 STAND_IN = "kube-controller-manager"
-CONFLICT = "another controller is writing what kcm's"
+HELD = "another controller writes the status of what kcm's"
+EVERYWHERE = "manages in"
 
 
-def _conflicts(port):
-    """kcm_conflicting_controller for the stand-in, by kind."""
+def _metric(port, name):
+    """{labels text: value} of a gauge on kcm's /metrics."""
     body = http_get(port, "/metrics")[1]
-    return {kind: int(v) for kind, v in re.findall(
-        r'^kcm_conflicting_controller\{kind="(\w+)",manager="%s"\} (\d)$' % STAND_IN, body,
-        re.M)}
+    return {labels: float(v) for labels, v in re.findall(
+        r"^%s\{([^}]*)\} (\S+)$" % name, body, re.M)}
 
 
-def _areas_told(log):
+def _held_namespaces(port):
+    """kcm_conflicting_namespaces by kind."""
+    return {re.search(r'kind="(\w+)"', k).group(1): int(v)
+            for k, v in _metric(port, "kcm_conflicting_namespaces").items()}
+
+
+def _everywhere(port):
+    """kcm_conflicting_controller by kind: (manager, value)."""
+    out = {}
+    for labels, v in _metric(port, "kcm_conflicting_controller").items():
+        kind = re.search(r'kind="(\w+)"', labels).group(1)
+        out[kind] = (re.search(r'manager="([^"]*)"', labels).group(1), int(v))
+    return out
+
+
+def _held_in(log, ns):
+    """The areas kcm's log says are held in namespace ns."""
     return {a for a in ("replicaset", "deployment")
-            if "%s %s controller manages" % (CONFLICT, a) in log}
+            for line in log.splitlines()
+            if "%s %s controller manages;" % (HELD, a) in line and 'namespace="%s"' % ns in line}
 
 
 def _set_ready(ctx, pod, ready):
@@ -38,16 +60,68 @@ def _ready_replicas(ctx, rs):
         "status"].get("readyReplicas", 0)
 
 
-@scenario("another controller writing kcm's objects is reported within a minute on every "
-          "channel; kcm stands aside (no pod made twice) and takes over again once it stops; "
-          "kubectl edits raise nothing",
+def _race(ctx, kcm, app):
+    """Make pods of app not ready and ready again, so that both controllers
+    write the ReplicaSet's and the Deployment's status, until kcm's log says
+    both areas are held in ctx's namespace. kcm waits
+    --status-write-interval before reporting more ready pods and the
+    stand-in does not, so the stand-in writes first."""
+    rs = [r for r in ctx.k.json("get", "rs", "-l", "app=" + app)["items"]
+          if r["spec"]["replicas"]][0]["metadata"]["name"]
+    pods = [p["metadata"]["name"]
+            for p in ctx.api.get("/api/v1/namespaces/%s/pods" % ctx.ns).json()["items"]
+            if p["metadata"]["name"].startswith(rs)]
+    total = _ready_replicas(ctx, rs)
+    for _ in range(20):
+        _set_ready(ctx, pods[0], False)
+        wait_for(lambda: _ready_replicas(ctx, rs) == total - 1, what="a pod not ready")
+        _set_ready(ctx, pods[0], True)
+        wait_for(lambda: _ready_replicas(ctx, rs) == total, what="the pod ready again")
+        if len(_held_in(kcm.text(), ctx.ns)) == 2:
+            return
+    raise AssertionError("kcm did not stand aside in %s: %s" % (ctx.ns, kcm.text()[-3000:]))
+
+
+def _events(ctx, ns, **match):
+    """Warning events ConflictingController in ns."""
+    items = ctx.k.json("get", "events", "-n", ns, "--field-selector",
+                       "reason=ConflictingController", namespaced=False)["items"]
+    return [e for e in items if e["type"] == "Warning"
+            and all(e["involvedObject"].get(k) == v for k, v in match.items())]
+
+
+def _made_pods(ctx, last, ns):
+    """Pods kcm created in ns since request `last` of the local API server."""
+    return [r for r in ctx.api.get("/_sim/requests?since=%d" % last).json()["items"]
+            if r["namespace"] == ns and r["verb"] == "create" and r["resource"] == "pods"
+            and r["userAgent"].startswith("kcm/")]
+
+
+@contextlib.contextmanager
+def _namespaces(ctx, *suffixes):
+    """Contexts in namespaces of ctx's name and a suffix each, deleted after."""
+    names = ["%s-%s" % (ctx.ns, s) for s in suffixes]
+    for n in names:
+        ctx.k("create", "namespace", n, namespaced=False)
+    try:
+        yield [Context(ctx.env, n) for n in names]
+    finally:
+        for n in names:
+            ctx.k.run("delete", "namespace", n, "--wait=false", check=False, namespaced=False)
+
+
+@scenario("another controller writing the status of kcm's objects: kcm stands aside in that "
+          "namespace, then in every namespace once it writes in two, says so with bounded "
+          "names on every channel, and takes over again once it stops; kubectl edits raise "
+          "nothing",
           needs_sim="it counts each controller's writes in the server's request log")
 def second_controller(ctx):
     env = ctx.env
     if env.kcm is None or not env.is_kcm:
         raise Skip("kcm itself is run and inspected")
     env.allow_lease(ctx.ns)
-    with suite_kcm_stopped(ctx, "kcm-after-conflict.log") as d:
+    with suite_kcm_stopped(ctx, "kcm-after-conflict.log") as d, \
+            _namespaces(ctx, "b", "c") as (b, c):
         # kcm, leading with a lease of its own; and a copy of it under
         # kube-controller-manager's name, which the API server records as
         # its field manager, writing without a lease or standing aside (as
@@ -57,21 +131,23 @@ def second_controller(ctx):
         kcm = env.own_kcm(d, "conflict-kcm.log", extra=(
             "--leader-elect-resource-name=" + ctx.ns, "--leader-elect-lease-duration=3s",
             "--leader-elect-renew-deadline=2s", "--leader-elect-retry-period=0.5s",
-            "--conflict-quiet-period=10s"))
+            "--conflict-quiet-period=20s", "--conflict-cluster-namespaces=2"))
         other = None
         try:
             health, metrics = plain_port(kcm, "health probes"), plain_port(kcm, "metrics")
             wait_for(lambda: "starting controller" in kcm.text(), timeout=30,
                      what="kcm to lead")
-            ctx.apply(deployment("web", 2))
-            exactly(ctx, "web", 2)
+            for x, n in ((ctx, 2), (b, 2), (c, 1)):
+                x.apply(deployment("web", n))
+            for x, n in ((ctx, 2), (b, 2), (c, 1)):
+                exactly(x, "web", n)
             # A user's edits: a scale, an annotation, a label, a new template.
             ctx.k("scale", "deployment/web", "--replicas=3")
             ctx.k("annotate", "deployment/web", "team=blue")
             ctx.k("label", "rs", "-l", "app=web", "tier=front")
             ctx.k("set", "image", "deployment/web", "c=nginx:1.9.1")
             exactly(ctx, "web", 3)
-            assert CONFLICT not in kcm.text(), kcm.text()[-3000:]
+            assert HELD not in kcm.text(), kcm.text()[-3000:]
             assert http_get(health, "/readyz")[0] == 200
 
             other = env.own_kcm(d, "stand-in.log", binary=stand_in, extra=(
@@ -79,75 +155,234 @@ def second_controller(ctx):
                 "--status-write-interval=0", "--deployment-sync-interval=0"))
             wait_for(lambda: "caches synced" in other.text(), timeout=30,
                      what="the stand-in to sync")
-            # Readiness changes make both write the ReplicaSet's and the
-            # Deployment's status; kcm waits --status-write-interval before
-            # reporting more ready pods, the stand-in does not, and writes
-            # first. Until both of kcm's controllers have seen it.
-            rs = ctx.k.json("get", "rs", "-l", "app=web")["items"]
-            rs = [r for r in rs if r["spec"]["replicas"]][0]["metadata"]["name"]
-            pod = [p for p in ctx.api.get("/api/v1/namespaces/%s/pods" % ctx.ns).json()["items"]
-                   if p["metadata"]["name"].startswith(rs)][0]["metadata"]["name"]
-            for _ in range(20):
-                _set_ready(ctx, pod, False)
-                wait_for(lambda: _ready_replicas(ctx, rs) == 2, what="a pod not ready")
-                _set_ready(ctx, pod, True)
-                wait_for(lambda: _ready_replicas(ctx, rs) == 3, what="the pod ready again")
-                if len(_areas_told(kcm.text())) == 2:
-                    break
-            log = kcm.text()
-            assert len(_areas_told(log)) == 2, log[-3000:]
-            line = next(ln for ln in log.splitlines() if CONFLICT + " replicaset" in ln)
-            assert 'manager="%s"' % STAND_IN in line, line
-            assert 'object="%s/' % ctx.ns in line and "standing aside" in line, line
+
+            # One namespace: held there, nowhere else; kcm stays ready.
+            _race(ctx, kcm, "web")
+            line = next(ln for ln in kcm.text().splitlines()
+                        if HELD + " replicaset controller manages;" in ln)
+            assert 'manager="%s"' % STAND_IN in line and "standing aside in its namespace" in line, line
             print("    " + line[line.index("another"):])
-
-            # Every channel: the metric, /readyz, events on the object and the Lease.
-            both = {"ReplicaSet": 1, "Deployment": 1}
-            wait_for(lambda: _conflicts(metrics) == both, timeout=10,
-                     what="kcm_conflicting_controller 1 for both kinds")
-            code, body = http_get(health, "/readyz?verbose")
-            assert code == 500 and "[-]sole-controller failed" in body, (code, body)
-
-            def events(ns, name):
-                return [e for e in ctx.k.json("get", "events", "-n", ns, "--field-selector",
-                                               "reason=ConflictingController",
-                                               namespaced=False)["items"]
-                        if e["involvedObject"]["name"] == name and e["type"] == "Warning"]
-            on_lease = wait_for(lambda: events("kube-system", ctx.ns), timeout=20,
-                                what="the event on the Lease")
-            assert on_lease[0]["involvedObject"]["kind"] == "Lease", on_lease
-            assert STAND_IN in on_lease[0]["message"], on_lease[0]["message"]
-            example = line.split('object="%s/' % ctx.ns)[1].split('"')[0]
-            wait_for(lambda: events(ctx.ns, example), timeout=20, what="the event on " + example)
-
-            # Standing aside: the stand-in alone scales; kcm makes no pod.
+            wait_for(lambda: _held_namespaces(metrics) == {"ReplicaSet": 1, "Deployment": 1},
+                     timeout=10, what="kcm_conflicting_namespaces 1 for both kinds")
+            assert all(v == 0 for _, v in _everywhere(metrics).values()), _everywhere(metrics)
+            assert http_get(health, "/readyz")[0] == 200
+            example = re.search(r'object="([^"]+)"', line).group(1)
+            on_object = wait_for(lambda: _events(ctx, ctx.ns, name=example), timeout=20,
+                                 what="the event on " + example)
+            assert STAND_IN in on_object[0]["message"], on_object[0]["message"]
+            assert not _events(ctx, "kube-system", name=ctx.ns), "an event on the Lease"
+            # Held here: the stand-in alone scales.
             last = last_request(ctx)
-            sampler = ActivePods(ctx)
             ctx.k("scale", "deployment/web", "--replicas=5")
             wait_for(lambda: active_by_app(ctx.api, ctx.ns)["web"] == 5, timeout=30,
                      what="5 pods")
-            ours = [r for r in requests_since(ctx, last)
-                    if r["verb"] == "create" and r["resource"] == "pods"
-                    and r["userAgent"].startswith("kcm/")]
-            assert not ours, "kcm made pods while standing aside: %s" % ours
+            assert not _made_pods(ctx, last, ctx.ns), "kcm made pods while standing aside"
+
+            # A second namespace: every namespace is held.
+            _race(b, kcm, "web")
+            log = kcm.text()
+            line = next(ln for ln in log.splitlines() if EVERYWHERE in ln and HELD in ln)
+            assert "in 2 namespaces; standing aside in every namespace" in line, line
+            print("    " + line[line.index("another"):])
+            wait_for(lambda: _everywhere(metrics) == {"ReplicaSet": (STAND_IN, 1),
+                                                      "Deployment": (STAND_IN, 1)},
+                     timeout=10, what="kcm_conflicting_controller 1 for both kinds")
+            code, body = http_get(health, "/readyz?verbose")
+            assert code == 500 and "[-]sole-controller failed" in body, (code, body)
+            on_lease = wait_for(lambda: _events(ctx, "kube-system", name=ctx.ns), timeout=20,
+                                what="the event on the Lease")
+            assert on_lease[0]["involvedObject"]["kind"] == "Lease", on_lease
+            assert "in 2 namespaces" in on_lease[0]["message"], on_lease[0]["message"]
+            last = last_request(ctx)
+            c.k("scale", "deployment/web", "--replicas=4")
+            wait_for(lambda: active_by_app(ctx.api, c.ns)["web"] == 4, timeout=30,
+                     what="4 pods in " + c.ns)
+            assert not _made_pods(ctx, last, c.ns), "kcm made pods while standing aside"
 
             # The stand-in stops: after the quiet period kcm writes again.
+            sampler = ActivePods(ctx)
             assert other.stop() == 0
             other = None
-            wait_for(lambda: _conflicts(metrics) == {"ReplicaSet": 0, "Deployment": 0},
-                     timeout=40, what="kcm to take over again")
-            assert kcm.text().count("writes again") == 2, kcm.text()[-3000:]
-            code, body = http_get(health, "/readyz?verbose")
-            assert code == 200, body
+            wait_for(lambda: _everywhere(metrics) == {"ReplicaSet": (STAND_IN, 0),
+                                                      "Deployment": (STAND_IN, 0)}
+                     and _held_namespaces(metrics) == {"ReplicaSet": 0, "Deployment": 0},
+                     timeout=60, what="kcm to take over again")
+            assert kcm.text().count("writes again in every namespace") == 2, kcm.text()[-3000:]
+            assert http_get(health, "/readyz")[0] == 200
+            last = last_request(ctx)
             ctx.k("scale", "deployment/web", "--replicas=6")
             exactly(ctx, "web", 6)
             most = sampler.stop()
             assert most["web"] <= 6, "%d active pods at one moment" % most["web"]
             made = [r for r in requests_since(ctx, last) if r["verb"] == "create"
                     and r["resource"] == "pods" and r["code"] == 201]
-            assert len(made) == 3, "%d pods made for 3 more replicas: %s" % (
+            assert len(made) == 1, "%d pods made for 1 more replica: %s" % (
                 len(made), json.dumps(made)[:2000])
         finally:
             for p in (other, kcm):
                 if p:
                     p.stop()
+
+
+# --- what a tenant can write ----------------------------------------------------------------
+
+TENANT_RULES = [  # as the aggregated `edit` role grants them for apps
+    {"apiGroups": ["apps"], "resources": ["deployments", "replicasets", "deployments/scale",
+                                          "replicasets/scale"],
+     "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+]
+STATUS_RULES = [{"apiGroups": ["apps"], "resources": ["deployments/status", "replicasets/status"],
+                 "verbs": ["get", "update", "patch"]}]
+EVIL = 'x"} 1 kcm_evil{a="y'  # a field manager no label or event may carry
+
+
+def _grant(ctx, ns, name, rules):
+    """A Role of rules in ns, bound to the ServiceAccount tenant of ns."""
+    meta = {"name": name, "namespace": ns}
+    ref = {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name}
+    for obj in ({"kind": "Role", "metadata": meta, "rules": rules},
+                {"kind": "RoleBinding", "metadata": meta, "roleRef": ref,
+                 "subjects": [{"kind": "ServiceAccount", "name": "tenant", "namespace": ns}]}):
+        obj["apiVersion"] = "rbac.authorization.k8s.io/v1"
+        ctx.k("apply", "-f", "-", stdin=json.dumps(obj), namespaced=False)
+
+
+def _forged(manager, when, field="readyReplicas"):
+    return {"manager": manager, "operation": "Update", "apiVersion": "apps/v1", "time": when,
+            "fieldsType": "FieldsV1", "subresource": "status",
+            "fieldsV1": {"f:status": {"f:" + field: {}}}}
+
+
+def _in(seconds):
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + seconds))
+
+
+@scenario("what a tenant may write stands nothing aside: ReplicaSets claiming a Deployment "
+          "made under kube-controller-manager's name, forged managedFields on creates and "
+          "updates, an admin's one-off status write; status writes by a tenant allowed them "
+          "hold back only the tenant's namespace, named by no string the tenant chose")
+def tenant_cannot_switch_kcm_off(ctx):
+    env = ctx.env
+    if env.kcm is None or not env.is_kcm:
+        raise Skip("kcm itself is run and inspected")
+    env.allow_lease(ctx.ns)
+    own = ctx.ns + "-t"
+    ctx.k("create", "namespace", own, namespaced=False)
+    tns, token = env.user_token(own, "tenant")  # the local API server's is in a fixed one
+    ctx.k("create", "namespace", tns, namespaced=False, check=False)  # may exist
+    _grant(ctx, tns, "tenant-apps", TENANT_RULES)
+    tenant = env.token_kubectl(token, tns)
+    with suite_kcm_stopped(ctx, "kcm-after-tenant.log") as d:
+        # Every namespace held as soon as one is: the most a tenant could reach.
+        kcm = env.own_kcm(d, "tenant-kcm.log", extra=(
+            "--leader-elect-resource-name=" + ctx.ns, "--leader-elect-lease-duration=3s",
+            "--leader-elect-renew-deadline=2s", "--leader-elect-retry-period=0.5s",
+            "--conflict-quiet-period=10s", "--conflict-cluster-namespaces=2"))
+        try:
+            health, metrics = plain_port(kcm, "health probes"), plain_port(kcm, "metrics")
+            wait_for(lambda: "starting controller" in kcm.text(), timeout=30,
+                     what="kcm to lead")
+            ctx.apply(deployment("web", 2))
+            exactly(ctx, "web", 2)
+
+            # The tenant's own Deployment, and ReplicaSets claiming it that
+            # the tenant makes under kube-controller-manager's name, with
+            # managedFields naming it the status writer from now to 2099.
+            tenant("apply", "-f", "-", stdin=deployment("mine", 1))
+            mine = tenant.json("get", "deployment/mine")
+            wait_for(lambda: tenant.json("get", "deployment/mine")["status"].get(
+                "readyReplicas") == 1, timeout=60, what="the tenant's Deployment")
+            owner = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "mine",
+                     "uid": mine["metadata"]["uid"], "controller": True,
+                     "blockOwnerDeletion": True}
+            for i, when in enumerate((_in(1), _in(30), "2099-01-01T00:00:00Z")):
+                labels = {"app": "mine", "decoy": str(i)}
+                rs = {"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                      "metadata": {"name": "decoy-%d" % i, "ownerReferences": [owner],
+                                   "labels": labels,
+                                   "managedFields": [_forged(STAND_IN, when),
+                                                     _forged(EVIL, when, "replicas")]},
+                      "spec": {"replicas": 0, "selector": {"matchLabels": labels},
+                               "template": {"metadata": {"labels": labels},
+                                            "spec": {"containers": [{"name": "c",
+                                                                     "image": "nginx"}]}}}}
+                tenant("create", "--field-manager=" + STAND_IN, "-f", "-", stdin=json.dumps(rs))
+            made = tenant.json("get", "rs", "decoy-2", "--show-managed-fields")
+            assert STAND_IN in [e["manager"] for e in made["metadata"]["managedFields"]
+                                if e.get("subresource") == "status"], \
+                "the API server dropped the managedFields sent: %s" % made["metadata"]
+
+            # Updates of the tenant's own objects forging the status writer,
+            # each followed by a status write of kcm's beside the forgery.
+            for i, when in enumerate((_in(2), "2099-01-01T00:00:00Z")):
+                for kind, name in (("deployment", "mine"), ("rs", "decoy-%d" % i)):
+                    obj = tenant.json("get", kind, name, "--show-managed-fields")
+                    obj["metadata"]["managedFields"] = (
+                        obj["metadata"].get("managedFields", []) +
+                        [_forged(STAND_IN, when), _forged(EVIL, _in(-1), "replicas")])
+                    obj["metadata"].setdefault("annotations", {})["round"] = str(i)
+                    tenant("replace", "-f", "-", stdin=json.dumps(obj))
+                tenant("scale", "deployment/mine", "--replicas=%d" % (2 + i))
+                wait_for(lambda: tenant.json("get", "deployment/mine")["status"].get(
+                    "readyReplicas") == 2 + i, timeout=60, what="kcm to roll the tenant's scale")
+
+            # An admin's one-off status write, as upstream's e2e spec "should
+            # run the lifecycle of a Deployment" makes one: kcm writes the
+            # real status back.
+            ctx.k("patch", "deployment/web", "--subresource=status", "--type=merge",
+                  "-p", '{"status":{"readyReplicas":0,"availableReplicas":0}}')
+            wait_for(lambda: ctx.k.json("get", "deployment/web")["status"].get(
+                "availableReplicas") == 2, timeout=30, what="kcm to write the status back")
+
+            # Nothing is held: the victim scales, a new Deployment rolls out.
+            ctx.k("scale", "deployment/web", "--replicas=4")
+            ctx.apply(deployment("new", 1))
+            exactly(ctx, "web", 4, timeout=30)
+            exactly(ctx, "new", 1, timeout=30)
+            log = kcm.text()
+            assert HELD not in log, log[-3000:]
+            assert _held_namespaces(metrics) == {"ReplicaSet": 0, "Deployment": 0}
+            assert all(v == 0 for _, v in _everywhere(metrics).values()), _everywhere(metrics)
+            assert http_get(health, "/readyz")[0] == 200
+
+            # Allowed to write status, the tenant holds back its own namespace.
+            _grant(ctx, tns, "tenant-status", STATUS_RULES)
+            for i in range(30):
+                tenant("patch", "rs/decoy-0", "--subresource=status", "--type=merge",
+                       "--field-manager=" + EVIL,
+                       "-p", json.dumps({"status": {"replicas": 0, "readyReplicas": i % 2,
+                                                    "observedGeneration": 1}}))
+                if _held_namespaces(metrics).get("ReplicaSet") == 1:
+                    break
+                time.sleep(1)  # the server stamps whole seconds: a newer entry
+            assert _held_namespaces(metrics) == {"ReplicaSet": 1, "Deployment": 0}, \
+                _held_namespaces(metrics)
+            tenant("patch", "rs/decoy-0", "--subresource=status", "--type=merge",
+                   "--field-manager=" + EVIL, "-p", '{"status":{"readyReplicas":1}}')
+            line = next(ln for ln in kcm.text().splitlines() if HELD in ln)
+            assert 'namespace="%s"' % tns in line and 'manager="other"' in line, line
+            ctx.k("scale", "deployment/web", "--replicas=5")
+            exactly(ctx, "web", 5, timeout=30)
+            assert http_get(health, "/readyz")[0] == 200
+            assert all(v == 0 for _, v in _everywhere(metrics).values()), _everywhere(metrics)
+            body = http_get(metrics, "/metrics")[1]
+            assert "kcm_evil" not in body, [ln for ln in body.splitlines() if "evil" in ln]
+            on_decoy = wait_for(lambda: _events(ctx, tns, name="decoy-0"), timeout=20,
+                                what="the event on decoy-0")
+            assert "(other)" in on_decoy[0]["message"], on_decoy[0]["message"]
+            assert not any("kcm_evil" in e["message"]
+                           for ns in (tns, ctx.ns, "kube-system") for e in _events(ctx, ns))
+            assert not _events(ctx, "kube-system", name=ctx.ns), "an event on the Lease"
+            # Once quiet, kcm writes the tenant's ReplicaSet's status again.
+            wait_for(lambda: "writes again namespace=\"%s\"" % tns in kcm.text(), timeout=40,
+                     what="kcm to write again in " + tns)
+            wait_for(lambda: tenant.json("get", "rs", "decoy-0")["status"].get(
+                "readyReplicas", 0) == 0, timeout=30, what="kcm to sync the held ReplicaSet")
+        finally:
+            kcm.stop()
+            for kind in ("role", "rolebinding"):
+                ctx.k.run("delete", kind, "tenant-apps", "tenant-status", "-n", tns,
+                          "--ignore-not-found", check=False, namespaced=False)
+            tenant.run("delete", "deployment/mine", check=False)
+            tenant.run("delete", "rs", "-l", "decoy", check=False)
+            ctx.k.run("delete", "namespace", own, "--wait=false", check=False, namespaced=False)

@@ -340,6 +340,7 @@ class Api:
                 self._check_namespace(res, meta["namespace"], name)
             if not meta.get("name") and isinstance(meta.get("generateName"), str):
                 meta["name"] = self._generate_name(res, meta["namespace"], meta["generateName"])
+            sent = fields.requested(meta)
             for f in ("uid", "resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds",
                       "selfLink", "managedFields"):
                 meta.pop(f, None)
@@ -353,13 +354,16 @@ class Api:
             res.prepare_create(body)
             if keep_status and status is not None:
                 body["status"] = status
+            entries = sent if isinstance(sent, list) else None
             errs = res.validate(body, None)
+            fields.validate(entries, errs)
             if errs:
                 raise invalid(res, meta.get("name") or "", errs)
             key = key_of(body)
             if self.store.get(res.plural, key) is not None:
                 raise already_exists(res, meta["name"])
-            fields.track(None, body, self.manager, res.api_version, now_rfc3339())
+            fields.track(None, body, self.manager, res.api_version, now_rfc3339(),
+                         entries=entries)
             body = _ordered(body)
             if dry_run:
                 return body
@@ -402,6 +406,7 @@ class Api:
         """Carry system metadata over, run the strategy, validate and store."""
         meta = new["metadata"]
         ometa = old["metadata"]
+        sent = fields.requested(meta, subresource)
         for f in ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds",
                   "namespace", "name", "generation"):
             if f in ometa:
@@ -426,16 +431,21 @@ class Api:
             self._allocate(res, new, old)
             res.prepare_update(new, old)
         errs = res.validate(new, old)
+        fields.validate(sent if isinstance(sent, list) else None, errs)
         if errs:
             raise invalid(res, ometa["name"], errs)
-        if old.get("metadata", {}).get("managedFields") is not None:
-            meta["managedFields"] = old["metadata"]["managedFields"]
+        if isinstance(sent, list):
+            meta["managedFields"] = sent
+        elif sent is None and ometa.get("managedFields") is not None:
+            meta["managedFields"] = ometa["managedFields"]
         else:
             meta.pop("managedFields", None)
         new = _ordered(new)
         if new == old:
             return old
-        fields.track(old, new, self.manager, res.api_version, now_rfc3339(), subresource)
+        if sent is not fields.RESET:  # a reset keeps no entry, not even the writer's
+            fields.track(old, new, self.manager, res.api_version, now_rfc3339(), subresource,
+                         entries=meta.get("managedFields") or [])
         if dry_run:
             return new
         key = key_of(old)

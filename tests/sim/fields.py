@@ -8,6 +8,13 @@ and map fields, `k:{...}` for items of lists keyed by merge keys, `v:<json>`
 for set items, and `.` for a map, optional struct or list item owned as a
 whole. The encoding follows the upstream format closely enough for kubectl
 and for clients that skip these fields; server-side apply is not modelled.
+
+Entries a client sends on a create or an update of the object itself are
+kept as kube-apiserver keeps them (`requested`): a list that decodes
+replaces the stored one, manager, subresource and time included; an empty
+list resets them; anything that does not decode is ignored. The write then
+takes its fields from every entry; fields no write ever set stay with
+whoever claims them.
 """
 
 import json
@@ -107,37 +114,110 @@ def _flatten(tree, prefix=(), out=None):
     return out
 
 
-def track(old, new, manager, api_version, now, subresource=None):
-    """Set new["metadata"]["managedFields"] after `manager` wrote `new` over `old`."""
+MANAGER_LIMIT = 128  # bytes of a manager's name
+SUBRESOURCE_LIMIT = 256
+RESET = object()  # requested(): the client asked for no entries
+
+
+def _decodes(entry):
+    """Whether one sent entry decodes as kube-apiserver's DecodeManagedFields
+    reads it: an Apply or Update with an apiVersion, FieldsV1 and a time
+    that parses, if any."""
+    if not isinstance(entry, dict):
+        return False
+    if entry.get("operation") not in ("Apply", "Update") or not entry.get("apiVersion"):
+        return False
+    if entry.get("fieldsType") != "FieldsV1" or not isinstance(entry.get("fieldsV1", {}), dict):
+        return False
+    for key in ("manager", "subresource"):
+        if not isinstance(entry.get(key, ""), str):
+            return False
+    when = entry.get("time")
+    if when is not None:
+        from api import parse_rfc3339
+        try:
+            parse_rfc3339(when)
+        except (TypeError, ValueError):
+            return False
+    return True
+
+
+def requested(meta, subresource=None):
+    """The entries a write asks for: None to keep the stored ones (none
+    sent, a subresource write, or a list that does not decode), RESET, or
+    the list sent."""
+    if subresource is not None or "managedFields" not in meta:
+        return None
+    sent = meta["managedFields"]
+    if sent is None:
+        return None
+    if sent == [] or sent == [{}]:
+        return RESET
+    if isinstance(sent, list) and all(_decodes(e) for e in sent):
+        return [dict(e) for e in sent]
+    return None
+
+
+def validate(entries, errs):
+    """ValidateManagedFields' limits on entries that decoded."""
+    for i, e in enumerate(entries or ()):
+        at = "metadata.managedFields[%d]" % i
+        manager = e.get("manager", "")
+        if len(manager.encode()) > MANAGER_LIMIT:
+            errs.items.append((at + ".manager", "FieldValueTooLong",
+                               "Too long: may not be more than %d bytes" % MANAGER_LIMIT))
+        offset = 0
+        for ch in manager:
+            if not ch.isprintable():
+                errs.invalid(at + ".manager", manager, "invalid character U+%04X (at "
+                             "position %d)" % (ord(ch), offset))
+            offset += len(ch.encode())
+        if len(e.get("subresource", "").encode()) > SUBRESOURCE_LIMIT:
+            errs.items.append((at + ".subresource", "FieldValueTooLong",
+                               "Too long: may not be more than %d bytes" % SUBRESOURCE_LIMIT))
+
+
+def track(old, new, manager, api_version, now, subresource=None, entries=None):
+    """Set new["metadata"]["managedFields"] after `manager` wrote `new` over
+    `old`, starting from `entries` (by default old's)."""
     meta = new["metadata"]
-    entries = (old or {}).get("metadata", {}).get("managedFields") or []
+    if entries is None:
+        entries = (old or {}).get("metadata", {}).get("managedFields") or []
     entries = [e for e in entries if isinstance(e, dict)]
     new_paths = owned_paths(new, subresource)
     all_new = dict(new_paths)
     all_new.update(owned_paths(new, None if subresource == "status" else "status"))
     if old is None:
         changed = set(new_paths)
+        gone = set()
     else:
         old_paths = owned_paths(old, subresource)
         changed = {p for p, v in new_paths.items() if old_paths.get(p, "\0") != v}
+        all_old = dict(old_paths)
+        all_old.update(owned_paths(old, None if subresource == "status" else "status"))
+        gone = set(all_old) - set(all_new)
     out = []
     mine = None
     for e in entries:
         owned = _flatten(e.get("fieldsV1") or {})
-        if e.get("manager") == manager and e.get("subresource") == subresource:
-            mine = owned
+        if e.get("manager") == manager and (e.get("subresource") or None) == subresource:
+            mine = e
             continue
-        owned = {p for p in owned - changed if p in all_new}
-        if owned:
-            e = dict(e, fieldsV1=_tree(owned))
+        kept = owned - changed - gone
+        if kept == owned:
             out.append(e)
-    owned = ((mine or set()) | changed) & set(all_new)
-    if owned:
-        entry = {"manager": manager, "operation": "Update", "apiVersion": api_version,
-                 "time": now, "fieldsType": "FieldsV1", "fieldsV1": _tree(owned)}
-        if subresource:
-            entry["subresource"] = subresource
-        out.append(entry)
+        elif kept:
+            out.append(dict(e, fieldsV1=_tree(kept)))
+    if mine is not None and not changed:
+        out.append(mine)  # nothing changed: its entry stays as it was
+    else:
+        owned = ((_flatten(mine.get("fieldsV1") or {}) if mine else set()) - gone) | changed
+        if owned:
+            entry = {"manager": manager, "operation": "Update", "apiVersion": api_version,
+                     "time": now, "fieldsType": "FieldsV1", "fieldsV1": _tree(owned)}
+            if subresource:
+                entry["subresource"] = subresource
+            out.append(entry)
     if out:
         meta["managedFields"] = out
     else:

@@ -254,6 +254,70 @@ class Basics(SimTestCase):
         self.assertEqual(body["message"],
                          "specifying resource version is not allowed when using continue")
 
+    def test_managed_fields_sent_are_kept_as_the_server_keeps_them(self):
+        def entry(manager, when, owned, sub=None, **extra):
+            e = {"manager": manager, "operation": "Update", "apiVersion": "apps/v1",
+                 "time": when, "fieldsType": "FieldsV1", "fieldsV1": owned}
+            if sub:
+                e["subresource"] = sub
+            e.update(extra)
+            return e
+
+        def entries(obj):
+            return sorted((e["manager"], e.get("subresource", ""), e.get("time", ""))
+                          for e in obj["metadata"].get("managedFields") or [])
+
+        forged = entry("kube-controller-manager", "2099-01-01T00:00:00Z",
+                       {"f:status": {"f:readyReplicas": {}}}, "status")
+        # On a create, a sent entry loses the fields the object has; one
+        # left with fields the object lacks stays, its time as sent.
+        body = deployment("web")
+        body["metadata"]["managedFields"] = [
+            forged, entry("x", "2020-01-01T00:00:00Z", {"f:spec": {"f:replicas": {}}})]
+        d = self.create(APPS, body)
+        got = entries(d)
+        self.assertEqual(len(got), 2, got)
+        self.assertIn(("kube-controller-manager", "status", "2099-01-01T00:00:00Z"), got)
+        creator = [m for m, sub, _ in got if not sub][0]
+        # An update of the object itself replaces the stored entries with a
+        # list that decodes; the writer's entry joins it.
+        path = APPS % self.ns + "/web"
+        d["metadata"]["labels"] = {"app": "web", "team": "a"}
+        d["metadata"]["managedFields"] = [entry("evil", "2098-01-01T00:00:00Z",
+                                                {"f:status": {"f:replicas": {}}}, "status")]
+        r = self.c.put(path, d)
+        self.assertEqual(r.status, 200, r.body)
+        got = entries(r.json())
+        self.assertIn(("evil", "status", "2098-01-01T00:00:00Z"), got)
+        self.assertNotIn("kube-controller-manager", [m for m, _, _ in got])
+        self.assertEqual(len(got), 2, got)
+        # A status write ignores the entries it sends.
+        r = self.c.patch(path + "/status", {"metadata": {"managedFields": []},
+                                            "status": {"observedGeneration": 1}})
+        self.assertEqual(r.status, 200, r.body)
+        self.assertIn(("evil", "status", "2098-01-01T00:00:00Z"), entries(r.json()))
+        self.assertIn(creator, [m for m, sub, _ in entries(r.json()) if sub == "status"])
+        # A list that does not decode is ignored; one that decodes with a
+        # manager over 128 bytes is refused.
+        d = r.json()
+        d["metadata"]["labels"]["team"] = "b"
+        d["metadata"]["managedFields"] = [entry("bogus", "2098-01-01T00:00:00Z", {},
+                                                operation="Bogus")]
+        r = self.c.put(path, d)
+        self.assertEqual(r.status, 200, r.body)
+        self.assertNotIn("bogus", [m for m, _, _ in entries(r.json())])
+        d = r.json()
+        d["metadata"]["managedFields"] = [entry("m" * 129, "2098-01-01T00:00:00Z", {})]
+        body = self.assertStatus(self.c.put(path, d), 422, "Invalid")
+        self.assertEqual(body["details"]["causes"][0]["field"],
+                         "metadata.managedFields[0].manager")
+        # An empty list resets them: none are left, not even the writer's.
+        d["metadata"]["labels"]["team"] = "c"
+        d["metadata"]["managedFields"] = []
+        r = self.c.put(path, d)
+        self.assertEqual(r.status, 200, r.body)
+        self.assertNotIn("managedFields", r.json()["metadata"])
+
     def test_times_are_decoded_like_the_server(self):
         lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                  "metadata": {"name": "l"},

@@ -97,9 +97,13 @@ static void same_selector(const struct kcm_selector *a,
 }
 
 static void same_writers(const struct kcm_writers *a, const struct kcm_writers *b) {
-  assert_ptr_equal(a->status, b->status); /* pooled */
-  assert_ptr_equal(a->creator, b->creator);
-  assert_int_equal(a->status_at, b->status_at);
+  uint8_t i;
+  assert_int_equal(a->n, b->n);
+  assert_int_equal(a->more, b->more);
+  for (i = 0; i < a->n; i++) {
+    assert_ptr_equal(a->status[i].manager, b->status[i].manager); /* pooled */
+    assert_int_equal(a->status[i].at, b->status[i].at);
+  }
 }
 
 static void same_replicaset(const struct kcm_replicaset *a,
@@ -404,9 +408,9 @@ static void replicaset_text_skips_managed_fields(void **state) {
   }
 }
 
-/* managedFields name the writers: the latest writer of the status, and
- * the creator while its entry is as old as the object; entries of other
- * subresources, without a manager, or broken are told apart. */
+/* managedFields name the writers of the status, the first four kept in
+ * order and the newest found among them; entries of the object itself or
+ * other subresources, without a manager, or broken are told apart. */
 static void workload_writers(void **state) {
   static const char head[] =
       "{\"metadata\":{\"name\":\"r\",\"namespace\":\"d\",\"uid\":"
@@ -414,8 +418,10 @@ static void workload_writers(void **state) {
       "\"creationTimestamp\":\"2026-11-20T10:00:00Z\",\"managedFields\":[";
   static const char tail[] = "]},\"spec\":{\"selector\":{},\"template\":{}}}";
   static const struct {
-    const char *fields, *status, *creator;
+    const char *fields, *status;
     int64_t status_at;
+    int n;
+    bool more;
   } cases[] = {
       {"{\"manager\":\"kcm\",\"operation\":\"Update\",\"time\":\"2026-11-20T10:00:00Z\","
        "\"fieldsV1\":{\"f:spec\":{}}},"
@@ -423,23 +429,32 @@ static void workload_writers(void **state) {
        "\"status\",\"time\":\"2026-11-20T10:05:00Z\"},"
        "{\"manager\":\"kcm\",\"subresource\":\"status\",\"time\":\"2026-11-20T10:01:00Z\"},"
        "{\"manager\":\"kubectl\",\"subresource\":\"scale\",\"time\":\"2026-11-20T10:09:00Z\"}",
-       "kube-controller-manager", "kcm", 1795169100},
-      /* the creator's entry moved on (a later write of its): no creator */
+       "kube-controller-manager", 1795169100, 2, false},
+      /* writes of the object itself only: no status writer */
       {"{\"time\":\"2026-11-20T10:03:00Z\",\"manager\":\"kcm\"},"
        "{\"manager\":\"kubectl-edit\",\"time\":\"2026-11-20T10:04:00Z\"}",
-       NULL, NULL, 0},
+       NULL, 0, 0, false},
       {"{\"manager\":\"\",\"subresource\":\"status\"},{\"subresource\":\"status\"},{}", NULL,
-       NULL, 0},
+       0, 0, false},
+      /* five status writers: four kept, the newest among them */
+      {"{\"manager\":\"a\",\"subresource\":\"status\",\"time\":\"2026-11-20T10:01:00Z\"},"
+       "{\"manager\":\"b\",\"subresource\":\"status\",\"time\":\"2026-11-20T10:04:00Z\"},"
+       "{\"manager\":\"c\",\"subresource\":\"status\"},"
+       "{\"manager\":\"d\",\"subresource\":\"status\",\"time\":\"2026-11-20T10:02:00Z\"},"
+       "{\"manager\":\"e\",\"subresource\":\"status\",\"time\":\"2026-11-20T10:09:00Z\"}",
+       "b", 1795169040, 4, true},
   };
   size_t i;
   for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
     char text[2048];
     struct kcm_replicaset *rs;
+    int64_t at;
     snprintf(text, sizeof(text), "%s%s%s", head, cases[i].fields, tail);
     rs = (struct kcm_replicaset *)decode_ok(KCM_KIND_REPLICASET, text);
-    same_string(rs->writers.status, cases[i].status);
-    same_string(rs->writers.creator, cases[i].creator);
-    assert_int_equal(rs->writers.status_at, cases[i].status_at);
+    same_string(kcm_api_writers_newest(&rs->writers, &at), cases[i].status);
+    assert_int_equal(at, cases[i].status_at);
+    assert_int_equal(rs->writers.n, cases[i].n);
+    assert_int_equal(rs->writers.more, cases[i].more);
     kcm_api_unref(&rs->o, &pool);
   }
   /* a Deployment too; a manager that is not a string is an error */

@@ -369,6 +369,37 @@ static void rs_paused_waits(void **state) {
   assert_int_equal(fake_writer_pending(&f->fw, "POST", "/pods"), 1);
 }
 
+static bool hold_ns(void *ctx, const char *ns, size_t n) {
+  return n == 2 && !memcmp(ns, "ns", 2) && *(bool *)ctx;
+}
+
+/* A controller standing aside in a namespace starts no sync there: the
+ * key leaves the queue and waits, once however often it comes, until the
+ * held keys are released; then it is synced. */
+static void rs_gate_holds_a_namespace(void **state) {
+  struct fixture *f = *state;
+  bool holding = true;
+  kcm_runtime_gate(&f->rc.rt, hold_ns, &holding);
+  put_rs(f, 1);
+  kcm_runtime_run(&f->rc.rt);
+  kcm_runtime_enqueue_key(&f->rc.rt, KEY);
+  kcm_runtime_enqueue_key(&f->rc.rt, "nsx/web"); /* another namespace: synced */
+  uv_run(&f->loop, UV_RUN_NOWAIT);
+  assert_int_equal(f->fw.n, 0);
+  assert_int_equal(kcm_workqueue_len(&f->rc.rt.queue), 0);
+  assert_int_equal(f->rc.rt.held.len, 1);
+  kcm_runtime_release_held(&f->rc.rt); /* still held: back to waiting */
+  uv_run(&f->loop, UV_RUN_NOWAIT);
+  assert_int_equal(f->fw.n, 0);
+  assert_int_equal(f->rc.rt.held.len, 1);
+  holding = false;
+  kcm_runtime_release_held(&f->rc.rt);
+  uv_run(&f->loop, UV_RUN_NOWAIT);
+  assert_int_equal(f->rc.rt.held.len, 0);
+  assert_int_equal(fake_writer_pending(&f->fw, "POST", "/pods"), 1);
+  kcm_runtime_gate(&f->rc.rt, NULL, NULL);
+}
+
 /* A namespace being deleted refuses creates: nothing to do, no error. */
 static void rs_namespace_terminating(void **state) {
   struct fixture *f = *state;
@@ -965,6 +996,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(rs_pod_names_are_drawn_apart, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(rs_namespace_terminating, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(rs_paused_waits, setup_rs, teardown),
+      cmocka_unit_test_setup_teardown(rs_gate_holds_a_namespace, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(rs_status_conflict, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(rs_delete_errors, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(rs_status_after_deletes, setup_rs, teardown),

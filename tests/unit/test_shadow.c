@@ -87,8 +87,8 @@ static void plans_left_undone_disagree_once(void **state) {
   rs.replicas = 2;
   rs.status.replicas = 1;
   rs.status.observed_generation = 3;
-  rs.writers.status = "kube-controller-manager";
-  rs.writers.status_at = 0;
+  rs.writers.status[0].manager = "kube-controller-manager";
+  rs.writers.n = 1;
   kcm_shadow_init(&s, "replicaset", WINDOW);
   assert_int_equal(kcm_shadow_judge(&s, "ns/web", "create pods\n", &rs.o, 0, 1000), WINDOW);
   /* Synced again early (a requeue, no change): the rest of the window. */

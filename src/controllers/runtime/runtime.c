@@ -237,6 +237,49 @@ static struct kcm_runtime_job *new_job(struct kcm_runtime *rt, const char *key) 
   return j;
 }
 
+static uint64_t held_hash(const void *key) {
+  return kcm_map_hash_bytes(KCM_MAP_HASH_INIT, key, strlen(key));
+}
+
+static bool held_match(const void *key, const void *entry) { return !strcmp(key, entry); }
+
+static const struct kcm_map_type held_type = {held_hash, held_match};
+
+/* Whether the gate holds key back: then it is kept in rt->held (or,
+ * without memory for that, queued again in a second) and done in the
+ * queue. */
+static bool hold_back(struct kcm_runtime *rt, const char *key) {
+  const char *slash = strchr(key, '/');
+  char *copy = NULL;
+  if (!rt->gate || !slash || !rt->gate(rt->gate_ctx, key, (size_t)(slash - key)))
+    return false;
+  if (!kcm_map_get(&rt->held, key) &&
+      (!(copy = strdup(key)) || kcm_map_put(&rt->held, copy, copy, NULL))) {
+    free(copy);
+    kcm_workqueue_add_after(&rt->queue, key, 1000);
+  }
+  kcm_workqueue_done(&rt->queue, key);
+  return true;
+}
+
+void kcm_runtime_gate(struct kcm_runtime *rt, bool (*gate)(void *ctx, const char *ns, size_t n),
+                      void *ctx) {
+  rt->gate = gate;
+  rt->gate_ctx = ctx;
+}
+
+void kcm_runtime_release_held(struct kcm_runtime *rt) {
+  struct kcm_map_iter it;
+  char *key;
+  kcm_map_iter_init(&it, &rt->held);
+  while ((key = kcm_map_next(&it))) {
+    kcm_workqueue_add(&rt->queue, key);
+    free(key);
+  }
+  kcm_map_release(&rt->held);
+  kcm_map_init(&rt->held, &held_type);
+}
+
 static void pump(struct kcm_runtime *rt) {
   if (rt->pumping)
     return; /* the loop below goes on when the nested sync gives back */
@@ -246,6 +289,8 @@ static void pump(struct kcm_runtime *rt) {
     struct kcm_runtime_job *j;
     if (!key)
       break;
+    if (hold_back(rt, key))
+      continue;
     if (!(j = new_job(rt, key)))
       continue;
     rt->running++;
@@ -269,6 +314,7 @@ void kcm_runtime_init(struct kcm_runtime *rt, uv_loop_t *loop, const struct kcm_
   rt->writer = writer;
   rt->pool = pool;
   kcm_workqueue_init(&rt->queue, loop, ops->kind);
+  kcm_map_init(&rt->held, &held_type);
   snprintf(component, sizeof(component), "%s-controller", ops->kind);
   kcm_events_init(&rt->events, writer, component);
 }
@@ -309,4 +355,12 @@ void kcm_runtime_stop(struct kcm_runtime *rt, void (*on_stopped)(struct kcm_runt
   kcm_workqueue_shutdown(&rt->queue, on_drained, rt);
 }
 
-void kcm_runtime_release(struct kcm_runtime *rt) { kcm_events_release(&rt->events); }
+void kcm_runtime_release(struct kcm_runtime *rt) {
+  struct kcm_map_iter it;
+  char *key;
+  kcm_map_iter_init(&it, &rt->held);
+  while ((key = kcm_map_next(&it)))
+    free(key);
+  kcm_map_release(&rt->held);
+  kcm_events_release(&rt->events);
+}
