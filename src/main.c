@@ -273,12 +273,17 @@ static void on_health(void *data, struct kcm_server_exchange *x,
 
 static void on_metrics(void *data, struct kcm_server_exchange *x,
                        const struct kcm_server_request *req, struct kcm_server_response *resp) {
-  if (!strcmp(req->path, "/metrics"))
+  if (!strcmp(req->path, "/metrics")) {
     answer_metrics(data, resp);
-  else if (!strcmp(req->path, "/debug/shadow"))
-    answer_shadow(data, resp);
-  else
+  } else if (!strcmp(req->path, "/debug/shadow")) {
+    /* plans name objects and fields: for authorized callers only */
+    resp->status = 403;
+    resp->content_type = "text/plain; charset=utf-8";
+    kcm_buf_append_str(&resp->body, "/debug/shadow is served on the secure port only, to "
+                                    "callers authorized for it\n");
+  } else {
     kcm_server_not_found(resp);
+  }
   kcm_server_reply(x);
 }
 

@@ -50,7 +50,7 @@ bool kcm_pb_skip(struct kcm_pb *r);
  * each counts. */
 bool kcm_pb_find(struct kcm_pb *r, const uint32_t *path);
 /* A varint from p[0..n): the bytes it takes, 0 if n ends before it does,
- * -1 if it is longer than ten bytes. */
+ * -1 if it is longer than ten bytes or holds more than 64 bits. */
 int kcm_pb_read_varint(const uint8_t *p, size_t n, uint64_t *v);
 
 /* The object inside a runtime.Unknown envelope (magic included): its kind

@@ -197,5 +197,5 @@ int kcm_conflict_guard_metrics(const struct kcm_conflict_guard *g, struct kcm_bu
 void kcm_conflict_guard_close(struct kcm_conflict_guard *g) {
   uv_timer_stop(&g->timer);
   uv_close((uv_handle_t *)&g->timer, NULL);
-  kcm_conflict_release(&g->c);
+  kcm_conflict_lead(&g->c, 0); /* watch events until the end count nothing */
 }

@@ -39,8 +39,10 @@ static bool fail(struct kcm_json *j, const char *why) {
   return false;
 }
 
+static bool is_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
 static void ws(struct kcm_json *j) {
-  while (j->p < j->end && (*j->p == ' ' || *j->p == '\n' || *j->p == '\r' || *j->p == '\t'))
+  while (j->p < j->end && is_space(*j->p))
     j->p++;
 }
 
@@ -486,10 +488,16 @@ bool kcm_json_member_span(struct kcm_json *j, const char *const *parent, const c
     if (!kcm_json_skip(j))
       return false;
     if (found) {
+      /* a comma before it (a member before) goes with it; else one after */
+      size_t lead = (size_t)(before - j->start), next = (size_t)(j->p - j->start);
+      while (lead < next && is_space(j->start[lead]))
+        lead++;
       *from = (size_t)(before - j->start);
-      *to = (size_t)(j->p - j->start);
-      if (j->start[*from] != ',' && *to < len && j->start[*to] == ',')
-        (*to)++;
+      *to = next;
+      while (j->start[lead] != ',' && next < len && is_space(j->start[next]))
+        next++;
+      if (j->start[lead] != ',' && next < len && j->start[next] == ',')
+        *to = next + 1;
       return true;
     }
     before = j->p;

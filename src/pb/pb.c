@@ -15,6 +15,8 @@ int kcm_pb_read_varint(const uint8_t *p, size_t n, uint64_t *v) {
   uint64_t x = 0;
   size_t i;
   for (i = 0; i < n && i < 10; i++) {
+    if (i == 9 && p[i] > 1)
+      return -1; /* past 64 bits */
     x |= (uint64_t)(p[i] & 0x7f) << (7 * i);
     if (!(p[i] & 0x80)) {
       *v = x;

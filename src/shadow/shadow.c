@@ -7,7 +7,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "kcm/api.h"
 #include "kcm/error.h"
+#include "kcm/json.h"
 #include "kcm/log.h"
 #include "kcm/metrics.h"
 #include "kcm/shadow.h"
@@ -79,23 +81,80 @@ static void target_of(const char *path, char *dst, size_t len) {
   snprintf(dst, len, "%.*s", (int)n, at);
 }
 
+/* Annotations whose values a plan shows: the Deployment controller's own. */
+static const char *const shown[] = {
+    "deployment.kubernetes.io/revision", "deployment.kubernetes.io/revision-history",
+    "deployment.kubernetes.io/desired-replicas", "deployment.kubernetes.io/max-replicas", NULL};
+
+static bool shown_annotation(const char *key, size_t n) {
+  size_t i;
+  for (i = 0; shown[i]; i++)
+    if (strlen(shown[i]) == n && !memcmp(shown[i], key, n))
+      return true;
+  return false;
+}
+
+/* The value next in j, as compact JSON, into out; in an object named
+ * "annotations" (within) every value but the controller's own annotations
+ * replaced by a mark, since users keep secrets there. False when j is not
+ * JSON or memory is short. */
+static bool copy_redacted(struct kcm_json *j, struct kcm_buf *out, bool within) {
+  const char *raw;
+  size_t n;
+  bool first = true;
+  switch (kcm_json_peek(j)) {
+  case KCM_JSON_OBJECT:
+    if (!kcm_json_object(j) || kcm_buf_append(out, "{", 1))
+      return false;
+    while (kcm_json_member(j)) {
+      bool hide = within && !shown_annotation(j->key, j->keylen);
+      bool annotations = kcm_json_key_is(j, "annotations");
+      if ((!first && kcm_buf_append(out, ",", 1)) || kcm_api_json_string(out, j->key, j->keylen) ||
+          kcm_buf_append(out, ":", 1))
+        return false;
+      first = false;
+      if (hide ? !kcm_json_skip(j) || kcm_buf_append_str(out, "\"(redacted)\"")
+               : !copy_redacted(j, out, annotations))
+        return false;
+    }
+    return !j->err && !kcm_buf_append(out, "}", 1);
+  case KCM_JSON_ARRAY:
+    if (!kcm_json_array(j) || kcm_buf_append(out, "[", 1))
+      return false;
+    while (kcm_json_element(j)) {
+      if ((!first && kcm_buf_append(out, ",", 1)) || !copy_redacted(j, out, false))
+        return false;
+      first = false;
+    }
+    return !j->err && !kcm_buf_append(out, "]", 1);
+  default:
+    return kcm_json_raw(j, &raw, &n) && !kcm_buf_append(out, raw, n);
+  }
+}
+
 void kcm_shadow_plan_add(struct kcm_buf *plan, const struct kcm_write *req) {
   char target[KCM_CLIENT_PATH_MAX];
-  size_t n;
-  const char *p;
   if (!strcmp(req->method, "GET") || strstr(req->path, "dryRun="))
     return;
   target_of(req->path, target, sizeof(target));
   kcm_buf_appendf(plan, "%s %s", verb_of(req->method), target);
-  /* A patch's body is what it changes; a create's is the whole object. */
+  /* A patch's body is what it changes; a create's is the whole object. It
+   * is shown compact (one line per write), annotation values redacted. */
   if (req->body && strcmp(req->method, "POST")) {
-    n = strlen(req->body);
+    struct kcm_buf body = KCM_BUF_INIT(1u << 24);
+    struct kcm_json j;
+    kcm_json_init(&j);
+    kcm_json_start(&j, req->body, strlen(req->body));
     kcm_buf_append_str(plan, " ");
-    /* One line per write: a body is JSON, whose newlines are whitespace. */
-    for (p = req->body; p < req->body + (n < BODY_EXCERPT ? n : BODY_EXCERPT); p++)
-      kcm_buf_append(plan, *p == '\n' ? " " : p, 1);
-    if (n > BODY_EXCERPT)
-      kcm_buf_append_str(plan, "...");
+    if (copy_redacted(&j, &body, false) && kcm_json_done(&j)) {
+      kcm_buf_append(plan, body.data, body.len < BODY_EXCERPT ? body.len : BODY_EXCERPT);
+      if (body.len > BODY_EXCERPT)
+        kcm_buf_append_str(plan, "...");
+    } else {
+      kcm_buf_appendf(plan, "(%zu bytes, not shown)", strlen(req->body));
+    }
+    kcm_json_release(&j);
+    kcm_buf_release(&body);
   }
   kcm_buf_append_str(plan, "\n");
 }

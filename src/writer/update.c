@@ -184,42 +184,106 @@ static const char *json_of(struct json_object *v) {
   return json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN);
 }
 
-/* Insert `"key":value` as the first member of the object whose '{' is at `at`. */
-static int insert_member(struct splice *s, size_t at, const char *key, struct json_object *value) {
-  struct json_object *k = json_object_new_string(key);
-  char *with = k ? format("%s:%s%s", json_of(k), json_of(value),
-                          empty_object(s->j.start, at) ? "" : ",")
-                   : NULL;
-  json_object_put(k);
-  return add_edit(s, at + 1, at + 1, with);
+/* Whether the object at `parent` holds no more than one member `key` (with
+ * two, Go and the API server keep the last: left to the whole-object path,
+ * whose parser does the same). */
+static bool once(struct splice *s, const char *const *parent, const char *key) {
+  int seen = 0;
+  if (!kcm_json_find(&s->j, parent) || !kcm_json_object(&s->j))
+    return !s->j.err;
+  while (kcm_json_member(&s->j))
+    if ((kcm_json_key_is(&s->j, key) && ++seen > 1) || !kcm_json_skip(&s->j))
+      return false;
+  return !s->j.err;
 }
 
-/* One annotation of the patch (a string, or null to remove it). */
-static int splice_annotation(struct splice *s, const char *key, struct json_object *value) {
-  const char *path[] = {"metadata", "annotations", key, NULL};
-  const char *const parent[] = {"metadata", "annotations", NULL};
-  size_t at, len;
-  if (value && !json_object_is_type(value, json_type_string))
-    return KCM_WRITER_WHOLE;
-  if (!value) {
-    if (!kcm_json_member_span(&s->j, parent, key, &at, &len))
-      return s->j.err ? KCM_WRITER_WHOLE : 0; /* absent already */
-    return add_edit(s, at, len, strdup(""));
+#define MAX_ANNOTATIONS 32 /* in one patch; kcm's carry one or two */
+
+/* The patch's annotations (a string each, or null to remove it): the
+ * object's annotations rebuilt from their text, each member the patch
+ * names replaced or dropped, the new ones after the rest. */
+static int splice_annotations(struct splice *s, struct json_object *patch) {
+  static const char *const parent[] = {"metadata", "annotations", NULL};
+  const char *names[MAX_ANNOTATIONS];
+  struct json_object *values[MAX_ANNOTATIONS];
+  bool met[MAX_ANNOTATIONS] = {false};
+  struct kcm_buf out = KCM_BUF_INIT((size_t)-1);
+  size_t n = 0, i, at, len;
+  const char *mark;
+  bool first = true;
+  int err = KCM_WRITER_WHOLE;
+
+  json_object_object_foreach(patch, key, value) {
+    if (n == MAX_ANNOTATIONS || (value && !json_object_is_type(value, json_type_string)))
+      return KCM_WRITER_WHOLE;
+    names[n] = key;
+    values[n++] = value;
   }
-  if (value_at(s, path, &at, &len))
-    return add_edit(s, at, at + len, strdup(json_of(value)));
-  if (s->j.err)
+  /* no annotations yet (rare) or not an object: apply the patch whole */
+  if (!value_at(s, parent, &at, &len) || s->j.start[at] != '{' || !kcm_json_find(&s->j, parent) ||
+      !kcm_json_object(&s->j))
     return KCM_WRITER_WHOLE;
-  if (!value_at(s, parent, &at, &len) || s->j.start[at] != '{')
-    return KCM_WRITER_WHOLE; /* no annotations yet: rare, apply the patch whole */
-  return insert_member(s, at, key, value);
+  if (kcm_buf_append(&out, "{", 1))
+    goto out;
+  for (mark = s->j.p; kcm_json_member(&s->j); mark = s->j.p) {
+    const char *name = mark, *raw;
+    size_t rawlen;
+    while (*name != '"') /* whitespace and the comma before the name */
+      name++;
+    for (i = 0; i < n && !(strlen(names[i]) == s->j.keylen &&
+                           !memcmp(names[i], s->j.key, s->j.keylen));
+         i++)
+      ;
+    if (!kcm_json_raw(&s->j, &raw, &rawlen) || (i < n && met[i]))
+      goto out; /* broken, or a name given twice */
+    if (i < n && (met[i] = true) && !values[i])
+      continue;
+    if ((!first && kcm_buf_append(&out, ",", 1)) ||
+        kcm_buf_append(&out, name, (size_t)(raw - name)) ||
+        (i < n ? kcm_buf_append_str(&out, json_of(values[i]))
+               : kcm_buf_append(&out, raw, rawlen))) {
+      err = KCM_ENOMEM;
+      goto out;
+    }
+    first = false;
+  }
+  if (s->j.err)
+    goto out;
+  for (i = 0; i < n; i++) {
+    struct json_object *k;
+    if (met[i] || !values[i])
+      continue;
+    k = json_object_new_string(names[i]);
+    if (!k || (!first && kcm_buf_append(&out, ",", 1)) ||
+        kcm_buf_append_str(&out, json_of(k)) || kcm_buf_append(&out, ":", 1) ||
+        kcm_buf_append_str(&out, json_of(values[i]))) {
+      json_object_put(k);
+      err = KCM_ENOMEM;
+      goto out;
+    }
+    json_object_put(k);
+    first = false;
+  }
+  if (kcm_buf_append(&out, "}", 2)) { /* with the NUL */
+    err = KCM_ENOMEM;
+    goto out;
+  }
+  err = add_edit(s, at, at + len, out.data);
+  out.data = NULL; /* the edit owns it */
+out:
+  kcm_buf_release(&out);
+  return err;
 }
 
 /* metadata: a resourceVersion equal to the object's, and annotations. */
 static int splice_metadata(struct splice *s, struct json_object *meta) {
   static const char *const rv_path[] = {"metadata", "resourceVersion", NULL};
-  if (!json_object_is_type(meta, json_type_object))
-    return KCM_WRITER_WHOLE;
+  static const char *const top[] = {NULL}, *const metadata[] = {"metadata", NULL};
+  size_t at, len;
+  if (!json_object_is_type(meta, json_type_object) || !once(s, top, "metadata") ||
+      !value_at(s, metadata, &at, &len) || s->j.start[at] != '{' ||
+      !once(s, metadata, "resourceVersion") || !once(s, metadata, "annotations"))
+    return KCM_WRITER_WHOLE; /* no metadata object to splice into, or a name twice */
   json_object_object_foreach(meta, key, value) {
     if (!strcmp(key, "resourceVersion")) {
       const char *have;
@@ -232,11 +296,9 @@ static int splice_metadata(struct splice *s, struct json_object *meta) {
           memcmp(have, json_object_get_string(value), n))
         return KCM_ECONFLICT;
     } else if (!strcmp(key, "annotations") && json_object_is_type(value, json_type_object)) {
-      json_object_object_foreach(value, name, v) {
-        int err = splice_annotation(s, name, v);
-        if (err)
-          return err;
-      }
+      int err = splice_annotations(s, value);
+      if (err)
+        return err;
     } else {
       return KCM_WRITER_WHOLE;
     }
@@ -250,6 +312,8 @@ static int splice_status(struct splice *s, struct json_object *status) {
   struct json_object *now = NULL;
   size_t at, len;
   char *with;
+  if (!once(s, top, "status"))
+    return KCM_WRITER_WHOLE;
   if (value_at(s, path, &at, &len)) {
     struct json_tokener *tok = json_tokener_new();
     now = tok ? json_tokener_parse_ex(tok, s->j.start + at, (int)len) : NULL;

@@ -211,6 +211,9 @@ SHADOW_RULES = [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "lis
                 {"apiGroups": ["apps"], "resources": ["replicasets", "deployments"],
                  "verbs": ["get", "list", "watch"]}]
 READ_VERBS = ("get", "list", "watch")
+REVIEWS = ("tokenreviews", "subjectaccessreviews")
+# The ServiceAccount and ClusterRole of the reader of kcm's /debug/shadow.
+DEBUG_NAME = "kcm-e2e-debug"
 
 
 def plain_port(kcm, what):
@@ -283,6 +286,7 @@ class Env:
         self.shadow = None       # the suite's shadow kcm (run.py --with-shadow)
         self.shadow_args = ()
         self.shadow_reports = []  # of the suite's shadows stopped so far
+        self._debug_token = None
         self.kcm_args = tuple(kcm_args)
         # The kubeconfig kcm runs with: against the local API server, the
         # token above, authorized by the RBAC objects of manifests/base (or
@@ -410,13 +414,18 @@ class Env:
         meta = {"name": SHADOW_NAME}
         role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
                 "metadata": meta, "rules": SHADOW_RULES}
+        subjects = [{"kind": "ServiceAccount", "name": SHADOW_NAME, "namespace": "kube-system"}]
         binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
                    "metadata": meta,
                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                               "name": SHADOW_NAME},
-                   "subjects": [{"kind": "ServiceAccount", "name": SHADOW_NAME,
-                                 "namespace": "kube-system"}]}
-        for obj in (role, binding):
+                               "name": SHADOW_NAME}, "subjects": subjects}
+        # Its secure port asks the API server who a caller is and what it may do.
+        delegator = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                     "metadata": {"name": SHADOW_NAME + ":auth-delegator"},
+                     "roleRef": {"apiGroup": "rbac.authorization.k8s.io",
+                                 "kind": "ClusterRole", "name": "system:auth-delegator"},
+                     "subjects": subjects}
+        for obj in (role, binding, delegator):
             r = self.api.post(rbac_path(obj), obj)
             if r.status not in (201, 409):
                 raise RuntimeError("cannot grant the shadow %s: %s" % (obj["kind"],
@@ -435,19 +444,54 @@ class Env:
         self.shadow = None
         return code
 
+    def debug_token(self):
+        """A bearer token that may GET /debug/shadow: of the ServiceAccount
+        DEBUG_NAME in kube-system, bound to a ClusterRole of that one URL
+        (made at the first call)."""
+        if self._debug_token is None:
+            meta = {"name": DEBUG_NAME}
+            subject = {"kind": "ServiceAccount", "name": DEBUG_NAME, "namespace": "kube-system"}
+            items = [
+                {"apiVersion": "v1", "kind": "ServiceAccount",
+                 "metadata": dict(meta, namespace="kube-system")},
+                {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                 "metadata": meta,
+                 "rules": [{"nonResourceURLs": ["/debug/shadow"], "verbs": ["get"]}]},
+                {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                 "metadata": meta, "subjects": [subject],
+                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                             "name": DEBUG_NAME}}]
+            self.kubectl()("apply", "--validate=false", "-f", "-", namespaced=False,
+                           stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
+            self._debug_token = self.kubectl("kube-system")("create", "token",
+                                                            DEBUG_NAME).strip()
+        return self._debug_token
+
     def shadow_report(self, kcm=None):
-        """A shadow's /debug/shadow, as JSON (the suite's by default)."""
-        status, body = http_get(plain_port(kcm or self.shadow, "metrics"), "/debug/shadow")
+        """A shadow's /debug/shadow, as JSON (the suite's by default), from
+        its secure port: the plain one refuses it."""
+        from scenarios_serving import https_get
+        kcm = kcm or self.shadow
+        token = self.debug_token()
+        def answered():
+            try:
+                return https_get(kcm.secure_port, "/debug/shadow", token=token)
+            except OSError:
+                return None  # not listening yet
+
+        status, body, _ = wait_for(answered, timeout=30, what="the shadow's secure port")
         assert status == 200, (status, body)
         return json.loads(body)
 
     def shadow_writes(self):
         """What the audit log shows the shadow sent other than reads (local
-        API server only)."""
+        API server only). The reviews its secure port asks for (who a
+        caller is, what it may do) store nothing, and are reads here."""
         with open(self.audit_log) as f:
             events = [json.loads(line) for line in f if line.strip()]
         return [e for e in events if e.get("userAgent", "").startswith(SHADOW_NAME + "/")
-                and e.get("verb") not in READ_VERBS]
+                and e.get("verb") not in READ_VERBS
+                and (e.get("objectRef") or {}).get("resource") not in REVIEWS]
 
     def restart_kcm(self, log_name):
         """Stop kcm with SIGTERM and start it again; returns the old exit status."""

@@ -14,7 +14,8 @@ def _disagreements(report, obj):
 
 
 @scenario("a shadow kcm that would replace failed pods at once, beside a live one that backs "
-          "off, reports the ReplicaSet left short with both sides, and writes nothing",
+          "off, reports the ReplicaSet left short with both sides to authorized callers, and "
+          "writes nothing",
           needs_sim="its kubelet fails the pods of images that name crash")
 def shadow_reports_a_difference(ctx):
     env = ctx.env
@@ -45,6 +46,9 @@ def shadow_reports_a_difference(ctx):
                           r'reason="create pods"\} (\d+)$', metrics, re.M)
             assert n and int(n.group(1)) >= 1, metrics
             assert "kcm_shadow_compared_total" in metrics, metrics
+            # Its plans only to authorized callers: not on the plain port.
+            status, body = http_get(plain_port(shadow, "metrics"), "/debug/shadow")
+            assert status == 403 and "secure port" in body, (status, body)
             # It read, and wrote nothing: every pod is the live kcm's, and no
             # lease, event or status came from the shadow.
             writes = env.shadow_writes()

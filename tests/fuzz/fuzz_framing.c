@@ -8,8 +8,12 @@
  * informer, as its watch request feeds it: each event is read and applied
  * to the cache, whose handlers and indexes (by namespace, by controller)
  * must agree with it after every change; the informer must give back
- * every object and pooled string when released. informer.c is compiled
- * into this file to reach its watch callback.
+ * every object and pooled string when released. With both kind bits set,
+ * the stream is a protobuf watch of pods instead (length-prefixed
+ * WatchEvent frames, as kube-apiserver sends them), fed to the informer
+ * alone: its frames, events, ERROR Statuses and bookmarks are read as
+ * they come. informer.c is compiled into this file to reach its watch
+ * callback.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -165,6 +169,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   struct expect e;
   const char *stream;
   size_t cuts, len, off, i, n, cap;
+  bool proto;
   int rc = 0;
 
   if (!ready) {
@@ -179,10 +184,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return 0;
   cuts = (data[0] >> 2) & 7;
   cap = caps[data[0] >> 5];
+  proto = (data[0] & 3) == 3;
   if (size < 1 + cuts)
     return 0;
   stream = (const char *)data + 1 + cuts;
   len = size - 1 - cuts;
+  if (proto)
+    goto informer;
 
   /* The framer alone, against the plain split. */
   e = (struct expect){stream, stream + len, cap};
@@ -201,16 +209,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
 
   /* The informer, fed as its watch request feeds it. */
-  opts.kind = (enum kcm_kind)((data[0] & 3) % KCM_KIND_COUNT);
+informer:
+  opts.kind = proto ? KCM_KIND_POD : (enum kcm_kind)((data[0] & 3) % KCM_KIND_COUNT);
   opts.max_event_bytes = cap;
   CHECK(kcm_informer_init(&inf, &loop, NULL, &pool, &opts) == 0);
   CHECK(kcm_informer_add_handler(&inf, &h) == 0);
+  if (proto) { /* as on_chunk sets it up for an answer in protobuf */
+    inf.body_started = true;
+    inf.watch_proto = true;
+    kcm_framer_reset(inf.framer, true);
+  }
   for (off = 0, i = 0; off < len && !rc; off += n, i++) {
     n = chunk(data + 1, cuts, i, len - off);
     rc = on_chunk(stream + off, n, &inf);
   }
   if (rc)
-    kcm_framer_reset(inf.framer, false); /* the watch stopped on an ERROR event */
+    kcm_framer_reset(inf.framer, proto); /* the watch stopped on an ERROR event */
   else
     kcm_framer_flush(inf.framer);
   check_cache(&inf);

@@ -100,7 +100,9 @@ class TokenIssuer:
                 raise not_found(res, name)
             sa_uid = entry.obj["metadata"]["uid"]
         auds = spec.get("audiences") or list(API_AUDIENCES)
-        exp = spec.get("expirationSeconds", DEFAULT_SECONDS)
+        exp = spec.get("expirationSeconds")
+        if exp is None:  # absent or null: defaulted
+            exp = DEFAULT_SECONDS
         if not isinstance(auds, list) or not all(isinstance(a, str) for a in auds):
             errs.invalid("spec.audiences", auds, "must be a list of strings")
         if not isinstance(exp, int) or isinstance(exp, bool):

@@ -1993,6 +1993,9 @@ class ServiceAccountTokens(TokenCase):
         self.assertTrue(before + 3599 <= expires <= time.time() + 3600, (before, expires))
         rs = self.as_token(tr["status"]["token"])
         self.assertEqual(rs.get(PODS % self.ns).status, 200)
+        # A null duration, as `kubectl create token` sends it, is defaulted too.
+        tr = self.issue("replicaset-controller", expirationSeconds=None)
+        self.assertEqual(tr["spec"]["expirationSeconds"], 3600)
         self.delegate_reviews()
         review = self.kcm.post(TOKEN_REVIEWS, token_review(tr["status"]["token"])).json()
         sa = self.c.get((SA % "kube-system") + "/replicaset-controller").json()

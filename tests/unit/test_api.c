@@ -1690,7 +1690,8 @@ static void proto_envelope(void **state) {
   kcm_buf_release(&pod);
 }
 
-/* The wire reader: varints up to ten bytes, every read within bounds. */
+/* The wire reader: varints up to ten bytes and 64 bits, every read within
+ * bounds. */
 static void proto_wire_reader(void **state) {
   static const uint8_t eleven[11] = {0x80, 0x80, 0x80, 0x80, 0x80, 0x80,
                                      0x80, 0x80, 0x80, 0x80, 0x01};
@@ -1705,6 +1706,14 @@ static void proto_wire_reader(void **state) {
   assert_int_equal(kcm_pb_read_varint(eleven, 5, &v), 0);
   assert_int_equal(kcm_pb_read_varint(eleven + 9, 2, &v), 2);
   assert_int_equal(v, 128);
+  /* ten bytes: the tenth holds bit 63 alone; more overflows, as Go says */
+  {
+    static const uint8_t max[10] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01};
+    static const uint8_t over[10] = {0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x02};
+    assert_int_equal(kcm_pb_read_varint(max, 10, &v), 10);
+    assert_true(v == UINT64_MAX);
+    assert_int_equal(kcm_pb_read_varint(over, 10, &v), -1);
+  }
   pbw_int(&m, 3, UINT64_MAX);
   pbw_str(&inner, 6, "42");
   pbw_msg(&m, 1, &inner);

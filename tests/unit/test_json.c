@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include <cmocka.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "kcm/error.h"
@@ -226,6 +227,35 @@ static void members_types_and_paths(void **state) {
   kcm_json_release(&j);
 }
 
+/* Taking a member's span out leaves a valid object, whatever the
+ * whitespace around its comma. */
+static void member_spans_take_one_comma(void **state) {
+  static const char *const root[] = {NULL};
+  static const struct {
+    const char *text, *key, *left;
+  } cases[] = {
+      {"{\"a\":1,\"b\":2}", "a", "{\"b\":2}"},
+      {"{\"a\":1,\"b\":2}", "b", "{\"a\":1}"},
+      {"{\"a\":1 ,\"b\":2}", "a", "{\"b\":2}"},
+      {"{ \"a\" : 1 , \"b\":2 , \"c\":3 }", "b", "{ \"a\" : 1 , \"c\":3 }"},
+      {"{\"a\":1 , \"b\":2 }", "b", "{\"a\":1 }"},
+      {"{ \"a\":1 }", "a", "{ }"},
+  };
+  struct kcm_json j;
+  size_t i, from, to;
+  kcm_json_init(&j);
+  for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    char left[64];
+    size_t len = strlen(cases[i].text);
+    kcm_json_start(&j, cases[i].text, len);
+    assert_true(kcm_json_member_span(&j, root, cases[i].key, &from, &to));
+    snprintf(left, sizeof(left), "%.*s%s", (int)from, cases[i].text, cases[i].text + to);
+    if (strcmp(left, cases[i].left))
+      fail_msg("%s without %s: %s", cases[i].text, cases[i].key, left);
+  }
+  kcm_json_release(&j);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(grammar),
@@ -235,6 +265,7 @@ int main(void) {
       cmocka_unit_test(special_bytes_found_anywhere),
       cmocka_unit_test(integers),
       cmocka_unit_test(members_types_and_paths),
+      cmocka_unit_test(member_spans_take_one_comma),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

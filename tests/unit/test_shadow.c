@@ -28,7 +28,7 @@ static void add(struct kcm_buf *plan, const char *method, const char *path, cons
 
 static void plans_name_each_write(void **state) {
   struct kcm_buf plan = KCM_BUF_INIT(1 << 16);
-  char reason[64], long_body[400];
+  char reason[64], long_body[400], long_json[400];
   add(&plan, "GET", "/apis/apps/v1/namespaces/ns/replicasets/web", NULL);
   add(&plan, "POST", "/apis/apps/v1/namespaces/ns/replicasets?dryRun=All", "{}");
   assert_int_equal(plan.len, 0); /* a read and a dry run write nothing */
@@ -39,15 +39,16 @@ static void plans_name_each_write(void **state) {
   memset(long_body, 'a', sizeof(long_body) - 1);
   long_body[sizeof(long_body) - 1] = '\0';
   add(&plan, "PUT", "/apis/apps/v1/namespaces/ns/deployments/d", long_body);
+  snprintf(long_json, sizeof(long_json), "{\"spec\":{\"x\":\"%.300s\"}}", long_body);
   assert_non_null(plan.data);
   assert_memory_equal(plan.data,
                       "create pods\n"
-                      "patch replicasets/web/status {\"status\": {\"replicas\":2}}\n"
+                      "patch replicasets/web/status {\"status\":{\"replicas\":2}}\n"
                       "delete pods/web-x {}\n"
-                      "update deployments/d aaaa",
-                      strlen("create pods\npatch replicasets/web/status {\"status\": "
-                             "{\"replicas\":2}}\ndelete pods/web-x {}\nupdate deployments/d aaaa"));
-  assert_non_null(strstr(plan.data, "a...\n")); /* a long body cut */
+                      "update deployments/d (399 bytes, not shown)\n",
+                      strlen("create pods\npatch replicasets/web/status {\"status\":"
+                             "{\"replicas\":2}}\ndelete pods/web-x {}\nupdate deployments/d "
+                             "(399 bytes, not shown)\n"));
   kcm_shadow_reason(plan.data, reason, sizeof(reason));
   assert_string_equal(reason, "create pods");
   kcm_shadow_reason("patch replicasets/web/status {}\n", reason, sizeof(reason));
@@ -56,6 +57,36 @@ static void plans_name_each_write(void **state) {
   assert_string_equal(reason, "patch replicasets");
   kcm_shadow_reason("", reason, sizeof(reason));
   assert_string_equal(reason, "other");
+  kcm_buf_reset(&plan);
+  add(&plan, "PUT", "/apis/apps/v1/namespaces/ns/deployments/d", long_json);
+  assert_non_null(strstr(plan.data, "...\n")); /* a long body cut */
+  assert_true(plan.len < 200);
+  kcm_buf_release(&plan);
+}
+
+/* A plan shows annotation keys but not their values (users keep secrets
+ * there), but for the Deployment controller's own; counts stay. */
+static void plans_redact_annotation_values(void **state) {
+  struct kcm_buf plan = KCM_BUF_INIT(1 << 16);
+  add(&plan, "PATCH", "/apis/apps/v1/namespaces/ns/replicasets/web",
+      "{\"metadata\":{\"annotations\":{\"db-password\":\"hunter2\","
+      "\"deployment.kubernetes.io/revision\":\"3\",\"n\":{\"x\":\"hunter2\"}}},"
+      "\"spec\":{\"replicas\":2,\"template\":{\"metadata\":{\"annotations\":"
+      "{\"token\":\"hunter2\"},\"labels\":{\"app\":\"web\"}}}}}");
+  assert_non_null(plan.data);
+  assert_null(strstr(plan.data, "hunter2"));
+  assert_string_equal(plan.data,
+                      "patch replicasets/web {\"metadata\":{\"annotations\":{\"db-password\":"
+                      "\"(redacted)\",\"deployment.kubernetes.io/revision\":\"3\",\"n\":"
+                      "\"(redacted)\"}},\"spec\":{\"replicas\":2,\"template\":{\"metadata\":{\""
+                      "...\n");
+  kcm_buf_reset(&plan);
+  add(&plan, "PATCH", "/apis/apps/v1/namespaces/ns/replicasets/web",
+      "{\"spec\":{\"template\":{\"metadata\":{\"annotations\":{\"token\":\"hunter2\"},"
+      "\"labels\":{\"app\":\"web\"}}}}}");
+  assert_string_equal(plan.data, "patch replicasets/web {\"spec\":{\"template\":{\"metadata\":"
+                                 "{\"annotations\":{\"token\":\"(redacted)\"},\"labels\":"
+                                 "{\"app\":\"web\"}}}}}\n");
   kcm_buf_release(&plan);
 }
 
@@ -213,6 +244,7 @@ static void the_ring_keeps_the_latest(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(plans_name_each_write),
+      cmocka_unit_test(plans_redact_annotation_values),
       cmocka_unit_test(carried_out_plans_agree),
       cmocka_unit_test(plans_left_undone_disagree_once),
       cmocka_unit_test(metrics_and_report),

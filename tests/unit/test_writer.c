@@ -46,14 +46,43 @@ static struct json_object *merged(struct json_object *target, struct json_object
   }
 }
 
-static void splices_as_merge(const char *text, const char *patch_text) {
-  struct json_object *patch = json_tokener_parse(patch_text), *doc = json_tokener_parse(text);
+/* text parsed as RFC 8259 JSON (json-c's default parser takes trailing
+ * commas and more); NULL if it is not. A name given twice keeps its last
+ * value, as Go's encoding/json does. */
+static struct json_object *strict(const char *text) {
+  struct json_tokener *tok = json_tokener_new();
+  struct json_object *o;
+  json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
+  o = json_tokener_parse_ex(tok, text, (int)strlen(text) + 1);
+  if (json_tokener_get_error(tok) != json_tokener_success) {
+    json_object_put(o);
+    o = NULL;
+  }
+  json_tokener_free(tok);
+  return o;
+}
+
+/* The splice of patch_text into text equals the merge patch applied to the
+ * whole object, in JSON a strict parser reads; with whole_ok it may leave
+ * the patch to the whole-object path instead. */
+static void splices_as_merge_or(const char *text, const char *patch_text, bool whole_ok) {
+  struct json_object *patch = json_tokener_parse(patch_text), *doc = strict(text);
   struct json_object *want, *got;
   struct kcm_buf out = KCM_BUF_INIT(1u << 20);
+  int rc;
   assert_non_null(patch);
-  assert_int_equal(kcm_writer_splice_merge(text, strlen(text), patch, &out), 0);
+  assert_non_null(doc);
+  rc = kcm_writer_splice_merge(text, strlen(text), patch, &out);
+  if (rc == KCM_WRITER_WHOLE && whole_ok) {
+    json_object_put(doc);
+    json_object_put(patch);
+    kcm_buf_release(&out);
+    return;
+  }
+  if (rc)
+    fail_msg("patch %s into %s: %d", patch_text, text, rc);
   assert_true(kcm_buf_append(&out, "", 1) == 0);
-  got = json_tokener_parse(out.data);
+  got = strict(out.data);
   if (!got)
     fail_msg("not JSON: %s", out.data);
   want = merged(doc, patch);
@@ -64,6 +93,10 @@ static void splices_as_merge(const char *text, const char *patch_text) {
   json_object_put(doc);
   json_object_put(patch);
   kcm_buf_release(&out);
+}
+
+static void splices_as_merge(const char *text, const char *patch_text) {
+  splices_as_merge_or(text, patch_text, false);
 }
 
 /* Status replaced, annotations set, replaced and removed, the rest kept. */
@@ -79,6 +112,30 @@ static void status_and_annotations(void **state) {
                    "{\"metadata\":{\"annotations\":{\"k\":\"v\"}},\"status\":{\"replicas\":1}}");
   splices_as_merge("{}", "{\"status\":{\"replicas\":1}}");
   splices_as_merge("{\"status\":null, \"x\" : 1 }", "{\"status\":{\"replicas\":1}}");
+}
+
+/* Adding and removing together, whitespace before a comma, and names given
+ * twice (the last one counts) keep the result the merge, in valid JSON. */
+static void edits_together_stay_valid(void **state) {
+  splices_as_merge("{\"metadata\":{\"annotations\":{\"a\":\"1\"}}}",
+                   "{\"metadata\":{\"annotations\":{\"b\":\"2\",\"a\":null}}}");
+  splices_as_merge("{\"metadata\":{\"annotations\":{\"a\":\"1\" ,\"b\":\"2\"}}}",
+                   "{\"metadata\":{\"annotations\":{\"a\":null}}}");
+  splices_as_merge("{\"metadata\":{\"annotations\":{ \"a\":\"1\" , \"b\":\"2\" }}}",
+                   "{\"metadata\":{\"annotations\":{\"b\":null,\"a\":null,\"c\":\"3\"}}}");
+  splices_as_merge("{\"metadata\":{\"annotations\":{\"a\":\"1\",\"b\":\"2\"}}}",
+                   "{\"metadata\":{\"annotations\":{\"a\":null,\"b\":null}}}");
+  splices_as_merge_or("{\"metadata\":{\"annotations\":{\"a\":\"1\",\"a\":\"2\"}}}",
+                      "{\"metadata\":{\"annotations\":{\"a\":\"3\"}}}", true);
+  splices_as_merge_or("{\"metadata\":{\"annotations\":{\"a\":\"1\",\"a\":\"2\"}}}",
+                      "{\"metadata\":{\"annotations\":{\"a\":null}}}", true);
+  splices_as_merge_or("{\"status\":{\"replicas\":1},\"status\":{\"replicas\":2}}",
+                      "{\"status\":{\"readyReplicas\":3}}", true);
+  splices_as_merge_or("{\"metadata\":{\"resourceVersion\":\"6\",\"resourceVersion\":\"7\"}}",
+                      "{\"metadata\":{\"resourceVersion\":\"7\"},\"status\":{}}", true);
+  splices_as_merge_or("{\"metadata\":{\"annotations\":{\"a\":\"1\"}},"
+                      "\"metadata\":{\"annotations\":{\"b\":\"1\"}}}",
+                      "{\"metadata\":{\"annotations\":{\"b\":\"2\"}}}", true);
 }
 
 /* A resourceVersion other than the object's is a conflict; what it cannot
@@ -147,6 +204,7 @@ static void dry_writer_answers_without_sending(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(status_and_annotations),
+      cmocka_unit_test(edits_together_stay_valid),
       cmocka_unit_test(conflicts_and_the_rest),
       cmocka_unit_test(dry_writer_answers_without_sending),
   };
