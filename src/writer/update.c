@@ -349,6 +349,10 @@ int kcm_writer_splice_merge(const char *text, size_t len, struct json_object *pa
   memset(&s, 0, sizeof(s));
   kcm_json_init(&s.j);
   kcm_json_start(&s.j, text, len);
+  if (kcm_json_peek(&s.j) != KCM_JSON_OBJECT) { /* the patch replaces it whole */
+    kcm_json_release(&s.j);
+    return KCM_WRITER_WHOLE;
+  }
   json_object_object_foreach(patch, key, value) {
     if (!strcmp(key, "metadata"))
       err = splice_metadata(&s, value);

@@ -136,6 +136,9 @@ static void edits_together_stay_valid(void **state) {
   splices_as_merge_or("{\"metadata\":{\"annotations\":{\"a\":\"1\"}},"
                       "\"metadata\":{\"annotations\":{\"b\":\"1\"}}}",
                       "{\"metadata\":{\"annotations\":{\"b\":\"2\"}}}", true);
+  /* no object, or no metadata, to splice into */
+  splices_as_merge_or("\"\"", "{}", true);
+  splices_as_merge_or("{\"a\":1}", "{\"metadata\":{}}", true);
 }
 
 /* A resourceVersion other than the object's is a conflict; what it cannot
