@@ -66,9 +66,12 @@ static void same_conditions(const struct kcm_conditions *a, const struct kcm_con
 }
 
 static void same_writers(const struct kcm_writers *a, const struct kcm_writers *b) {
-  CHECK(a->status == b->status); /* pooled */
-  CHECK(a->creator == b->creator);
-  CHECK(a->status_at == b->status_at);
+  uint8_t i;
+  CHECK(a->n == b->n && a->more == b->more && a->n <= KCM_STATUS_WRITERS);
+  for (i = 0; i < a->n; i++) {
+    CHECK(a->status[i].manager == b->status[i].manager); /* pooled */
+    CHECK(a->status[i].at == b->status[i].at);
+  }
 }
 
 static void same_selector(const struct kcm_selector *a, const struct kcm_selector *b) {
