@@ -292,7 +292,7 @@ class Env:
         # token above, authorized by the RBAC objects of manifests/base (or
         # manifests/static-pod) only; elsewhere (or for another
         # controller-manager) the harness's own.
-        self.kcm_kubeconfig = self.kubeconfig
+        self.kcm_kubeconfig = os.environ.get("KCM_E2E_KCM_KUBECONFIG") or self.kubeconfig
         if self.sim and self.is_kcm:
             self.kcm_kubeconfig = self._service_account_kubeconfig()
         if os.environ.get("KCM_E2E_START_KCM", "1") != "0":
@@ -377,15 +377,15 @@ class Env:
             return
         role = "kcm-lease-" + name
         ref = {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role}
-        for obj in ({"kind": "Role", "rules": [{"apiGroups": ["coordination.k8s.io"],
-                                                "resources": ["leases"], "resourceNames": [name],
-                                                "verbs": ["get", "update"]}]},
-                    {"kind": "RoleBinding", "roleRef": ref, "subjects": [self.kcm_subject]}):
+        items = [{"kind": "Role", "rules": [{"apiGroups": ["coordination.k8s.io"],
+                                             "resources": ["leases"], "resourceNames": [name],
+                                             "verbs": ["get", "update"]}]},
+                 {"kind": "RoleBinding", "roleRef": ref, "subjects": [self.kcm_subject]}]
+        for obj in items:
             obj.update(apiVersion="rbac.authorization.k8s.io/v1",
                        metadata={"name": role, "namespace": "kube-system"})
-            r = self.api.post(rbac_path(obj), obj)
-            if r.status not in (201, 409):
-                raise RuntimeError("cannot grant the Lease %s: %s" % (name, r.body.decode()))
+        self.kubectl()("apply", "--validate=false", "-f", "-", namespaced=False,
+                       stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
 
     def own_kcm(self, workdir, log_name, extra=(), binary=None):
         """A kcm of a scenario's own, run as the suite's is: its kubeconfig,

@@ -24,6 +24,8 @@ but reads.
 
 Environment:
   KCM_E2E_KUBECONFIG   run against this cluster instead of the local API server
+  KCM_E2E_KCM_KUBECONFIG  there, the kubeconfig kcm runs with (default: the
+                       harness's own)
   KCM_E2E_START_KCM=0  do not start kcm (it already runs in that cluster)
   KCM_E2E_LEGACY_EVENTS=1  expect the ScalingReplicaSet wording of releases
                        before 1.31 ("Scaled up replica set X to 3")

@@ -11,7 +11,7 @@ import re
 import time
 
 from harness import Context, Skip, http_get, plain_port, scenario, suite_kcm_stopped, wait_for
-from scenarios_deployment import deployment
+from scenarios_deployment import complete, deployment, wait_state
 from scenarios_faults import ActivePods, active_by_app, exactly, last_request, requests_since
 
 STAND_IN = "kube-controller-manager"
@@ -80,6 +80,12 @@ def _race(ctx, kcm, app):
         if len(_held_in(kcm.text(), ctx.ns)) == 2:
             return
     raise AssertionError("kcm did not stand aside in %s: %s" % (ctx.ns, kcm.text()[-3000:]))
+
+
+def _complete(ctx, name, n, timeout=60):
+    """Wait, with kubectl alone, for the Deployment to complete with n replicas."""
+    wait_state(ctx, name, lambda d, rses: complete(d) and d["spec"]["replicas"] == n,
+               "deployment %s to complete with %d replicas" % (name, n), timeout)
 
 
 def _events(ctx, ns, **match):
@@ -283,7 +289,7 @@ def tenant_cannot_switch_kcm_off(ctx):
             wait_for(lambda: "starting controller" in kcm.text(), timeout=30,
                      what="kcm to lead")
             ctx.apply(deployment("web", 2))
-            exactly(ctx, "web", 2)
+            _complete(ctx, "web", 2)
 
             # The tenant's own Deployment, and ReplicaSets claiming it that
             # the tenant makes under kube-controller-manager's name, with
@@ -337,8 +343,8 @@ def tenant_cannot_switch_kcm_off(ctx):
             # Nothing is held: the victim scales, a new Deployment rolls out.
             ctx.k("scale", "deployment/web", "--replicas=4")
             ctx.apply(deployment("new", 1))
-            exactly(ctx, "web", 4, timeout=30)
-            exactly(ctx, "new", 1, timeout=30)
+            _complete(ctx, "web", 4)
+            _complete(ctx, "new", 1)
             log = kcm.text()
             assert HELD not in log, log[-3000:]
             assert _held_namespaces(metrics) == {"ReplicaSet": 0, "Deployment": 0}
@@ -350,7 +356,7 @@ def tenant_cannot_switch_kcm_off(ctx):
             for i in range(30):
                 tenant("patch", "rs/decoy-0", "--subresource=status", "--type=merge",
                        "--field-manager=" + EVIL,
-                       "-p", json.dumps({"status": {"replicas": 0, "readyReplicas": i % 2,
+                       "-p", json.dumps({"status": {"replicas": 1, "readyReplicas": i % 2,
                                                     "observedGeneration": 1}}))
                 if _held_namespaces(metrics).get("ReplicaSet") == 1:
                     break
@@ -358,11 +364,12 @@ def tenant_cannot_switch_kcm_off(ctx):
             assert _held_namespaces(metrics) == {"ReplicaSet": 1, "Deployment": 0}, \
                 _held_namespaces(metrics)
             tenant("patch", "rs/decoy-0", "--subresource=status", "--type=merge",
-                   "--field-manager=" + EVIL, "-p", '{"status":{"readyReplicas":1}}')
+                   "--field-manager=" + EVIL, "-p",
+                   '{"status":{"replicas":1,"readyReplicas":1}}')
             line = next(ln for ln in kcm.text().splitlines() if HELD in ln)
             assert 'namespace="%s"' % tns in line and 'manager="other"' in line, line
             ctx.k("scale", "deployment/web", "--replicas=5")
-            exactly(ctx, "web", 5, timeout=30)
+            _complete(ctx, "web", 5)
             assert http_get(health, "/readyz")[0] == 200
             assert all(v == 0 for _, v in _everywhere(metrics).values()), _everywhere(metrics)
             body = http_get(metrics, "/metrics")[1]

@@ -354,16 +354,17 @@ class Api:
             res.prepare_create(body)
             if keep_status and status is not None:
                 body["status"] = status
-            entries = sent if isinstance(sent, list) else None
             errs = res.validate(body, None)
-            fields.validate(entries, errs)
             if errs:
                 raise invalid(res, meta.get("name") or "", errs)
             key = key_of(body)
             if self.store.get(res.plural, key) is not None:
                 raise already_exists(res, meta["name"])
             fields.track(None, body, self.manager, res.api_version, now_rfc3339(),
-                         entries=entries)
+                         entries=sent if isinstance(sent, list) else None)
+            fields.validate(meta.get("managedFields"), errs)
+            if errs:
+                raise invalid(res, meta.get("name") or "", errs)
             body = _ordered(body)
             if dry_run:
                 return body
@@ -431,7 +432,6 @@ class Api:
             self._allocate(res, new, old)
             res.prepare_update(new, old)
         errs = res.validate(new, old)
-        fields.validate(sent if isinstance(sent, list) else None, errs)
         if errs:
             raise invalid(res, ometa["name"], errs)
         if isinstance(sent, list):
@@ -446,6 +446,9 @@ class Api:
         if sent is not fields.RESET:  # a reset keeps no entry, not even the writer's
             fields.track(old, new, self.manager, res.api_version, now_rfc3339(), subresource,
                          entries=meta.get("managedFields") or [])
+            fields.validate(new["metadata"].get("managedFields"), errs)
+            if errs:
+                raise invalid(res, ometa["name"], errs)
         if dry_run:
             return new
         key = key_of(old)

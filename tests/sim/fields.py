@@ -204,6 +204,8 @@ def track(old, new, manager, api_version, now, subresource=None, entries=None):
             mine = e
             continue
         kept = owned - changed - gone
+        if not kept:
+            continue  # an entry left without fields goes
         if kept == owned:
             out.append(e)
         elif kept:

@@ -1307,7 +1307,24 @@ class _AppsWorkload(Resource):
         if (old.get("metadata") or {}).get("labels") is not None:
             new["metadata"]["labels"] = copy.deepcopy(old["metadata"]["labels"])
 
+    # Counts of the status that may not exceed another, as
+    # ValidateReplicaSetStatus and ValidateDeploymentStatus say.
+    status_counts = ()
+    status_bounds = ()  # (count, bound, the bound's name in the message)
+
+    def validate_status(self, errs, status):
+        if not isinstance(status, dict):
+            return
+        for f in self.status_counts:
+            validate_nonneg(errs, status.get(f), "status." + f)
+        for f, bound, name in self.status_bounds:
+            v, b = status.get(f, 0), status.get(bound, 0)
+            if (isinstance(v, int) and isinstance(b, int) and not isinstance(v, bool)
+                    and not isinstance(b, bool) and v > b):
+                errs.invalid("status." + f, v, "cannot be greater than " + name)
+
     def validate_common(self, errs, obj, old):
+        self.validate_status(errs, obj.get("status"))
         spec = obj.get("spec")
         if not isinstance(spec, dict):
             errs.required("spec")
@@ -1334,6 +1351,13 @@ class Deployments(_AppsWorkload):
                         "availableReplicas", "unavailableReplicas", "terminatingReplicas",
                         "conditions")
     spec_omitempty = ("minReadySeconds", "paused")
+    status_counts = ("observedGeneration", "replicas", "updatedReplicas", "readyReplicas",
+                     "availableReplicas", "unavailableReplicas", "terminatingReplicas",
+                     "collisionCount")
+    status_bounds = (("updatedReplicas", "replicas", "status.replicas"),
+                     ("readyReplicas", "replicas", "status.replicas"),
+                     ("availableReplicas", "replicas", "status.replicas"),
+                     ("availableReplicas", "readyReplicas", "readyReplicas"))
 
     def default(self, obj):
         super().default(obj)
@@ -1421,6 +1445,12 @@ class ReplicaSets(_AppsWorkload):
     empty_status = {"replicas": 0}
     status_omitempty = ("fullyLabeledReplicas", "readyReplicas", "availableReplicas",
                         "terminatingReplicas", "observedGeneration", "conditions")
+    status_counts = ("replicas", "fullyLabeledReplicas", "readyReplicas", "availableReplicas",
+                     "terminatingReplicas", "observedGeneration")
+    status_bounds = (("fullyLabeledReplicas", "replicas", "status.replicas"),
+                     ("readyReplicas", "replicas", "status.replicas"),
+                     ("availableReplicas", "replicas", "status.replicas"),
+                     ("availableReplicas", "readyReplicas", "readyReplicas"))
 
     def default(self, obj):
         super().default(obj)

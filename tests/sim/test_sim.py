@@ -298,7 +298,8 @@ class Basics(SimTestCase):
         self.assertIn(("evil", "status", "2098-01-01T00:00:00Z"), entries(r.json()))
         self.assertIn(creator, [m for m, sub, _ in entries(r.json()) if sub == "status"])
         # A list that does not decode is ignored; one that decodes with a
-        # manager over 128 bytes is refused.
+        # manager over 128 bytes is refused, once the write has kept it (an
+        # entry left without fields is dropped first).
         d = r.json()
         d["metadata"]["labels"]["team"] = "b"
         d["metadata"]["managedFields"] = [entry("bogus", "2098-01-01T00:00:00Z", {},
@@ -307,7 +308,8 @@ class Basics(SimTestCase):
         self.assertEqual(r.status, 200, r.body)
         self.assertNotIn("bogus", [m for m, _, _ in entries(r.json())])
         d = r.json()
-        d["metadata"]["managedFields"] = [entry("m" * 129, "2098-01-01T00:00:00Z", {})]
+        d["metadata"]["managedFields"] = [entry("m" * 129, "2098-01-01T00:00:00Z", {
+            "f:metadata": {"f:labels": {"f:app": {}}}})]
         body = self.assertStatus(self.c.put(path, d), 422, "Invalid")
         self.assertEqual(body["details"]["causes"][0]["field"],
                          "metadata.managedFields[0].manager")
@@ -317,6 +319,31 @@ class Basics(SimTestCase):
         r = self.c.put(path, d)
         self.assertEqual(r.status, 200, r.body)
         self.assertNotIn("managedFields", r.json()["metadata"])
+
+    def test_status_counts_are_bounded(self):
+        self.create(APPS, deployment("web"))
+        rs = self.create(RS, {"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                              "metadata": {"name": "r"}, "spec": deployment("r")["spec"]})
+        for path, status, field, msg in (
+                (RS % self.ns + "/r/status", {"replicas": 1, "readyReplicas": 2},
+                 "status.readyReplicas", "cannot be greater than status.replicas"),
+                (RS % self.ns + "/r/status", {"replicas": 2, "readyReplicas": 1,
+                                              "availableReplicas": 2},
+                 "status.availableReplicas", "cannot be greater than readyReplicas"),
+                (RS % self.ns + "/r/status", {"replicas": -1}, "status.replicas",
+                 "must be greater than or equal to 0"),
+                (APPS % self.ns + "/web/status", {"replicas": 1, "updatedReplicas": 2},
+                 "status.updatedReplicas", "cannot be greater than status.replicas"),
+                (APPS % self.ns + "/web/status", {"replicas": 2, "readyReplicas": 1,
+                                                  "availableReplicas": 2},
+                 "status.availableReplicas", "cannot be greater than readyReplicas")):
+            body = self.assertStatus(self.c.patch(path, {"status": status}), 422, "Invalid")
+            self.assertIn("%s: Invalid value" % field, body["message"])
+            self.assertIn(msg, body["message"])
+        r = self.c.patch(RS % self.ns + "/r/status", {"status": {"replicas": 2, "readyReplicas": 2,
+                                                                 "availableReplicas": 1}})
+        self.assertEqual(r.status, 200, r.body)
+        self.assertEqual(rs["metadata"]["name"], "r")
 
     def test_times_are_decoded_like_the_server(self):
         lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
