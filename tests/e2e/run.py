@@ -27,6 +27,7 @@ Environment:
   KCM_E2E_KCM_KUBECONFIG  there, the kubeconfig kcm runs with (default: the
                        harness's own)
   KCM_E2E_START_KCM=0  do not start kcm (it already runs in that cluster)
+  KCM_E2E_ONLY_LOCAL=1  as --only-local
   KCM_E2E_LEGACY_EVENTS=1  expect the ScalingReplicaSet wording of releases
                        before 1.31 ("Scaled up replica set X to 3")
 """
@@ -102,6 +103,10 @@ def main():
                    help="an extra argument for the controller-manager (repeatable)")
     p.add_argument("-k", default="", help="run only scenarios whose name contains this")
     p.add_argument("--keep", action="store_true", help="keep namespaces and the work directory")
+    p.add_argument("--only-local", action="store_true",
+                   default=os.environ.get("KCM_E2E_ONLY_LOCAL") == "1",
+                   help="on the local API server, run only the scenarios that need it (the "
+                   "rest run against a real one); the others are counted as skipped")
     p.add_argument("--with-shadow", action="store_true",
                    help="run a kcm with --shadow beside the suite's and check its report")
     p.add_argument("--shadow-window", default="1m",
@@ -134,6 +139,9 @@ def main():
                 skipped += 1
                 print("SKIP %s (needs the local API server: %s)" % (name, needs_sim),
                       flush=True)
+                continue
+            if args.only_local and not needs_sim and not env.real:
+                skipped += 1
                 continue
             ns = "e2e-%s-%d" % (run_id, i)
             k = env.kubectl()

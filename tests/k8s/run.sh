@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The real-server tier: kcm against the Kubernetes tests/k8s/go.mod pins,
+# on clusters of tests/k8s/cluster.sh.
+#   (a) the project's e2e suite, kcm as kubeadm runs kube-controller-manager
+#       (--use-service-account-credentials), a --shadow kcm beside it; the
+#       scenarios that need the local API server are skipped, each saying why;
+#   (b) upstream's sig-apps Deployment and ReplicaSet specs against kcm and
+#       against kube-controller-manager (tests/k8s/specs.py): kcm passes
+#       every spec upstream passes;
+#   (c) the e2e suite again with kube-controller-manager's deployment and
+#       replicaset controllers in kcm's place, so that the scenarios say what
+#       today's upstream does.
+#
+#   bash tests/k8s/run.sh KCM [KCM_FOR_THE_SUITE]   # e.g. build/kcm build-sanitize/kcm
+#
+# Exits 3, saying why and what would run it, when Kubernetes cannot be
+# built here (no Go 1.25 or later).
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../.." && pwd)
+kcm=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+suite_kcm=$(cd "$(dirname "${2:-$1}")" && pwd)/$(basename "${2:-$1}")
+
+rc=0
+bin=$(bash "$here/build.sh") || rc=$?
+if [ "$rc" -ne 0 ]; then
+  [ "$rc" -eq 3 ] && echo "k8s: the real-server tier did not run; with Go 1.25 or later:" \
+    "bash tests/k8s/run.sh $1" >&2
+  exit "$rc"
+fi
+version=$(basename "$bin")
+work=$(mktemp -d "${TMPDIR:-/tmp}/kcm-k8s-XXXXXX")
+clusters=()
+cleanup() {
+  local d
+  for d in "${clusters[@]}"; do bash "$here/cluster.sh" down "$d" || true; done
+  [ "${failed:-1}" = 0 ] && rm -rf "$work"
+}
+trap cleanup EXIT
+
+up() { # NAME CONTROLLERS
+  clusters+=("$work/$1")
+  bash "$here/cluster.sh" up "$work/$1" "$2"
+}
+
+suite() { # DIR RUN.PY-ARGS...
+  local d=$1
+  shift
+  KCM_E2E_KUBECONFIG=$d/kubeconfig KCM_E2E_KCM_KUBECONFIG=$d/kubeconfig-kcm \
+    python3 "$root/tests/e2e/run.py" "$@"
+}
+
+failed=0
+start=$(date +%s)
+echo "== (a) the e2e suite against kube-apiserver $version"
+up a "*,-deployment,-replicaset"
+suite "$work/a" --kcm "$suite_kcm" --kcm-arg=--use-service-account-credentials \
+  --with-shadow || failed=1
+bash "$here/cluster.sh" down "$work/a"
+
+echo "== (b) upstream's sig-apps Deployment and ReplicaSet specs, kcm beside kube-controller-manager $version"
+python3 "$here/specs.py" --kcm "$kcm" --work "$work/specs" || failed=1
+
+echo "== (c) the e2e suite with kube-controller-manager $version's controllers in kcm's place"
+up c "*,-deployment,-replicaset"
+suite "$work/c" --kcm "$bin/kube-controller-manager" \
+  --kcm-arg=--controllers=deployment,replicaset --kcm-arg=--leader-elect=false \
+  --kcm-arg=--secure-port=0 --kcm-arg=--use-service-account-credentials || failed=1
+bash "$here/cluster.sh" down "$work/c"
+
+echo "k8s: the real-server tier took $(($(date +%s) - start)) s; $([ $failed = 0 ] && echo passed || echo "FAILED, work directory $work")"
+exit "$failed"

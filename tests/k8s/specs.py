@@ -1,0 +1,138 @@
+"""Upstream's sig-apps Deployment and ReplicaSet e2e specs, run against kcm
+and against kube-controller-manager on clusters of tests/k8s/cluster.sh,
+and compared: every spec upstream passes, kcm must pass; the specs both
+fail are the ones tests/k8s/specs-failing.txt names, each with its reason.
+
+    python3 tests/k8s/specs.py --kcm build/kcm [--work DIR] [--only kcm|upstream]
+
+Prints one line per spec and controller, then the verdict; exits non-zero
+when kcm fails a spec upstream passes, or when the list of specs both fail
+is not the one in specs-failing.txt.
+"""
+
+import argparse
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FOCUS = r"\[sig-apps\] (Deployment|ReplicaSet) "
+KNOWN = os.path.join(HERE, "specs-failing.txt")
+# kcm beside kube-controller-manager's other controllers; upstream's whole set.
+CONTROLLERS = {"kcm": "*,-deployment,-replicaset", "upstream": "*"}
+
+
+def known_failing():
+    """{spec: reason} of specs-failing.txt ("spec text<TAB>reason" lines)."""
+    out = {}
+    with open(KNOWN) as f:
+        for line in f:
+            line = line.rstrip("\n")
+            if line and not line.startswith("#"):
+                spec, _, reason = line.partition("\t")
+                out[spec] = reason
+    return out
+
+
+def run_specs(bin_dir, kubeconfig, report, log):
+    """Run the focused specs; {spec text: "passed" | "failed" | "skipped" | ...}."""
+    cmd = [os.path.join(bin_dir, "e2e.test"), "--kubeconfig", kubeconfig,
+           "--provider", "skeleton", "--ginkgo.focus", FOCUS, "--ginkgo.no-color",
+           "--ginkgo.timeout", "1h", "--ginkgo.json-report", report]
+    with open(log, "w") as f:
+        subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, cwd=os.path.dirname(report))
+    with open(report) as f:
+        suites = json.load(f)
+    states = {}
+    for suite in suites:
+        for spec in suite.get("SpecReports") or []:
+            text = " ".join(spec.get("ContainerHierarchyTexts") or []) + " " + spec.get(
+                "LeafNodeText", "")
+            if spec.get("LeafNodeType") == "It" and re.match(FOCUS, text):
+                states[text] = spec["State"]
+    return states
+
+
+def start_kcm(kcm, d):
+    """kcm as kubeadm's controller manager authenticates, one instance."""
+    log = open(os.path.join(d, "kcm.log"), "w")
+    return subprocess.Popen([kcm, "--kubeconfig", os.path.join(d, "kubeconfig-kcm"),
+                             "--use-service-account-credentials", "--leader-elect=false",
+                             "--secure-port=0"], stdout=log, stderr=subprocess.STDOUT)
+
+
+def stop(p):
+    if p and p.poll() is None:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(45)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def one(who, args, bin_dir):
+    d = os.path.join(args.work, who)
+    os.makedirs(d, exist_ok=True)
+    cluster = os.path.join(HERE, "cluster.sh")
+    subprocess.run(["bash", cluster, "up", d, CONTROLLERS[who]], check=True)
+    kcm = None
+    try:
+        if who == "kcm":
+            kcm = start_kcm(os.path.abspath(args.kcm), d)
+        started = time.monotonic()
+        states = run_specs(bin_dir, os.path.join(d, "kubeconfig"), os.path.join(d, "report.json"),
+                           os.path.join(d, "e2e.log"))
+        print("specs: %s ran %d specs in %.0f s (log: %s)" % (
+            who, len(states), time.monotonic() - started, os.path.join(d, "e2e.log")))
+        return states
+    finally:
+        stop(kcm)
+        subprocess.run(["bash", cluster, "down", d])
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--kcm", required=True)
+    p.add_argument("--work", default=None)
+    p.add_argument("--only", choices=sorted(CONTROLLERS))
+    args = p.parse_args()
+    args.work = args.work or tempfile.mkdtemp(prefix="kcm-specs-")
+    bin_dir = subprocess.run(["bash", os.path.join(HERE, "build.sh")], check=True,
+                             capture_output=True, text=True).stdout.strip()
+    who = [args.only] if args.only else ["upstream", "kcm"]
+    results = {w: one(w, args, bin_dir) for w in who}
+    specs = sorted(set().union(*(r.keys() for r in results.values())))
+    for s in specs:
+        print("  %s  %s" % ("  ".join("%s=%-7s" % (w, results[w].get(s, "-")) for w in who), s))
+    if args.only:
+        return 0
+    known = known_failing()
+    up, ours = results["upstream"], results["kcm"]
+    worse = [s for s in specs if up.get(s) == "passed" and ours.get(s) != "passed"]
+    both = {s for s in specs if up.get(s) == "failed" and ours.get(s) == "failed"}
+    bad = 0
+    for s in worse:
+        print("FAIL kcm does not pass what kube-controller-manager passes: %s" % s)
+        bad += 1
+    for s in sorted(both - set(known)):
+        print("FAIL both fail, and specs-failing.txt does not say why: %s" % s)
+        bad += 1
+    for s in sorted(set(known) - both):
+        print("FAIL specs-failing.txt names a spec that does not fail for both: %s" % s)
+        bad += 1
+    passed = sum(1 for s in specs if ours.get(s) == "passed")
+    print("specs: kcm passed %d, kube-controller-manager %d, both failed %d (known), %d "
+          "problems; work directory %s" % (
+              passed, sum(1 for s in specs if up.get(s) == "passed"), len(both & set(known)),
+              bad, args.work))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
