@@ -50,8 +50,14 @@
 /* --- planning (pure) --------------------------------------------------------------- */
 
 bool kcm_replicaset_pod_active(const struct kcm_pod *p);
-/* Ready for at least min_ready seconds before now (strictly). */
+/* Ready, and for min_ready seconds by now: its Ready condition's
+ * transition time plus min_ready is now or earlier. */
 bool kcm_replicaset_pod_available(const struct kcm_pod *p, int32_t min_ready, uint64_t now_ms);
+/* Milliseconds from now_ms until the first of the ready pods not yet
+ * available becomes available; -1 when none will (min_ready <= 0, or no
+ * such pod). The sync is due again then. */
+int64_t kcm_replicaset_next_available_ms(struct kcm_pod *const *pods, size_t n,
+                                         int32_t min_ready, uint64_t now_ms);
 
 /* Which pods a ReplicaSet owns after adoption and release. Arrays are
  * owned by the claim (free with kcm_replicaset_claim_release); the pods

@@ -395,6 +395,34 @@ static void status_counts(void **state) {
   kcm_api_unref(&rs->o, &pool);
 }
 
+/* As upstream since #132121: a pod is available from the very moment its
+ * Ready condition is minReadySeconds old (not a second later), and a sync
+ * whose ReplicaSet has ready pods not yet available is due again at the
+ * moment the first of them becomes available. */
+static void availability_is_due_at_its_moment(void **state) {
+  struct podspec specs[] = {
+      {.name = "a", .owner = RS_UID, .node = "n", .ready = true, .ready_since = 30},
+      {.name = "b", .owner = RS_UID, .node = "n", .ready = true, .ready_since = 12},
+      {.name = "c", .owner = RS_UID, .node = "n", .ready = true, .ready_since = 25},
+      {.name = "d", .owner = RS_UID, .node = "n"},
+  };
+  struct kcm_pod *pods[4];
+  int i;
+  for (i = 0; i < 4; i++)
+    pods[i] = make_pod(&specs[i]);
+  assert_true(kcm_replicaset_pod_available(pods[0], 30, NOW_MS));      /* exactly 30 s */
+  assert_false(kcm_replicaset_pod_available(pods[0], 30, NOW_MS - 1));
+  assert_false(kcm_replicaset_pod_available(pods[3], 0, NOW_MS));      /* not ready */
+  /* b is due in 18 s, c in 5 s; a is available already, d is not ready */
+  assert_int_equal(kcm_replicaset_next_available_ms(pods, 4, 30, NOW_MS), 5000);
+  assert_int_equal(kcm_replicaset_next_available_ms(pods, 4, 30, NOW_MS + 4999), 1);
+  assert_int_equal(kcm_replicaset_next_available_ms(pods, 4, 30, NOW_MS + 5000), 18000 - 5000);
+  assert_int_equal(kcm_replicaset_next_available_ms(pods, 4, 10, NOW_MS), -1); /* all due */
+  assert_int_equal(kcm_replicaset_next_available_ms(pods, 4, 0, NOW_MS), -1);
+  assert_int_equal(kcm_replicaset_next_available_ms(pods, 0, 30, NOW_MS), -1);
+  free_pods(pods, 4);
+}
+
 static void status_replica_failure(void **state) {
   struct kcm_replicaset *rs = make_rs(
       3, NULL, 0,
@@ -629,6 +657,7 @@ int main(void) {
       cmocka_unit_test(ranking_prefers_crowded_nodes),
       cmocka_unit_test(ranking_many_pods_counts_each_node_once),
       cmocka_unit_test(status_counts),
+      cmocka_unit_test(availability_is_due_at_its_moment),
       cmocka_unit_test(status_replica_failure),
       cmocka_unit_test(status_unchanged_is_not_written),
       cmocka_unit_test(status_only_gains_may_wait),

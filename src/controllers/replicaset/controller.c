@@ -146,7 +146,7 @@ static void pod_updated(void *ctx, struct kcm_object *old, struct kcm_object *cu
       if (!op->ready && cp->ready && rs->min_ready_seconds > 0) {
         char key[600];
         key_of(&rs->o, key, sizeof(key));
-        kcm_workqueue_add_after(&c->rt.queue, key, (uint64_t)rs->min_ready_seconds * 1000 + 1000);
+        kcm_workqueue_add_after(&c->rt.queue, key, (uint64_t)rs->min_ready_seconds * 1000);
       }
     }
     return;
@@ -587,7 +587,7 @@ static void start_status(struct rs_job *j) {
   struct kcm_buf body = KCM_BUF_INIT(1u << 20);
   struct kcm_pod *const *live = j->claim.claimed;
   size_t nlive = j->claim.nclaimed, i;
-  uint64_t wait;
+  uint64_t wait, now = kcm_runtime_now_ms(); /* one moment for the status and the next check */
 
   if (j->del) { /* without the pods this sync deleted */
     for (i = nlive = 0; i < j->claim.nclaimed; i++)
@@ -596,13 +596,19 @@ static void start_status(struct rs_job *j) {
     live = j->del;
   }
   if (kcm_replicaset_status(j->rs, live, nlive, j->made, j->change, j->manage_failed,
-                            j->manage_msg, kcm_runtime_now_ms(), &st)) {
+                            j->manage_msg, now, &st)) {
     FAIL(j, KCM_ENOMEM, "%s", "out of memory");
     return;
   }
-  if (!j->manage_failed && j->rs->min_ready_seconds > 0 && st.ready == j->rs->replicas &&
-      st.available != j->rs->replicas)
-    kcm_workqueue_add_after(&rt->queue, j->base.key, (uint64_t)j->rs->min_ready_seconds * 1000);
+  /* Ready pods not yet available: synced again the moment the next one is,
+   * or after minReadySeconds if none can be told (as upstream since 1.35). */
+  if (!j->manage_failed && j->rs->min_ready_seconds > 0 && st.ready != st.available) {
+    int64_t next = kcm_replicaset_next_available_ms(live, nlive, j->rs->min_ready_seconds, now),
+            late = (int64_t)(kcm_runtime_now_ms() - now);
+    uint64_t due = next < 0 ? (uint64_t)j->rs->min_ready_seconds * 1000
+                            : next > late ? (uint64_t)(next - late) : 0;
+    kcm_workqueue_add_after(&rt->queue, j->base.key, due);
+  }
   if (!kcm_replicaset_status_changed(j->rs, &st)) {
     /* nothing to write */
   } else if (kcm_replicaset_status_only_gains(j->rs, &st) &&

@@ -23,7 +23,26 @@ bool kcm_replicaset_pod_available(const struct kcm_pod *p, int32_t min_ready, ui
     return false;
   if (min_ready <= 0)
     return true;
-  return p->ready_since && (uint64_t)(p->ready_since + min_ready) * 1000 < now_ms;
+  return p->ready_since && (uint64_t)(p->ready_since + min_ready) * 1000 <= now_ms;
+}
+
+int64_t kcm_replicaset_next_available_ms(struct kcm_pod *const *pods, size_t n,
+                                         int32_t min_ready, uint64_t now_ms) {
+  int64_t next = -1;
+  size_t i;
+  if (min_ready <= 0)
+    return -1;
+  for (i = 0; i < n; i++) {
+    const struct kcm_pod *p = pods[i];
+    int64_t at, wait;
+    if (!p->ready || !p->ready_since)
+      continue;
+    at = (p->ready_since + min_ready) * 1000;
+    wait = at - (int64_t)now_ms;
+    if (wait > 0 && (next < 0 || wait < next))
+      next = wait;
+  }
+  return next;
 }
 
 /* --- claiming ---------------------------------------------------------------------- */
