@@ -240,7 +240,7 @@ int kcm_events_bodies(const char *component, const struct kcm_event_object *obj,
   json_object_object_add(doc, "count", json_object_new_int((int)out->count));
   add(doc, "type", warning ? "Warning" : "Normal");
   json_object_object_add(doc, "eventTime", NULL);
-  add(doc, "reportingComponent", "");
+  add(doc, "reportingComponent", component); /* as client-go has since 1.28 */
   add(doc, "reportingInstance", "");
   *body = kcm_api_json_dup(doc);
   json_object_put(doc);
