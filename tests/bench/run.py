@@ -366,7 +366,11 @@ class Upstream(Controller):
                 os.path.basename(self.proc.args[0]), self.proc.returncode, self.log_path))
         with open(self.log_path) as f:
             text = f.read()
-        return all("Caches are synced for %s" % c in text for c in ("deployment", "ReplicaSet"))
+        if all("Caches are synced for %s" % c in text for c in ("deployment", "ReplicaSet")):
+            return True  # older releases name the controller in the line
+        # Later releases log through the controller's context, without its
+        # name; these two controllers alone wait for caches.
+        return text.count('"Caches are synced"') >= 2
 
 
 # --- decode ------------------------------------------------------------------------------

@@ -7,6 +7,11 @@
 #
 #   bash tests/k8s/build.sh            # ~/.cache/kcm-k8s/v1.37.2
 #   KCM_K8S_CACHE=/somewhere bash tests/k8s/build.sh
+#   KCM_K8S_MODULE=DIR bash tests/k8s/build.sh
+#
+# KCM_K8S_MODULE names another module laid out as this one (go.mod, etcd/,
+# e2e/) that pins another release (tests/k8s/matrix.sh writes them); kwok
+# and its stages, which only play the nodes, are built from this one.
 #
 # Needs Go 1.25 or later (/usr/local/go/bin or PATH) and the Go module
 # proxy; exits 3, saying so, without them.
@@ -28,10 +33,11 @@ if [ -z "$minor" ] || [ "$minor" -lt 25 ]; then
   exit 3
 fi
 
-version=$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ {print $2; exit}' "$here/go.mod")
+module=$(cd "${KCM_K8S_MODULE:-$here}" && pwd)
+version=$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ {print $2; exit}' "$module/go.mod")
 cache=${KCM_K8S_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kcm-k8s}/$version
-stamp=$(cat "$here/go.mod" "$here/go.sum" "$here"/*/*.go |
-  sha256sum | cut -c1-16)
+stamp=$(cat "$module/go.mod" "$module/go.sum" "$module"/*/*.go "$here/go.sum" \
+  "$here"/kwokstages/*.go | sha256sum | cut -c1-16)
 bins=(kube-apiserver kube-controller-manager kube-scheduler etcd kwok kwokstages e2e.test)
 if [ "$(cat "$cache/stamp" 2>/dev/null)" = "$stamp" ]; then
   echo "$cache"
@@ -51,12 +57,17 @@ mkdir -p "$(dirname "$cache")"
 work=$(mktemp -d "$(dirname "$cache")/.build-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 echo "k8s: building Kubernetes $version into $cache (a first build takes a while)" >&2
-cd "$here"
 export GOTOOLCHAIN=local GOFLAGS=-mod=readonly
 start=$(date +%s)
+nodes=(sigs.k8s.io/kwok/cmd/kwok ./kwokstages)
+if [ "$module" != "$here" ]; then
+  (cd "$here" && "$go" build -trimpath -o "$work/" "${nodes[@]}")
+  nodes=()
+fi
+cd "$module"
 "$go" build -trimpath -ldflags "$ld" -o "$work/" \
   k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
-  k8s.io/kubernetes/cmd/kube-scheduler sigs.k8s.io/kwok/cmd/kwok ./etcd ./kwokstages
+  k8s.io/kubernetes/cmd/kube-scheduler ./etcd "${nodes[@]}"
 "$go" test -c -trimpath -ldflags "$ld" -o "$work/e2e.test" ./e2e
 for b in "${bins[@]}"; do
   [ -x "$work/$b" ] || { echo "k8s: $b was not built" >&2; exit 1; }

@@ -7,6 +7,7 @@
 # loopback ports and lives in DIR.
 #
 #   bash tests/k8s/cluster.sh up DIR [CONTROLLERS]   # default "*,-deployment,-replicaset"
+#   bash tests/k8s/cluster.sh up DIR none            # etcd and kube-apiserver alone
 #   bash tests/k8s/cluster.sh down DIR
 #
 # `up` builds the binaries first (tests/k8s/build.sh) and writes:
@@ -14,6 +15,8 @@
 #   DIR/kubeconfig-kcm   system:kube-controller-manager, as kubeadm's
 #                        controller manager authenticates
 #   DIR/audit.log        every write, as JSON lines
+#   DIR/pids             the processes started, etcd's first, kube-apiserver's second
+#   DIR/etcd-url         etcd's client URL (its /metrics is there)
 #   DIR/logs/            each component's log
 # and stops what it started if any of it fails to come up. `down` stops
 # everything `up` started in DIR.
@@ -160,6 +163,13 @@ if [ "$(k get --raw /readyz 2>/dev/null)" != ok ]; then
   echo "k8s: kube-apiserver is not ready:" >&2
   grep -E '^[EF][0-9]{4}' "$dir/logs/kube-apiserver.log" | tail -3 >&2 || true
   exit 1
+fi
+
+echo "http://127.0.0.1:$etcd_port" >"$dir/etcd-url"
+if [ "$controllers" = none ]; then
+  echo "k8s: kube-apiserver $(basename "$bin") alone up on https://127.0.0.1:$api_port;" \
+    "KUBECONFIG=$dir/kubeconfig" >&2
+  exit 0
 fi
 
 # --- controllers, scheduler, nodes ---------------------------------------------------------

@@ -4,6 +4,8 @@
 #   (a) the project's e2e suite, kcm as kubeadm runs kube-controller-manager
 #       (--use-service-account-credentials), a --shadow kcm beside it; the
 #       scenarios that need the local API server are skipped, each saying why;
+#       then tests/sim's tests of the local API server on the same server, so
+#       that where it stands in for kube-apiserver it answers as this one does;
 #   (b) upstream's sig-apps Deployment and ReplicaSet specs against kcm and
 #       against kube-controller-manager (tests/k8s/specs.py): kcm passes
 #       every spec upstream passes;
@@ -57,6 +59,9 @@ echo "== (a) the e2e suite against kube-apiserver $version"
 up a "*,-deployment,-replicaset"
 suite "$work/a" --kcm "$suite_kcm" --kcm-arg=--use-service-account-credentials \
   --with-shadow || failed=1
+echo "== the local API server's own tests, against kube-apiserver $version"
+(cd "$root/tests/sim" && KCM_SIM_COMPARE_KUBECONFIG=$work/a/kubeconfig \
+  python3 -m unittest -q test_sim) || failed=1
 bash "$here/cluster.sh" down "$work/a"
 
 echo "== (b) upstream's sig-apps Deployment and ReplicaSet specs, kcm beside kube-controller-manager $version"

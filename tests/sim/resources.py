@@ -231,9 +231,7 @@ def default_pod_spec(spec):
 def default_template(tmpl):
     if not isinstance(tmpl, dict):
         return
-    meta = tmpl.setdefault("metadata", {})
-    if isinstance(meta, dict):
-        meta.setdefault("creationTimestamp", None)
+    tmpl.setdefault("metadata", {})
     default_pod_spec(tmpl.setdefault("spec", {}))
 
 
@@ -305,7 +303,7 @@ def validate_object_meta(errs, meta, namespaced, name_re=DNS1123_SUBDOMAIN, name
             total += len(k.encode()) + len(v.encode())  # bytes, as Go's len()
         if total > 256 * 1024:
             errs.items.append(("metadata.annotations", "FieldValueTooLong",
-                               "Too long: must have at most 262144 bytes"))
+                               "Too long: may not be more than 262144 bytes"))
     controllers = 0
     for i, ref in enumerate(meta.get("ownerReferences") or []):
         path = "metadata.ownerReferences[%d]" % i
@@ -1347,9 +1345,9 @@ class Deployments(_AppsWorkload):
     subresources = {"status": (None, None, "Deployment", ("get", "patch", "update")),
                     "scale": ("autoscaling", "v1", "Scale", ("get", "patch", "update"))}
 
+    # terminatingReplicas is a pointer: 0 is written
     status_omitempty = ("observedGeneration", "replicas", "updatedReplicas", "readyReplicas",
-                        "availableReplicas", "unavailableReplicas", "terminatingReplicas",
-                        "conditions")
+                        "availableReplicas", "unavailableReplicas", "conditions")
     spec_omitempty = ("minReadySeconds", "paused")
     status_counts = ("observedGeneration", "replicas", "updatedReplicas", "readyReplicas",
                      "availableReplicas", "unavailableReplicas", "terminatingReplicas",
@@ -1444,7 +1442,7 @@ class ReplicaSets(_AppsWorkload):
                     "scale": ("autoscaling", "v1", "Scale", ("get", "patch", "update"))}
     empty_status = {"replicas": 0}
     status_omitempty = ("fullyLabeledReplicas", "readyReplicas", "availableReplicas",
-                        "terminatingReplicas", "observedGeneration", "conditions")
+                        "observedGeneration", "conditions")  # terminatingReplicas: a pointer
     status_counts = ("replicas", "fullyLabeledReplicas", "readyReplicas", "availableReplicas",
                      "terminatingReplicas", "observedGeneration")
     status_bounds = (("fullyLabeledReplicas", "replicas", "status.replicas"),

@@ -18,7 +18,7 @@ def _answer(body, status):
     """The review sent back: the request with an empty metadata (as a Go
     ObjectMeta with nothing set serializes) and the status."""
     out = {"kind": body["kind"], "apiVersion": body["apiVersion"],
-           "metadata": {"creationTimestamp": None}, "spec": body.get("spec") or {}}
+           "metadata": {}, "spec": body.get("spec") or {}}
     out["status"] = status
     return out
 

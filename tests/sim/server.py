@@ -173,7 +173,7 @@ def bulk_load(api, body):
             "resourceVersion": api.store.rv}
 
 
-_EMPTY_TEMPLATE = {"metadata": {"creationTimestamp": None}, "spec": {"containers": None}}
+_EMPTY_TEMPLATE = {"metadata": {}, "spec": {"containers": None}}
 _BOOKMARK_BODIES = {
     "Deployment": {"spec": {"replicas": 0, "selector": None, "template": _EMPTY_TEMPLATE,
                             "strategy": {}}, "status": {}},
@@ -197,7 +197,7 @@ def bookmark_object(res, rv):
     """A BOOKMARK's object: the kind's empty object, as Go serializes its zero
     value, carrying only the resourceVersion."""
     obj = {"kind": res.kind, "apiVersion": res.api_version,
-           "metadata": {"resourceVersion": str(rv), "creationTimestamp": None}}
+           "metadata": {"resourceVersion": str(rv)}}
     obj.update(_BOOKMARK_BODIES.get(res.kind, {}))
     return obj
 
@@ -927,6 +927,12 @@ class Handler(BaseHTTPRequestHandler):
         self.start_stream()
         for e in initial:
             self.write_chunk(encode("ADDED", e.obj, e.raw, e))
+        if rv_param in ("", "0") and bookmarks and not table:
+            # The watch-list default since 1.32: a watch from no version is
+            # sent the current state, then a bookmark marking its end.
+            mark = bookmark_object(res, cursor)
+            mark["metadata"]["annotations"] = {"k8s.io/initial-events-end": "true"}
+            self.write_chunk(self.watch_event("BOOKMARK", dumps(mark).encode(), mark))
         told = cursor  # the newest version the client has been told of
         interval = self.server.bookmark_interval
         next_bookmark = min(start + interval, deadline - 2) if bookmarks else None

@@ -1,6 +1,6 @@
 // Package e2e runs upstream's sig-apps e2e specs (k8s.io/kubernetes/test/e2e/apps)
 // against whatever cluster --kubeconfig names: built by tests/k8s/build.sh into
-// e2e.test, run by tests/k8s/specs.sh with a --ginkgo.focus on the Deployment
+// e2e.test, run by tests/k8s/specs.py with a --ginkgo.focus on the Deployment
 // and ReplicaSet specs.
 package e2e
 
