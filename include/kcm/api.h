@@ -184,6 +184,7 @@ struct kcm_replicaset {
     int32_t fully_labeled;
     int32_t ready;
     int32_t available;
+    int32_t terminating; /* pods being deleted; -1 when unset */
     int64_t observed_generation;
     struct kcm_conditions conditions;
   } status;
@@ -219,6 +220,7 @@ struct kcm_deployment {
     int32_t ready;
     int32_t available;
     int32_t unavailable;
+    int32_t terminating;     /* the sum of its ReplicaSets'; -1 when unset */
     int32_t collision_count; /* -1 when unset */
     struct kcm_conditions conditions;
   } status;

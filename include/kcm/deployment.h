@@ -139,8 +139,13 @@ struct kcm_deployment_status {
   int32_t available;
   int32_t unavailable;
   int32_t collision_count; /* -1 when unset */
+  /* status.terminatingReplicas, the sum of its ReplicaSets': -1 unset
+   * (written as null), KCM_DEPLOYMENT_UNWRITTEN where the server does not
+   * keep the field (neither written nor compared) */
+  int32_t terminating;
   struct kcm_conditions conditions;
 };
+#define KCM_DEPLOYMENT_UNWRITTEN (-2)
 
 /* A ReplicaSet the API server changed on creation (a mutating admission
  * webhook, fields a feature gate drops): for the Deployment template
@@ -166,6 +171,8 @@ struct kcm_deployment_plan {
   size_t nsteps;
   /* the Deployment as the sync leaves it */
   struct kcm_deployment_status status;
+  int32_t terminating;       /* status.terminatingReplicas as upstream sums it, also
+                                where the status does not carry it: -1 unset */
   char *revision;            /* the revision annotation to write; NULL: unchanged */
   char *rollback_ops;        /* JSON patch operations, without the resourceVersion test */
   int64_t requeue_after_ms;  /* check progress again: -1 never, 0 now (rate limited) */
@@ -183,6 +190,8 @@ struct kcm_deployment_input {
   void *ctx;
   const struct kcm_deployment_alias *alias; /* may be NULL */
   uint64_t now_ms;
+  int8_t terminating_kept; /* the API server keeps status.terminatingReplicas:
+                              1 yes, 0 no, -1 not known (struct kcm_runtime_field) */
 };
 
 /* Plan one sync. Returns 0 or KCM_ENOMEM; free with kcm_deployment_plan_release(). */
@@ -229,6 +238,8 @@ struct kcm_deployment_controller {
   struct kcm_map aliases;  /* Deployment key -> struct kcm_deployment_alias */
   struct kcm_pacer sync_pacer; /* --deployment-sync-interval: since each one's last writes */
   struct kcm_pacer status_pacer; /* --deployment-status-interval: since its last status write */
+  struct kcm_runtime_field terminating; /* whether the server keeps
+                                           status.terminatingReplicas */
   struct {
     uint64_t rs_created;
     uint64_t rs_scaled;

@@ -69,6 +69,8 @@ struct kcm_replicaset_claim {
   size_t nadopt;
   struct kcm_pod **release; /* owned pods that no longer match */
   size_t nrelease;
+  int32_t terminating;      /* pods it controls, matching its selector, being
+                               deleted and not Succeeded or Failed */
 };
 
 /* Claim among `candidates` (pods it controls and orphans; others are
@@ -108,6 +110,7 @@ struct kcm_replicaset_status {
   int32_t fully_labeled;
   int32_t ready;
   int32_t available;
+  int32_t terminating; /* status.terminatingReplicas; -1: not written */
   int64_t observed_generation;
   struct kcm_conditions conditions; /* owned */
 };
@@ -116,13 +119,16 @@ int kcm_replicaset_status(const struct kcm_replicaset *rs, struct kcm_pod *const
                           size_t n, int32_t made, int32_t change, bool manage_failed,
                           const char *message, uint64_t now_ms,
                           struct kcm_replicaset_status *out);
+/* Whether s differs from the status written; terminatingReplicas counts
+ * only when s writes it (s->terminating >= 0). */
 bool kcm_replicaset_status_changed(const struct kcm_replicaset *rs,
                                    const struct kcm_replicaset_status *s);
 /* Whether s differs from the written status only by more pods (replicas,
- * fully labeled, ready, available): a write that may wait (see
+ * fully labeled, ready, available) or another count of terminating pods,
+ * which no decision reads: a write that may wait (see
  * --status-write-interval). A change of the observed generation or of a
- * condition, and any count going down, may not: what reads the status would
- * see more than there is. */
+ * condition, and any other count going down, may not: what reads the
+ * status would see more than there is. */
 bool kcm_replicaset_status_only_gains(const struct kcm_replicaset *rs,
                                       const struct kcm_replicaset_status *s);
 /* Whether s reports the spec met: the generation observed, and as many
@@ -164,6 +170,8 @@ struct kcm_replicaset_controller {
   struct kcm_json json;          /* reads pods an AlreadyExists named */
   uint32_t (*draw)(uint32_t n);  /* a uniform draw in [0, n) for pod names:
                                     arc4random_uniform (tests script it) */
+  struct kcm_runtime_field terminating; /* whether the server keeps
+                                           status.terminatingReplicas */
   struct {
     uint64_t creates;
     uint64_t deletes;

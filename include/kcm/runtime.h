@@ -77,6 +77,16 @@ struct kcm_runtime_ops {
   void (*release)(struct kcm_runtime_job *j); /* may be NULL */
 };
 
+/* Whether the API server keeps a status field that not every server does
+ * (one a feature gate may drop, or a release may not know): unknown until
+ * a status write carrying it is answered, or until a cached object shows
+ * it. Zeroed = unknown. */
+struct kcm_runtime_field {
+  const char *name;  /* in status, e.g. "terminatingReplicas" */
+  int8_t kept;       /* -1 unknown (also 0 zeroed, see kcm_runtime_field_init), 0 no, 1 yes */
+  bool asking;       /* a write carrying it is in flight */
+};
+
 struct kcm_runtime {
   uv_loop_t *loop;
   struct kcm_workqueue queue;
@@ -150,6 +160,18 @@ size_t kcm_runtime_enqueue_selecting(struct kcm_runtime *rt, const struct kcm_in
 
 /* The wall clock in ms (what the planners compare timestamps with). */
 uint64_t kcm_runtime_now_ms(void);
+
+/* Not yet known, `name` in status. */
+void kcm_runtime_field_init(struct kcm_runtime_field *f, const char *name);
+/* A cached object's status has the field (have >= 0): the server kept it. */
+void kcm_runtime_field_seen(struct kcm_runtime_field *f, int64_t have);
+/* Whether the next status write should carry the field to find out if the
+ * server keeps it: true once while it is unknown, until the answer. */
+bool kcm_runtime_field_ask(struct kcm_runtime_field *f);
+/* The answer to that write: the object written (NULL when the write
+ * failed: the next write asks again), kept if its status has the field. */
+void kcm_runtime_field_answer(struct kcm_runtime_field *f, const char *body, size_t len,
+                              const char *kind);
 
 /* Keep o alive until the sync is over. */
 void kcm_runtime_hold(struct kcm_runtime_job *j, struct kcm_object *o);

@@ -67,7 +67,7 @@ struct parts {
   const char *selector, *tmpl; /* in the object's text; NULL when absent or null */
   size_t selector_len, tmpl_len;
   bool tmpl_object;                       /* the template is an object (a memo key) */
-  int64_t history, deadline, collisions;  /* -1 when unset */
+  int64_t history, deadline, collisions, terminating; /* -1 when unset */
   enum { STRATEGY_NONE, STRATEGY_RECREATE, STRATEGY_ROLLING, STRATEGY_OTHER } strategy;
 };
 
@@ -271,6 +271,8 @@ static int workload_status(struct tctx *t, struct kcm_object *o, struct parts *w
       rc = conditions(t, rs ? &rs->status.conditions : &dp->status.conditions);
     else if (dp && kcm_json_key_is(t->j, "collisionCount"))
       rc = integer(t, "status.collisionCount", 0, INT32_MAX, &w->collisions);
+    else if (kcm_json_key_is(t->j, "terminatingReplicas"))
+      rc = integer(t, "status.terminatingReplicas", 0, INT32_MAX, &w->terminating);
     else
       rc = skip(t);
     if (rc < 0)
@@ -354,7 +356,7 @@ int kcm_api_text_decode_workload(enum kcm_kind kind, const char *text, size_t le
   struct kcm_replicaset *rs = NULL;
   struct kcm_deployment *dp = NULL;
   struct kcm_object *o;
-  struct parts w = {.history = -1, .deadline = -1, .collisions = -1};
+  struct parts w = {.history = -1, .deadline = -1, .collisions = -1, .terminating = -1};
   struct tctx t;
   int rc = 0;
 
@@ -412,6 +414,9 @@ int kcm_api_text_decode_workload(enum kcm_kind kind, const char *text, size_t le
     dp->revision_history_limit = (int32_t)w.history;
     dp->progress_deadline = (int32_t)w.deadline;
     dp->status.collision_count = (int32_t)w.collisions;
+    dp->status.terminating = (int32_t)w.terminating;
+  } else {
+    rs->status.terminating = (int32_t)w.terminating;
   }
   *out = o;
   return 0;

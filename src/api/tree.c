@@ -401,6 +401,7 @@ static int decode_writers(struct kcm_api_dctx *d, struct json_object *meta,
 static int decode_replicaset(struct kcm_api_dctx *d, struct kcm_replicaset *rs,
                              struct json_object *obj, struct json_object *meta) {
   struct json_object *spec, *status;
+  int64_t term = -1;
   int err;
 
   rs->replicas = 1;
@@ -421,10 +422,13 @@ static int decode_replicaset(struct kcm_api_dctx *d, struct kcm_replicaset *rs,
                      &rs->status.available)) ||
       (err = get_int(d, status, "observedGeneration", "status.observedGeneration", 0, INT64_MAX,
                      &rs->status.observed_generation)) ||
+      (err = get_int(d, status, "terminatingReplicas", "status.terminatingReplicas", 0,
+                     INT32_MAX, &term)) ||
       (err = decode_conditions(d, status, "status.conditions", &rs->status.conditions)))
     return err;
   if (rs->replicas < 0)
     return kcm_api_bad(d, "spec.replicas", "must not be negative");
+  rs->status.terminating = (int32_t)term;
   return 0;
 }
 
@@ -453,7 +457,7 @@ static int decode_deployment(struct kcm_api_dctx *d, struct kcm_deployment *dp,
                              struct json_object *obj, struct json_object *meta) {
   struct json_object *spec, *status, *strategy, *ru;
   const char *type;
-  int64_t rhl = -1, pd = -1, cc = -1;
+  int64_t rhl = -1, pd = -1, cc = -1, term = -1;
   int err;
 
   dp->replicas = 1;
@@ -492,6 +496,8 @@ static int decode_deployment(struct kcm_api_dctx *d, struct kcm_deployment *dp,
                      &dp->status.unavailable)) ||
       (err =
            get_int(d, status, "collisionCount", "status.collisionCount", 0, INT32_MAX, &cc)) ||
+      (err = get_int(d, status, "terminatingReplicas", "status.terminatingReplicas", 0,
+                     INT32_MAX, &term)) ||
       (err = decode_conditions(d, status, "status.conditions", &dp->status.conditions)))
     return err;
   if (dp->replicas < 0)
@@ -502,6 +508,7 @@ static int decode_deployment(struct kcm_api_dctx *d, struct kcm_deployment *dp,
   dp->revision_history_limit = (int32_t)rhl;
   dp->progress_deadline = (int32_t)pd;
   dp->status.collision_count = (int32_t)cc;
+  dp->status.terminating = (int32_t)term;
   return 0;
 }
 

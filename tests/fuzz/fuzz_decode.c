@@ -126,6 +126,7 @@ static void same_object(const struct kcm_object *a, const struct kcm_object *b) 
     CHECK(x->status.fully_labeled == y->status.fully_labeled);
     CHECK(x->status.ready == y->status.ready);
     CHECK(x->status.available == y->status.available);
+    CHECK(x->status.terminating == y->status.terminating);
     CHECK(x->status.observed_generation == y->status.observed_generation);
     same_conditions(&x->status.conditions, &y->status.conditions);
   } else {
@@ -152,6 +153,7 @@ static void same_object(const struct kcm_object *a, const struct kcm_object *b) 
     CHECK(x->status.available == y->status.available);
     CHECK(x->status.unavailable == y->status.unavailable);
     CHECK(x->status.collision_count == y->status.collision_count);
+    CHECK(x->status.terminating == y->status.terminating);
     same_conditions(&x->status.conditions, &y->status.conditions);
   }
 }

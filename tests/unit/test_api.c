@@ -125,6 +125,7 @@ static void same_replicaset(const struct kcm_replicaset *a,
   assert_int_equal(a->status.fully_labeled, b->status.fully_labeled);
   assert_int_equal(a->status.ready, b->status.ready);
   assert_int_equal(a->status.available, b->status.available);
+  assert_int_equal(a->status.terminating, b->status.terminating);
   assert_int_equal(a->status.observed_generation,
                    b->status.observed_generation);
   same_conditions(&a->status.conditions, &b->status.conditions);
@@ -156,6 +157,7 @@ static void same_deployment(const struct kcm_deployment *a,
   assert_int_equal(a->status.available, b->status.available);
   assert_int_equal(a->status.unavailable, b->status.unavailable);
   assert_int_equal(a->status.collision_count, b->status.collision_count);
+  assert_int_equal(a->status.terminating, b->status.terminating);
   same_conditions(&a->status.conditions, &b->status.conditions);
 }
 
@@ -326,7 +328,8 @@ static const char replicaset[] =
     "\"image\":\"nginx:1.7.9\"}]},\"metadata\":{\"labels\":{\"pod-template-hash\":\"7d9f8\","
     "\"app\":\"web\"},\"creationTimestamp\":null}}},"
     "\"status\":{\"replicas\":4,\"fullyLabeledReplicas\":4,\"readyReplicas\":3,"
-    "\"availableReplicas\":2,\"observedGeneration\":3,\"conditions\":[{\"type\":"
+    "\"availableReplicas\":2,\"terminatingReplicas\":1,\"observedGeneration\":3,"
+    "\"conditions\":[{\"type\":"
     "\"ReplicaFailure\",\"status\":\"True\",\"reason\":\"FailedCreate\",\"message\":"
     "\"quota\",\"lastTransitionTime\":\"2026-11-22T06:00:00Z\"}]}}";
 
@@ -373,6 +376,7 @@ static void replicaset_fields(void **state) {
   assert_int_equal(rs->status.fully_labeled, 4);
   assert_int_equal(rs->status.ready, 3);
   assert_int_equal(rs->status.available, 2);
+  assert_int_equal(rs->status.terminating, 1);
   assert_int_equal(rs->status.observed_generation, 3);
   assert_int_equal(rs->status.conditions.n, 1);
   assert_string_equal(rs->status.conditions.items[0].reason, "FailedCreate");
@@ -629,6 +633,7 @@ static void deployment_fields(void **state) {
   assert_int_equal(d->revision_history_limit, -1);
   assert_int_equal(d->progress_deadline, -1);
   assert_int_equal(d->status.collision_count, -1);
+  assert_int_equal(d->status.terminating, -1);
   assert_false(d->max_surge.set);
   kcm_api_unref(&d->o, &pool);
 }
@@ -927,6 +932,8 @@ static void bad_objects_name_the_field(void **state) {
        "status.fullyLabeledReplicas"},
       {KCM_KIND_DEPLOYMENT, WITH_STATUS("{\"unavailableReplicas\":3.5}"),
        "status.unavailableReplicas"},
+      {KCM_KIND_REPLICASET, WITH_STATUS("{\"terminatingReplicas\":-1}"),
+       "status.terminatingReplicas"},
       {KCM_KIND_DEPLOYMENT, WITH_STATUS("{\"observedGeneration\":-2}"),
        "status.observedGeneration"},
       {KCM_KIND_DEPLOYMENT, WITH_STATUS("{\"collisionCount\":-1}"),

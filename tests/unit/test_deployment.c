@@ -125,6 +125,7 @@ struct rsspec {
   const char *conditions;  /* JSON array */
   int64_t generation, observed;
   bool deleting;
+  const char *status;      /* more status fields, with a leading comma */
 };
 
 static struct kcm_replicaset *make_rs(const struct rsspec *s) {
@@ -154,14 +155,14 @@ static struct kcm_replicaset *make_rs(const struct rsspec *s) {
            "\"pod-template-hash\":\"%s\"}},\"template\":{\"metadata\":{\"labels\":%s,"
            "\"creationTimestamp\":null},\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":"
            "\"%s\"}]}}},\"status\":{\"replicas\":%d,\"readyReplicas\":%d,\"availableReplicas\":"
-           "%d,\"observedGeneration\":%lld,\"conditions\":%s}}",
+           "%d,\"observedGeneration\":%lld,\"conditions\":%s%s}}",
            s->name, (unsigned)(s->name[0] * 977 + strlen(s->name) * 31 + s->name[1]),
            (long long)(s->generation ? s->generation : 1), created,
            s->labels ? s->labels : labels, ann, owner, del, s->replicas, s->name, labels,
            s->image ? s->image : "nginx:1", s->status_replicas ? s->status_replicas : s->replicas,
            s->ready, s->available,
            (long long)(s->observed ? s->observed : (s->generation ? s->generation : 1)),
-           s->conditions ? s->conditions : "[]") > 0);
+           s->conditions ? s->conditions : "[]", s->status ? s->status : "") > 0);
   rs = (struct kcm_replicaset *)decode(KCM_KIND_REPLICASET, json);
   free(json);
   free(ann);
@@ -176,6 +177,7 @@ struct run {
   struct kcm_deployment_plan plan;
   bool running;             /* what pods_running answers */
   const struct kcm_deployment_alias *alias;
+  int8_t terminating_kept;  /* whether the server keeps status.terminatingReplicas */
 };
 
 static bool answer_running(void *ctx, const struct kcm_replicaset *rs) {
@@ -183,7 +185,8 @@ static bool answer_running(void *ctx, const struct kcm_replicaset *rs) {
 }
 
 static void plan(struct run *r) {
-  struct kcm_deployment_input in = {r->d, r->rs, r->n, answer_running, r, r->alias, NOW_MS};
+  struct kcm_deployment_input in = {r->d,     r->rs,  r->n, answer_running,
+                                    r,        r->alias, NOW_MS, r->terminating_kept};
   assert_int_equal(kcm_deployment_plan(&in, &r->plan), 0);
 }
 
@@ -457,11 +460,12 @@ static void collision_count_renames(void **state) {
 
 /* --- taking over, steady state -------------------------------------------------------------- */
 
-/* A complete Deployment exactly as upstream leaves it: nothing to write. */
-static void steady_state_writes_nothing(void **state) {
+/* A complete Deployment exactly as upstream leaves it, with more status
+ * fields (a leading comma) for it and for its old and new ReplicaSets. */
+static void steady_state(struct run *r, const char *more, const char *old_more,
+                         const char *new_more) {
   struct dspec s = dspec(3);
   char status[1024], t[32];
-  struct run r = {0};
   iso(NOW_S - 500, t, sizeof(t));
   snprintf(status, sizeof(status),
            "{\"observedGeneration\":4,\"replicas\":3,\"updatedReplicas\":3,\"readyReplicas\":3,"
@@ -470,27 +474,34 @@ static void steady_state_writes_nothing(void **state) {
            "\"MinimumReplicasAvailable\",\"message\":\"Deployment has minimum availability.\"},"
            "{\"type\":\"Progressing\",\"status\":\"True\",\"lastUpdateTime\":\"%s\","
            "\"lastTransitionTime\":\"%s\",\"reason\":\"NewReplicaSetAvailable\",\"message\":"
-           "\"ReplicaSet \\\"web-5d4b9c7f8\\\" has successfully progressed.\"}]}",
-           t, t, t, t);
+           "\"ReplicaSet \\\"web-5d4b9c7f8\\\" has successfully progressed.\"}]%s}",
+           t, t, t, t, more ? more : "");
   s.status = status;
   s.generation = 4;
   s.annotations = "{\"deployment.kubernetes.io/revision\":\"2\",\"team\":\"a\"}";
-  r.d = make_d(&s);
+  r->d = make_d(&s);
   /* Upstream's names (its own hash), an old ReplicaSet, and the new one. */
-  r.rs[r.n++] = make_rs(&(struct rsspec){.name = "7c5ddbdf54", .age = 900, .image = "nginx:0",
+  r->rs[r->n++] = make_rs(&(struct rsspec){.name = "7c5ddbdf54", .age = 900, .image = "nginx:0",
                                          .revision = 1,
                                          .annotations = ",\"team\":\"a\","
                                                         "\"deployment.kubernetes.io/desired-"
                                                         "replicas\":\"3\","
                                                         "\"deployment.kubernetes.io/max-"
-                                                        "replicas\":\"4\""});
-  r.rs[r.n++] = make_rs(&(struct rsspec){.name = "5d4b9c7f8", .age = 600, .replicas = 3,
+                                                        "replicas\":\"4\"",
+                                         .status = old_more});
+  r->rs[r->n++] = make_rs(&(struct rsspec){.name = "5d4b9c7f8", .age = 600, .replicas = 3,
                                          .revision = 2, .ready = 3, .available = 3,
                                          .annotations = ",\"team\":\"a\","
                                                         "\"deployment.kubernetes.io/desired-"
                                                         "replicas\":\"3\","
                                                         "\"deployment.kubernetes.io/max-"
-                                                        "replicas\":\"4\""});
+                                                        "replicas\":\"4\"",
+                                         .status = new_more});
+}
+
+static void steady_state_writes_nothing(void **state) {
+  struct run r = {0};
+  steady_state(&r, NULL, NULL, NULL);
   plan(&r);
   assert_int_equal(r.plan.nsteps, 0);
   assert_int_equal(r.plan.nadopt + r.plan.nrelease, 0);
@@ -498,6 +509,53 @@ static void steady_state_writes_nothing(void **state) {
   assert_false(kcm_deployment_status_changed(r.d, &r.plan));
   assert_true(r.plan.requeue_after_ms < 0);
   done(&r);
+}
+
+/* status.terminatingReplicas (KEP-3973): the sum of its ReplicaSets',
+ * where the server keeps the field; unset when a ReplicaSet its
+ * controller has synced lacks it. */
+static void terminating_replicas_sum(void **state) {
+  const struct kcm_deployment_step *st;
+  struct kcm_buf body = KCM_BUF_INIT(1u << 16);
+  struct run r = {.terminating_kept = 1};
+
+  steady_state(&r, NULL, ",\"terminatingReplicas\":1", ",\"terminatingReplicas\":2");
+  plan(&r);
+  assert_int_equal(r.plan.status.terminating, 3);
+  assert_true(kcm_deployment_status_changed(r.d, &r.plan));
+  assert_non_null(st = find_step(&r, KCM_DEPLOYMENT_STEP_STATUS));
+  assert_int_equal(kcm_deployment_status_body(r.d, &r.plan, 40, &body), 0);
+  assert_non_null(strstr(body.data, "\"terminatingReplicas\":3"));
+  done(&r);
+
+  /* Written already: nothing to do. */
+  r = (struct run){.terminating_kept = 1};
+  steady_state(&r, ",\"terminatingReplicas\":3", ",\"terminatingReplicas\":1",
+               ",\"terminatingReplicas\":2");
+  plan(&r);
+  assert_int_equal(r.plan.nsteps, 0);
+  done(&r);
+
+  /* A synced ReplicaSet without it: the sum is unset, and null removes it. */
+  r = (struct run){.terminating_kept = 1};
+  steady_state(&r, ",\"terminatingReplicas\":3", NULL, ",\"terminatingReplicas\":2");
+  plan(&r);
+  assert_int_equal(r.plan.status.terminating, -1);
+  assert_non_null(find_step(&r, KCM_DEPLOYMENT_STEP_STATUS));
+  kcm_buf_reset(&body);
+  assert_int_equal(kcm_deployment_status_body(r.d, &r.plan, 40, &body), 0);
+  assert_non_null(strstr(body.data, "\"terminatingReplicas\":null"));
+  done(&r);
+
+  /* Where the server drops the field it is neither compared nor written. */
+  r = (struct run){.terminating_kept = 0};
+  steady_state(&r, ",\"terminatingReplicas\":7", ",\"terminatingReplicas\":1",
+               ",\"terminatingReplicas\":2");
+  plan(&r);
+  assert_int_equal(r.plan.nsteps, 0);
+  assert_int_equal(r.plan.status.terminating, KCM_DEPLOYMENT_UNWRITTEN);
+  done(&r);
+  kcm_buf_release(&body);
 }
 
 static void empty_selector_selects_all(void **state) {
@@ -1582,7 +1640,7 @@ static void many_old_replica_sets_sort_in_n_log_n(void **state) {
     free(json);
   }
 
-  in = (struct kcm_deployment_input){d, rs, MANY + 1, NULL, NULL, NULL, NOW_MS};
+  in = (struct kcm_deployment_input){d, rs, MANY + 1, NULL, NULL, NULL, NOW_MS, 1};
   budget_start(40u * MANY, MANY); /* reallocations: a few per step at most */
   assert_int_equal(kcm_deployment_plan(&in, &p), 0);
   budget_stop(&used);
@@ -1690,6 +1748,7 @@ int main(void) {
       cmocka_unit_test(creates_the_first_replica_set),
       cmocka_unit_test(collision_count_renames),
       cmocka_unit_test(steady_state_writes_nothing),
+      cmocka_unit_test(terminating_replicas_sum),
       cmocka_unit_test(empty_selector_selects_all),
       cmocka_unit_test(claims_replica_sets),
       cmocka_unit_test(rolling_update),

@@ -395,6 +395,59 @@ static void status_counts(void **state) {
   kcm_api_unref(&rs->o, &pool);
 }
 
+/* status.terminatingReplicas (KEP-3973): the pods it controls that match
+ * its selector and are being deleted, not yet Succeeded or Failed. They
+ * are never among the claimed, and the other counts stay active pods. */
+static void terminating_replicas(void **state) {
+  struct kcm_replicaset *rs = make_rs(2, NULL, 0,
+                                      "{\"replicas\":1,\"fullyLabeledReplicas\":1,"
+                                      "\"observedGeneration\":3,\"terminatingReplicas\":1}");
+  struct podspec specs[] = {
+      {.name = "live", .owner = RS_UID, .node = "n"},
+      {.name = "going", .owner = RS_UID, .node = "n", .deleting = true},
+      {.name = "going-pending", .owner = RS_UID, .phase = "Pending", .deleting = true},
+      {.name = "done", .owner = RS_UID, .node = "n", .phase = "Succeeded", .deleting = true},
+      {.name = "failed", .owner = RS_UID, .node = "n", .phase = "Failed", .deleting = true},
+      {.name = "other-owner", .owner = OTHER_UID, .node = "n", .deleting = true},
+      {.name = "orphan", .node = "n", .deleting = true},
+      {.name = "unmatched", .owner = RS_UID, .node = "n", .deleting = true,
+       .labels = "{\"app\":\"db\"}"},
+      {.name = "elsewhere", .owner = RS_UID, .node = "n", .deleting = true, .ns = "other"},
+  };
+  struct kcm_pod *pods[9];
+  struct kcm_replicaset_claim claim;
+  struct kcm_replicaset_status st;
+  struct kcm_buf body = KCM_BUF_INIT(1u << 16);
+  int i;
+
+  for (i = 0; i < 9; i++)
+    pods[i] = make_pod(&specs[i]);
+  assert_int_equal(kcm_replicaset_claim(rs, pods, 9, &claim), 0);
+  assert_int_equal(claim.nclaimed, 1);
+  assert_int_equal(claim.terminating, 2); /* going, going-pending */
+  assert_int_equal(kcm_replicaset_status(rs, claim.claimed, claim.nclaimed, 0, 0, false, NULL,
+                                         NOW_MS, &st), 0);
+  assert_int_equal(st.replicas, 1);
+  assert_int_equal(st.terminating, -1); /* not written unless the caller sets it */
+  assert_false(kcm_replicaset_status_changed(rs, &st));
+  assert_int_equal(kcm_replicaset_status_patch(rs, &st, &body), 0);
+  assert_null(strstr(body.data, "terminatingReplicas"));
+  /* The field alone changed: a status change, one that may wait. */
+  st.terminating = claim.terminating;
+  assert_true(kcm_replicaset_status_changed(rs, &st));
+  assert_true(kcm_replicaset_status_only_gains(rs, &st));
+  kcm_buf_reset(&body);
+  assert_int_equal(kcm_replicaset_status_patch(rs, &st, &body), 0);
+  assert_non_null(strstr(body.data, "\"terminatingReplicas\":2"));
+  st.terminating = 1;
+  assert_false(kcm_replicaset_status_changed(rs, &st));
+  kcm_buf_release(&body);
+  kcm_replicaset_status_release(&st);
+  kcm_replicaset_claim_release(&claim);
+  free_pods(pods, 9);
+  kcm_api_unref(&rs->o, &pool);
+}
+
 /* As upstream since #132121: a pod is available from the very moment its
  * Ready condition is minReadySeconds old (not a second later), and a sync
  * whose ReplicaSet has ready pods not yet available is due again at the
@@ -653,6 +706,7 @@ int main(void) {
       cmocka_unit_test(slow_start_batches),
       cmocka_unit_test(expectations_hold_managing),
       cmocka_unit_test(claiming),
+      cmocka_unit_test(terminating_replicas),
       cmocka_unit_test(ranking_rules),
       cmocka_unit_test(ranking_prefers_crowded_nodes),
       cmocka_unit_test(ranking_many_pods_counts_each_node_once),

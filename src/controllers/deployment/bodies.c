@@ -43,6 +43,9 @@ int kcm_deployment_status_body(const struct kcm_deployment *d, const struct kcm_
   json_object_object_add(st, "conditions", kcm_api_conditions_json(&s->conditions));
   if (s->collision_count >= 0)
     json_object_object_add(st, "collisionCount", json_object_new_int(s->collision_count));
+  if (s->terminating != KCM_DEPLOYMENT_UNWRITTEN) /* null removes it */
+    json_object_object_add(st, "terminatingReplicas",
+                           s->terminating >= 0 ? json_object_new_int(s->terminating) : NULL);
   json_object_object_add(doc, "status", st);
   return kcm_api_json_emit(doc, out);
 }

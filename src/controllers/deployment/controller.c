@@ -226,6 +226,8 @@ struct dp_job {
   bool skipping;
   enum phase phase;
   bool alias_checked;
+  bool probe;               /* the status write asks whether the server keeps
+                               status.terminatingReplicas */
 };
 
 #define FAIL(j, err, ...) kcm_runtime_fail(&(j)->base, err, __VA_ARGS__)
@@ -328,6 +330,11 @@ static void on_d_write(const struct kcm_client_response *resp, void *data) {
     answer_rv(resp, &j->d_rv);
     j->c->stats.status_writes++;
     kcm_informer_written(j->c->d_informer, j->d->o.ns, j->d->o.name, j->d_rv);
+  }
+  if (j->probe) {
+    kcm_runtime_field_answer(&j->c->terminating, resp->err ? NULL : resp->body, resp->body_len,
+                             "Deployment");
+    j->probe = false;
   }
   step_done(j, resp);
 }
@@ -544,6 +551,12 @@ static int build_step(struct dp_job *j, const struct kcm_deployment_step *s, str
       return err;
     return kcm_writer_delete(req, KCM_KIND_REPLICASET, ns, step_rs(j, s)->name, body->data);
   case KCM_DEPLOYMENT_STEP_STATUS:
+    /* Not yet known whether the server keeps status.terminatingReplicas:
+     * the write carries it to find out (a shadow learns it from the
+     * statuses the controller in charge writes). */
+    if (j->c->terminating.kept < 0 && !j->base.rt->shadow && j->plan.terminating >= 0 &&
+        (j->probe = kcm_runtime_field_ask(&j->c->terminating)))
+      j->plan.status.terminating = j->plan.terminating;
     if ((err = kcm_deployment_status_body(j->d, &j->plan, j->d_rv, body)))
       return err;
     return kcm_writer_patch(req, KCM_KIND_DEPLOYMENT, ns, j->d->o.name, "status",
@@ -573,13 +586,17 @@ static void send_step(struct dp_job *j, const struct kcm_deployment_step *s) {
   j->current = s;
   if ((err = build_step(j, s, &body, &req)))
     FAIL(j, err, "cannot build a write: %s", req.err ? req.path : kcm_strerror(err));
-  else if (!kcm_runtime_send(&j->base, &req, done[s->op], j) &&
-           s->op == KCM_DEPLOYMENT_STEP_STATUS) {
-    kcm_pacer_wrote(&j->c->status_pacer, j->base.key, uv_now(j->base.rt->loop));
-    if (j->step >= j->plan.nsteps)
-      /* The last step: only its answer is left to wait for, so another
-       * key may have the worker while this one stays in processing. */
-      kcm_runtime_give_back(&j->base);
+  else if (!kcm_runtime_send(&j->base, &req, done[s->op], j)) {
+    if (s->op == KCM_DEPLOYMENT_STEP_STATUS) {
+      kcm_pacer_wrote(&j->c->status_pacer, j->base.key, uv_now(j->base.rt->loop));
+      if (j->step >= j->plan.nsteps)
+        /* The last step: only its answer is left to wait for, so another
+         * key may have the worker while this one stays in processing. */
+        kcm_runtime_give_back(&j->base);
+    }
+  } else if (j->probe) { /* not sent: the next write asks */
+    kcm_runtime_field_answer(&j->c->terminating, NULL, 0, "Deployment");
+    j->probe = false;
   }
   kcm_buf_release(&body);
   if (j->base.err)
@@ -698,10 +715,14 @@ static bool plan(struct dp_job *j) {
     free(cands);
     return false;
   }
+  kcm_runtime_field_seen(&c->terminating, j->d->status.terminating);
+  for (i = 0; i < n; i++)
+    kcm_runtime_field_seen(&c->terminating, cands[i]->status.terminating);
   memset(&in, 0, sizeof(in));
   in.d = j->d;
   in.candidates = cands;
   in.ncandidates = n;
+  in.terminating_kept = c->terminating.kept;
   in.pods_running = pods_running;
   in.ctx = j;
   al = kcm_map_get(&c->aliases, j->base.key);
@@ -796,6 +817,7 @@ int kcm_deployment_controller_init(struct kcm_deployment_controller *c, uv_loop_
   kcm_map_init(&c->aliases, &alias_type);
   kcm_pacer_init(&c->sync_pacer, sync_interval_ms, KCM_PACER_PER_SECOND);
   kcm_pacer_init(&c->status_pacer, status_interval_ms, KCM_PACER_PER_SECOND);
+  kcm_runtime_field_init(&c->terminating, "terminatingReplicas");
   if (kcm_runtime_watch(&c->rt, d_informer, &deployment_events) ||
       kcm_runtime_watch(&c->rt, rs_informer, &replicaset_events) ||
       kcm_runtime_watch(&c->rt, pod_informer, &pod_events))

@@ -454,6 +454,7 @@ int kcm_deployment_plan(const struct kcm_deployment_input *in, struct kcm_deploy
   memset(out, 0, sizeof(*out));
   out->new_rs = -1;
   out->requeue_after_ms = -1;
+  out->terminating = -1;
   memset(&s, 0, sizeof(s));
   s.in = in;
   s.d = d;
@@ -461,6 +462,8 @@ int kcm_deployment_plan(const struct kcm_deployment_input *in, struct kcm_deploy
   s.st = &out->status;
   s.now_s = (int64_t)(in->now_ms / 1000);
   dp_cached_status(d, &out->status);
+  if (in->terminating_kept <= 0)
+    out->status.terminating = KCM_DEPLOYMENT_UNWRITTEN;
   if (kcm_api_conditions_copy(&out->status.conditions, &d->status.conditions))
     return KCM_ENOMEM;
 

@@ -89,6 +89,8 @@ bool dp_status_equal(const struct kcm_deployment_status *a, const struct kcm_dep
   return a->observed_generation == b->observed_generation && a->replicas == b->replicas &&
          a->updated == b->updated && a->ready == b->ready && a->available == b->available &&
          a->unavailable == b->unavailable && a->collision_count == b->collision_count &&
+         (a->terminating == b->terminating || a->terminating == KCM_DEPLOYMENT_UNWRITTEN ||
+          b->terminating == KCM_DEPLOYMENT_UNWRITTEN) &&
          kcm_api_conditions_equal(&a->conditions, &b->conditions);
 }
 
@@ -101,7 +103,25 @@ void dp_cached_status(const struct kcm_deployment *d, struct kcm_deployment_stat
   out->available = d->status.available;
   out->unavailable = d->status.unavailable;
   out->collision_count = d->status.collision_count;
+  out->terminating = d->status.terminating;
   out->conditions = d->status.conditions;
+}
+
+/* Upstream's sum of the ReplicaSets' terminatingReplicas: unset when one
+ * the controller has synced (observedGeneration > 0) has none; those it
+ * never synced, and those yet to be made, are left out. */
+static int32_t terminating_sum(struct dp_sync *s, const int *l, size_t n) {
+  int64_t sum = 0;
+  size_t i;
+  for (i = 0; i < n; i++) {
+    const struct kcm_replicaset *rs = view(s, l[i])->rs;
+    if (!rs || (rs->status.observed_generation == 0 && rs->status.terminating < 0))
+      continue;
+    if (rs->status.terminating < 0)
+      return -1;
+    sum += rs->status.terminating;
+  }
+  return kcm_deployment_clamp32(sum);
 }
 
 /* Upstream's calculateStatus over the ReplicaSets in l. */
@@ -127,6 +147,9 @@ static void calculate_status(struct dp_sync *s, const int *l, size_t n, int new_
   out->updated = new_rs >= 0 ? status_replicas(view(s, new_rs)) : 0;
   out->observed_generation = d->o.generation;
   out->collision_count = s->st->collision_count;
+  s->p->terminating = terminating_sum(s, l, n);
+  out->terminating =
+      s->in->terminating_kept > 0 ? s->p->terminating : KCM_DEPLOYMENT_UNWRITTEN;
   if (kcm_api_conditions_copy(&out->conditions, &s->st->conditions)) {
     nomem(s);
     return;

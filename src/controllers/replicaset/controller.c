@@ -201,6 +201,8 @@ struct rs_job {
   size_t ndrawn;
   bool manage_failed;
   char *manage_msg;
+  bool probe;          /* the status write asks whether the server keeps
+                          status.terminatingReplicas */
 };
 
 struct pod_name {
@@ -577,6 +579,9 @@ static void on_status(const struct kcm_client_response *resp, void *data) {
     kcm_informer_written(j->c->rs_informer, j->rs->o.ns, j->rs->o.name,
                          kcm_api_resource_version_text(resp->body, resp->body_len));
   }
+  if (j->probe)
+    kcm_runtime_field_answer(&j->c->terminating, resp->err ? NULL : resp->body, resp->body_len,
+                             "ReplicaSet");
   kcm_runtime_answered(&j->base);
 }
 
@@ -588,6 +593,7 @@ static void start_status(struct rs_job *j) {
   struct kcm_pod *const *live = j->claim.claimed;
   size_t nlive = j->claim.nclaimed, i;
   uint64_t wait, now = kcm_runtime_now_ms(); /* one moment for the status and the next check */
+  bool sent = false;
 
   if (j->del) { /* without the pods this sync deleted */
     for (i = nlive = 0; i < j->claim.nclaimed; i++)
@@ -600,6 +606,13 @@ static void start_status(struct rs_job *j) {
     FAIL(j, KCM_ENOMEM, "%s", "out of memory");
     return;
   }
+  /* status.terminatingReplicas where the server keeps it; while that is
+   * not known, one write carries it to find out, needed or not (a shadow
+   * learns it from the statuses the controller in charge writes). */
+  kcm_runtime_field_seen(&c->terminating, j->rs->status.terminating);
+  if (c->terminating.kept > 0 ||
+      (!rt->shadow && (j->probe = kcm_runtime_field_ask(&c->terminating))))
+    st.terminating = j->claim.terminating;
   /* Ready pods not yet available: synced again the moment the next one is,
    * or after minReadySeconds if none can be told (as upstream since 1.35). */
   if (!j->manage_failed && j->rs->min_ready_seconds > 0 && st.ready != st.available) {
@@ -609,9 +622,9 @@ static void start_status(struct rs_job *j) {
                             : next > late ? (uint64_t)(next - late) : 0;
     kcm_workqueue_add_after(&rt->queue, j->base.key, due);
   }
-  if (!kcm_replicaset_status_changed(j->rs, &st)) {
+  if (!j->probe && !kcm_replicaset_status_changed(j->rs, &st)) {
     /* nothing to write */
-  } else if (kcm_replicaset_status_only_gains(j->rs, &st) &&
+  } else if (!j->probe && kcm_replicaset_status_only_gains(j->rs, &st) &&
              !kcm_replicaset_status_meets_spec(j->rs, &st) &&
              (wait = kcm_pacer_wait(&c->status_pacer, j->base.key, uv_now(rt->loop)))) {
     /* Written moments ago and only more pods ready, the spec not met yet:
@@ -629,7 +642,12 @@ static void start_status(struct rs_job *j) {
       /* Only the answer is left to wait for: another key may have the
        * worker, while this one stays in processing until it is done. */
       kcm_runtime_give_back(&j->base);
+      sent = true;
     }
+  }
+  if (j->probe && !sent) { /* the next write asks */
+    kcm_runtime_field_answer(&c->terminating, NULL, 0, "ReplicaSet");
+    j->probe = false;
   }
   kcm_buf_release(&body);
   kcm_replicaset_status_release(&st);
@@ -773,6 +791,7 @@ int kcm_replicaset_controller_init(struct kcm_replicaset_controller *c, uv_loop_
                      FAILED_BACKOFF_WINDOW_MS);
   kcm_json_init(&c->json);
   c->draw = arc4random_uniform;
+  kcm_runtime_field_init(&c->terminating, "terminatingReplicas");
   if (kcm_runtime_watch(&c->rt, rs_informer, &replicaset_events) ||
       kcm_runtime_watch(&c->rt, pod_informer, &pod_events))
     return KCM_ENOMEM;

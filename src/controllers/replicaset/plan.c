@@ -57,8 +57,15 @@ int kcm_replicaset_claim(const struct kcm_replicaset *rs, struct kcm_pod *const 
   for (i = 0; !err && i < n; i++) {
     struct kcm_pod *p = candidates[i];
     bool matches;
-    if (!kcm_replicaset_pod_active(p) || strcmp(p->o.ns, rs->o.ns) != 0)
+    if (strcmp(p->o.ns, rs->o.ns) != 0)
       continue;
+    if (!kcm_replicaset_pod_active(p)) {
+      out->terminating += p->o.deleted && p->phase != KCM_POD_SUCCEEDED &&
+                          p->phase != KCM_POD_FAILED && p->o.has_controller &&
+                          kcm_api_uid_equal(&p->o.controller.uid, &rs->o.uid) &&
+                          kcm_labels_matches(&rs->selector, &p->o.labels);
+      continue;
+    }
     matches = kcm_labels_matches(&rs->selector, &p->o.labels);
     if (p->o.has_controller) {
       if (!kcm_api_uid_equal(&p->o.controller.uid, &rs->o.uid))
@@ -121,6 +128,7 @@ int kcm_replicaset_status(const struct kcm_replicaset *rs, struct kcm_pod *const
   size_t k;
 
   memset(out, 0, sizeof(*out));
+  out->terminating = -1;
   out->replicas = (int32_t)n;
   for (k = 0; k < n; k++) {
     struct kcm_pod *p = claimed[k];
@@ -173,6 +181,7 @@ bool kcm_replicaset_status_changed(const struct kcm_replicaset *rs,
                                    const struct kcm_replicaset_status *s) {
   return s->replicas != rs->status.replicas || s->fully_labeled != rs->status.fully_labeled ||
          s->ready != rs->status.ready || s->available != rs->status.available ||
+         (s->terminating >= 0 && s->terminating != rs->status.terminating) ||
          s->observed_generation != rs->status.observed_generation ||
          !kcm_api_conditions_equal(&s->conditions, &rs->status.conditions);
 }
@@ -201,8 +210,8 @@ int kcm_replicaset_status_patch(const struct kcm_replicaset *rs,
   const struct kcm_api_int_field counts[] = {
       {"replicas", s->replicas}, {"fullyLabeledReplicas", s->fully_labeled},
       {"readyReplicas", s->ready}, {"availableReplicas", s->available},
-      {"observedGeneration", s->observed_generation}};
-  kcm_api_json_add_ints(st, counts, 5);
+      {"observedGeneration", s->observed_generation}, {"terminatingReplicas", s->terminating}};
+  kcm_api_json_add_ints(st, counts, s->terminating >= 0 ? 6 : 5);
   conds = kcm_api_conditions_json(&s->conditions);
   json_object_object_add(st, "conditions", conds); /* null removes them */
   json_object_object_add(doc, "status", st);
