@@ -67,6 +67,9 @@ struct kcm_object {
   struct kcm_object *ns_prev, *ns_next, *own_prev, *own_next;
 };
 
+/* The longest object name: a DNS-1123 subdomain. */
+#define KCM_API_NAME_MAX 253
+
 /* The label that tells a Deployment's ReplicaSets (and their pods) apart. */
 #define KCM_API_HASH_LABEL "pod-template-hash"
 /* kubectl apply's copy of the object; never decoded (large, never read). */

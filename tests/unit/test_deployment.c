@@ -70,11 +70,12 @@ struct dspec {
   const char *selector;    /* JSON object */
   int64_t generation;
   bool deleting;
+  const char *name;        /* default web */
 };
 
 static struct dspec dspec(int replicas) {
   struct dspec s = {replicas, "\"25%\"", "\"25%\"", false, false, 10, 600, 0, "nginx:1",
-                    "{}", "{}", "{\"matchLabels\":{\"app\":\"web\"}}", 1, false};
+                    "{}", "{}", "{\"matchLabels\":{\"app\":\"web\"}}", 1, false, NULL};
   return s;
 }
 
@@ -98,14 +99,15 @@ static struct kcm_deployment *make_d(const struct dspec *s) {
     snprintf(del, sizeof(del), ",\"deletionTimestamp\":\"2026-01-01T00:00:00Z\"");
   assert_true(asprintf(
       &json,
-           "{\"metadata\":{\"name\":\"web\",\"namespace\":\"ns\",\"uid\":\"" D_UID "\","
+           "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"ns\",\"uid\":\"" D_UID "\","
            "\"resourceVersion\":\"40\",\"generation\":%lld,\"creationTimestamp\":"
            "\"2026-01-01T00:00:00Z\",\"annotations\":%s%s},"
            "\"spec\":{\"replicas\":%d,\"minReadySeconds\":%d,\"paused\":%s,\"selector\":%s,"
            "\"strategy\":%s%s,\"template\":{\"metadata\":{\"labels\":{\"app\":\"web\"},"
            "\"creationTimestamp\":null},\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":"
            "\"%s\"}]}}},\"status\":%s}",
-           (long long)s->generation, s->annotations, del, s->replicas, s->min_ready,
+           s->name ? s->name : "web", (long long)s->generation, s->annotations, del, s->replicas,
+           s->min_ready,
            s->paused ? "true" : "false", s->selector, strategy, extra, s->image, s->status) > 0);
   d = (struct kcm_deployment *)decode(KCM_KIND_DEPLOYMENT, json);
   free(json);
@@ -444,6 +446,31 @@ static void creates_the_first_replica_set(void **state) {
   done(&r);
 }
 
+/* A new ReplicaSet's name stays within 253 characters: the Deployment's
+ * name is cut before the separator and the hash (#132560). */
+static void long_names_are_cut(void **state) {
+  char name[KCM_API_NAME_MAX + 1];
+  struct dspec s = dspec(1);
+  struct run r = {0};
+  const char *rs;
+  memset(name, 'a', KCM_API_NAME_MAX);
+  name[KCM_API_NAME_MAX] = 0;
+  s.name = name;
+  r.d = make_d(&s);
+  plan(&r);
+  rs = r.plan.rs[r.plan.new_rs].name;
+  assert_int_equal(strlen(rs), KCM_API_NAME_MAX);
+  assert_true(strlen(strrchr(rs, '-') + 1) >= 8); /* the whole hash */
+  assert_int_equal(strspn(rs, "a"), KCM_API_NAME_MAX - 1 - strlen(strrchr(rs, '-') + 1));
+  done(&r);
+  s.name = "web"; /* short: whole */
+  r = (struct run){0};
+  r.d = make_d(&s);
+  plan(&r);
+  assert_int_equal(strncmp(r.plan.rs[r.plan.new_rs].name, "web-", 4), 0);
+  done(&r);
+}
+
 static void collision_count_renames(void **state) {
   struct dspec s = dspec(1);
   struct run a = {0}, b = {0};
@@ -770,6 +797,33 @@ static void proportional_scaling(void **state) {
                        "\"deployment.kubernetes.io/max-replicas\":\"4\""},
        /* 2*5/4=2.5 rounds to 3 for the first (the newer): +1, then nothing left */
        "new=3,old=2"},
+      {"a max-replicas of 0 stands for status.replicas (13)", 10, 30, "3", "2",
+       {.name = "old", .age = 900, .replicas = 8, .available = 8, .image = "nginx:0",
+        .revision = 1,
+        .annotations = ",\"deployment.kubernetes.io/desired-replicas\":\"10\","
+                       "\"deployment.kubernetes.io/max-replicas\":\"0\""},
+       {.name = "new", .age = 10, .replicas = 5, .revision = 2,
+        .annotations = ",\"deployment.kubernetes.io/desired-replicas\":\"10\","
+                       "\"deployment.kubernetes.io/max-replicas\":\"0\""},
+       "old=20,new=13"},
+      {"a max-replicas of negative stands for status.replicas (13)", 10, 30, "3", "2",
+       {.name = "old", .age = 900, .replicas = 8, .available = 8, .image = "nginx:0",
+        .revision = 1,
+        .annotations = ",\"deployment.kubernetes.io/desired-replicas\":\"10\","
+                       "\"deployment.kubernetes.io/max-replicas\":\"-13\""},
+       {.name = "new", .age = 10, .replicas = 5, .revision = 2,
+        .annotations = ",\"deployment.kubernetes.io/desired-replicas\":\"10\","
+                       "\"deployment.kubernetes.io/max-replicas\":\"-13\""},
+       "old=20,new=13"},
+      {"a max-replicas of past int32 stands for status.replicas (13)", 10, 30, "3", "2",
+       {.name = "old", .age = 900, .replicas = 8, .available = 8, .image = "nginx:0",
+        .revision = 1,
+        .annotations = ",\"deployment.kubernetes.io/desired-replicas\":\"10\","
+                       "\"deployment.kubernetes.io/max-replicas\":\"4294967299\""},
+       {.name = "new", .age = 10, .replicas = 5, .revision = 2,
+        .annotations = ",\"deployment.kubernetes.io/desired-replicas\":\"10\","
+                       "\"deployment.kubernetes.io/max-replicas\":\"4294967299\""},
+       "old=20,new=13"},
       {"to zero", 10, 0, "3", "2",
        {.name = "old", .age = 900, .replicas = 8, .image = "nginx:0", .revision = 1,
         .annotations = ",\"deployment.kubernetes.io/desired-replicas\":\"10\","
@@ -1747,6 +1801,7 @@ int main(void) {
       cmocka_unit_test(templates_ignore_the_hash),
       cmocka_unit_test(creates_the_first_replica_set),
       cmocka_unit_test(collision_count_renames),
+      cmocka_unit_test(long_names_are_cut),
       cmocka_unit_test(steady_state_writes_nothing),
       cmocka_unit_test(terminating_replicas_sum),
       cmocka_unit_test(empty_selector_selects_all),

@@ -67,6 +67,8 @@ static inline char *mut(const char *s) { return (char *)(uintptr_t)s; }
 typedef bool (*dp_less)(struct dp_sync *s, int a, int b);
 
 /* plan.c: steps, orders and lists */
+/* An annotation read as upstream reads a replica count: decimal digits
+ * only, at most 2^31 - 1; false for anything else. */
 bool dp_int_annotation(const struct kcm_deployment_rs *r, const char *key, int32_t *out);
 struct kcm_deployment_step *dp_add_step(struct dp_sync *s, enum kcm_deployment_op op);
 void dp_set_message(struct dp_sync *s, struct kcm_deployment_step *st, const char *reason,

@@ -28,10 +28,15 @@ static bool rollback_to(const struct kcm_deployment *d, int64_t *rev) {
 
 /* An annotation read as upstream's strconv.Atoi into an int32. */
 bool dp_int_annotation(const struct kcm_deployment_rs *r, const char *key, int32_t *out) {
-  int64_t v;
-  if (!kcm_deployment_parse_int(kcm_api_pairs_get(&r->annotations, key), &v))
+  const char *v = kcm_api_pairs_get(&r->annotations, key), *p;
+  int64_t n = 0;
+  if (!v || !*v)
     return false;
-  *out = (int32_t)v;
+  for (p = v; *p; p++) {
+    if (*p < '0' || *p > '9' || (n = n * 10 + (*p - '0')) > INT32_MAX)
+      return false;
+  }
+  *out = (int32_t)n;
   return true;
 }
 

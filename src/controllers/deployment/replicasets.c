@@ -333,11 +333,12 @@ static int update_new_rs(struct dp_sync *s, int found, int64_t new_rev) {
 
 /* A view of the ReplicaSet to create, named after the hash of the template
  * and the collision count, sized as upstream sizes a new one; -1 when
- * memory is short. */
+ * memory is short. The Deployment's name is cut so that the ReplicaSet's
+ * stays within 253 characters, as upstream cuts it since 1.34. */
 static int add_new_rs(struct dp_sync *s, char hash[16]) {
   const struct kcm_deployment *d = s->d;
   struct kcm_deployment_rs *r, *grown;
-  int found, *all;
+  int found, *all, keep;
   size_t i;
 
   grown = kcm_buf_grow_items(s->p->rs, s->p->nrs, sizeof(*grown));
@@ -350,7 +351,9 @@ static int add_new_rs(struct dp_sync *s, char hash[16]) {
   r = view(s, found);
   memset(r, 0, sizeof(*r));
   kcm_deployment_hash(d->template, s->st->collision_count, hash, 16);
-  if (asprintf(&r->name, "%s-%s", d->o.name, hash) < 0) {
+  keep = KCM_API_NAME_MAX - 1 - (int)strlen(hash);
+  if (asprintf(&r->name, "%.*s-%s", (int)strlen(d->o.name) > keep ? keep : (int)strlen(d->o.name),
+               d->o.name, hash) < 0) {
     r->name = NULL;
     nomem(s);
     return -1;
@@ -465,7 +468,8 @@ static int64_t proportion(struct dp_sync *s, int i, int64_t to_add, int64_t adde
   if (d->replicas == 0) {
     fraction = -r->replicas;
   } else {
-    if (!dp_int_annotation(r, KCM_DEPLOYMENT_MAX, &annotated))
+    /* missing, not a count, or 0: the Deployment's size stands in */
+    if (!dp_int_annotation(r, KCM_DEPLOYMENT_MAX, &annotated) || annotated == 0)
       annotated = d->status.replicas;
     if (annotated <= 0) {
       fraction = 0; /* nothing to scale from; the leftover goes to the largest */
