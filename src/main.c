@@ -262,6 +262,15 @@ static void answer_metrics(struct app *a, struct kcm_server_response *resp) {
   kcm_workqueue_metrics_many(queues, names, n, uv_now(a->loop), &resp->body);
   kcm_events_metrics(events, names, n, &resp->body);
   kcm_pacer_metrics(pacers, pacer_owners, pacer_names, np, &resp->body);
+  /* Upstream's name for the ReplicaSet controller's (1.36); the same for Deployments. */
+  if (a->rs_on)
+    kcm_runtime_stale_metrics(&a->rs.rt, "replicaset_controller_stale_sync_skips_total",
+                              (const char *const[]){"apps", "replicasets"},
+                              (const char *const[]){"", "pods"}, &resp->body);
+  if (a->dc_on)
+    kcm_runtime_stale_metrics(&a->dc.rt, "deployment_controller_stale_sync_skips_total",
+                              (const char *const[]){"apps", "deployments"},
+                              (const char *const[]){"apps", "replicasets"}, &resp->body);
 }
 
 static void on_health(void *data, struct kcm_server_exchange *x,

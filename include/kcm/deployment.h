@@ -248,7 +248,6 @@ struct kcm_deployment_controller {
     uint64_t releases;
     uint64_t status_writes;
     uint64_t collisions;
-    uint64_t deferred; /* syncs put off while the cache was behind a write */
     uint64_t paced;    /* ReplicaSet status changes whose sync waited for the interval */
     uint64_t status_paced; /* progress-only status writes left to a later sync */
   } stats;

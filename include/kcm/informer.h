@@ -168,6 +168,9 @@ void kcm_informer_written(struct kcm_informer *inf, const char *ns, const char *
                           uint64_t rv);
 /* Whether o, an object of this cache, is older than a version written to it. */
 bool kcm_informer_behind(struct kcm_informer *inf, const struct kcm_object *o);
+/* Whether the cache has seen resourceVersion rv of its kind: its last list,
+ * watch event or bookmark is at rv or later (true before it has one). */
+bool kcm_informer_seen(const struct kcm_informer *inf, uint64_t rv);
 /* The first object in a namespace (then follow obj->ns_next), or NULL. */
 struct kcm_object *kcm_informer_first_in(const struct kcm_informer *inf, const char *ns);
 /* The first object whose controller has this uid (then obj->own_next);

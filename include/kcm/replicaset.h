@@ -180,7 +180,6 @@ struct kcm_replicaset_controller {
     uint64_t status_writes;
     uint64_t status_paced; /* status writes folded into a later one */
     uint64_t backoffs;     /* waves of failed pods that held creates back */
-    uint64_t deferred;     /* syncs put off while the cache was behind a write */
   } stats;
 };
 

@@ -64,6 +64,7 @@ struct kcm_runtime_job {
   bool requeue;              /* sync again at once (not an error) */
   int64_t requeue_after_ms;  /* after success: -1 no, 0 with backoff, > 0 after that long */
   bool gave_back;            /* the worker was given back */
+  uint64_t wrote_rv;         /* the newest version its writes to dependents got back */
   struct kcm_buf plan;       /* shadow mode: the writes the sync would have sent */
 };
 
@@ -111,11 +112,16 @@ struct kcm_runtime {
   struct kcm_runtime_job *jobs;
   struct kcm_informer *watched[4]; /* borrowed: the informers whose events it handles */
   size_t nwatched;
+  struct kcm_informer *dependents; /* borrowed; see kcm_runtime_follow() */
+  struct kcm_map wrote;        /* key -> the newest version its syncs' writes to
+                                  dependents got back, until that cache has it */
   void (*on_stopped)(struct kcm_runtime *rt);
   struct {
     uint64_t syncs;
     uint64_t errors;
     uint64_t dropped;
+    uint64_t stale_own;        /* syncs put off: the cached object behind a write to it */
+    uint64_t stale_dependents; /* syncs put off: dependents behind a sync's writes */
   } stats;
 };
 
@@ -157,6 +163,26 @@ size_t kcm_runtime_enqueue_selecting(struct kcm_runtime *rt, const struct kcm_in
                                      const struct kcm_object *o,
                                      const struct kcm_selector *(*selector_of)(
                                          const struct kcm_object *owner));
+
+/* Follow the writes syncs make to the objects of `dependents` (a
+ * ReplicaSet's pods, a Deployment's ReplicaSets): creates and owner
+ * patches report what they got back with kcm_runtime_wrote(), and the
+ * key's next sync asks kcm_runtime_stale() first. Call before running. */
+void kcm_runtime_follow(struct kcm_runtime *rt, struct kcm_informer *dependents);
+/* A write of j to a dependent was answered at resourceVersion rv. */
+void kcm_runtime_wrote(struct kcm_runtime_job *j, uint64_t rv);
+/* Whether the dependents' cache has not yet seen what the key's last
+ * syncs wrote (counted in stats.stale_dependents): the sync should end
+ * without acting, and the dependent's event queues the key again. A record
+ * goes once seen, when the owner's uid changes, or after
+ * KCM_INFORMER_BEHIND_TTL_MS. Call once j->object is set. */
+bool kcm_runtime_stale(struct kcm_runtime_job *j);
+/* The syncs put off, stats.stale_own and stats.stale_dependents, as the
+ * counter `family` with labels group and resource: own and dependents
+ * each {group, resource}. Returns 0 or an error of kcm_metrics. */
+int kcm_runtime_stale_metrics(const struct kcm_runtime *rt, const char *family,
+                              const char *const own[2], const char *const dependents[2],
+                              struct kcm_buf *out);
 
 /* The wall clock in ms (what the planners compare timestamps with). */
 uint64_t kcm_runtime_now_ms(void);

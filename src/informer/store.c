@@ -231,5 +231,10 @@ bool kcm_informer_behind(struct kcm_informer *inf, const struct kcm_object *o) {
   return true;
 }
 
+bool kcm_informer_seen(const struct kcm_informer *inf, uint64_t rv) {
+  uint64_t at;
+  return !inf->rv[0] || !kcm_api_parse_rv(inf->rv, &at) || at >= rv;
+}
+
 size_t kcm_informer_len(const struct kcm_informer *inf) { return inf->objects.len; }
 

@@ -391,6 +391,14 @@ def probes_and_metrics(ctx):
                    "workqueue_unfinished_work_seconds", "workqueue_longest_running_processor_seconds",
                    "rest_client_request_duration_seconds", "rest_client_rate_limiter_duration_seconds"):
         assert "# TYPE %s " % family in after, family
+    for family, groups in (("replicaset_controller_stale_sync_skips_total",
+                            (("apps", "replicasets"), ("", "pods"))),
+                           ("deployment_controller_stale_sync_skips_total",
+                            (("apps", "deployments"), ("apps", "replicasets")))):
+        assert "# TYPE %s counter" % family in after, family
+        for g, r in groups:
+            assert re.search(r'^%s\{group="%s",resource="%s"\} \d+$' % (family, g, r), after,
+                             re.M), (family, g, r)
     families = re.findall(r"^# TYPE (\S+) ", body, re.M)
     assert len(families) == len(set(families)), families
     for line in body.splitlines():

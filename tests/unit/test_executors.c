@@ -613,6 +613,39 @@ static void rs_adoption_patches_owner(void **state) {
   assert_int_equal(f->rc.rt.stats.errors, 0);
 }
 
+/* After a sync adopted a pod, the next one waits until the pods' cache has
+ * seen the version the patch got back: from a cache where the pod is still
+ * an orphan it would adopt it again (or count it short). */
+static void rs_waits_for_the_pods_it_wrote(void **state) {
+  struct fixture *f = *state;
+  char rs[1024];
+  put_rs(f, 1);
+  put_pod(f, "orphan", NULL);
+  kcm_informer_set_rv(&f->inf[KCM_KIND_POD], "150");
+  kcm_runtime_run(&f->rc.rt);
+  snprintf(rs, sizeof(rs), "{\"metadata\":{\"name\":\"web\",\"uid\":\"%s\"}}", RS_UID);
+  fake_writer_answer(&f->fw, fake_writer_find(&f->fw, "GET", "/replicasets/web"), 200, rs);
+  fake_writer_answer(&f->fw, fake_writer_find(&f->fw, "PATCH", "/pods/orphan"), 200,
+                     "{\"metadata\":{\"name\":\"orphan\",\"resourceVersion\":\"200\"}}");
+  fake_writer_answer(&f->fw, fake_writer_find(&f->fw, "PATCH", "/status"), 200, "{}");
+  assert_int_equal(f->fw.n, 3);
+  /* An event of another pod moves the cache to 199: not yet. */
+  kcm_informer_set_rv(&f->inf[KCM_KIND_POD], "199");
+  kcm_runtime_enqueue_key(&f->rc.rt, KEY);
+  uv_run(&f->loop, UV_RUN_NOWAIT);
+  assert_int_equal(f->fw.n, 3);
+  assert_int_equal(f->rc.rt.stats.stale_dependents, 1);
+  /* The adopted pod's event: the sync goes on, and adopts nothing. */
+  kcm_informer_set_rv(&f->inf[KCM_KIND_POD], "200");
+  put_pod(f, "orphan", RS_UID);
+  kcm_runtime_enqueue_key(&f->rc.rt, KEY);
+  uv_run(&f->loop, UV_RUN_NOWAIT);
+  assert_int_equal(fake_writer_pending(&f->fw, "GET", "/replicasets/web"), 0);
+  assert_int_equal(fake_writer_pending(&f->fw, "PATCH", "/pods/orphan"), 0);
+  assert_int_equal(f->rc.rt.stats.stale_dependents, 1);
+  assert_true(f->rc.rt.stats.syncs >= 2);
+}
+
 /* Shadow mode: the writes a sync sends are its plan, judged when the sync
  * is over (pending: the live controller may not have acted yet); a watch
  * event for the key ends it. */
@@ -1004,6 +1037,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(rs_failure_logged, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(rs_adoption_checks_first, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(rs_adoption_patches_owner, setup_rs, teardown),
+      cmocka_unit_test_setup_teardown(rs_waits_for_the_pods_it_wrote, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(rs_shadow_judges_the_plan, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(rs_status_as_update, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(rs_status_as_update_stale, setup_rs, teardown),

@@ -317,6 +317,7 @@ static void on_rs_write(const struct kcm_client_response *resp, void *data) {
       j->c->stats.rs_scaled++;
       kcm_informer_written(j->c->rs_informer, j->d->o.ns, step_rs(j, s)->name,
                            j->rs_rv[s->rs]);
+      kcm_runtime_wrote(&j->base, j->rs_rv[s->rs]);
     } else {
       j->c->stats.rs_deleted++;
     }
@@ -453,6 +454,7 @@ static void created(struct dp_job *j, const struct kcm_client_response *resp) {
   uint64_t key;
 
   j->c->stats.rs_created++;
+  kcm_runtime_wrote(&j->base, j->rs_rv[s->rs]);
   if (answer_template(doc, &key, NULL) && key != j->d->template_key) {
     struct kcm_deployment_alias a = {j->d->template_key, key, {{0}}};
     if (json_object_object_get_ex(doc, "metadata", &meta) &&
@@ -700,18 +702,29 @@ static bool plan(struct dp_job *j) {
   struct kcm_replicaset **cands;
   struct kcm_deployment_input in;
   struct alias_entry *al;
-  bool behind = kcm_informer_behind(c->d_informer, &j->d->o);
+  bool behind = false;
   size_t n, i;
   int err;
 
+  /* A write to the Deployment or to its ReplicaSets is on its way to the
+   * cache; its event queues the key again. Planning now would act on old
+   * numbers (make a ReplicaSet again), and every guarded write would
+   * conflict. */
+  if (kcm_informer_behind(c->d_informer, &j->d->o)) {
+    j->base.rt->stats.stale_own++;
+    kcm_v(4, "waiting for the cache to catch up deployment=\"%s\"", j->base.key);
+    return false;
+  }
+  if (kcm_runtime_stale(&j->base)) {
+    kcm_v(4, "waiting for the cache to see the ReplicaSets written deployment=\"%s\"",
+          j->base.key);
+    return false;
+  }
   if (!(cands = candidates(j, &n, &behind)) && j->base.err)
     return false;
   if (behind) {
-    /* A write to the Deployment or one of its ReplicaSets is on its way to
-     * the cache; its event queues the key again. Planning now would act on
-     * old numbers and every guarded write would conflict. */
+    j->base.rt->stats.stale_dependents++;
     kcm_v(4, "waiting for the cache to catch up deployment=\"%s\"", j->base.key);
-    c->stats.deferred++;
     free(cands);
     return false;
   }
@@ -818,6 +831,7 @@ int kcm_deployment_controller_init(struct kcm_deployment_controller *c, uv_loop_
   kcm_pacer_init(&c->sync_pacer, sync_interval_ms, KCM_PACER_PER_SECOND);
   kcm_pacer_init(&c->status_pacer, status_interval_ms, KCM_PACER_PER_SECOND);
   kcm_runtime_field_init(&c->terminating, "terminatingReplicas");
+  kcm_runtime_follow(&c->rt, rs_informer);
   if (kcm_runtime_watch(&c->rt, d_informer, &deployment_events) ||
       kcm_runtime_watch(&c->rt, rs_informer, &replicaset_events) ||
       kcm_runtime_watch(&c->rt, pod_informer, &pod_events))

@@ -337,6 +337,7 @@ static void on_create(const struct kcm_client_response *resp, void *data) {
 
   if (!resp->err) {
     j->made++;
+    kcm_runtime_wrote(&j->base, kcm_api_resource_version_text(resp->body, resp->body_len));
     created(j, call->name);
   } else if (kcm_client_namespace_terminating(resp)) {
     j->created++; /* the namespace is going away: nothing to do */
@@ -731,11 +732,17 @@ static void start_sync(struct kcm_runtime_job *base) {
      * the key again: a sync now would act on an old spec and its status
      * write could only conflict. */
     kcm_v(4, "waiting for the cache to catch up replicaset=\"%s\"", base->key);
-    c->stats.deferred++;
+    base->rt->stats.stale_own++;
     return;
   }
   kcm_runtime_hold(base, o);
   base->object = o;
+  if (kcm_runtime_stale(base)) {
+    /* Pods it made or adopted are on their way to the cache: counted
+     * without them, it would make them again. */
+    kcm_v(4, "waiting for the cache to see the pods written replicaset=\"%s\"", base->key);
+    return;
+  }
   j->rs = (struct kcm_replicaset *)o;
   j->satisfied = kcm_expectations_satisfied(&c->expectations, base->key, kcm_runtime_now_ms());
   if (j->rs->selector.nothing) {
@@ -792,6 +799,7 @@ int kcm_replicaset_controller_init(struct kcm_replicaset_controller *c, uv_loop_
   kcm_json_init(&c->json);
   c->draw = arc4random_uniform;
   kcm_runtime_field_init(&c->terminating, "terminatingReplicas");
+  kcm_runtime_follow(&c->rt, pod_informer);
   if (kcm_runtime_watch(&c->rt, rs_informer, &replicaset_events) ||
       kcm_runtime_watch(&c->rt, pod_informer, &pod_events))
     return KCM_ENOMEM;

@@ -30,6 +30,8 @@ static void on_claim(const struct kcm_client_response *resp, void *data) {
   /* NotFound: the object is gone; Invalid: its uid changed. Both are fine. */
   if (resp->err && resp->err != KCM_ENOTFOUND && resp->err != KCM_EINVALID)
     kcm_runtime_fail(j, resp->err, "cannot update the owner of an object: %s", resp->message);
+  else if (!resp->err)
+    kcm_runtime_wrote(j, kcm_api_resource_version_text(resp->body, resp->body_len));
   kcm_runtime_answered(j);
 }
 

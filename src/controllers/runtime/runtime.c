@@ -11,6 +11,7 @@
 #include "kcm/buf.h"
 #include "kcm/error.h"
 #include "kcm/log.h"
+#include "internal.h"
 #include "kcm/runtime.h"
 
 static void pump(struct kcm_runtime *rt);
@@ -106,6 +107,7 @@ static void settle(struct kcm_runtime *rt, struct kcm_runtime_job *j) {
   const char *kind = rt->ops->kind, *msg;
   uint32_t retries;
 
+  kcm_runtime_record_wrote(rt, j);
   kcm_workqueue_done(q, j->key);
   if (!j->err) {
     kcm_workqueue_forget(q, j->key);
@@ -362,5 +364,6 @@ void kcm_runtime_release(struct kcm_runtime *rt) {
   while ((key = kcm_map_next(&it)))
     free(key);
   kcm_map_release(&rt->held);
+  kcm_runtime_forget_wrote(rt);
   kcm_events_release(&rt->events);
 }
