@@ -395,7 +395,7 @@ static int decode_selector_json(struct kcm_api_dctx *d, struct json_object *spec
 
 static int decode_template(struct kcm_api_dctx *d, struct json_object *spec, char **out,
                            uint64_t *key, struct kcm_labels *labels) {
-  struct json_object *tmpl, *tmeta;
+  struct json_object *tmpl, *tmeta, *ts;
   struct kcm_buf b = KCM_BUF_INIT(4u << 20);
   const char *why = NULL;
   int err = kcm_api_get_object(d, spec, "template", "spec.template", &tmpl);
@@ -416,6 +416,11 @@ static int decode_template(struct kcm_api_dctx *d, struct json_object *spec, cha
     *key = d->key;
     return (*out = strdup(d->canonical)) ? 0 : KCM_ENOMEM;
   }
+  /* A null creationTimestamp is the zero time, which kube-apiserver leaves
+   * out since 1.34 and wrote as null before: the same template either way,
+   * as upstream compares the decoded structs. */
+  if (tmeta && json_object_object_get_ex(tmeta, "creationTimestamp", &ts) && !ts)
+    json_object_object_del(tmeta, "creationTimestamp");
   err = kcm_api_canonical_json(tmpl, &b);
   if (!err)
     err = kcm_api_template_key(tmpl, key);

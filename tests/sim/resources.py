@@ -231,7 +231,9 @@ def default_pod_spec(spec):
 def default_template(tmpl):
     if not isinstance(tmpl, dict):
         return
-    tmpl.setdefault("metadata", {})
+    meta = tmpl.setdefault("metadata", {})
+    if isinstance(meta, dict) and "creationTimestamp" in meta and meta["creationTimestamp"] is None:
+        del meta["creationTimestamp"]  # the zero time: left out, as 1.34 and later write it
     default_pod_spec(tmpl.setdefault("spec", {}))
 
 

@@ -211,8 +211,13 @@ class Basics(SimTestCase):
         self.assertEqual(tspec["dnsPolicy"], "ClusterFirst")
         self.assertEqual(tspec["containers"][0]["imagePullPolicy"], "IfNotPresent")
         self.assertEqual(tspec["containers"][0]["ports"][0]["protocol"], "TCP")
-        # A zero time is left out (omitzero), as kube-apiserver 1.34 and later write it.
+        # A zero time is left out (omitzero), as kube-apiserver 1.34 and later write
+        # it, also when a client sends it as null (kubectl before 1.34 does).
         self.assertNotIn("creationTimestamp", spec["template"]["metadata"])
+        sent = deployment("zero")
+        sent["spec"]["template"]["metadata"]["creationTimestamp"] = None
+        kept = self.create(APPS, sent)["spec"]["template"]["metadata"]
+        self.assertNotIn("creationTimestamp", kept)
         self.assertEqual(d["status"], {})
         rs = self.create(RS, {"apiVersion": "apps/v1", "kind": "ReplicaSet",
                               "metadata": {"name": "r"},

@@ -359,6 +359,24 @@ static void pod_oddities_are_ignored(void **state) {
   kcm_api_unref(o, &pool);
 }
 
+/* A template's null creationTimestamp (kube-apiserver before 1.34, or a
+ * client that sends its zero time) is the same template as one without. */
+static void template_zero_time_is_no_time(void **state) {
+  struct kcm_replicaset *a = (struct kcm_replicaset *)decode_ok(
+      KCM_KIND_REPLICASET,
+      "{" META("") ",\"spec\":{\"selector\":{\"matchLabels\":{\"a\":\"b\"}},\"template\":"
+      "{\"metadata\":{\"creationTimestamp\":null,\"labels\":{\"a\":\"b\"}},\"spec\":{}}}}");
+  struct kcm_replicaset *b = (struct kcm_replicaset *)decode_ok(
+      KCM_KIND_REPLICASET,
+      "{" META("") ",\"spec\":{\"selector\":{\"matchLabels\":{\"a\":\"b\"}},\"template\":"
+      "{\"metadata\":{\"labels\":{\"a\":\"b\"}},\"spec\":{}}}}");
+  assert_string_equal(a->template, b->template);
+  assert_true(a->template_key == b->template_key);
+  assert_null(strstr(a->template, "creationTimestamp"));
+  kcm_api_unref(&a->o, &pool);
+  kcm_api_unref(&b->o, &pool);
+}
+
 static void replicaset_fields(void **state) {
   struct kcm_replicaset *rs = (struct kcm_replicaset *)decode_ok(KCM_KIND_REPLICASET, replicaset);
   assert_int_equal(rs->replicas, 4);
@@ -367,7 +385,7 @@ static void replicaset_fields(void **state) {
   assert_string_equal(kcm_api_pairs_get(&rs->annotations, "deployment.kubernetes.io/revision"),
                       "2");
   assert_string_equal(rs->template,
-                      "{\"metadata\":{\"creationTimestamp\":null,\"labels\":{\"app\":\"web\","
+                      "{\"metadata\":{\"labels\":{\"app\":\"web\","
                       "\"pod-template-hash\":\"7d9f8\"}},\"spec\":{\"containers\":[{\"image\":"
                       "\"nginx:1.7.9\",\"name\":\"c\"}]}}");
   assert_string_equal(kcm_labels_get(&rs->template_labels, "pod-template-hash"), "7d9f8");
@@ -1755,6 +1773,7 @@ int main(void) {
       cmocka_unit_test(pod_defaults),
       cmocka_unit_test(pod_oddities_are_ignored),
       cmocka_unit_test(replicaset_fields),
+      cmocka_unit_test(template_zero_time_is_no_time),
       cmocka_unit_test(replicaset_defaults),
       cmocka_unit_test(replicaset_text_skips_managed_fields),
       cmocka_unit_test(workload_writers),
