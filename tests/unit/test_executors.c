@@ -486,6 +486,8 @@ static void rs_delete_errors(void **state) {
                      fake_status(status, sizeof(status), 500, "InternalError", "etcd down"));
   assert_int_equal(expected_dels(f), 0);
   assert_non_null(strstr(status_patch(f), "FailedDelete"));
+  /* the condition says what upstream's pod control returns */
+  assert_non_null(strstr(status_patch(f), "\"message\":\"unable to delete pods: etcd down\""));
   /* the pod already gone is no replica; the one whose delete failed is */
   assert_non_null(strstr(status_patch(f), "\"replicas\":2,"));
   fake_writer_answer(&f->fw, fake_writer_find(&f->fw, "PATCH", "/status"), 200, "{}");

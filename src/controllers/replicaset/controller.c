@@ -451,8 +451,13 @@ static void on_delete(const struct kcm_client_response *resp, void *data) {
     /* It will not be observed as deleted by us. */
     kcm_expectations_deletion_observed(&c->expectations, j->base.key, call->podkey);
     if (resp->err != KCM_ENOTFOUND) {
+      char *why = NULL;
       RECORD(j, true, "FailedDelete", "Error deleting: %s", resp->message);
-      manage_failed(j, resp->message);
+      /* the condition's message, as upstream's pod control words it */
+      manage_failed(j, asprintf(&why, "unable to delete pods: %s", resp->message) < 0
+                           ? resp->message
+                           : why);
+      free(why);
       FAIL(j, resp->err, "failed to delete pods: %s", resp->message);
     }
   }
