@@ -10,8 +10,8 @@
  * A foreign status write is a watch update of a ReplicaSet or Deployment
  * in which
  *   - a count its controller keeps changed (observedGeneration, replicas,
- *     fullyLabeled/updated/ready/available/unavailable replicas,
- *     collisionCount): kube-apiserver keeps the status as it was on a
+ *     fullyLabeled/updated/ready/available/unavailable/terminating
+ *     replicas, collisionCount): kube-apiserver keeps the status as it was on a
  *     create or an update of the object itself, so only a write of the
  *     status subresource changes these;
  *   - and a status entry of metadata.managedFields (struct kcm_writers)

@@ -75,6 +75,7 @@ static bool counts_changed(const struct kcm_object *a, const struct kcm_object *
     return x->status.replicas != y->status.replicas ||
            x->status.fully_labeled != y->status.fully_labeled ||
            x->status.ready != y->status.ready || x->status.available != y->status.available ||
+           x->status.terminating != y->status.terminating ||
            x->status.observed_generation != y->status.observed_generation;
   }
   if (a->kind == KCM_KIND_DEPLOYMENT) {
@@ -82,6 +83,7 @@ static bool counts_changed(const struct kcm_object *a, const struct kcm_object *
     return x->status.replicas != y->status.replicas || x->status.updated != y->status.updated ||
            x->status.ready != y->status.ready || x->status.available != y->status.available ||
            x->status.unavailable != y->status.unavailable ||
+           x->status.terminating != y->status.terminating ||
            x->status.collision_count != y->status.collision_count ||
            x->status.observed_generation != y->status.observed_generation;
   }

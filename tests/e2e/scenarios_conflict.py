@@ -72,7 +72,10 @@ def _race(ctx, kcm, app):
             for p in ctx.api.get("/api/v1/namespaces/%s/pods" % ctx.ns).json()["items"]
             if p["metadata"]["name"].startswith(rs)]
     total = _ready_replicas(ctx, rs)
-    for _ in range(20):
+    # Until kcm has seen a write of the other's in two different seconds (the
+    # managedFields time has no finer grain): flips come faster than that.
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
         _set_ready(ctx, pods[0], False)
         wait_for(lambda: _ready_replicas(ctx, rs) == total - 1, what="a pod not ready")
         _set_ready(ctx, pods[0], True)

@@ -105,6 +105,40 @@ static void the_second_foreign_write_holds_its_namespace(void **state) {
   kcm_conflict_release(&c);
 }
 
+/* terminatingReplicas is a count the controller keeps (from 1.35): a
+ * foreign status write that changes it alone is evidence too. */
+static void terminating_replicas_is_a_count(void **state) {
+  static const char *const kinds[] = {"ReplicaSet", "Deployment"};
+  struct kcm_conflict c;
+  struct kcm_conflict_change ch;
+  int k;
+  lead(&c, 3);
+  for (k = 0; k < 2; k++) {
+    char a[1024], b[1024];
+    struct kcm_object *old, *cur;
+    struct kcm_api_error err;
+    snprintf(a, sizeof(a),
+             "{\"metadata\":{\"name\":\"web-1\",\"namespace\":\"shop\",\"uid\":"
+             "\"30478c2c-7480-4d2d-a623-3c83746df9f3\",\"resourceVersion\":\"7\","
+             "\"managedFields\":[" KCM_1 "]},\"spec\":{\"selector\":{},\"template\":{}},"
+             "\"status\":{\"replicas\":3,\"terminatingReplicas\":1}}");
+    snprintf(b, sizeof(b),
+             "{\"metadata\":{\"name\":\"web-1\",\"namespace\":\"shop\",\"uid\":"
+             "\"30478c2c-7480-4d2d-a623-3c83746df9f3\",\"resourceVersion\":\"8\","
+             "\"managedFields\":[" KCM_1 "," UPSTREAM_1 "]},\"spec\":{\"selector\":{},"
+             "\"template\":{}},\"status\":{\"replicas\":3,\"terminatingReplicas\":0}}");
+    enum kcm_kind kind = k ? KCM_KIND_DEPLOYMENT : KCM_KIND_REPLICASET;
+    if (kcm_api_decode_text(kind, a, strlen(a), NULL, NULL, &pool, &old, &err) ||
+        kcm_api_decode_text(kind, b, strlen(b), NULL, NULL, &pool, &cur, &err))
+      fail_msg("%s: %s %s", kinds[k], err.field, err.problem);
+    kcm_conflict_observe(&c, old, cur, LEAD + 100, &ch);
+    assert_int_equal(ch.area, k ? KCM_CONFLICT_DEPLOYMENT : KCM_CONFLICT_REPLICASET);
+    kcm_api_unref(old, &pool);
+    kcm_api_unref(cur, &pool);
+  }
+  kcm_conflict_release(&c);
+}
+
 /* What a tenant who may update the object (but not its status) can send is
  * no evidence: managedFields naming another status writer with any time,
  * on an update that changes no count; nor are kcm's own status writes
@@ -275,6 +309,7 @@ static int teardown(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(the_second_foreign_write_holds_its_namespace),
+      cmocka_unit_test(terminating_replicas_is_a_count),
       cmocka_unit_test(forged_managed_fields_are_no_evidence),
       cmocka_unit_test(only_while_leading_and_watched),
       cmocka_unit_test(enough_namespaces_hold_every_namespace),
