@@ -68,11 +68,15 @@ def state(side):
         owner = (rs["metadata"].get("ownerReferences") or [{}])[0].get("name", "-")
         names[rs["metadata"]["name"]] = "%s@%s" % (owner, image_of(rs))
     for rs in rses:
-        ann = rs["metadata"].get("annotations") or {}
+        ann, st = rs["metadata"].get("annotations") or {}, rs.get("status", {})
+        # A ReplicaSet's generation counts the controller's own resizes, as
+        # many as the rollout's steps, which readiness timing decides: only
+        # whether its status has seen the latest is compared.
+        status = {k: v for k, v in st.items() if k in COUNTS and k != "observedGeneration"}
+        status["observed"] = st.get("observedGeneration", 0) >= rs["metadata"]["generation"]
         out["replicasets"][names[rs["metadata"]["name"]]] = {
             "replicas": rs["spec"]["replicas"],
-            "annotations": {k: v for k, v in ann.items() if k in KEEP},
-            "status": {k: v for k, v in rs.get("status", {}).items() if k in COUNTS}}
+            "annotations": {k: v for k, v in ann.items() if k in KEEP}, "status": status}
     for d in deployments:
         st, ann = d.get("status", {}), d["metadata"].get("annotations") or {}
         conds = []
@@ -118,6 +122,15 @@ def settled(side, timeout=90):
             last, same_since = s, time.monotonic()
         time.sleep(0.5)
     return last
+
+
+def differences(a, b, path=""):
+    """(path, a's value, b's value) wherever a and b differ."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b)):
+            yield from differences(a.get(k), b.get(k), "%s/%s" % (path, k))
+    elif a != b:
+        yield path, a, b
 
 
 def deployment(name, rnd):
@@ -201,9 +214,11 @@ def main():
             same = ours == theirs and outcome[0] == outcome[1]
             print("%2d %-34s %s" % (i + 1, what, "same" if same else "DIFFERENT"), flush=True)
             if not same:
-                print("kcm:      %s\n  kubectl: %s" % (json.dumps(ours, sort_keys=True), outcome[0]))
-                print("upstream: %s\n  kubectl: %s" % (json.dumps(theirs, sort_keys=True),
-                                                        outcome[1]))
+                print("  kubectl: kcm %s; upstream %s" % tuple(outcome))
+                for path, a, b in differences(ours, theirs):
+                    print("  %s: kcm %s; upstream %s" % (path, json.dumps(a), json.dumps(b)))
+                print("kcm:      %s" % json.dumps(ours, sort_keys=True))
+                print("upstream: %s" % json.dumps(theirs, sort_keys=True))
                 return 1
         print("differential: seed %d, %d operations, the same after each; work directory %s" % (
             args.seed, args.ops, work))

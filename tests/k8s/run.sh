@@ -11,7 +11,10 @@
 #       every spec upstream passes;
 #   (c) the e2e suite again with kube-controller-manager's deployment and
 #       replicaset controllers in kcm's place, so that the scenarios say what
-#       today's upstream does.
+#       today's upstream does;
+#   (d) tests/k8s/differential.py: one seeded sequence of kubectl operations
+#       on a cluster run by kcm and on one run by kube-controller-manager,
+#       what users see the same after each.
 #
 #   bash tests/k8s/run.sh KCM [KCM_FOR_THE_SUITE]   # e.g. build/kcm build-sanitize/kcm
 #
@@ -73,6 +76,9 @@ suite "$work/c" --kcm "$bin/kube-controller-manager" \
   --kcm-arg=--controllers=deployment,replicaset --kcm-arg=--leader-elect=false \
   --kcm-arg=--secure-port=0 --kcm-arg=--use-service-account-credentials || failed=1
 bash "$here/cluster.sh" down "$work/c"
+
+echo "== (d) the same kubectl operations on a cluster run by kcm and on one run by kube-controller-manager $version"
+python3 "$here/differential.py" --kcm "$kcm" --seed 1 --ops 20 --work "$work/differential" || failed=1
 
 echo "k8s: the real-server tier took $(($(date +%s) - start)) s; $([ $failed = 0 ] && echo passed || echo "FAILED, work directory $work")"
 exit "$failed"
