@@ -81,10 +81,10 @@ struct kcm_runtime_ops {
 /* Whether the API server keeps a status field that not every server does
  * (one a feature gate may drop, or a release may not know): unknown until
  * a status write carrying it is answered, or until a cached object shows
- * it. Zeroed = unknown. */
+ * it. Start it with kcm_runtime_field_init(). */
 struct kcm_runtime_field {
   const char *name;  /* in status, e.g. "terminatingReplicas" */
-  int8_t kept;       /* -1 unknown (also 0 zeroed, see kcm_runtime_field_init), 0 no, 1 yes */
+  int8_t kept;       /* -1 unknown, 0 no, 1 yes */
   bool asking;       /* a write carrying it is in flight */
 };
 
