@@ -17,6 +17,10 @@
 int kcm_api_decode(enum kcm_kind kind, struct json_object *obj, struct kcm_intern *pool,
                    struct kcm_object **out, struct kcm_api_error *err);
 
+/* What a decoder says of a name or namespace holding a NUL, which C
+ * strings would cut short; kube-apiserver admits none. */
+#define KCM_API_NUL_PROBLEM "must not contain a NUL character"
+
 /* The conditions as the API writes them (a new array the caller puts), or
  * NULL when there are none. */
 struct json_object *kcm_api_conditions_json(const struct kcm_conditions *c);

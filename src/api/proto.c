@@ -18,7 +18,6 @@
 #include "kcm/error.h"
 #include "kcm/pb.h"
 
-#define MAX_NAME 253
 #define COST_ANNOTATION "controller.kubernetes.io/pod-deletion-cost"
 
 struct pctx {
@@ -195,14 +194,18 @@ static int metadata_fields(struct pctx *c, struct kcm_pb *r, struct gathered *la
     switch (r->field) {
     case 1:
       TRY(bytes(c, r, "metadata.name", &s, &n));
+      if (memchr(s, '\0', n))
+        return bad(c, "metadata.name", KCM_API_NUL_PROBLEM);
       free(o->name);
       if (!(o->name = strndup((const char *)s, n)))
         return KCM_ENOMEM;
-      if (n > MAX_NAME)
+      if (n > KCM_API_NAME_MAX)
         return bad(c, "metadata.name", "is longer than 253 characters");
       break;
     case 3:
       TRY(bytes(c, r, "metadata.namespace", &s, &n));
+      if (memchr(s, '\0', n))
+        return bad(c, "metadata.namespace", KCM_API_NUL_PROBLEM);
       kcm_intern_put(c->pool, o->ns);
       o->ns = NULL;
       if (n && !(o->ns = kcm_intern_get(c->pool, (const char *)s, n)))

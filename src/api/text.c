@@ -24,7 +24,6 @@
 #include "kcm/map.h"
 #include "text.h"
 
-#define MAX_NAME 253
 #define COST_ANNOTATION "controller.kubernetes.io/pod-deletion-cost"
 
 /* --- metadata ------------------------------------------------------------------------ */
@@ -288,15 +287,18 @@ int kcm_api_text_metadata(struct tctx *t, struct kcm_object *o) {
       free(o->name);
       o->name = NULL;
       if ((rc = str(t, "metadata.name", &s, &n)) > 0) {
-        t->name_long = n > MAX_NAME;
+        if (memchr(s, '\0', n))
+          return bad(t, "metadata.name", KCM_API_NUL_PROBLEM);
+        t->name_long = n > KCM_API_NAME_MAX;
         if (!(o->name = strndup(s, n)))
           return KCM_ENOMEM;
       }
     } else if (kcm_json_key_is(t->j, "namespace")) {
       kcm_intern_put(t->pool, o->ns);
       o->ns = NULL;
-      if ((rc = str(t, "metadata.namespace", &s, &n)) > 0 && n &&
-          !(o->ns = kcm_intern_get(t->pool, s, n)))
+      if ((rc = str(t, "metadata.namespace", &s, &n)) > 0 && memchr(s, '\0', n))
+        return bad(t, "metadata.namespace", KCM_API_NUL_PROBLEM);
+      if (rc > 0 && n && !(o->ns = kcm_intern_get(t->pool, s, n)))
         return KCM_ENOMEM;
     } else if (kcm_json_key_is(t->j, "uid")) {
       t->has_uid = false;

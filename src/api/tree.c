@@ -14,8 +14,6 @@
 #include "internal.h"
 #include "kcm/error.h"
 
-#define MAX_NAME 253
-
 /* --- field access --------------------------------------------------------------- */
 
 static int get_array(struct kcm_api_dctx *d, struct json_object *o, const char *key,
@@ -233,9 +231,13 @@ static int decode_meta(struct kcm_api_dctx *d, struct kcm_object *o, struct json
            get_time(d, meta, "creationTimestamp", "metadata.creationTimestamp", &o->created)) ||
       (err = get_time(d, meta, "deletionTimestamp", "metadata.deletionTimestamp", &o->deleted)))
     return err;
+  if (name && strlen(name) != (size_t)json_object_get_string_len(kcm_api_get(meta, "name")))
+    return kcm_api_bad(d, "metadata.name", KCM_API_NUL_PROBLEM);
+  if (ns && strlen(ns) != (size_t)json_object_get_string_len(kcm_api_get(meta, "namespace")))
+    return kcm_api_bad(d, "metadata.namespace", KCM_API_NUL_PROBLEM);
   if (!name || !*name)
     return kcm_api_bad(d, "metadata.name", "is required");
-  if (strlen(name) > MAX_NAME)
+  if (strlen(name) > KCM_API_NAME_MAX)
     return kcm_api_bad(d, "metadata.name", "is longer than 253 characters");
   if (!ns || !*ns)
     return kcm_api_bad(d, "metadata.namespace", "is required");

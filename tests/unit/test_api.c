@@ -839,6 +839,15 @@ static void bad_objects_name_the_field(void **state) {
                "a623-3c83746df9f3\",\"resourceVersion\":\"12a\"}}",
                "metadata.resourceVersion");
   decode_fails(KCM_KIND_POD, "{" META(",\"labels\":{\"a\":1}") "}", "metadata.labels");
+  /* A NUL would cut the name short or leave an empty namespace. */
+  decode_fails(KCM_KIND_POD,
+               "{\"metadata\":{\"name\":\"a\\u0000b\",\"namespace\":\"d\",\"uid\":\"30478c2c-"
+               "7480-4d2d-a623-3c83746df9f3\",\"resourceVersion\":\"1\"}}",
+               "metadata.name");
+  decode_fails(KCM_KIND_REPLICASET,
+               "{\"metadata\":{\"name\":\"a\",\"namespace\":\"\\u0000\",\"uid\":\"30478c2c-"
+               "7480-4d2d-a623-3c83746df9f3\",\"resourceVersion\":\"1\"}}",
+               "metadata.namespace");
   /* Past int64, both decoders refuse (json-c would saturate it). */
   decode_fails(KCM_KIND_POD, "{" META(",\"generation\":9223372036854775808") "}",
                "metadata.generation");
@@ -1652,6 +1661,22 @@ static void proto_bad_pods_name_the_field(void **state) {
   }
   kcm_buf_reset(&pod);
   kcm_buf_reset(&part);
+  {
+    static const char *const names[][2] = {{"a\0b", "default"}, {"a", "\0"}};
+    struct kcm_buf meta = KCM_BUF_INIT(1 << 20);
+    for (i = 0; i < 2; i++) {
+      kcm_buf_reset(&pod);
+      kcm_buf_reset(&meta);
+      pbw_bytes(&meta, 1, names[i][0], strlen(names[i][0]) + (i == 0 ? 2 : 0));
+      pbw_bytes(&meta, 3, names[i][1], i == 1 ? 1 : strlen(names[i][1]));
+      pbw_str(&meta, 5, uid);
+      pbw_str(&meta, 6, "9");
+      pbw_msg(&pod, 1, &meta);
+      proto_fails(&pod, i == 0 ? "metadata.name" : "metadata.namespace");
+    }
+    kcm_buf_release(&meta);
+  }
+  kcm_buf_reset(&pod);
   pb_pod(&pod, "p", uid, "9", NULL, NULL);
   pbw_tag(&pod, 7, 3); /* a group: kube-apiserver writes none */
   proto_fails(&pod, "(protobuf)");
