@@ -691,11 +691,9 @@ static bool parse_flags(struct kcm_options *f, int argc, char **argv) {
   return true;
 }
 
-/* The process-wide settings (descriptor limit, logging) and the leader
- * election's, checked (exits 2 when they are wrong). */
 /* One warning for every kind of thing given that kcm does not act on. */
 static void warn_foreign(const struct kcm_options *f) {
-  char list[4096], controllers[1024];
+  char list[4096], controllers[1024], gates[1024];
   size_t i, at = 0;
   for (i = 0; i < f->nignored && at < sizeof(list); i++)
     at += (size_t)snprintf(list + at, sizeof(list) - at, "%s--%s", i ? "," : "", f->ignored[i]);
@@ -707,11 +705,12 @@ static void warn_foreign(const struct kcm_options *f) {
     kcm_warn("kcm runs only the deployment and replicaset controllers; the others named in "
              "--controllers are kube-controller-manager's controllers=\"%s\"",
              controllers);
-  if (f->feature_gates)
-    kcm_warn("feature gates have no effect on kcm's controllers featureGates=\"%s\"",
-             f->feature_gates);
+  if (*kcm_options_inert_gates(f, gates, sizeof(gates)))
+    kcm_warn("feature gates have no effect on kcm's controllers featureGates=\"%s\"", gates);
 }
 
+/* The process-wide settings (descriptor limit, logging) and the leader
+ * election's, checked (exits 2 when they are wrong). */
 static void apply_flags(struct app *a, const struct kcm_options *f,
                         struct kcm_leader_options *lo) {
   const char *why;
@@ -799,6 +798,7 @@ static int setup_informers(struct app *a) {
       continue;
     io.kind = (enum kcm_kind)k;
     io.protobuf = !a->opt->json_api;
+    io.watch_list = !a->opt->no_watch_list;
     /* A period in [min, 2 min), as kube-controller-manager picks it. */
     r = (uint32_t)rand();
     io.resync_ms = a->opt->min_resync_ms +

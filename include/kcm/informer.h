@@ -2,16 +2,23 @@
  * informer — a list/watch reflector feeding a typed, indexed cache.
  *
  * One informer keeps every object of one kind (optionally one namespace)
- * as the API server has it. It lists in pages (`limit` with `continue`),
- * then watches from the list's resourceVersion with bookmarks and a random
- * timeout in [300, 600) s, decoding each event once into a struct from
- * kcm/api.h. The algorithm is client-go's reflector:
+ * as the API server has it. It lists, then watches from the list's
+ * resourceVersion with bookmarks and a random timeout in [300, 600) s,
+ * decoding each event once into a struct from kcm/api.h. The algorithm is
+ * client-go's reflector:
  *
- *   - every list is paged, so no response holds more than one page: the
- *     first list asks for resourceVersion "" (a consistent read), later ones
- *     for the last version seen; a 410 Gone on a list retries at "". (client-go
- *     starts at "0", the watch cache, which many servers answer with every
- *     object in one response whatever the limit: unbounded memory.)
+ *   - with watch_list (client-go's WatchListClient), the list is a watch
+ *     that sends the current objects first (sendInitialEvents=true,
+ *     resourceVersionMatch=NotOlderThan) and marks their end with a
+ *     bookmark annotated k8s.io/initial-events-end; the objects replace the
+ *     cache then and the same stream goes on as the watch. It asks for the
+ *     last version seen ("" at first and after a 410: a consistent read).
+ *     A stream refused or broken before its end (a server without the
+ *     WatchList gate answers 422) is followed by a list at once; 429 and
+ *     connection failures wait and stream again, as client-go does.
+ *   - otherwise (and as that fallback) the list is paged as list.c says:
+ *     the first at resourceVersion "0", which the watch cache answers
+ *     whole; a 410 Gone on a list retries at "", paged.
  *   - a watch that ends cleanly is restarted at once; one that fails, or
  *     ends in under a second with no events, waits with jittered
  *     exponential backoff (800 ms doubling to 30 s, reset after 2 min
@@ -62,11 +69,14 @@ struct kcm_informer_options {
   uint32_t backoff_reset_ms;   /* default 120000 */
   uint32_t watch_timeout_min_s; /* default 300 (the watch asks for [min, 2*min)) */
   bool protobuf;               /* ask for protobuf, JSON the fallback (pods only) */
+  bool watch_list;             /* list by streaming (see above), a list the fallback */
 };
 
 struct kcm_informer_stats {
   uint64_t lists;         /* list requests (pages) sent */
-  uint64_t relists;       /* full lists after the first */
+  uint64_t relists;       /* full lists (streamed or not) after the first */
+  uint64_t streams;       /* lists asked for as a stream of watch events */
+  uint64_t fallbacks;     /* streams refused or broken, followed by a list */
   uint64_t watches;       /* watch requests sent */
   uint64_t events;        /* watch events applied */
   uint64_t bookmarks;
@@ -105,6 +115,9 @@ struct kcm_informer {
   int stop_reason;        /* why the informer stopped its own watch */
   uint64_t retry_in_ms;   /* the last backoff wait */
   bool paged;             /* the server paged a list at "0": page every list */
+  bool streaming;         /* the watch in flight streams a list: its objects
+                           * gather in pending until the initial-events-end
+                           * bookmark */
   /* the list being assembled */
   void *items;            /* struct kcm_items, internal: splits the response */
   bool at_zero;           /* the page being read was asked for at "0" */

@@ -67,6 +67,7 @@ struct kcm_options {
   const char *ignored[KCM_OPTIONS_MAX_IGNORED];
   size_t nignored;
   const char *feature_gates;
+  bool no_watch_list;    /* WatchListClient=false in them: lists are not streamed */
   bool version_raw;      /* --version=raw */
 };
 
@@ -84,6 +85,9 @@ enum kcm_options_result kcm_options_parse(struct kcm_options *o, int argc, char 
 /* The controllers --controllers names that kcm does not run (upstream's
  * others), comma-separated into buf; "" when none. */
 const char *kcm_options_foreign_controllers(const struct kcm_options *o, char *buf, size_t len);
+/* The feature gates given that have no effect on kcm (all but
+ * WatchListClient), comma-separated into buf; "" when none. */
+const char *kcm_options_inert_gates(const struct kcm_options *o, char *buf, size_t len);
 
 /* The usage text, every flag with its section, value and default. */
 void kcm_options_usage(FILE *out);

@@ -1,7 +1,9 @@
 /*
  * event — reading a watch stream's events, one line each as framing.c
- * hands them out: ADDED, MODIFIED and DELETED go to the cache, a BOOKMARK
- * moves the resourceVersion, an ERROR stops the watch (to relist on 410).
+ * hands them out: ADDED, MODIFIED and DELETED go to the cache (or, while
+ * the watch streams a list, to the objects list.c gathers), a BOOKMARK
+ * moves the resourceVersion (and may end that list), an ERROR stops the
+ * watch (to relist on 410).
  * A protobuf watch (pods, when asked for) holds one WatchEvent message per
  * frame instead of a JSON line, its object in the protobuf envelope.
  * Malformed events are logged, counted and skipped.
@@ -76,29 +78,68 @@ static int watch_error_pb(struct kcm_informer *inf, const char *obj, size_t len)
   return rc;
 }
 
-/* A BOOKMARK's resourceVersion (rv holds 32), "" when unreadable. */
-static void bookmark_rv(struct kcm_informer *inf, const char *obj, size_t len, char *rv) {
+#define INITIAL_EVENTS_END "k8s.io/initial-events-end"
+
+/* A protobuf map entry (key 1, value 2) is INITIAL_EVENTS_END: "true". */
+static bool pb_end_mark(const uint8_t *p, size_t n) {
+  static const char key[] = INITIAL_EVENTS_END;
+  const uint8_t *s;
+  size_t len;
+  bool is_key = false, is_true = false;
+  struct kcm_pb r;
+  kcm_pb_start(&r, p, n);
+  while (kcm_pb_next(&r)) {
+    if ((r.field == 1 || r.field == 2) && kcm_pb_bytes(&r, &s, &len)) {
+      if (r.field == 1)
+        is_key = len == sizeof(key) - 1 && !memcmp(s, key, len);
+      else
+        is_true = len == 4 && !memcmp(s, "true", 4);
+    } else if (r.field != 1 && r.field != 2) {
+      kcm_pb_skip(&r);
+    }
+  }
+  return !r.err && is_key && is_true;
+}
+
+/* A BOOKMARK's resourceVersion (rv holds 32; "" when unreadable), and
+ * whether it ends a stream's initial events. */
+static void read_bookmark(struct kcm_informer *inf, const char *obj, size_t len, char *rv,
+                          bool *end) {
   static const char *const rv_path[] = {"metadata", "resourceVersion", NULL};
-  static const uint32_t pb_path[] = {1, 6, 0};
+  static const char *const end_path[] = {"metadata", "annotations", INITIAL_EVENTS_END, NULL};
+  static const uint32_t meta_path[] = {1, 0};
   struct kcm_json *j = &inf->page;
   const uint8_t *kind, *raw, *p;
   size_t kind_len, raw_len, n;
   const char *why, *s;
-  struct kcm_pb r;
+  struct kcm_pb r, meta;
 
   rv[0] = '\0';
+  *end = false;
   if (!inf->watch_proto) {
     kcm_json_start(j, obj, len);
     if (kcm_json_find(j, rv_path) && kcm_json_string(j, &s, &n) && n < 32)
       memcpy(rv, s, n + 1);
+    kcm_json_start(j, obj, len);
+    *end = kcm_json_find(j, end_path) && kcm_json_string(j, &s, &n) && n == 4 &&
+           !memcmp(s, "true", 4);
     return;
   }
   if (!kcm_pb_unwrap((const uint8_t *)obj, len, &kind, &kind_len, &raw, &raw_len, &why))
     return;
   kcm_pb_start(&r, raw, raw_len);
-  if (kcm_pb_find(&r, pb_path) && kcm_pb_bytes(&r, &p, &n) && n < 32 && !memchr(p, '\0', n)) {
-    memcpy(rv, p, n);
-    rv[n] = '\0';
+  if (!kcm_pb_find(&r, meta_path) || !kcm_pb_bytes(&r, &p, &n))
+    return;
+  kcm_pb_start(&meta, p, n); /* ObjectMeta: resourceVersion 6, annotations 12 */
+  while (kcm_pb_next(&meta)) {
+    if ((meta.field == 6 || meta.field == 12) && kcm_pb_bytes(&meta, &p, &n)) {
+      if (meta.field == 12)
+        *end = *end || pb_end_mark(p, n);
+      else if (n < 32 && !memchr(p, '\0', n))
+        memcpy(rv, p, n), rv[n] = '\0';
+    } else if (meta.field != 6 && meta.field != 12) {
+      kcm_pb_skip(&meta);
+    }
   }
 }
 
@@ -141,10 +182,13 @@ static int apply_event(struct kcm_informer *inf, const char *type, const char *o
               kcm_api_kind_name(inf->opts.kind));
   } else if (!strcmp(type, "BOOKMARK")) {
     char rv[sizeof(inf->rv)];
+    bool end;
     inf->watch_events++;
     inf->stats.bookmarks++;
-    bookmark_rv(inf, obj, objlen, rv);
+    read_bookmark(inf, obj, objlen, rv, &end);
     kcm_informer_set_rv(inf, rv);
+    if (inf->streaming && end)
+      kcm_informer_stream_done(inf);
   } else if (!strcmp(type, "ERROR")) {
     inf->watch_events++;
     return inf->watch_proto ? watch_error_pb(inf, obj, objlen) : watch_error(inf, obj, objlen);
@@ -154,7 +198,18 @@ static int apply_event(struct kcm_informer *inf, const char *type, const char *o
     if (!decoded)
       o = inf->watch_proto ? kcm_informer_decode_proto(inf, obj, objlen, false, "watch")
                            : kcm_informer_decode(inf, obj, objlen, "watch");
-    if (o) {
+    if (o && inf->streaming) {
+      /* A stream's ADDED events carry the objects' own versions, older
+       * than its snapshot's: only later events move the version. */
+      if (strcmp(type, "ADDED"))
+        format_rv(inf->rv, o->rv);
+      if (kcm_informer_gather(inf, o, !strcmp(type, "DELETED"))) {
+        kcm_error("cannot gather a streamed list kind=\"%s\" err=\"out of memory\"",
+                  kcm_api_kind_name(inf->opts.kind));
+        inf->stop_reason = KCM_INFORMER_STOP_ERROR;
+        return 1;
+      }
+    } else if (o) {
       format_rv(inf->rv, o->rv);
       if (!strcmp(type, "DELETED")) {
         kcm_informer_delete(inf, o->ns, o->name, o, false);

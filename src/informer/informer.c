@@ -207,6 +207,11 @@ static void on_watch(const struct kcm_client_response *resp, void *data) {
     kcm_informer_stop(inf, inf->on_closed);
     return;
   }
+  if (inf->streaming) { /* before its initial-events-end bookmark */
+    kcm_informer_stream_ended(inf, resp, reason,
+                              lasted < SHORT_WATCH_MS && inf->watch_events == 0);
+    return;
+  }
   if (reason == KCM_INFORMER_STOP_EXPIRED || resp->err == KCM_EGONE) {
     inf->need_list = true;
     kcm_informer_start_list(inf);
@@ -231,7 +236,10 @@ static void on_watch(const struct kcm_client_response *resp, void *data) {
   kcm_informer_start_watch(inf); /* the server ended it on time: carry on */
 }
 
-void kcm_informer_start_watch(struct kcm_informer *inf) {
+/* A watch from inf->rv; with stream, one that sends the current objects
+ * first (a streamed list, at "" after a 410). The parameters in client-go's
+ * order. */
+static void send_watch(struct kcm_informer *inf, bool stream) {
   struct kcm_buf path = KCM_BUF_INIT(4096);
   struct kcm_client_request_options o = {0};
   uint32_t min = inf->opts.watch_timeout_min_s;
@@ -241,10 +249,17 @@ void kcm_informer_start_watch(struct kcm_informer *inf) {
   if (!err)
     err = kcm_buf_append_str(&path, "?allowWatchBookmarks=true&");
   if (!err)
-    err = kcm_informer_query_param(&path, "resourceVersion", inf->rv);
+    err = kcm_informer_query_param(&path, "resourceVersion",
+                                   stream && inf->rv_gone ? "" : inf->rv);
+  if (!err && stream)
+    err = kcm_buf_append_str(&path, "&resourceVersionMatch=NotOlderThan&sendInitialEvents=true");
   if (!err)
     err = kcm_buf_appendf(&path, "&timeoutSeconds=%u&watch=1", timeout);
-  inf->state = KCM_INFORMER_WATCHING;
+  inf->streaming = stream;
+  if (stream)
+    inf->stats.streams++;
+  else
+    inf->state = KCM_INFORMER_WATCHING;
   inf->watch_started = uv_now(inf->loop);
   inf->watch_events = 0;
   inf->body_started = false;
@@ -267,9 +282,14 @@ void kcm_informer_start_watch(struct kcm_informer *inf) {
     kcm_error("cannot send a watch request kind=\"%s\" err=\"%s\"",
               kcm_api_kind_name(inf->opts.kind), kcm_strerror(err));
     inf->req = NULL;
+    inf->streaming = false;
     kcm_informer_backoff(inf, 0);
   }
 }
+
+void kcm_informer_start_watch(struct kcm_informer *inf) { send_watch(inf, false); }
+
+void kcm_informer_start_stream(struct kcm_informer *inf) { send_watch(inf, true); }
 
 /* --- lifecycle ----------------------------------------------------------------------------- */
 

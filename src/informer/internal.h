@@ -5,7 +5,8 @@
  *   informer.c  the reflector: lifecycle, the state machine (list, then
  *               watch; backoff between failed attempts), the watch request,
  *               decoding one object
- *   list.c      the list, read as it streams (split by items.c)
+ *   list.c      the list, read as it streams (split by items.c), or
+ *               streamed as watch events; falling back from one to the other
  *   event.c     reading the events of a watch stream (framed by framing.c)
  *   store.c     the cache: add, update, delete, relist; the handlers;
  *               writes the cache is behind; resync
@@ -29,6 +30,8 @@ enum { KCM_INFORMER_STOP_EXPIRED = 1, KCM_INFORMER_STOP_ERROR = 2 };
 /* Wait before the next attempt (list or watch, as inf->need_list says). */
 void kcm_informer_backoff(struct kcm_informer *inf, double retry_after_s);
 void kcm_informer_start_watch(struct kcm_informer *inf);
+/* Send the watch that streams a list (state and pending as the list's). */
+void kcm_informer_start_stream(struct kcm_informer *inf);
 /* Append name=value, the value percent-encoded. */
 int kcm_informer_query_param(struct kcm_buf *b, const char *name, const char *value);
 /* Decode one object from its text; log and count it when malformed (NULL). */
@@ -49,8 +52,17 @@ void kcm_informer_set_rv(struct kcm_informer *inf, const char *rv);
 /* Set up the list's reader, or free it (with the list's state). */
 int kcm_informer_list_init(struct kcm_informer *inf);
 void kcm_informer_list_release(struct kcm_informer *inf);
-/* Start a full list (the first, or a relist). */
+/* Start a full list (the first, or a relist): streamed with watch_list. */
 void kcm_informer_start_list(struct kcm_informer *inf);
+/* A streamed list's object (taking over the reference), or its deletion. */
+int kcm_informer_gather(struct kcm_informer *inf, struct kcm_object *o, bool deleted);
+/* The initial-events-end bookmark: the objects gathered replace the cache;
+ * the stream goes on as the watch. */
+void kcm_informer_stream_done(struct kcm_informer *inf);
+/* The stream ended before that bookmark: reason is the informer's stop
+ * reason, at_once whether it ended in under a second with no events. */
+void kcm_informer_stream_ended(struct kcm_informer *inf, const struct kcm_client_response *resp,
+                               int reason, bool at_once);
 /* Drop the objects of the list being assembled. */
 void kcm_informer_drop_pending(struct kcm_informer *inf);
 

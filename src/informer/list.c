@@ -8,6 +8,10 @@
  * cache: every list to it is paged. The objects are gathered and, with the
  * last page, replace the cache. A list answered in protobuf (pods, when
  * asked for) is split by pbitems.c instead.
+ *
+ * With watch_list the list is streamed instead: a watch whose events
+ * (event.c) gather here until the initial-events-end bookmark; a stream
+ * refused or broken falls back to the list above (see kcm/informer.h).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -87,14 +91,25 @@ static void send_list(struct kcm_informer *inf) {
   }
 }
 
-void kcm_informer_start_list(struct kcm_informer *inf) {
-  if (inf->synced)
-    inf->stats.relists++;
+/* A list of pages from the first, dropping what was gathered. */
+static void list_from_start(struct kcm_informer *inf) {
   inf->state = KCM_INFORMER_LISTING;
   free(inf->cont);
   inf->cont = NULL;
   kcm_informer_drop_pending(inf);
   send_list(inf);
+}
+
+void kcm_informer_start_list(struct kcm_informer *inf) {
+  if (inf->synced)
+    inf->stats.relists++;
+  if (!inf->opts.watch_list) {
+    list_from_start(inf);
+    return;
+  }
+  inf->state = KCM_INFORMER_LISTING;
+  kcm_informer_drop_pending(inf);
+  kcm_informer_start_stream(inf);
 }
 
 static int add_pending(struct kcm_informer *inf, struct kcm_object *o) {
@@ -220,7 +235,8 @@ void kcm_informer_list_release(struct kcm_informer *inf) {
   inf->cont = NULL;
 }
 
-static void list_done(struct kcm_informer *inf) {
+/* The objects gathered replace the cache. */
+static void synced(struct kcm_informer *inf, bool proto, const char *how) {
   bool first = !inf->synced;
   kcm_informer_replace(inf, inf->pending, inf->npending);
   inf->npending = 0;
@@ -228,10 +244,74 @@ static void list_done(struct kcm_informer *inf) {
   inf->need_list = false;
   inf->rv_gone = false;
   if (first)
-    kcm_v(1, "cache synced kind=\"%s\" objects=%zu resourceVersion=\"%s\" encoding=\"%s\"",
-          kcm_api_kind_name(inf->opts.kind), inf->objects.len, inf->rv,
-          inf->list_proto ? "protobuf" : "json");
+    kcm_v(1, "cache synced kind=\"%s\" objects=%zu resourceVersion=\"%s\" encoding=\"%s\" "
+          "by=\"%s\"", kcm_api_kind_name(inf->opts.kind), inf->objects.len, inf->rv,
+          proto ? "protobuf" : "json", how);
+}
+
+static void list_done(struct kcm_informer *inf) {
+  synced(inf, inf->list_proto, "list");
   kcm_informer_start_watch(inf);
+}
+
+/* --- a list streamed as watch events ------------------------------------------------------ */
+
+int kcm_informer_gather(struct kcm_informer *inf, struct kcm_object *o, bool deleted) {
+  size_t i, kept = 0;
+  int err;
+  if (!deleted) { /* a later entry of the same name wins when they replace the cache */
+    if ((err = add_pending(inf, o)))
+      kcm_api_unref(o, inf->pool);
+    return err;
+  }
+  for (i = 0; i < inf->npending; i++) {
+    struct kcm_object *p = inf->pending[i];
+    if (!strcmp(p->name, o->name) && !strcmp(p->ns, o->ns))
+      kcm_api_unref(p, inf->pool);
+    else
+      inf->pending[kept++] = p;
+  }
+  inf->npending = kept;
+  kcm_api_unref(o, inf->pool);
+  return 0;
+}
+
+void kcm_informer_stream_done(struct kcm_informer *inf) {
+  inf->streaming = false;
+  inf->state = KCM_INFORMER_WATCHING;
+  synced(inf, inf->watch_proto, "stream");
+}
+
+void kcm_informer_stream_ended(struct kcm_informer *inf, const struct kcm_client_response *resp,
+                               int reason, bool at_once) {
+  const char *why;
+  kcm_informer_drop_pending(inf);
+  inf->streaming = false;
+  if (reason == KCM_INFORMER_STOP_EXPIRED || resp->err == KCM_EGONE) {
+    inf->rv_gone = true; /* the newest state instead */
+    kcm_informer_start_stream(inf);
+    return;
+  }
+  if (resp->err == KCM_ETHROTTLED || resp->err == KCM_ENETWORK) {
+    kcm_warn("streaming a list failed kind=\"%s\" err=\"%s: %s\"",
+             kcm_api_kind_name(inf->opts.kind), kcm_strerror(resp->err), resp->message);
+    kcm_informer_backoff(inf, resp->retry_after);
+    return;
+  }
+  if (!resp->err && !reason && !at_once) {
+    /* Cut before its end: again, after a wait, so that a server that cuts
+     * every stream is not asked in a loop (client-go asks at once). */
+    kcm_warn("a streamed list ended before its initial-events-end bookmark kind=\"%s\"",
+             kcm_api_kind_name(inf->opts.kind));
+    kcm_informer_backoff(inf, 0);
+    return;
+  }
+  why = resp->err ? resp->message : reason ? "an error event" : "ended at once";
+  inf->stats.fallbacks++;
+  kcm_v(1, "cannot stream the list; listing kind=\"%s\" err=\"%s%s%s\"",
+        kcm_api_kind_name(inf->opts.kind), resp->err ? kcm_strerror(resp->err) : "",
+        resp->err ? ": " : "", why);
+  list_from_start(inf);
 }
 
 /* The list failed: drop what it gathered and try again after a wait. */
@@ -256,7 +336,7 @@ static void on_list(const struct kcm_client_response *resp, void *data) {
     kcm_v(1, "list expired; relisting kind=\"%s\" message=\"%s\"",
           kcm_api_kind_name(inf->opts.kind), resp->message);
     inf->rv_gone = true;
-    kcm_informer_start_list(inf);
+    list_from_start(inf);
     return;
   }
   if (resp->err == KCM_ENOTFOUND) {

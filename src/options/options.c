@@ -71,8 +71,9 @@ static const struct flag flags[] = {
      "how long an object must stay as the live controller left it\n"
      "before --shadow reports what kcm would change (default 1m)"},
     {NULL, "feature-gates", "LIST", GATES, AT(feature_gates),
-     "Name=true|false,...: parsed; kcm's controllers have no gates, so\n"
-     "each one given is reported as having no effect"},
+     "Name=true|false,...: WatchListClient=false lists instead of\n"
+     "streaming lists as watch events; kcm's controllers have no gates, so\n"
+     "each other one given is reported as having no effect"},
     {NULL, "min-resync-period", "D", DURATION, AT(min_resync_ms),
      "caches resync at a random period in [D, 2D) (default 12h)"},
     {NULL, "leader-elect", NULL, BOOLEAN, AT(leader_elect),
@@ -430,6 +431,22 @@ static const char *each_pair(const char *list, const char *(*check)(const char *
   return NULL;
 }
 
+/* client-go's gate of streamed lists, on by default as from 1.35. */
+#define WATCH_LIST_GATE "WatchListClient"
+
+/* Gate `name` in a checked list: its last value given, else dflt. */
+static bool gate_on(const char *list, const char *name, bool dflt) {
+  const char *p = list;
+  size_t len = strlen(name);
+  while (*p) {
+    size_t n = strcspn(p, ","), k = strcspn(p, "=");
+    if (k == len && !strncmp(p, name, len))
+      dflt = strchr("1tT", p[k + 1]) != NULL;
+    p += n + (p[n] == ',');
+  }
+  return dflt;
+}
+
 static const char *set(const struct flag *f, const char *value, struct kcm_options *o) {
   void *field = (char *)o + f->offset;
   const char *why;
@@ -501,6 +518,7 @@ static const char *set(const struct flag *f, const char *value, struct kcm_optio
     if ((why = each_pair(value, bool_value)))
       return why;
     *(const char **)field = value;
+    o->no_watch_list = !gate_on(value, WATCH_LIST_GATE, true);
     return NULL;
   case LOCK:
     return strcmp(value, "leases") ? "kcm holds its lock in a Lease: must be leases" : NULL;
@@ -596,6 +614,19 @@ const char *kcm_options_foreign_controllers(const struct kcm_options *o, char *b
     if (i >= 4 && at + n + 2 < len) {
       at += (size_t)snprintf(buf + at, len - at, "%s%.*s", at ? "," : "", (int)n, p);
     }
+    p += n + (p[n] == ',');
+  }
+  return buf;
+}
+
+const char *kcm_options_inert_gates(const struct kcm_options *o, char *buf, size_t len) {
+  const char *p = o->feature_gates ? o->feature_gates : "";
+  size_t at = 0, gate = strlen(WATCH_LIST_GATE);
+  buf[0] = '\0';
+  while (*p) {
+    size_t n = strcspn(p, ","), k = strcspn(p, "=");
+    if (!(k == gate && !strncmp(p, WATCH_LIST_GATE, gate)) && at + n + 2 < len)
+      at += (size_t)snprintf(buf + at, len - at, "%s%.*s", at ? "," : "", (int)n, p);
     p += n + (p[n] == ',');
   }
   return buf;

@@ -277,6 +277,7 @@ class SimServer(ThreadingHTTPServer):
         self.api = Api(max_events=max_events)
         self.authorizer = rbac.Authorizer(self.api)
         self.faults = Faults()
+        self.watch_list = True  # the WatchList gate: streamed lists offered
         self.bookmark_interval = bookmark_interval
         self.default_watch_timeout = 1800
         self.requests = Journal()  # requests served
@@ -905,10 +906,25 @@ class Handler(BaseHTTPRequestHandler):
                 return self.watch_event(etype, None, obj, entry)
             return self.watch_event(etype, raw if raw is not None else dumps(obj).encode())
 
+        send_initial = self.watch_list_options(query)
         initial = []
         with store.cond:
             epoch = store.drop_epoch
-            if rv_param in ("", "0"):
+            if send_initial is not None:
+                # A streamed list (the WatchList gate): the current objects
+                # (or none), whatever version is asked for, as not older.
+                if rv_param not in ("", "0"):
+                    try:
+                        int(rv_param)
+                    except ValueError:
+                        raise bad_request("invalid resource version: %s" % rv_param)
+                cursor = store.rv
+                if send_initial:
+                    initial = sorted((e for _, e in store.items(res.plural, ns or None)
+                                      if visible(e.obj)),
+                                     key=lambda e: (e.obj["metadata"].get("namespace", ""),
+                                                    e.obj["metadata"]["name"]))
+            elif rv_param in ("", "0"):
                 cursor = store.rv
                 initial = [e for _, e in store.items(res.plural, ns or None) if visible(e.obj)]
                 initial.sort(key=lambda e: (e.obj["metadata"].get("namespace", ""),
@@ -927,9 +943,10 @@ class Handler(BaseHTTPRequestHandler):
         self.start_stream()
         for e in initial:
             self.write_chunk(encode("ADDED", e.obj, e.raw, e))
-        if rv_param in ("", "0") and bookmarks and not table:
-            # The watch-list default since 1.32: a watch from no version is
-            # sent the current state, then a bookmark marking its end.
+        if (send_initial or (send_initial is None and rv_param in ("", "0"))) and bookmarks \
+                and not table:
+            # Asked for, or the default since 1.32 for a watch from no
+            # version: the current state, then a bookmark marking its end.
             mark = bookmark_object(res, cursor)
             mark["metadata"]["annotations"] = {"k8s.io/initial-events-end": "true"}
             self.write_chunk(self.watch_event("BOOKMARK", dumps(mark).encode(), mark))
@@ -989,6 +1006,38 @@ class Handler(BaseHTTPRequestHandler):
                     next_bookmark = deadline - 2 if deadline - 2 > now else None
             if now >= deadline:
                 return self.end_stream()
+
+    def watch_list_options(self, query):
+        """sendInitialEvents (None when not given) after checking it and
+        resourceVersionMatch as kube-apiserver does."""
+        given = query.get("sendInitialEvents")
+        match = query.get("resourceVersionMatch", "")
+        errs = resources.FieldErrors()
+        if given is not None:
+            if match != "NotOlderThan":
+                errs.forbidden("resourceVersionMatch", "sendInitialEvents requires setting "
+                               "resourceVersionMatch to NotOlderThan")
+            if not self.server.watch_list:
+                errs.forbidden("sendInitialEvents", "sendInitialEvents is forbidden for watch "
+                               "unless the WatchList feature gate is enabled")
+        if match:
+            if given is None:
+                errs.forbidden("resourceVersionMatch", "resourceVersionMatch is forbidden for "
+                               "watch unless sendInitialEvents is provided")
+            if match != "NotOlderThan":
+                errs.not_supported("resourceVersionMatch", match, ["NotOlderThan"])
+        if errs:
+            items = ["%s: %s" % (f, m) for f, _, m in errs.items]
+            raise ApiError(422, "Invalid", 'ListOptions.meta.k8s.io "" is invalid: %s'
+                           % (items[0] if len(items) == 1 else "[" + ", ".join(items) + "]"),
+                           {"group": "meta.k8s.io", "kind": "ListOptions",
+                            "causes": [{"reason": r, "message": m, "field": f}
+                                       for f, r, m in errs.items]})
+        if given is None:
+            return None
+        if given not in ("true", "false", "1", "0", "True", "False"):
+            raise bad_request("invalid sendInitialEvents: %s" % given)
+        return given in ("true", "1", "True")
 
     def expired_event(self, e):
         st = ApiError(410, "Expired", str(e)).status()
@@ -1075,13 +1124,17 @@ class Handler(BaseHTTPRequestHandler):
         srv = self.server
         store = srv.api.store
         known = {"clear", "rules", "addRule", "latencyMs", "watchDelayMs", "dropWatches",
-                 "compact", "watchInject"}
+                 "compact", "watchInject", "watchList"}
         unknown = set(body) - known
         if unknown:
             raise ValueError("unknown fault fields: %s" % ", ".join(sorted(unknown)))
         if body.get("clear"):
             srv.faults.clear()
             store.watch_delay = 0.0
+            srv.watch_list = True
+        if "watchList" in body:
+            # false: as a server whose WatchList gate is off
+            srv.watch_list = bool(body["watchList"])
         if "rules" in body:
             if not isinstance(body["rules"], list):
                 raise ValueError("rules must be a list")

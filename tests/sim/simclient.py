@@ -55,7 +55,8 @@ class Client:
     @classmethod
     def from_kubeconfig(cls, path):
         """Read a kubeconfig with a token or client certificate (simple layout only)."""
-        text = open(path).read()
+        with open(path) as f:
+            text = f.read()
 
         def field(name):
             m = re.search(r"^\s*%s:\s*(\S+)\s*$" % re.escape(name), text, re.M)

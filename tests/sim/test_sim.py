@@ -746,6 +746,38 @@ class Basics(SimTestCase):
         self.assertGreaterEqual(time.monotonic() - start, 2.5)
         w.close()
 
+    def test_streamed_list_sends_the_objects_then_a_bookmark(self):
+        a = self.create(PODS, pod("a"))
+        b = self.create(PODS, pod("b"))
+        stream = PODS % self.ns + ("?watch=1&allowWatchBookmarks=true&resourceVersion=%s"
+                                   "&resourceVersionMatch=NotOlderThan&sendInitialEvents=true"
+                                   "&timeoutSeconds=5")
+        for since in ("", a["metadata"]["resourceVersion"]):
+            w = self.c.watch(stream % since)
+            self.assertEqual(w.status, 200)
+            added = [w.next(), w.next()]
+            self.assertEqual([e["type"] for e in added], ["ADDED", "ADDED"])
+            self.assertEqual(sorted(e["object"]["metadata"]["name"] for e in added), ["a", "b"])
+            e = w.next()
+            self.assertEqual(e["type"], "BOOKMARK")
+            self.assertEqual(e["object"]["metadata"]["annotations"],
+                             {"k8s.io/initial-events-end": "true"})
+            self.assertGreaterEqual(int(e["object"]["metadata"]["resourceVersion"]),
+                                    int(b["metadata"]["resourceVersion"]))
+            self.c.patch(PODS % self.ns + "/a", {"metadata": {"labels": {"since": since or "0"}}})
+            e = w.next()
+            self.assertEqual((e["type"], e["object"]["metadata"]["name"]), ("MODIFIED", "a"))
+            w.close()
+        # Checked as kube-apiserver checks ListOptions.
+        r = self.c.get(PODS % self.ns + "?watch=1&sendInitialEvents=true")
+        self.assertStatus(r, 422, "Invalid")
+        self.assertIn("sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+                      r.json()["message"])
+        r = self.c.get(PODS % self.ns + "?watch=1&resourceVersionMatch=NotOlderThan")
+        self.assertStatus(r, 422, "Invalid")
+        self.assertIn("resourceVersionMatch is forbidden for watch unless sendInitialEvents is "
+                      "provided", r.json()["message"])
+
     def test_strategic_merge_patch_merges_containers_by_name(self):
         d = deployment("web")
         d["spec"]["template"]["spec"]["containers"].append({"name": "side", "image": "busybox:1"})

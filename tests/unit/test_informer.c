@@ -153,6 +153,9 @@ static void framing_reports_truncated_end(void **state) {
 
 /* --- against the local API server ---------------------------------------------------- */
 
+/* How an informer under test asks: protobuf, streamed lists. */
+enum { WIRE_PROTOBUF = 1, WIRE_STREAM = 2 };
+
 struct fixture {
   uv_loop_t loop;
   struct kcm_client_config cfg;
@@ -177,15 +180,15 @@ static void h_deleted(void *ctx, struct kcm_object *o, bool unknown) {
     f->deleted_unknown++;
 }
 
-static void fixture_init_with(struct fixture *f, uint64_t resync_ms, bool protobuf);
+static void fixture_init_with(struct fixture *f, uint64_t resync_ms, unsigned how);
 
-static void fixture_init(struct fixture *f) { fixture_init_with(f, 0, false); }
+static void fixture_init(struct fixture *f) { fixture_init_with(f, 0, 0); }
 
 static void fixture_init_resync(struct fixture *f, uint64_t resync_ms) {
-  fixture_init_with(f, resync_ms, false);
+  fixture_init_with(f, resync_ms, 0);
 }
 
-static void fixture_init_with(struct fixture *f, uint64_t resync_ms, bool protobuf) {
+static void fixture_init_with(struct fixture *f, uint64_t resync_ms, unsigned how) {
   struct kcm_informer_options io = {0};
   struct kcm_informer_handler h = {h_added, h_updated, h_deleted, NULL};
 
@@ -199,7 +202,8 @@ static void fixture_init_with(struct fixture *f, uint64_t resync_ms, bool protob
   io.backoff_max_ms = 400;
   io.watch_timeout_min_s = 5;
   io.resync_ms = resync_ms;
-  io.protobuf = protobuf;
+  io.protobuf = how & WIRE_PROTOBUF;
+  io.watch_list = how & WIRE_STREAM;
   assert_int_equal(kcm_informer_init(&f->inf, &f->loop, f->client, &f->pool, &io), 0);
   h.ctx = f;
   assert_int_equal(kcm_informer_add_handler(&f->inf, &h), 0);
@@ -320,13 +324,14 @@ static void wait_converged(struct fixture *f) {
 
 /* List, then watch, in JSON or (with protobuf) in the local API server's
  * protobuf. */
-static void lists_then_watches_in(bool protobuf) {
+static void lists_then_watches_in(unsigned how) {
   struct fixture f;
   struct kcm_object *o;
   struct kcm_uid owner;
+  bool protobuf = how & WIRE_PROTOBUF;
   int n = 0;
 
-  fixture_init_with(&f, 0, protobuf);
+  fixture_init_with(&f, 0, how);
   make_pod(&f, "a", NULL);
   make_pod(&f, "b", NULL);
   make_owned_pod(&f, "c", &owner);
@@ -365,14 +370,38 @@ static void lists_then_watches_in(bool protobuf) {
     assert_string_equal(f.inf.rv, want);
   }
   assert_int_equal(f.inf.stats.decode_errors, 0);
-  assert_int_equal(f.inf.list_proto, protobuf);
+  assert_int_equal(f.inf.stats.streams, how & WIRE_STREAM ? 1 : 0);
+  assert_int_equal(f.inf.stats.fallbacks, 0);
+  assert_int_equal(f.inf.list_proto, protobuf && !(how & WIRE_STREAM));
   assert_int_equal(f.inf.watch_proto, protobuf);
   fixture_free(&f);
 }
 
-static void lists_then_watches(void **state) { lists_then_watches_in(false); }
+static void lists_then_watches(void **state) { lists_then_watches_in(0); }
 
-static void lists_then_watches_in_protobuf(void **state) { lists_then_watches_in(true); }
+static void lists_then_watches_in_protobuf(void **state) { lists_then_watches_in(WIRE_PROTOBUF); }
+
+static void streams_then_watches(void **state) { lists_then_watches_in(WIRE_STREAM); }
+
+static void streams_then_watches_in_protobuf(void **state) {
+  lists_then_watches_in(WIRE_STREAM | WIRE_PROTOBUF);
+}
+
+/* A server without the WatchList gate refuses the stream: listed instead. */
+static void stream_refused_by_the_local_server(void **state) {
+  struct fixture f;
+  fixture_init_with(&f, 0, WIRE_STREAM);
+  make_pod(&f, "a", NULL);
+  support_faults(&f.loop, f.client, "{\"watchList\":false}");
+  kcm_informer_start(&f.inf);
+  wait_converged(&f);
+  assert_int_equal(f.inf.stats.fallbacks, 1);
+  assert_int_equal(f.inf.stats.streams, 1);
+  assert_true(f.inf.stats.lists >= 1);
+  make_pod(&f, "b", NULL);
+  wait_converged(&f);
+  fixture_free(&f);
+}
 
 static void converges_after_dropped_watches(void **state) {
   struct fixture f;
@@ -683,7 +712,7 @@ struct wire {
 
 /* lengths: of the answers' bodies when binary (NULL: text). */
 static void wire_start_with(struct wire *w, const struct peer_answer *answers,
-                            const size_t *lengths, size_t n, const char *ns, bool protobuf) {
+                            const size_t *lengths, size_t n, const char *ns, unsigned how) {
   struct kcm_informer_options io = {0};
   memset(w, 0, sizeof(*w));
   peer_start_sized(&w->peer, answers, lengths, n);
@@ -695,14 +724,15 @@ static void wire_start_with(struct wire *w, const struct peer_answer *answers,
   io.namespace = ns;
   io.page_size = 2;
   io.watch_timeout_min_s = 5;
-  io.protobuf = protobuf;
+  io.protobuf = how & WIRE_PROTOBUF;
+  io.watch_list = how & WIRE_STREAM;
   assert_int_equal(kcm_informer_init(&w->inf, &w->loop, w->client, &w->pool, &io), 0);
   kcm_informer_start(&w->inf);
 }
 
 static void wire_start(struct wire *w, const struct peer_answer *answers, size_t n,
                        const char *ns) {
-  wire_start_with(w, answers, NULL, n, ns, false);
+  wire_start_with(w, answers, NULL, n, ns, 0);
 }
 
 static void wire_closed(struct kcm_informer *inf) {
@@ -809,16 +839,16 @@ static void list_query_is_encoded(void **state) {
 /* Start an informer on `answers` (see wire_start_with) and wait until
  * each has been asked for. */
 static void wire_answer_all_with(struct wire *w, const struct peer_answer *answers,
-                                 const size_t *lengths, size_t n, const char *ns, bool protobuf) {
+                                 const size_t *lengths, size_t n, const char *ns, unsigned how) {
   struct seen s;
-  wire_start_with(w, answers, lengths, n, ns, protobuf);
+  wire_start_with(w, answers, lengths, n, ns, how);
   s.peer = &w->peer;
   s.n = n;
   assert_true(support_run_until(&w->loop, peer_saw, &s, 10000));
 }
 
 static void wire_answer_all(struct wire *w, const struct peer_answer *answers, size_t n) {
-  wire_answer_all_with(w, answers, NULL, n, "default", false);
+  wire_answer_all_with(w, answers, NULL, n, "default", 0);
 }
 
 /* Request i's query parameter `name` is `want` (NULL: absent). */
@@ -950,7 +980,7 @@ static void protobuf_list_and_watch(void **state) {
   size_t lengths[] = {list_len, watch_len, 0};
   struct kcm_object *web;
   struct wire w;
-  wire_answer_all_with(&w, answers, lengths, 3, "fixture", true);
+  wire_answer_all_with(&w, answers, lengths, 3, "fixture", WIRE_PROTOBUF);
   assert_true(asks_for_protobuf(&w, 0));
   assert_true(asks_for_protobuf(&w, 1));
   assert_true(w.inf.synced);
@@ -983,7 +1013,7 @@ static void protobuf_asked_json_answered(void **state) {
       {OK_JSON, ""},
   };
   struct wire w;
-  wire_answer_all_with(&w, answers, NULL, 3, "default", true);
+  wire_answer_all_with(&w, answers, NULL, 3, "default", WIRE_PROTOBUF);
   assert_true(asks_for_protobuf(&w, 0));
   assert_int_equal(w.inf.stats.decode_errors, 0);
   assert_int_equal(w.inf.stats.events, 1);
@@ -1024,7 +1054,7 @@ static void protobuf_expired_watch_relists(void **state) {
   kcm_buf_append(&frames, ev.data, ev.len);
   answers[1].body = frames.data;
   lengths[1] = frames.len;
-  wire_answer_all_with(&w, answers, lengths, 4, "default", true);
+  wire_answer_all_with(&w, answers, lengths, 4, "default", WIRE_PROTOBUF);
   expect_param(&w, 1, "watch", "1");
   expect_param(&w, 2, "watch", NULL); /* the relist */
   expect_param(&w, 2, "resourceVersion", "10");
@@ -1036,6 +1066,205 @@ static void protobuf_expired_watch_relists(void **state) {
   kcm_buf_release(&st);
   kcm_buf_release(&env);
   kcm_buf_release(&meta);
+}
+
+/* --- lists streamed as watch events ------------------------------------------------------- */
+
+#define UNPROCESSABLE "HTTP/1.1 422 Unprocessable Entity\r\nContent-Type: application/json"
+#define EV(type, name, rv)                                                                     \
+  "{\"type\":\"" type "\",\"object\":{\"metadata\":{\"name\":\"" name "\",\"namespace\":"  \
+  "\"default\",\"uid\":\"6f3c1f0e-1d2a-4b5c-8d9e-0a1b2c3d4e51\",\"resourceVersion\":"        \
+  "\"" rv "\"}}}\n"
+#define END_MARK(rv)                                                                           \
+  "{\"type\":\"BOOKMARK\",\"object\":{\"metadata\":{\"resourceVersion\":\"" rv "\","         \
+  "\"annotations\":{\"k8s.io/initial-events-end\":\"true\"}}}}\n"
+
+/* Request i streams a list from resourceVersion rv. */
+static void expect_streamed(struct wire *w, size_t i, const char *rv) {
+  expect_param(w, i, "watch", "1");
+  expect_param(w, i, "sendInitialEvents", "true");
+  expect_param(w, i, "resourceVersionMatch", "NotOlderThan");
+  expect_param(w, i, "allowWatchBookmarks", "true");
+  expect_param(w, i, "resourceVersion", rv);
+  expect_param(w, i, "limit", NULL);
+}
+
+/* Request i watches from rv, with no initial events. */
+static void expect_watch(struct wire *w, size_t i, const char *rv) {
+  expect_param(w, i, "watch", "1");
+  expect_param(w, i, "sendInitialEvents", NULL);
+  expect_param(w, i, "resourceVersionMatch", NULL);
+  expect_param(w, i, "resourceVersion", rv);
+}
+
+/* The objects streamed before the initial-events-end bookmark, changes and
+ * deletions among them, replace the cache at that bookmark; the same
+ * stream goes on as the watch, and the next watch starts where it ended.
+ * An ADDED object's version is its own, not the stream's. */
+static void streamed_list_then_the_same_stream(void **state) {
+  static const struct peer_answer answers[] = {
+      {OK_JSON, EV("ADDED", "a", "5") EV("ADDED", "b", "7") EV("ADDED", "c", "6")
+                    EV("DELETED", "c", "8") EV("MODIFIED", "b", "9") END_MARK("10")
+                        EV("MODIFIED", "a", "11")},
+      {OK_JSON, ""},
+  };
+  struct wire w;
+  wire_answer_all_with(&w, answers, NULL, 2, "default", WIRE_STREAM);
+  expect_streamed(&w, 0, "");
+  expect_watch(&w, 1, "11");
+  assert_true(kcm_informer_synced(&w.inf));
+  assert_int_equal(kcm_informer_len(&w.inf), 2);
+  assert_int_equal(kcm_informer_get(&w.inf, "default", "a")->rv, 11);
+  assert_int_equal(kcm_informer_get(&w.inf, "default", "b")->rv, 9);
+  assert_null(kcm_informer_get(&w.inf, "default", "c"));
+  assert_int_equal(w.inf.stats.streams, 1);
+  assert_int_equal(w.inf.stats.lists, 0);
+  assert_int_equal(w.inf.stats.fallbacks, 0);
+  wire_stop(&w);
+}
+
+/* A server that refuses the stream (its WatchList gate off) is listed at
+ * once; so is one whose stream ends at once with nothing in it. */
+static void refused_stream_falls_back_to_a_list(void **state) {
+  static const struct peer_answer refused[] = {
+      {UNPROCESSABLE, "{\"kind\":\"Status\",\"code\":422,\"reason\":\"Invalid\",\"message\":"
+                      "\"sendInitialEvents is forbidden for watch unless the WatchList feature "
+                      "gate is enabled\"}"},
+      {OK_JSON, "{\"metadata\":{\"resourceVersion\":\"10\"},\"items\":[]}"},
+      {OK_JSON, ""},
+  };
+  static const struct peer_answer empty[] = {
+      {OK_JSON, ""},
+      {OK_JSON, "{\"metadata\":{\"resourceVersion\":\"10\"},\"items\":[]}"},
+      {OK_JSON, ""},
+  };
+  const struct peer_answer *cases[] = {refused, empty};
+  size_t i;
+  for (i = 0; i < 2; i++) {
+    struct wire w;
+    wire_answer_all_with(&w, cases[i], NULL, 3, "default", WIRE_STREAM);
+    expect_streamed(&w, 0, "");
+    expect_param(&w, 1, "watch", NULL);
+    expect_param(&w, 1, "resourceVersion", "0");
+    expect_watch(&w, 2, "10");
+    assert_true(kcm_informer_synced(&w.inf));
+    assert_int_equal(w.inf.stats.fallbacks, 1);
+    wire_stop(&w);
+  }
+}
+
+/* A stream cut before its bookmark is dropped and streamed again. */
+static void cut_stream_is_streamed_again(void **state) {
+  static const struct peer_answer answers[] = {
+      {OK_JSON, EV("ADDED", "a", "5")},
+      {OK_JSON, EV("ADDED", "b", "7") END_MARK("10")},
+      {OK_JSON, ""},
+  };
+  struct wire w;
+  wire_answer_all_with(&w, answers, NULL, 3, "default", WIRE_STREAM);
+  expect_streamed(&w, 0, "");
+  expect_streamed(&w, 1, "");
+  expect_watch(&w, 2, "10");
+  assert_null(kcm_informer_get(&w.inf, "default", "a"));
+  assert_non_null(kcm_informer_get(&w.inf, "default", "b"));
+  assert_int_equal(w.inf.stats.fallbacks, 0);
+  wire_stop(&w);
+}
+
+/* A watch that expires streams again from the last version; a stream that
+ * expires too streams from "", the newest state; 429 waits and streams
+ * again. */
+static void expired_stream_streams_the_newest(void **state) {
+  static const struct peer_answer answers[] = {
+      {OK_JSON, EV("ADDED", "a", "5") END_MARK("10")},
+      {GONE, GONE_BODY}, /* the watch at 10 */
+      {GONE, GONE_BODY}, /* the stream at 10 */
+      {"HTTP/1.1 429 Too Many Requests\r\nRetry-After: 0\r\nContent-Type: application/json",
+       "{\"kind\":\"Status\",\"code\":429}"},
+      {OK_JSON, EV("ADDED", "b", "15") END_MARK("20")},
+      {OK_JSON, ""},
+  };
+  struct wire w;
+  wire_answer_all_with(&w, answers, NULL, 6, "default", WIRE_STREAM);
+  expect_streamed(&w, 0, "");
+  expect_watch(&w, 1, "10");
+  expect_streamed(&w, 2, "10");
+  expect_streamed(&w, 3, "");
+  expect_streamed(&w, 4, "");
+  expect_watch(&w, 5, "20");
+  assert_null(kcm_informer_get(&w.inf, "default", "a"));
+  assert_non_null(kcm_informer_get(&w.inf, "default", "b"));
+  assert_int_equal(w.inf.stats.relists, 1);
+  assert_int_equal(w.inf.stats.fallbacks, 0);
+  wire_stop(&w);
+}
+
+/* A protobuf watch event: WatchEvent{type, RawExtension{envelope{Pod}}}
+ * framed by its length; the pod's ObjectMeta holds name (1), namespace
+ * (3), uid (5), resourceVersion (6) and, when end, the annotation that
+ * ends a stream's initial events (12). */
+static void pb_event(struct kcm_buf *frames, const char *type, const char *name, const char *rv,
+                     bool end) {
+  struct kcm_buf meta = KCM_BUF_INIT(1 << 20), pod = KCM_BUF_INIT(1 << 20),
+                 env = KCM_BUF_INIT(1 << 20), ev = KCM_BUF_INIT(1 << 20),
+                 part = KCM_BUF_INIT(1 << 20);
+  uint8_t len[4];
+  if (name) {
+    pbw_str(&meta, 1, name);
+    pbw_str(&meta, 3, "default");
+    pbw_str(&meta, 5, "6f3c1f0e-1d2a-4b5c-8d9e-0a1b2c3d4e51");
+  }
+  pbw_str(&meta, 6, rv);
+  if (end) {
+    pbw_str(&part, 1, "k8s.io/initial-events-end");
+    pbw_str(&part, 2, "true");
+    pbw_msg(&meta, 12, &part);
+  }
+  pbw_msg(&pod, 1, &meta);
+  kcm_buf_reset(&part);
+  pbw_str(&part, 1, "v1");
+  pbw_str(&part, 2, "Pod");
+  kcm_buf_append(&env, KCM_PB_MAGIC, KCM_PB_MAGIC_LEN);
+  pbw_msg(&env, 1, &part);
+  pbw_msg(&env, 2, &pod);
+  kcm_buf_reset(&part);
+  pbw_msg(&part, 1, &env);
+  pbw_str(&ev, 1, type);
+  pbw_msg(&ev, 2, &part);
+  len[0] = len[1] = 0;
+  len[2] = (uint8_t)(ev.len >> 8);
+  len[3] = (uint8_t)ev.len;
+  kcm_buf_append(frames, len, 4);
+  kcm_buf_append(frames, ev.data, ev.len);
+  kcm_buf_release(&meta);
+  kcm_buf_release(&pod);
+  kcm_buf_release(&env);
+  kcm_buf_release(&ev);
+  kcm_buf_release(&part);
+}
+
+/* In protobuf, the bookmark's annotation ends the initial events too; a
+ * bookmark without it does not. */
+static void streamed_list_in_protobuf(void **state) {
+  struct kcm_buf frames = KCM_BUF_INIT(1 << 20);
+  struct peer_answer answers[2] = {{PB_WATCH, NULL}, {OK_JSON, ""}};
+  size_t lengths[2] = {0, 0};
+  struct wire w;
+  pb_event(&frames, "ADDED", "a", "5", false);
+  pb_event(&frames, "BOOKMARK", NULL, "8", false);
+  pb_event(&frames, "ADDED", "b", "7", false);
+  pb_event(&frames, "BOOKMARK", NULL, "10", true);
+  answers[0].body = frames.data;
+  lengths[0] = frames.len;
+  wire_answer_all_with(&w, answers, lengths, 2, "default", WIRE_PROTOBUF | WIRE_STREAM);
+  assert_true(asks_for_protobuf(&w, 0));
+  expect_streamed(&w, 0, "");
+  expect_watch(&w, 1, "10");
+  assert_int_equal(kcm_informer_len(&w.inf), 2);
+  assert_int_equal(w.inf.stats.decode_errors, 0);
+  assert_int_equal(w.inf.stats.fallbacks, 0);
+  wire_stop(&w);
+  kcm_buf_release(&frames);
 }
 
 /* A protobuf list whose metadata is malformed (its version's length runs
@@ -1087,7 +1316,7 @@ static void protobuf_bad_events_are_skipped(void **state) {
   kcm_buf_append(&frames, watch, watch_len);
   answers[1].body = frames.data;
   lengths[1] = frames.len;
-  wire_answer_all_with(&w, answers, lengths, 3, "fixture", true);
+  wire_answer_all_with(&w, answers, lengths, 3, "fixture", WIRE_PROTOBUF);
   assert_int_equal(w.inf.stats.decode_errors, 2);
   assert_int_equal(w.inf.stats.bookmarks, 1);
   assert_string_equal(w.inf.rv, "250");
@@ -1505,6 +1734,9 @@ int main(void) {
   const struct CMUnitTest live[] = {
       cmocka_unit_test(lists_then_watches),
       cmocka_unit_test(lists_then_watches_in_protobuf),
+      cmocka_unit_test(streams_then_watches),
+      cmocka_unit_test(streams_then_watches_in_protobuf),
+      cmocka_unit_test(stream_refused_by_the_local_server),
       cmocka_unit_test(converges_after_dropped_watches),
       cmocka_unit_test(relists_after_history_is_compacted),
       cmocka_unit_test(throttled_list_honours_retry_after),
@@ -1527,6 +1759,11 @@ int main(void) {
       cmocka_unit_test(protobuf_asked_json_answered),
       cmocka_unit_test(protobuf_bad_events_are_skipped),
       cmocka_unit_test(protobuf_expired_watch_relists),
+      cmocka_unit_test(streamed_list_then_the_same_stream),
+      cmocka_unit_test(refused_stream_falls_back_to_a_list),
+      cmocka_unit_test(cut_stream_is_streamed_again),
+      cmocka_unit_test(expired_stream_streams_the_newest),
+      cmocka_unit_test(streamed_list_in_protobuf),
       cmocka_unit_test(protobuf_bad_list_metadata_is_retried),
   };
   int failed = cmocka_run_group_tests_name("framing", framing, NULL, NULL);

@@ -288,6 +288,21 @@ static void foreign_flags_and_names(void **state) {
                    KCM_OPTIONS_RUN);
   assert_string_equal(o.feature_gates, "A=true,B=False");
   assert_string_equal(o.vmodule, "controller*=4");
+  assert_false(o.no_watch_list); /* on by default, as in client-go from 1.35 */
+  assert_string_equal(kcm_options_inert_gates(&o, foreign, sizeof(foreign)), "A=true,B=False");
+  /* WatchListClient acts (its last value counts); the others do not. */
+  assert_int_equal(parse(&o, err, sizeof(err),
+                         "--feature-gates=WatchListClient=true,A=1,WatchListClient=false", NULL),
+                   KCM_OPTIONS_RUN);
+  assert_true(o.no_watch_list);
+  assert_string_equal(kcm_options_inert_gates(&o, foreign, sizeof(foreign)), "A=1");
+  assert_int_equal(parse(&o, err, sizeof(err), "--feature-gates=WatchListClient=F", NULL),
+                   KCM_OPTIONS_RUN);
+  assert_true(o.no_watch_list);
+  assert_string_equal(kcm_options_inert_gates(&o, foreign, sizeof(foreign)), "");
+  assert_int_equal(parse(&o, err, sizeof(err), "--feature-gates=WatchListClientX=false", NULL),
+                   KCM_OPTIONS_RUN);
+  assert_false(o.no_watch_list);
 }
 
 static void version_forms(void **state) {
