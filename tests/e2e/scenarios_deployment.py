@@ -555,6 +555,24 @@ def terminating_replicas(ctx):
               "-p", '[{"op": "remove", "path": "/metadata/finalizers"}]')
 
 
+@scenario("a Deployment of a 253-character name gets ReplicaSets whose names cut it to fit "
+          "their hash")
+def longest_name(ctx):
+    name = "long-" + "n" * 248
+    ctx.apply(deployment(name, 1, labels={"app": "long"}))
+    wait_complete(ctx, name)
+    ctx.k("set", "image", "deployment/" + name, "c=" + IMAGE2)
+    d, rses = wait_complete(ctx, name, rev=2)
+    assert len(rses) == 2, summary(d, rses)
+    for rs in rses:
+        h = rs["metadata"]["labels"][HASH]
+        assert rs["metadata"]["name"] == name[:253 - 1 - len(h)] + "-" + h, \
+            rs["metadata"]["name"]
+    pods = active_pods(ctx, "app=long")
+    assert len(pods) == 1 and len(pods[0]["metadata"]["name"]) <= 63, pods
+    assert pods[0]["metadata"]["labels"][HASH] == rses[1]["metadata"]["labels"][HASH]
+
+
 @scenario("a Deployment with 0 replicas has an empty ReplicaSet and is complete")
 def zero_replicas(ctx):
     ctx.apply(deployment("web", 0))
