@@ -74,6 +74,7 @@ struct podspec {
   bool ready;
   int64_t ready_since;  /* seconds before NOW */
   int restarts;
+  int sidecar_restarts; /* of a restartable init container, when not 0 */
   int cost;
   int64_t age;          /* seconds before NOW */
   bool deleting;
@@ -83,7 +84,7 @@ struct podspec {
 
 static struct kcm_pod *make_pod(const struct podspec *s) {
   char json[4096], owner[512] = "", del[128] = "", created[32], readyt[32], cost[128] = "";
-  char uid[40];
+  char uid[40], side[128] = "", side_status[128] = "";
   if (s->owner)
     snprintf(owner, sizeof(owner),
              ",\"ownerReferences\":[{\"apiVersion\":\"apps/v1\",\"kind\":\"ReplicaSet\","
@@ -97,6 +98,13 @@ static struct kcm_pod *make_pod(const struct podspec *s) {
              s->cost);
   iso(NOW_S - (s->age ? s->age : 1000), created, sizeof(created));
   iso(NOW_S - s->ready_since, readyt, sizeof(readyt));
+  if (s->sidecar_restarts) {
+    snprintf(side, sizeof(side),
+             ",\"initContainers\":[{\"name\":\"side\",\"restartPolicy\":\"Always\"}]");
+    snprintf(side_status, sizeof(side_status),
+             ",\"initContainerStatuses\":[{\"name\":\"side\",\"restartCount\":%d}]",
+             s->sidecar_restarts);
+  }
   if (s->uid)
     snprintf(uid, sizeof(uid), "%s", s->uid);
   else
@@ -105,13 +113,14 @@ static struct kcm_pod *make_pod(const struct podspec *s) {
   snprintf(json, sizeof(json),
            "{\"metadata\":{\"name\":\"%s\",\"namespace\":\"%s\",\"uid\":\"%s\","
            "\"resourceVersion\":\"5\",\"creationTimestamp\":\"%s\",\"labels\":%s%s%s%s},"
-           "\"spec\":{\"nodeName\":%s%s%s},\"status\":{\"phase\":\"%s\",\"conditions\":"
+           "\"spec\":{\"nodeName\":%s%s%s%s},\"status\":{\"phase\":\"%s\",\"conditions\":"
            "[{\"type\":\"Ready\",\"status\":\"%s\",\"lastTransitionTime\":\"%s\"}],"
-           "\"containerStatuses\":[{\"name\":\"c\",\"restartCount\":%d}]}}",
+           "\"containerStatuses\":[{\"name\":\"c\",\"restartCount\":%d}]%s}}",
            s->name, s->ns ? s->ns : "ns", uid, created,
            s->labels ? s->labels : "{\"app\":\"web\",\"tier\":\"fe\"}", owner, del, cost,
-           s->node ? "\"" : "", s->node ? s->node : "null", s->node ? "\"" : "",
-           s->phase ? s->phase : "Running", s->ready ? "True" : "False", readyt, s->restarts);
+           s->node ? "\"" : "", s->node ? s->node : "null", s->node ? "\"" : "", side,
+           s->phase ? s->phase : "Running", s->ready ? "True" : "False", readyt, s->restarts,
+           side_status);
   return (struct kcm_pod *)decode(KCM_KIND_POD, json);
 }
 
@@ -263,6 +272,12 @@ static void ranking_rules(void **state) {
       {"more restarts first", {.name = "a", .node = "n1", .ready = true, .ready_since = 50,
                                .restarts = 7},
        {.name = "b", .node = "n1", .ready = true, .ready_since = 50, .restarts = 1}},
+      {"the same restarts: more sidecar restarts first",
+       {.name = "a", .node = "n1", .ready = true, .restarts = 2, .sidecar_restarts = 5},
+       {.name = "b", .node = "n1", .ready = true, .restarts = 2, .sidecar_restarts = 1}},
+      {"regular restarts outweigh sidecar restarts",
+       {.name = "a", .node = "n1", .ready = true, .restarts = 3, .sidecar_restarts = 1},
+       {.name = "b", .node = "n1", .ready = true, .restarts = 1, .sidecar_restarts = 9}},
       {"newer first", {.name = "a", .node = "n1", .age = 10},
        {.name = "b", .node = "n1", .age = 100000}},
       {"same log2 bucket of age: uid decides",
