@@ -392,13 +392,14 @@ DEFAULT_QPS, DEFAULT_BURST = 20, 30  # kcm's and kube-controller-manager's clien
 
 def ready_run(args, sim, workdir, name, extra=()):
     """Start kcm against the loaded server: (seconds to ready, kcm's CPU,
-    the server's CPU, list requests kcm sent, the running Kcm)."""
+    the server's CPU, list requests kcm sent (streamed ones too), the running Kcm)."""
     sim.requests()
     sim_cpu0 = sim.cpu()
     kcm = Kcm(args.kcm, sim, workdir, name, extra)
     ready_s = kcm.wait_ready()
     kcm_cpu, sim_cpu = kcm.cpu(), sim.cpu() - sim_cpu0
-    lists = sum(1 for r in sim.requests() if r["verb"] == "list" and "kcm" in r["userAgent"])
+    lists = sum(1 for r in sim.requests() if "kcm" in r["userAgent"] and (
+        r["verb"] == "list" or "sendInitialEvents=true" in r.get("query", "")))
     return ready_s, kcm_cpu, sim_cpu, lists, kcm
 
 

@@ -9,6 +9,7 @@ import random
 import signal
 import threading
 import time
+import urllib.parse
 from collections import Counter
 
 from harness import Skip, scenario, suite_kcm_stopped, wait_for
@@ -100,9 +101,14 @@ def requests_since(ctx, last):
 
 
 def cache_lists(requests):
-    """kcm's lists of a whole kind (its caches'), by resource; not the list
-    in a namespace that looks a taken pod name up."""
-    return Counter(r["resource"] for r in requests if r["verb"] == "list"
+    """kcm's lists of a whole kind (its caches'), by resource: lists, and
+    watches that stream a list (sendInitialEvents=true); not the list in a
+    namespace that looks a taken pod name up."""
+    def full(r):
+        query = urllib.parse.parse_qs(r.get("query") or "")
+        return r["verb"] == "list" or (r["verb"] == "watch" and
+                                       query.get("sendInitialEvents") == ["true"])
+    return Counter(r["resource"] for r in requests if full(r)
                    and r["userAgent"].startswith("kcm/") and not r["namespace"])
 
 
