@@ -299,7 +299,19 @@ void kcm_api_unref(struct kcm_object *o, struct kcm_intern *pool);
  * annotation arrays; pooled strings not counted). */
 size_t kcm_api_size(const struct kcm_object *o);
 
-const char *kcm_api_kind_name(enum kcm_kind kind); /* "Pod", ... */
+/* A kind as the API serves it: one row each, indexed by enum kcm_kind. */
+struct kcm_api_kind {
+  enum kcm_kind kind;
+  const char *name;    /* "ReplicaSet" */
+  const char *group;   /* "apps"; "" for the core group */
+  const char *version; /* "v1" */
+  const char *plural;  /* "replicasets": the resource */
+  const char *prefix;  /* "/apis/apps/v1": where its paths begin */
+};
+
+/* The row of kind, or NULL for none. */
+const struct kcm_api_kind *kcm_api_kind(enum kcm_kind kind);
+const char *kcm_api_kind_name(enum kcm_kind kind); /* "Pod", ...; "Unknown" for none */
 
 /* Append the n bytes at s to b as a JSON string, quoted and escaped as in
  * canonical JSON. Returns 0, KCM_ETOOBIG or KCM_ENOMEM. */

@@ -294,4 +294,21 @@ char *kcm_client_redact_url(const char *url);
  * "https://:443", "https:///x", "https://[]"). False without "://". */
 bool kcm_client_url_host_empty(const char *url);
 
+/* --- the first contact --------------------------------------------------------------------- */
+
+/* Ask the server its /version until it answers, logging the version once
+ * it does and each failure before (0.8 s apart, doubling to 30 s). The
+ * client is borrowed; server is the address to log. */
+struct kcm_client_reach {
+  struct kcm_client *client;
+  const char *server;
+  uv_timer_t retry;
+  uint64_t backoff_ms;
+};
+
+void kcm_client_reach_start(struct kcm_client_reach *r, uv_loop_t *loop, struct kcm_client *c,
+                            const char *server);
+/* Stop retrying (a request in flight ends with the client). */
+void kcm_client_reach_stop(struct kcm_client_reach *r);
+
 #endif

@@ -23,6 +23,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "kcm/buf.h"
 #include "kcm/client.h"
 
 /* --- the record (pure) -------------------------------------------------------------------- */
@@ -115,6 +116,10 @@ void kcm_leader_release(struct kcm_leader *l);
 /* False when this process leads but has not renewed for lease duration +
  * tolerance: the process is wedged and should be restarted. */
 bool kcm_leader_healthy(const struct kcm_leader *l, uint64_t now_ms, uint64_t tolerance_ms);
+/* The gauge leader_election_master_status of l's Lease, in the text
+ * format; without leader election (l NULL), 1 for a Lease named "kcm". 0
+ * or an error of kcm_metrics. */
+int kcm_leader_metrics(const struct kcm_leader *l, struct kcm_buf *out);
 /* Close the timer and free what it holds (run the loop afterwards). */
 void kcm_leader_close(struct kcm_leader *l);
 

@@ -30,8 +30,7 @@ struct kcm_options {
   int burst;
   bool json_api;         /* --kube-api-content-type=application/json: no protobuf */
   /* controllers */
-  const char *controllers;
-  bool deployment_on, replicaset_on; /* from controllers */
+  const char *controllers;   /* see kcm_options_enables() */
   bool sa_credentials;   /* --use-service-account-credentials */
   uint64_t min_resync_ms;
   int deployment_workers, replicaset_workers;
@@ -82,9 +81,25 @@ enum kcm_options_result {
 enum kcm_options_result kcm_options_parse(struct kcm_options *o, int argc, char **argv,
                                           char *err, size_t err_len);
 
-/* The controllers --controllers names that kcm does not run (upstream's
- * others), comma-separated into buf; "" when none. */
-const char *kcm_options_foreign_controllers(const struct kcm_options *o, char *buf, size_t len);
+/* Parse argv as the program does: --help and --version answered on
+ * stdout (0), a flag error on stderr with the usage (2). Returns -1 to
+ * run, or the exit status. */
+int kcm_options_main(struct kcm_options *o, int argc, char **argv);
+/* A flag error found after parsing, printed as kcm_options_main() prints
+ * one; returns 2, the exit status. */
+int kcm_options_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Warn, once each, of the flags, controllers (foreign_controllers, from
+ * kcm_options_unlisted_controllers()) and feature gates given that kcm
+ * does not act on. */
+void kcm_options_warn(const struct kcm_options *o, const char *foreign_controllers);
+
+/* Whether --controllers turns on a controller known by names (NULL-ended):
+ * one of them named, or "*" with none of them as "-name". */
+bool kcm_options_enables(const struct kcm_options *o, const char *const *names);
+/* The names --controllers turns on that are not among names (NULL-ended),
+ * comma-separated into buf; "" when none. */
+const char *kcm_options_unlisted_controllers(const struct kcm_options *o,
+                                             const char *const *names, char *buf, size_t len);
 /* The feature gates given that have no effect on kcm (all but
  * WatchListClient), comma-separated into buf; "" when none. */
 const char *kcm_options_inert_gates(const struct kcm_options *o, char *buf, size_t len);

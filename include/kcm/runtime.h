@@ -116,6 +116,7 @@ struct kcm_runtime {
   struct kcm_map wrote;        /* key -> the newest version its syncs' writes to
                                   dependents got back, until that cache has it */
   void (*on_stopped)(struct kcm_runtime *rt);
+  void *data;                  /* free for the owner's use (on_stopped) */
   struct {
     uint64_t syncs;
     uint64_t errors;

@@ -13,10 +13,18 @@
 #include "internal.h"
 #include "kcm/error.h"
 
-static const char *const kind_names[KCM_KIND_COUNT] = {"Pod", "ReplicaSet", "Deployment"};
+static const struct kcm_api_kind kinds[KCM_KIND_COUNT] = {
+    {KCM_KIND_POD, "Pod", "", "v1", "pods", "/api/v1"},
+    {KCM_KIND_REPLICASET, "ReplicaSet", "apps", "v1", "replicasets", "/apis/apps/v1"},
+    {KCM_KIND_DEPLOYMENT, "Deployment", "apps", "v1", "deployments", "/apis/apps/v1"},
+};
+
+const struct kcm_api_kind *kcm_api_kind(enum kcm_kind kind) {
+  return kind < KCM_KIND_COUNT ? &kinds[kind] : NULL;
+}
 
 const char *kcm_api_kind_name(enum kcm_kind kind) {
-  return kind < KCM_KIND_COUNT ? kind_names[kind] : "Unknown";
+  return kind < KCM_KIND_COUNT ? kinds[kind].name : "Unknown";
 }
 
 const struct kcm_writers *kcm_api_writers_of(const struct kcm_object *o) {

@@ -26,14 +26,12 @@
 
 int kcm_informer_path(enum kcm_kind kind, const char *ns, const char *name, const char *sub,
                       char *out, size_t cap) {
-  static const char *const prefix[KCM_KIND_COUNT] = {"/api/v1", "/apis/apps/v1",
-                                                     "/apis/apps/v1"};
-  static const char *const plural[KCM_KIND_COUNT] = {"pods", "replicasets", "deployments"};
-  if (kind >= KCM_KIND_COUNT) {
+  const struct kcm_api_kind *k = kcm_api_kind(kind);
+  if (!k) {
     snprintf(out, cap, "no kind %d", (int)kind);
     return KCM_EINVAL;
   }
-  return kcm_client_path(out, cap, prefix[kind], ns, plural[kind], name, sub);
+  return kcm_client_path(out, cap, k->prefix, ns, k->plural, name, sub);
 }
 
 int kcm_informer_collection_path(enum kcm_kind kind, const char *ns, struct kcm_buf *out) {

@@ -187,94 +187,103 @@ static int member_value(struct kcm_items *s, char c, size_t *i) {
   return begin_value(s, c, key_is(s, "metadata") ? V_METADATA : V_SKIP);
 }
 
+/* One byte of a member's key. */
+static void key_char(struct kcm_items *s, char c) {
+  if (s->escaped) {
+    s->escaped = false;
+    s->key_len = sizeof(s->key); /* an escaped key is none kcm reads */
+  } else if (c == '\\') {
+    s->escaped = true;
+  } else if (c == '"') {
+    s->state = ST_COLON;
+  } else if (s->key_len < sizeof(s->key) - 1) {
+    s->key[s->key_len++] = c;
+  } else {
+    s->key_len = sizeof(s->key);
+  }
+}
+
+/* A ',' or the closing bracket after an element or a member. */
+static int separator(struct kcm_items *s, char c) {
+  bool item = s->state == ST_ITEM_END;
+  if (c == ',') {
+    s->state = item ? ST_ITEMS : ST_KEY;
+    s->first = false;
+  } else if (c == (item ? ']' : '}')) {
+    s->state = item ? ST_MEMBER_END : ST_DONE;
+  } else {
+    return fail(s, "the list response is not valid JSON");
+  }
+  return 0;
+}
+
+/* The byte c = p[*i] of the list's own structure (no blank, outside keys
+ * and scanned values): the state moves on, and *i past what was read (a
+ * value begun at *start). Returns 0 or an error. */
+static int structure(struct kcm_items *s, char c, size_t *i, size_t *start) {
+  switch (s->state) {
+  case ST_START:
+    if (c != '{')
+      return fail(s, "the list response is not a JSON object");
+    s->state = ST_KEY;
+    s->first = true;
+    break;
+  case ST_KEY:
+    if (c == '}' && s->first) {
+      s->state = ST_DONE;
+    } else if (c == '"') {
+      s->state = ST_KEY_TEXT;
+      s->key_len = 0;
+      s->escaped = false;
+    } else {
+      return fail(s, "the list response is not valid JSON");
+    }
+    break;
+  case ST_COLON:
+    if (c != ':')
+      return fail(s, "the list response is not valid JSON");
+    s->state = ST_VALUE;
+    break;
+  case ST_VALUE:
+    *start = *i;
+    return member_value(s, c, i);
+  case ST_ITEMS:
+    if (c == ']' && s->first) {
+      s->state = ST_MEMBER_END;
+      break;
+    }
+    *start = *i;
+    return begin_value(s, c, V_ITEM);
+  case ST_ITEM_END:
+  case ST_MEMBER_END:
+    if (separator(s, c))
+      return KCM_EINVAL;
+    break;
+  default: /* ST_DONE */
+    return fail(s, "the list response has text after its end");
+  }
+  (*i)++;
+  return 0;
+}
+
 int kcm_items_feed(struct kcm_items *s, const char *p, size_t n) {
   size_t i = 0, start = 0;
   int rc = 0;
 
   while (i < n && !rc) {
-    char c = p[i];
     if (s->state == ST_SCAN) {
       bool ended = false;
       i = scan(s, p, n, i, &ended);
       if (ended)
         rc = value_done(s, p, start, i);
-      continue;
-    }
-    if (s->state == ST_FAILED)
+    } else if (s->state == ST_FAILED) {
       return KCM_EINVAL;
-    if (s->state == ST_KEY_TEXT) {
-      if (s->escaped) {
-        s->escaped = false;
-        s->key_len = sizeof(s->key); /* an escaped key is none kcm reads */
-      } else if (c == '\\') {
-        s->escaped = true;
-      } else if (c == '"') {
-        s->state = ST_COLON;
-      } else if (s->key_len < sizeof(s->key) - 1) {
-        s->key[s->key_len++] = c;
-      } else {
-        s->key_len = sizeof(s->key);
-      }
+    } else if (s->state == ST_KEY_TEXT) {
+      key_char(s, p[i++]);
+    } else if (blank(p[i])) {
       i++;
-      continue;
-    }
-    if (blank(c)) {
-      i++;
-      continue;
-    }
-    switch (s->state) {
-    case ST_START:
-      if (c != '{')
-        return fail(s, "the list response is not a JSON object");
-      s->state = ST_KEY;
-      s->first = true;
-      i++;
-      break;
-    case ST_KEY:
-      if (c == '}' && s->first) {
-        s->state = ST_DONE;
-      } else if (c == '"') {
-        s->state = ST_KEY_TEXT;
-        s->key_len = 0;
-        s->escaped = false;
-      } else {
-        return fail(s, "the list response is not valid JSON");
-      }
-      i++;
-      break;
-    case ST_COLON:
-      if (c != ':')
-        return fail(s, "the list response is not valid JSON");
-      s->state = ST_VALUE;
-      i++;
-      break;
-    case ST_VALUE:
-      start = i;
-      rc = member_value(s, c, &i);
-      break;
-    case ST_ITEMS:
-      if (c == ']' && s->first) {
-        s->state = ST_MEMBER_END;
-        i++;
-        break;
-      }
-      start = i;
-      rc = begin_value(s, c, V_ITEM);
-      break;
-    case ST_ITEM_END:
-    case ST_MEMBER_END:
-      if (c == ',') {
-        s->state = s->state == ST_ITEM_END ? ST_ITEMS : ST_KEY;
-        s->first = false;
-      } else if (c == (s->state == ST_ITEM_END ? ']' : '}')) {
-        s->state = s->state == ST_ITEM_END ? ST_MEMBER_END : ST_DONE;
-      } else {
-        return fail(s, "the list response is not valid JSON");
-      }
-      i++;
-      break;
-    default: /* ST_DONE */
-      return fail(s, "the list response has text after its end");
+    } else {
+      rc = structure(s, p[i], &i, &start);
     }
   }
   if (s->state == ST_FAILED)

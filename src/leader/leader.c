@@ -12,6 +12,7 @@
 #include "internal.h"
 #include "kcm/error.h"
 #include "kcm/log.h"
+#include "kcm/metrics.h"
 
 #define JITTER 1.2 /* client-go's JitterFactor */
 
@@ -415,4 +416,18 @@ void kcm_leader_close(struct kcm_leader *l) {
   uv_close((uv_handle_t *)&l->timer, NULL);
   json_object_put(l->lease);
   l->lease = NULL;
+}
+
+int kcm_leader_metrics(const struct kcm_leader *l, struct kcm_buf *out) {
+  const char *lease[] = {"name", l ? l->name : "kcm", NULL};
+  char labels[600];
+  int err;
+  if ((err = kcm_metrics_labels(labels, sizeof(labels), lease)) ||
+      (err = kcm_metrics_family(
+           out, "leader_election_master_status", "gauge",
+           "Gauge of if the reporting system is master of the relevant lease, 0 indicates "
+           "backup, 1 indicates master. 'name' is the string used to identify the lease. "
+           "Please make sure to group by name.")))
+    return err;
+  return kcm_metrics_sample(out, "leader_election_master_status", labels, l ? l->leading : 1);
 }

@@ -372,35 +372,35 @@ static void copy_run(char *spec, size_t *n, const char **p, const char *set) {
  * set when it wrote a string or a character, text from outside the format.
  * %n writes nothing anywhere; errno_was is what %m names.
  */
-static const char *convert(struct line *out, const char *fmt, va_list *ap, int errno_was,
-                           bool *data) {
-  const char *p = fmt + 1;
-  char spec[64], length[3] = "";
-  size_t n = 1, k;
+/* The flags, width, precision and length of the conversion at p (just
+ * past its '%'), copied after spec[*n] with each '*' taken from the
+ * arguments, and the length into `length`; returns its letter's place. */
+static const char *read_spec(const char *p, va_list *ap, char *spec, size_t *n,
+                             char length[3]) {
+  size_t k;
   int star;
-  spec[0] = '%';
-  copy_run(spec, &n, &p, "-+ #0'");
+  copy_run(spec, n, &p, "-+ #0'");
   if (*p == '*') {
     star = va_arg(*ap, int);
     if (star < 0) {
-      spec[n++] = '-';
+      spec[(*n)++] = '-';
       star = star == INT_MIN ? 0 : -star;
     }
-    n += (size_t)snprintf(spec + n, 16, "%d", star);
+    *n += (size_t)snprintf(spec + *n, 16, "%d", star);
     p++;
   } else {
-    copy_run(spec, &n, &p, "0123456789");
+    copy_run(spec, n, &p, "0123456789");
   }
   if (*p == '.') {
     p++;
     if (*p == '*') {
       star = va_arg(*ap, int);
       if (star >= 0)
-        n += (size_t)snprintf(spec + n, 16, ".%d", star);
+        *n += (size_t)snprintf(spec + *n, 16, ".%d", star);
       p++;
     } else {
-      spec[n++] = '.';
-      copy_run(spec, &n, &p, "0123456789");
+      spec[(*n)++] = '.';
+      copy_run(spec, n, &p, "0123456789");
     }
   }
   k = strspn(p, "hlLjztq");
@@ -409,74 +409,74 @@ static const char *convert(struct line *out, const char *fmt, va_list *ap, int e
     length[k] = '\0';
     p += k;
   }
-  *data = false;
-  switch (*p) {
-  case '%':
-    put(out, "%", 1);
-    break;
-  case 'd':
-  case 'i':
-  case 'u':
-  case 'o':
-  case 'x':
-  case 'X': {
-    bool sign = *p == 'd' || *p == 'i';
+  return p;
+}
+
+/* A number conversion (c one of "diuoxXfFeEgGaA"). */
+static void put_number(struct line *out, char *spec, size_t n, const char *length, char c,
+                       va_list *ap) {
+  if (strchr("diuoxX", c)) {
+    bool sign = c == 'd' || c == 'i';
     uintmax_t v = int_arg(ap, length, sign);
-    end_spec(spec, n, "j", *p);
+    end_spec(spec, n, "j", c);
     if (sign)
       put_spec(out, spec, (intmax_t)v);
     else
       put_spec(out, spec, v);
-    break;
+    return;
   }
-  case 'f':
-  case 'F':
-  case 'e':
-  case 'E':
-  case 'g':
-  case 'G':
-  case 'a':
-  case 'A':
-    end_spec(spec, n, length, *p);
-    if (!strcmp(length, "L"))
-      put_spec(out, spec, va_arg(*ap, long double));
-    else
-      put_spec(out, spec, va_arg(*ap, double));
-    break;
-  case 'c':
-    *data = true;
-    end_spec(spec, n, length, 'c');
+  end_spec(spec, n, length, c);
+  if (!strcmp(length, "L"))
+    put_spec(out, spec, va_arg(*ap, long double));
+  else
+    put_spec(out, spec, va_arg(*ap, double));
+}
+
+/* A text conversion (c one of "cs"). */
+static void put_text(struct line *out, char *spec, size_t n, const char *length, char c,
+                     va_list *ap) {
+  end_spec(spec, n, length, c);
+  if (c == 'c') {
     if (!strcmp(length, "l"))
       put_spec(out, spec, va_arg(*ap, wint_t));
     else
       put_spec(out, spec, va_arg(*ap, int));
-    break;
-  case 's':
+  } else if (!strcmp(length, "l")) {
+    const wchar_t *w = va_arg(*ap, const wchar_t *);
+    put_spec(out, spec, w ? w : L"(null)");
+  } else {
+    const char *s = va_arg(*ap, const char *);
+    if (n == 1) /* plain %s */
+      put_str(out, s ? s : "(null)");
+    else
+      put_spec(out, spec, s ? s : "(null)");
+  }
+}
+
+static const char *convert(struct line *out, const char *fmt, va_list *ap, int errno_was,
+                           bool *data) {
+  char spec[64], length[3] = "";
+  size_t n = 1;
+  const char *p;
+  spec[0] = '%';
+  p = read_spec(fmt + 1, ap, spec, &n, length);
+  *data = false;
+  if (*p == '%') {
+    put(out, "%", 1);
+  } else if (*p && strchr("diuoxXfFeEgGaA", *p)) {
+    put_number(out, spec, n, length, *p, ap);
+  } else if (*p == 'c' || *p == 's') {
     *data = true;
-    end_spec(spec, n, length, 's');
-    if (!strcmp(length, "l")) {
-      const wchar_t *w = va_arg(*ap, const wchar_t *);
-      put_spec(out, spec, w ? w : L"(null)");
-    } else {
-      const char *s = va_arg(*ap, const char *);
-      if (n == 1) /* plain %s */
-        put_str(out, s ? s : "(null)");
-      else
-        put_spec(out, spec, s ? s : "(null)");
-    }
-    break;
-  case 'p':
+    put_text(out, spec, n, length, *p, ap);
+  } else if (*p == 'p') {
     end_spec(spec, n, "", 'p');
     put_spec(out, spec, va_arg(*ap, void *));
-    break;
-  case 'n':
+  } else if (*p == 'n') {
     (void)va_arg(*ap, void *);
-    break;
-  case 'm':
+  } else if (*p == 'm') {
     *data = true;
     put_str(out, strerror(errno_was));
-    break;
-  default: /* not a conversion: its text as it is */
+  } else { /* not a conversion: its text as it is */
     put(out, fmt, (size_t)(p - fmt));
     return p;
   }

@@ -4,11 +4,14 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kcm/log.h"
 #include "kcm/server.h"
+#include "kcm/version.h"
 
 enum kind {
   STRING,    /* any text */
@@ -527,8 +530,7 @@ static const char *set(const struct flag *f, const char *value, struct kcm_optio
 }
 
 /* kube-controller-manager's controllers, by the names --controllers takes
- * (the older names, then the canonical ones of v1.29 on); kcm runs the
- * first two. */
+ * (the older names, then the canonical ones of v1.29 on). */
 static const char *const upstream_controllers[] = {
     "deployment", "replicaset", "deployment-controller", "replicaset-controller",
     "attachdetach", "bootstrapsigner", "cloud-node-lifecycle", "clusterrole-aggregation",
@@ -571,49 +573,60 @@ static int controller_index(const char *s, size_t n) {
   return -1;
 }
 
-/* --controllers as kube-controller-manager reads it: a name turns a
- * controller on, "-name" off, and "*" every controller not turned off;
- * a name it does not know is an error. */
+/* Whether name[0..n) is one of names (NULL-ended). */
+static bool listed(const char *const *names, const char *name, size_t n) {
+  for (; *names; names++)
+    if (strlen(*names) == n && !strncmp(*names, name, n))
+      return true;
+  return false;
+}
+
+/* --controllers as kube-controller-manager reads it: every name must be
+ * one of upstream's (kcm_options_enables() says what it turns on). */
 static int controllers(struct kcm_options *o, char *err, size_t err_len) {
-  bool named[2] = {false, false}, off[2] = {false, false}, star = false;
   const char *p = o->controllers;
   while (*p) {
     size_t n = strcspn(p, ",");
     bool minus = *p == '-';
     const char *name = p + minus;
     size_t len = n - minus;
-    int i;
-    if (len == 1 && *name == '*' && !minus) {
-      star = true;
-    } else if ((i = controller_index(name, len)) < 0) {
+    if (!(len == 1 && *name == '*' && !minus) && controller_index(name, len) < 0) {
       snprintf(err, err_len,
                "invalid value \"%s\" for flag --controllers: \"%.*s\" is not in the list of "
                "known controllers",
                o->controllers, (int)len, name);
       return -1;
-    } else if (i < 4) {
-      if (minus)
-        off[i % 2] = true;
-      else
-        named[i % 2] = true;
     }
     p += n + (p[n] == ',');
   }
-  o->deployment_on = !off[0] && (named[0] || star);
-  o->replicaset_on = !off[1] && (named[1] || star);
   return 0;
 }
 
-const char *kcm_options_foreign_controllers(const struct kcm_options *o, char *buf, size_t len) {
+bool kcm_options_enables(const struct kcm_options *o, const char *const *names) {
+  const char *p = o->controllers;
+  bool named = false, star = false;
+  while (*p) {
+    size_t n = strcspn(p, ",");
+    if (*p == '-' && listed(names, p + 1, n - 1))
+      return false;
+    if (n == 1 && *p == '*')
+      star = true;
+    else if (listed(names, p, n))
+      named = true;
+    p += n + (p[n] == ',');
+  }
+  return named || star;
+}
+
+const char *kcm_options_unlisted_controllers(const struct kcm_options *o,
+                                             const char *const *names, char *buf, size_t len) {
   const char *p = o->controllers;
   size_t at = 0;
   buf[0] = '\0';
   while (*p) {
     size_t n = strcspn(p, ",");
-    int i = *p == '-' ? -1 : controller_index(p, n);
-    if (i >= 4 && at + n + 2 < len) {
+    if (*p != '-' && !(n == 1 && *p == '*') && !listed(names, p, n) && at + n + 2 < len)
       at += (size_t)snprintf(buf + at, len - at, "%s%.*s", at ? "," : "", (int)n, p);
-    }
     p += n + (p[n] == ',');
   }
   return buf;
@@ -656,95 +669,157 @@ static int foreign_flag(struct kcm_options *o, const char *name, size_t n) {
   return -1;
 }
 
+/* --version's value: KCM_OPTIONS_VERSION, KCM_OPTIONS_RUN for false, or
+ * KCM_OPTIONS_INVALID. */
+static enum kcm_options_result version(struct kcm_options *o, const char *value, char *err,
+                                       size_t err_len) {
+  if (!value || !strcmp(value, "true") || !strcmp(value, "raw")) {
+    o->version_raw = value && !strcmp(value, "raw");
+    return KCM_OPTIONS_VERSION;
+  }
+  if (strcmp(value, "false")) {
+    snprintf(err, err_len, "invalid value \"%s\" for flag --version: must be true, false or raw",
+             value);
+    return KCM_OPTIONS_INVALID;
+  }
+  return KCM_OPTIONS_RUN;
+}
+
+/* argv[*i], and its value when it takes the next argument (*i moved on). */
+static enum kcm_options_result argument(struct kcm_options *o, int argc, char **argv, int *i,
+                                        char *err, size_t err_len) {
+  const char *arg = argv[*i], *name, *value = NULL, *eq, *why;
+  const struct flag *f = NULL;
+  size_t klen, k;
+  int g;
+  if (arg[0] != '-' || !arg[1]) {
+    snprintf(err, err_len, "unexpected argument \"%s\"", arg);
+    return KCM_OPTIONS_INVALID;
+  }
+  name = arg + (arg[1] == '-' ? 2 : 1);
+  eq = strchr(name, '=');
+  klen = eq ? (size_t)(eq - name) : strlen(name);
+  if (eq)
+    value = eq + 1;
+  if ((klen == 1 && *name == 'h') || same_name("help", name, klen))
+    return KCM_OPTIONS_HELP;
+  if (same_name("version", name, klen))
+    return version(o, value, err, err_len);
+  for (k = 0; k < sizeof(flags) / sizeof(flags[0]); k++)
+    if (same_name(flags[k].name, name, klen))
+      f = &flags[k];
+  if (!f && (g = foreign_flag(o, name, klen)) >= 0) {
+    if (!value && !foreign[g].boolean && ++*i >= argc) {
+      snprintf(err, err_len, "flag needs an argument: %s", arg);
+      return KCM_OPTIONS_INVALID;
+    }
+    return KCM_OPTIONS_RUN;
+  }
+  if (!f) {
+    snprintf(err, err_len, "unknown flag: %s", arg);
+    return KCM_OPTIONS_INVALID;
+  }
+  if (!value && f->kind == BOOLEAN) {
+    value = "true";
+  } else if (!value) {
+    if (*i + 1 >= argc) {
+      snprintf(err, err_len, "flag needs an argument: %s", arg);
+      return KCM_OPTIONS_INVALID;
+    }
+    value = argv[++*i];
+  }
+  if ((why = set(f, value, o))) {
+    snprintf(err, err_len, "invalid value \"%s\" for flag %s%s: %s", value,
+             f->name[1] ? "--" : "-", f->name, why);
+    return KCM_OPTIONS_INVALID;
+  }
+  return KCM_OPTIONS_RUN;
+}
+
+/* An empty path is no path, as upstream reads these. */
+static void no_empty_paths(struct kcm_options *o) {
+  const char **paths[] = {&o->tls_cert_file, &o->tls_key_file, &o->client_ca_file,
+                          &o->authn_kubeconfig, &o->authz_kubeconfig};
+  size_t i;
+  for (i = 0; i < sizeof(paths) / sizeof(paths[0]); i++)
+    if (*paths[i] && !**paths[i])
+      *paths[i] = NULL;
+}
+
+/* What no single flag decides. */
+static enum kcm_options_result together(struct kcm_options *o, char *err, size_t err_len) {
+  const char *why = NULL;
+  if (controllers(o, err, err_len))
+    return KCM_OPTIONS_INVALID;
+  no_empty_paths(o);
+  if (o->shadow && o->sa_credentials)
+    why = "--shadow sends no write, so it needs no controller credentials: drop "
+          "--use-service-account-credentials";
+  else if (o->shadow && !o->shadow_window_ms)
+    why = "--shadow-window must be longer than 0";
+  else if (!o->tls_cert_file != !o->tls_key_file)
+    why = "--tls-cert-file and --tls-private-key-file must be given together";
+  if (!why)
+    return KCM_OPTIONS_RUN;
+  snprintf(err, err_len, "%s", why);
+  return KCM_OPTIONS_INVALID;
+}
+
 enum kcm_options_result kcm_options_parse(struct kcm_options *o, int argc, char **argv,
                                           char *err, size_t err_len) {
   int i;
   *o = defaults;
   for (i = 1; i < argc; i++) {
-    const char *arg = argv[i], *name, *value = NULL, *eq, *why;
-    const struct flag *f = NULL;
-    size_t klen, k;
-    int g;
+    enum kcm_options_result r = argument(o, argc, argv, &i, err, err_len);
+    if (r != KCM_OPTIONS_RUN)
+      return r;
+  }
+  return together(o, err, err_len);
+}
 
-    if (arg[0] != '-' || !arg[1]) {
-      snprintf(err, err_len, "unexpected argument \"%s\"", arg);
-      return KCM_OPTIONS_INVALID;
-    }
-    name = arg + (arg[1] == '-' ? 2 : 1);
-    eq = strchr(name, '=');
-    klen = eq ? (size_t)(eq - name) : strlen(name);
-    if (eq)
-      value = eq + 1;
-    if ((klen == 1 && *name == 'h') || same_name("help", name, klen))
-      return KCM_OPTIONS_HELP;
-    if (same_name("version", name, klen)) {
-      if (!value || !strcmp(value, "true") || !strcmp(value, "raw")) {
-        o->version_raw = value && !strcmp(value, "raw");
-        return KCM_OPTIONS_VERSION;
-      }
-      if (strcmp(value, "false")) {
-        snprintf(err, err_len, "invalid value \"%s\" for flag --version: must be true, false "
-                               "or raw", value);
-        return KCM_OPTIONS_INVALID;
-      }
-      continue;
-    }
-    for (k = 0; k < sizeof(flags) / sizeof(flags[0]); k++)
-      if (same_name(flags[k].name, name, klen))
-        f = &flags[k];
-    if (!f && (g = foreign_flag(o, name, klen)) >= 0) {
-      if (!value && !foreign[g].boolean && ++i >= argc) {
-        snprintf(err, err_len, "flag needs an argument: %s", arg);
-        return KCM_OPTIONS_INVALID;
-      }
-      continue;
-    }
-    if (!f) {
-      snprintf(err, err_len, "unknown flag: %s", arg);
-      return KCM_OPTIONS_INVALID;
-    }
-    if (!value && f->kind == BOOLEAN) {
-      value = "true";
-    } else if (!value) {
-      if (i + 1 >= argc) {
-        snprintf(err, err_len, "flag needs an argument: %s", arg);
-        return KCM_OPTIONS_INVALID;
-      }
-      value = argv[++i];
-    }
-    if ((why = set(f, value, o))) {
-      snprintf(err, err_len, "invalid value \"%s\" for flag %s%s: %s", value,
-               f->name[1] ? "--" : "-", f->name, why);
-      return KCM_OPTIONS_INVALID;
-    }
+int kcm_options_fail(const char *fmt, ...) {
+  va_list ap;
+  fprintf(stderr, "kcm: ");
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "\n\n");
+  kcm_options_usage(stderr);
+  return 2;
+}
+
+int kcm_options_main(struct kcm_options *o, int argc, char **argv) {
+  char err[512];
+  switch (kcm_options_parse(o, argc, argv, err, sizeof(err))) {
+  case KCM_OPTIONS_HELP:
+    kcm_options_usage(stdout);
+    return 0;
+  case KCM_OPTIONS_VERSION:
+    kcm_version_print(stdout, o->version_raw);
+    return 0;
+  case KCM_OPTIONS_INVALID:
+    return kcm_options_fail("%s", err);
+  case KCM_OPTIONS_RUN:
+    break;
   }
-  if (controllers(o, err, err_len))
-    return KCM_OPTIONS_INVALID;
-  /* An empty path is no path, as upstream reads these. */
-  if (o->tls_cert_file && !*o->tls_cert_file)
-    o->tls_cert_file = NULL;
-  if (o->tls_key_file && !*o->tls_key_file)
-    o->tls_key_file = NULL;
-  if (o->client_ca_file && !*o->client_ca_file)
-    o->client_ca_file = NULL;
-  if (o->authn_kubeconfig && !*o->authn_kubeconfig)
-    o->authn_kubeconfig = NULL;
-  if (o->authz_kubeconfig && !*o->authz_kubeconfig)
-    o->authz_kubeconfig = NULL;
-  if (o->shadow && o->sa_credentials) {
-    snprintf(err, err_len, "--shadow sends no write, so it needs no controller credentials: "
-                           "drop --use-service-account-credentials");
-    return KCM_OPTIONS_INVALID;
-  }
-  if (o->shadow && !o->shadow_window_ms) {
-    snprintf(err, err_len, "--shadow-window must be longer than 0");
-    return KCM_OPTIONS_INVALID;
-  }
-  if (!o->tls_cert_file != !o->tls_key_file) {
-    snprintf(err, err_len, "--tls-cert-file and --tls-private-key-file must be given together");
-    return KCM_OPTIONS_INVALID;
-  }
-  return KCM_OPTIONS_RUN;
+  return -1;
+}
+
+void kcm_options_warn(const struct kcm_options *o, const char *foreign_controllers) {
+  char list[4096], gates[1024];
+  size_t i, at = 0;
+  for (i = 0; i < o->nignored && at < sizeof(list); i++)
+    at += (size_t)snprintf(list + at, sizeof(list) - at, "%s--%s", i ? "," : "", o->ignored[i]);
+  if (o->nignored)
+    kcm_warn("ignoring kube-controller-manager flags of controllers and features kcm does not "
+             "have flags=\"%s\"",
+             list);
+  if (*foreign_controllers)
+    kcm_warn("kcm runs only the deployment and replicaset controllers; the others named in "
+             "--controllers are kube-controller-manager's controllers=\"%s\"",
+             foreign_controllers);
+  if (*kcm_options_inert_gates(o, gates, sizeof(gates)))
+    kcm_warn("feature gates have no effect on kcm's controllers featureGates=\"%s\"", gates);
 }
 
 const char *kcm_options_local_address(const char *addr, char *buf, size_t len) {

@@ -14,6 +14,12 @@
 
 #include "kcm/options.h"
 
+/* The names of kcm's two controllers, as their table rows give them. */
+static const char *const DC[] = {"deployment", "deployment-controller", NULL};
+static const char *const RS[] = {"replicaset", "replicaset-controller", NULL};
+static const char *const OURS[] = {"deployment", "deployment-controller", "replicaset",
+                                   "replicaset-controller", NULL};
+
 static enum kcm_options_result parse(struct kcm_options *o, char *err, size_t len, ...) {
   static char name[] = "kcm";
   char *argv[32] = {name};
@@ -54,7 +60,7 @@ static void defaults_are_kube_controller_managers(void **state) {
   assert_int_equal(o.status_interval_ms, 1000);
   assert_int_equal(o.deployment_interval_ms, 1000);
   assert_int_equal(o.deployment_status_interval_ms, 1000);
-  assert_true(o.deployment_on && o.replicaset_on);
+  assert_true(kcm_options_enables(&o, DC) && kcm_options_enables(&o, RS));
   assert_int_equal(o.verbosity, 0);
   assert_false(o.json_logs);
   assert_false(o.json_api); /* protobuf, as kube-controller-manager */
@@ -89,8 +95,8 @@ static void values_of_every_kind(void **state) {
   assert_true(o.qps == 0.5);
   assert_int_equal(o.verbosity, 4);
   assert_true(o.json_logs);
-  assert_false(o.deployment_on);
-  assert_true(o.replicaset_on);
+  assert_false(kcm_options_enables(&o, DC));
+  assert_true(kcm_options_enables(&o, RS));
   assert_string_equal(o.health_address, ":8081");
   assert_true(o.json_api);
   assert_int_equal(o.deployment_interval_ms, 0);
@@ -247,11 +253,11 @@ static void kubeadms_arguments_run_unchanged(void **state) {
   for (i = 0; i < sizeof(args) / sizeof(args[0]); i++)
     assert_non_null(argv[i + 1] = strdup(args[i]));
   assert_int_equal(kcm_options_parse(&o, (int)i + 1, argv, err, sizeof(err)), KCM_OPTIONS_RUN);
-  assert_true(o.deployment_on && o.replicaset_on && o.sa_credentials);
+  assert_true(kcm_options_enables(&o, DC) && kcm_options_enables(&o, RS) && o.sa_credentials);
   assert_string_equal(o.bind_address, "127.0.0.1");
   assert_string_equal(o.client_ca_file, "/etc/kubernetes/pki/ca.crt");
   assert_string_equal(o.authn_kubeconfig, "/etc/kubernetes/controller-manager.conf");
-  assert_string_equal(kcm_options_foreign_controllers(&o, foreign, sizeof(foreign)),
+  assert_string_equal(kcm_options_unlisted_controllers(&o, OURS, foreign, sizeof(foreign)),
                       "bootstrapsigner,tokencleaner");
   assert_int_equal(o.nignored, sizeof(ignored) / sizeof(ignored[0]));
   for (i = 0; i < o.nignored; i++)
@@ -277,12 +283,12 @@ static void foreign_flags_and_names(void **state) {
   /* The canonical names of v1.29 on, and their negations. */
   assert_int_equal(parse(&o, err, sizeof(err), "--controllers=deployment-controller,job", NULL),
                    KCM_OPTIONS_RUN);
-  assert_true(o.deployment_on && !o.replicaset_on);
-  assert_string_equal(kcm_options_foreign_controllers(&o, foreign, sizeof(foreign)), "job");
+  assert_true(kcm_options_enables(&o, DC) && !kcm_options_enables(&o, RS));
+  assert_string_equal(kcm_options_unlisted_controllers(&o, OURS, foreign, sizeof(foreign)), "job");
   assert_int_equal(parse(&o, err, sizeof(err), "--controllers=*,-replicaset-controller", NULL),
                    KCM_OPTIONS_RUN);
-  assert_true(o.deployment_on && !o.replicaset_on);
-  assert_string_equal(kcm_options_foreign_controllers(&o, foreign, sizeof(foreign)), "");
+  assert_true(kcm_options_enables(&o, DC) && !kcm_options_enables(&o, RS));
+  assert_string_equal(kcm_options_unlisted_controllers(&o, OURS, foreign, sizeof(foreign)), "");
   assert_int_equal(parse(&o, err, sizeof(err), "--feature-gates=A=true,B=False",
                          "--leader-elect-resource-lock=leases", "--vmodule=controller*=4", NULL),
                    KCM_OPTIONS_RUN);

@@ -1,0 +1,136 @@
+/*
+ * controllers — the table of kcm's controllers, and the set of them that
+ * one process runs.
+ *
+ * A row of the table (struct kcm_controllers_row) holds what the rest of
+ * kcm needs of a controller: the names --controllers takes, the kinds it
+ * caches, whom it writes as, its conflict area, and the functions that
+ * build, expose and free it. Adding a controller is its own directory
+ * plus one row in src/controllers/table/table.c.
+ *
+ * The set (struct kcm_controllers) holds, for each row --controllers
+ * enables, the controller, its writer, its shadow (--shadow) and its
+ * token (--use-service-account-credentials), and does to every enabled
+ * controller what main asks: start, stop, render metrics. Everything runs
+ * on the loop's thread.
+ */
+#ifndef KCM_CONTROLLERS_H
+#define KCM_CONTROLLERS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "kcm/buf.h"
+#include "kcm/client.h"
+#include "kcm/conflict.h"
+#include "kcm/informer.h"
+#include "kcm/intern.h"
+#include "kcm/options.h"
+#include "kcm/pacer.h"
+#include "kcm/runtime.h"
+#include "kcm/satoken.h"
+#include "kcm/shadow.h"
+#include "kcm/writer.h"
+
+/* What a controller is built from. Borrowed: all of it outlives the
+ * controller. */
+struct kcm_controllers_env {
+  uv_loop_t *loop;
+  struct kcm_writer *writer;       /* its own */
+  struct kcm_informer *informers;  /* by enum kcm_kind; those of the row's kinds are set up */
+  struct kcm_intern *pool;
+  const struct kcm_options *opt;
+};
+
+#define KCM_CONTROLLERS_PACERS 2 /* pacers a controller may expose */
+
+struct kcm_controllers_row {
+  const char *name;          /* "deployment": logs, metrics, its queue */
+  enum kcm_kind kind;        /* of its keys: the objects whose status it writes */
+  enum kcm_kind dependents;  /* of what its syncs create and own */
+  const char *const *names;  /* what --controllers takes for it, NULL-ended */
+  const char *account;       /* "deployment-controller": its User-Agent, and the
+                                service account it may write as */
+  unsigned limiter;          /* the client's rate limiter it draws from */
+  unsigned kinds;            /* 1 << enum kcm_kind of every cache it reads */
+  enum kcm_conflict_area area;
+  size_t size;               /* of the controller */
+  /* Build the controller in c (size bytes, zeroed) and register with the
+   * informers. Returns 0 or an error of kcm_error. */
+  int (*init)(void *c, const struct kcm_controllers_env *env);
+  struct kcm_runtime *(*runtime)(void *c);
+  /* Its pacers and their names (at most KCM_CONTROLLERS_PACERS); returns
+   * how many. */
+  size_t (*pacers)(const void *c, const struct kcm_pacer **p, const char **names);
+  void (*release)(void *c);
+};
+
+#define KCM_CONTROLLERS 2
+extern const struct kcm_controllers_row kcm_controllers_table[KCM_CONTROLLERS];
+
+/* One row's controller, when enabled. */
+struct kcm_controllers_one {
+  const struct kcm_controllers_row *row;
+  void *c;                  /* owned; NULL: not enabled */
+  struct kcm_runtime *rt;   /* in c */
+  struct kcm_writer writer;
+  struct kcm_shadow shadow; /* --shadow */
+  struct kcm_satoken token; /* --use-service-account-credentials */
+  bool has_token;
+};
+
+struct kcm_controllers {
+  struct kcm_controllers_one one[KCM_CONTROLLERS]; /* in table order */
+  const struct kcm_options *opt; /* borrowed */
+  struct kcm_informer *informers; /* borrowed, by enum kcm_kind */
+  unsigned kinds;           /* 1 << enum kcm_kind of every cache an enabled one reads */
+  size_t enabled;
+  size_t running;           /* started and not yet stopped */
+  int tokens_wanted, tokens_ready;
+  bool tokens_started;
+  void (*on_token)(void *data);   /* a token came */
+  void (*on_stopped)(void *data); /* the last running controller stopped */
+  void *data;
+};
+
+/* The rows --controllers enables and the caches they need (no I/O). */
+void kcm_controllers_choose(struct kcm_controllers *s, const struct kcm_options *opt);
+/* The names in --controllers that no row takes (kube-controller-manager's
+ * other controllers), comma-separated in buf; returns buf. */
+const char *kcm_controllers_foreign(const struct kcm_options *opt, char *buf, size_t len);
+
+/* Build every enabled controller: its writer on the client (a dry one
+ * with --shadow), its token, the controller itself. informers is indexed
+ * by enum kcm_kind. Logs and returns an error of kcm_error. */
+int kcm_controllers_init(struct kcm_controllers *s, uv_loop_t *loop, struct kcm_client *client,
+                         struct kcm_informer *informers, struct kcm_intern *pool);
+/* Point the guard at each area's controller (NULL for one not enabled)
+ * and at the caches of the areas' kinds. 0 or KCM_ENOMEM. */
+int kcm_controllers_guard(struct kcm_controllers *s, struct kcm_conflict_guard *g);
+/* With --use-service-account-credentials, ask for the tokens (once): false
+ * until every one has come (on_token runs as each does). */
+bool kcm_controllers_tokens_ready(struct kcm_controllers *s);
+/* Start taking keys, each enabled controller in table order. */
+void kcm_controllers_run(struct kcm_controllers *s);
+/* Stop taking keys; on_stopped runs once every one's syncs are over.
+ * Returns how many are still running (0: on_stopped will not run). */
+size_t kcm_controllers_stop(struct kcm_controllers *s);
+/* Stop asking for tokens (a request in flight ends with the client). */
+void kcm_controllers_stop_tokens(struct kcm_controllers *s);
+/* Events queued or in flight, all controllers together. */
+size_t kcm_controllers_events_pending(const struct kcm_controllers *s);
+/* The controllers' work queue, event and pacer metric families, and
+ * "<name>_controller_stale_sync_skips_total" of each (upstream's name for
+ * the ReplicaSet controller's counter since 1.36, the same for the
+ * others). */
+void kcm_controllers_metrics(const struct kcm_controllers *s, uint64_t now_ms,
+                             struct kcm_buf *out);
+/* --shadow: the shadows' metric families and the /debug/shadow report. */
+int kcm_controllers_shadow_metrics(struct kcm_controllers *s, struct kcm_buf *out);
+int kcm_controllers_shadow_report(struct kcm_controllers *s, struct kcm_buf *out);
+/* Free the controllers, their shadows and tokens (the loop stopped). */
+void kcm_controllers_release(struct kcm_controllers *s);
+
+#endif

@@ -1,0 +1,58 @@
+/* The first contact with the API server: /version until it answers. */
+#include <json-c/json.h>
+
+#include "kcm/client.h"
+#include "kcm/error.h"
+#include "kcm/log.h"
+
+#define FIRST_BACKOFF_MS 800
+#define MAX_BACKOFF_MS 30000
+
+static void ask(struct kcm_client_reach *r);
+
+static void on_retry(uv_timer_t *t) { ask(t->data); }
+
+static void on_version(const struct kcm_client_response *resp, void *data) {
+  struct kcm_client_reach *r = data;
+  struct json_object *obj, *ver;
+  if (resp->err == KCM_ECANCELED)
+    return;
+  if (resp->err) {
+    kcm_error("cannot reach the API server server=\"%s\" err=\"%s: %s\" retryIn=\"%llums\"",
+              r->server, kcm_strerror(resp->err), resp->message,
+              (unsigned long long)r->backoff_ms);
+    uv_timer_start(&r->retry, on_retry, r->backoff_ms, 0);
+    r->backoff_ms = r->backoff_ms * 2 > MAX_BACKOFF_MS ? MAX_BACKOFF_MS : r->backoff_ms * 2;
+    return;
+  }
+  obj = json_tokener_parse(resp->body);
+  kcm_info("connected to the API server server=\"%s\" version=\"%s\"", r->server,
+           obj && json_object_object_get_ex(obj, "gitVersion", &ver)
+               ? json_object_get_string(ver)
+               : "unknown");
+  json_object_put(obj);
+  r->backoff_ms = FIRST_BACKOFF_MS;
+}
+
+static void ask(struct kcm_client_reach *r) {
+  struct kcm_client_request_options o = {
+      .method = "GET", .path = "/version", .timeout_ms = 10000, .done = on_version, .data = r};
+  int err = kcm_client_request(r->client, &o, NULL);
+  if (err)
+    kcm_error("cannot send a request err=\"%s\"", kcm_strerror(err));
+}
+
+void kcm_client_reach_start(struct kcm_client_reach *r, uv_loop_t *loop, struct kcm_client *c,
+                            const char *server) {
+  r->client = c;
+  r->server = server;
+  r->backoff_ms = FIRST_BACKOFF_MS;
+  uv_timer_init(loop, &r->retry);
+  r->retry.data = r;
+  ask(r);
+}
+
+void kcm_client_reach_stop(struct kcm_client_reach *r) {
+  uv_timer_stop(&r->retry);
+  uv_close((uv_handle_t *)&r->retry, NULL);
+}

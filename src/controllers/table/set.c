@@ -1,0 +1,253 @@
+/*
+ * The set of controllers one process runs: each enabled row's
+ * controller, writer, shadow and token, and what is done to all of them.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kcm/controllers.h"
+#include "kcm/error.h"
+#include "kcm/leader.h"
+#include "kcm/log.h"
+
+#define EACH(s, o)                                                                             \
+  for ((o) = (s)->one; (o) < (s)->one + KCM_CONTROLLERS; (o)++)                                \
+    if ((o)->c)
+
+void kcm_controllers_choose(struct kcm_controllers *s, const struct kcm_options *opt) {
+  size_t i;
+  memset(s, 0, sizeof(*s));
+  s->opt = opt;
+  for (i = 0; i < KCM_CONTROLLERS; i++) {
+    s->one[i].row = &kcm_controllers_table[i];
+    if (kcm_options_enables(opt, kcm_controllers_table[i].names)) {
+      s->kinds |= kcm_controllers_table[i].kinds;
+      s->enabled++;
+    }
+  }
+}
+
+const char *kcm_controllers_foreign(const struct kcm_options *opt, char *buf, size_t len) {
+  const char *names[4 * KCM_CONTROLLERS + 1];
+  size_t i, n = 0;
+  const char *const *p;
+  for (i = 0; i < KCM_CONTROLLERS; i++)
+    for (p = kcm_controllers_table[i].names; *p && n < 4 * KCM_CONTROLLERS; p++)
+      names[n++] = *p;
+  names[n] = NULL;
+  return kcm_options_unlisted_controllers(opt, names, buf, len);
+}
+
+static void on_token(struct kcm_satoken *t) {
+  struct kcm_controllers *s = t->data;
+  s->tokens_ready++;
+  if (s->on_token)
+    s->on_token(s->data);
+}
+
+/* The writer of o: dry with --shadow; with --use-service-account-credentials
+ * it sends as the row's service account in kube-system, which has only
+ * upstream's bootstrap role: a token of its own, and the writes the role
+ * grants as update sent as updates. */
+static int setup_writer(struct kcm_controllers *s, struct kcm_controllers_one *o,
+                        uv_loop_t *loop, struct kcm_client *client) {
+  if (s->opt->shadow)
+    kcm_writer_init_dry(&o->writer, client, o->row->limiter, loop);
+  else
+    kcm_writer_init(&o->writer, client, o->row->limiter);
+  o->writer.agent = o->row->account;
+  if (!s->opt->sa_credentials)
+    return 0;
+  if (kcm_satoken_init(&o->token, loop, client, KCM_LEADER_LIMITER, "kube-system",
+                       o->row->account)) {
+    kcm_error("cannot set up a token account=\"%s\"", o->row->account);
+    return KCM_EINVAL;
+  }
+  o->has_token = true;
+  o->token.data = s;
+  s->tokens_wanted++;
+  o->writer.bearer = &o->token.bearer;
+  o->writer.as_update = true;
+  return 0;
+}
+
+int kcm_controllers_init(struct kcm_controllers *s, uv_loop_t *loop, struct kcm_client *client,
+                         struct kcm_informer *informers, struct kcm_intern *pool) {
+  struct kcm_controllers_one *o;
+  int err;
+  s->informers = informers;
+  for (o = s->one; o < s->one + KCM_CONTROLLERS; o++) {
+    struct kcm_controllers_env env = {loop, &o->writer, informers, pool, s->opt};
+    if (!kcm_options_enables(s->opt, o->row->names))
+      continue;
+    if ((err = setup_writer(s, o, loop, client)))
+      return err;
+    if (!(o->c = calloc(1, o->row->size)))
+      err = KCM_ENOMEM;
+    else
+      err = o->row->init(o->c, &env);
+    if (err) {
+      kcm_error("cannot set up a controller name=\"%s\" err=\"%s\"", o->row->name,
+                kcm_strerror(err));
+      return err;
+    }
+    o->rt = o->row->runtime(o->c);
+    o->rt->data = s;
+    if (s->opt->shadow) {
+      kcm_shadow_init(&o->shadow, o->row->name, s->opt->shadow_window_ms);
+      o->rt->shadow = &o->shadow;
+    }
+  }
+  if (s->opt->shadow)
+    kcm_info("shadow mode: the controllers write nothing and take no lease; what they would "
+             "change is reported window=\"%llus\"",
+             (unsigned long long)(s->opt->shadow_window_ms / 1000));
+  return 0;
+}
+
+int kcm_controllers_guard(struct kcm_controllers *s, struct kcm_conflict_guard *g) {
+  struct kcm_informer *watch[KCM_CONFLICT_AREAS] = {NULL};
+  size_t i;
+  for (i = 0; i < KCM_CONTROLLERS; i++) {
+    const struct kcm_controllers_one *o = &s->one[i];
+    enum kcm_kind k = o->row->kind;
+    kcm_conflict_guard_area(g, o->row->area, o->c ? o->rt : NULL);
+    if (s->kinds & (1u << k))
+      watch[o->row->area] = &s->informers[k];
+  }
+  return kcm_conflict_guard_watch(g, watch[KCM_CONFLICT_REPLICASET],
+                                  watch[KCM_CONFLICT_DEPLOYMENT]);
+}
+
+bool kcm_controllers_tokens_ready(struct kcm_controllers *s) {
+  struct kcm_controllers_one *o;
+  if (s->tokens_ready == s->tokens_wanted)
+    return true;
+  if (!s->tokens_started) {
+    s->tokens_started = true;
+    EACH(s, o) {
+      if (o->has_token)
+        kcm_satoken_start(&o->token, on_token);
+    }
+  }
+  return false;
+}
+
+void kcm_controllers_run(struct kcm_controllers *s) {
+  struct kcm_controllers_one *o;
+  EACH(s, o) {
+    kcm_info("starting controller name=\"%s\" workers=%u", o->row->name, o->rt->workers);
+    kcm_runtime_run(o->rt);
+    s->running++;
+  }
+  if (!s->running)
+    kcm_info("no controller is enabled");
+}
+
+static void on_runtime_stopped(struct kcm_runtime *rt) {
+  struct kcm_controllers *s = rt->data;
+  if (--s->running == 0 && s->on_stopped)
+    s->on_stopped(s->data);
+}
+
+size_t kcm_controllers_stop(struct kcm_controllers *s) {
+  struct kcm_controllers_one *o;
+  size_t n = 0;
+  EACH(s, o) {
+    n++;
+  }
+  s->running = n; /* a controller never started still stops */
+  EACH(s, o) {
+    kcm_runtime_stop(o->rt, on_runtime_stopped);
+  }
+  return n;
+}
+
+void kcm_controllers_stop_tokens(struct kcm_controllers *s) {
+  struct kcm_controllers_one *o;
+  EACH(s, o) {
+    if (o->has_token)
+      kcm_satoken_stop(&o->token, NULL);
+  }
+}
+
+size_t kcm_controllers_events_pending(const struct kcm_controllers *s) {
+  const struct kcm_controllers_one *o;
+  size_t n = 0;
+  EACH(s, o) {
+    n += o->rt->events.queued + o->rt->events.sending;
+  }
+  return n;
+}
+
+/* The syncs one controller put off, by the group and resource of its
+ * own kind and of its dependents'. */
+static void stale_metrics(const struct kcm_controllers_one *o, struct kcm_buf *out) {
+  const struct kcm_api_kind *own = kcm_api_kind(o->row->kind);
+  const struct kcm_api_kind *dep = kcm_api_kind(o->row->dependents);
+  char family[96];
+  snprintf(family, sizeof(family), "%s_controller_stale_sync_skips_total", o->row->name);
+  kcm_runtime_stale_metrics(o->rt, family, (const char *const[]){own->group, own->plural},
+                            (const char *const[]){dep->group, dep->plural}, out);
+}
+
+void kcm_controllers_metrics(const struct kcm_controllers *s, uint64_t now_ms,
+                             struct kcm_buf *out) {
+  const struct kcm_workqueue *queues[KCM_CONTROLLERS] = {NULL};
+  const struct kcm_events *events[KCM_CONTROLLERS] = {NULL};
+  const char *names[KCM_CONTROLLERS] = {NULL};
+  const struct kcm_pacer *pacers[KCM_CONTROLLERS * KCM_CONTROLLERS_PACERS];
+  const char *owners[KCM_CONTROLLERS * KCM_CONTROLLERS_PACERS];
+  const char *pacer_names[KCM_CONTROLLERS * KCM_CONTROLLERS_PACERS];
+  const struct kcm_controllers_one *o;
+  size_t n = 0, np = 0, i, k;
+  EACH(s, o) {
+    queues[n] = &o->rt->queue;
+    events[n] = &o->rt->events;
+    names[n++] = o->row->name;
+    k = o->row->pacers(o->c, pacers + np, pacer_names + np);
+    for (i = 0; i < k; i++)
+      owners[np + i] = o->row->name;
+    np += k;
+  }
+  kcm_workqueue_metrics_many(queues, names, n, now_ms, out);
+  kcm_events_metrics(events, names, n, out);
+  kcm_pacer_metrics(pacers, owners, pacer_names, np, out);
+  EACH(s, o) {
+    stale_metrics(o, out);
+  }
+}
+
+/* The shadows of the enabled controllers. */
+static size_t shadows(struct kcm_controllers *s, struct kcm_shadow *out[KCM_CONTROLLERS]) {
+  struct kcm_controllers_one *o;
+  size_t n = 0;
+  EACH(s, o) {
+    out[n++] = &o->shadow;
+  }
+  return n;
+}
+
+int kcm_controllers_shadow_metrics(struct kcm_controllers *s, struct kcm_buf *out) {
+  struct kcm_shadow *sh[KCM_CONTROLLERS];
+  return kcm_shadow_metrics(sh, shadows(s, sh), out);
+}
+
+int kcm_controllers_shadow_report(struct kcm_controllers *s, struct kcm_buf *out) {
+  struct kcm_shadow *sh[KCM_CONTROLLERS];
+  return kcm_shadow_report(sh, shadows(s, sh), out);
+}
+
+void kcm_controllers_release(struct kcm_controllers *s) {
+  struct kcm_controllers_one *o;
+  EACH(s, o) {
+    if (o->has_token)
+      kcm_satoken_release(&o->token);
+    if (s->opt->shadow)
+      kcm_shadow_release(&o->shadow);
+    o->row->release(o->c);
+    free(o->c);
+    o->c = NULL;
+  }
+}

@@ -1,0 +1,141 @@
+/*
+ * Tests for the table of controllers and the set one process runs: every
+ * row whole, every name --controllers takes turning on its row alone, and
+ * a set built from the flags rendering the metrics of what it runs.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kcm/caches.h"
+#include "kcm/controllers.h"
+#include "kcm/leader.h"
+
+/* argv copies: the options borrow from them, so they stay until the next call. */
+static void parse(struct kcm_options *o, const char *a, const char *b) {
+  static char name[] = "kcm", first[128], second[128];
+  char *argv[3] = {name, first, second};
+  char err[256];
+  snprintf(first, sizeof(first), "%s", a);
+  snprintf(second, sizeof(second), "%s", b ? b : "");
+  assert_int_equal(kcm_options_parse(o, b ? 3 : 2, argv, err, sizeof(err)), KCM_OPTIONS_RUN);
+}
+
+static void every_row_is_whole(void **state) {
+  size_t i, j;
+  const char *const *p, *const *q;
+  for (i = 0; i < KCM_CONTROLLERS; i++) {
+    const struct kcm_controllers_row *r = &kcm_controllers_table[i];
+    char account[64];
+    assert_non_null(r->name);
+    assert_string_equal(r->names[0], r->name);
+    snprintf(account, sizeof(account), "%s-controller", r->name);
+    assert_string_equal(r->account, account); /* upstream's User-Agent and account */
+    assert_true(r->kinds & (1u << r->kind));
+    assert_true(r->kinds & (1u << r->dependents));
+    assert_true(r->limiter < KCM_CLIENT_LIMITERS && r->limiter != KCM_LEADER_LIMITER);
+    assert_true(r->size > 0 && r->init && r->runtime && r->pacers && r->release);
+    for (j = 0; j < i; j++) {
+      const struct kcm_controllers_row *o = &kcm_controllers_table[j];
+      assert_true(r->limiter != o->limiter && r->area != o->area && r->kind != o->kind);
+      for (p = r->names; *p; p++)
+        for (q = o->names; *q; q++)
+          assert_string_not_equal(*p, *q);
+    }
+  }
+}
+
+static void each_name_turns_on_its_row_alone(void **state) {
+  struct kcm_options o;
+  struct kcm_controllers s;
+  char flag[96], foreign[64];
+  size_t i, j;
+  const char *const *p;
+  for (i = 0; i < KCM_CONTROLLERS; i++)
+    for (p = kcm_controllers_table[i].names; *p; p++) {
+      snprintf(flag, sizeof(flag), "--controllers=%s", *p);
+      parse(&o, flag, NULL);
+      kcm_controllers_choose(&s, &o);
+      assert_int_equal(s.enabled, 1);
+      assert_int_equal(s.kinds, kcm_controllers_table[i].kinds);
+      assert_string_equal(kcm_controllers_foreign(&o, foreign, sizeof(foreign)), "");
+      /* "*" with this one left out: every other row */
+      snprintf(flag, sizeof(flag), "--controllers=*,-%s", *p);
+      parse(&o, flag, NULL);
+      kcm_controllers_choose(&s, &o);
+      assert_int_equal(s.enabled, KCM_CONTROLLERS - 1);
+      for (j = 0; j < KCM_CONTROLLERS; j++)
+        assert_int_equal(kcm_options_enables(&o, kcm_controllers_table[j].names), j != i);
+    }
+}
+
+static void upstreams_other_controllers_are_foreign(void **state) {
+  struct kcm_options o;
+  struct kcm_controllers s;
+  char foreign[64];
+  parse(&o, "--controllers=deployment,job,-ttl,*,replicaset-controller", NULL);
+  kcm_controllers_choose(&s, &o);
+  assert_int_equal(s.enabled, KCM_CONTROLLERS);
+  assert_string_equal(kcm_controllers_foreign(&o, foreign, sizeof(foreign)), "job");
+  parse(&o, "--controllers=-deployment,-replicaset", NULL);
+  kcm_controllers_choose(&s, &o);
+  assert_int_equal(s.enabled, 0);
+  assert_int_equal(s.kinds, 0);
+}
+
+/* Built on caches with no client (nothing is sent before they start). */
+static void set_renders_what_it_runs(void **state) {
+  const char *flags[][2] = {{"--controllers=replicaset", NULL}, {"--shadow", NULL}};
+  size_t n;
+  for (n = 0; n < 2; n++) {
+    uv_loop_t loop;
+    struct kcm_options o;
+    struct kcm_controllers s;
+    struct kcm_caches c;
+    struct kcm_intern pool;
+    struct kcm_buf out;
+    assert_int_equal(uv_loop_init(&loop), 0);
+    kcm_intern_init(&pool);
+    kcm_buf_init(&out, 1 << 20);
+    parse(&o, flags[n][0], flags[n][1]);
+    kcm_controllers_choose(&s, &o);
+    assert_int_equal(kcm_caches_init(&c, &loop, NULL, &pool, s.kinds, &o), 0);
+    assert_int_equal(kcm_controllers_init(&s, &loop, NULL, c.informers, &pool), 0);
+    kcm_controllers_metrics(&s, 0, &out);
+    assert_non_null(strstr(out.data, "workqueue_depth{name=\"replicaset\"} 0"));
+    assert_non_null(strstr(out.data, "replicaset_controller_stale_sync_skips_total"));
+    assert_true(!strstr(out.data, "name=\"deployment\"") == (n == 0));
+    assert_true(!strstr(out.data, "deployment_controller_stale_sync_skips_total") == (n == 0));
+    if (n == 1) {
+      kcm_buf_reset(&out);
+      assert_int_equal(kcm_controllers_shadow_report(&s, &out), 0);
+      assert_non_null(strstr(out.data, "\"deployment\""));
+      assert_non_null(strstr(out.data, "\"replicaset\""));
+    }
+    assert_int_equal(kcm_controllers_stop(&s), n == 0 ? 1 : KCM_CONTROLLERS);
+    kcm_caches_stop(&c, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_int_equal(s.running, 0);
+    kcm_controllers_release(&s);
+    kcm_caches_release(&c);
+    kcm_buf_release(&out);
+    kcm_intern_release(&pool);
+    assert_int_equal(uv_loop_close(&loop), 0);
+  }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(every_row_is_whole),
+      cmocka_unit_test(each_name_turns_on_its_row_alone),
+      cmocka_unit_test(upstreams_other_controllers_are_foreign),
+      cmocka_unit_test(set_renders_what_it_runs),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
