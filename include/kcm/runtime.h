@@ -110,8 +110,8 @@ struct kcm_runtime {
                                   each sync's writes are judged, a key queued by a
                                   watch event is a change (kcm_shadow_changed) */
   struct kcm_runtime_job *jobs;
-  struct kcm_informer *watched[4]; /* borrowed: the informers whose events it handles */
-  size_t nwatched;
+  struct kcm_informer *watched[KCM_KIND_COUNT]; /* borrowed, by kind: the informers
+                                                  whose events it handles */
   struct kcm_informer *dependents; /* borrowed; see kcm_runtime_follow() */
   struct kcm_map wrote;        /* key -> the newest version its syncs' writes to
                                   dependents got back, until that cache has it */

@@ -148,12 +148,15 @@ static void settle(struct kcm_runtime *rt, struct kcm_runtime_job *j) {
  * while one is down). */
 static uint64_t watching_since(const struct kcm_runtime *rt) {
   uint64_t since = 0;
-  size_t i;
-  for (i = 0; i < rt->nwatched; i++) {
-    if (rt->watched[i]->state != KCM_INFORMER_WATCHING)
+  size_t k;
+  for (k = 0; k < KCM_KIND_COUNT; k++) {
+    const struct kcm_informer *inf = rt->watched[k];
+    if (!inf)
+      continue;
+    if (inf->state != KCM_INFORMER_WATCHING)
       return KCM_SHADOW_BLIND;
-    if (rt->watched[i]->watch_started > since)
-      since = rt->watched[i]->watch_started;
+    if (inf->watch_started > since)
+      since = inf->watch_started;
   }
   return since;
 }
@@ -325,8 +328,8 @@ int kcm_runtime_watch(struct kcm_runtime *rt, struct kcm_informer *inf,
                       const struct kcm_informer_handler *h) {
   struct kcm_informer_handler mine = *h;
   mine.ctx = rt->ctx;
-  if (rt->nwatched < sizeof(rt->watched) / sizeof(rt->watched[0]))
-    rt->watched[rt->nwatched++] = inf;
+  if (inf->opts.kind < KCM_KIND_COUNT)
+    rt->watched[inf->opts.kind] = inf;
   return kcm_informer_add_handler(inf, &mine);
 }
 
