@@ -91,7 +91,6 @@ bool kcm_api_pairs_equal(const struct kcm_pairs *a, const struct kcm_pairs *b);
 /* Set key to a copy of value, keeping the order. Returns 0 or KCM_ENOMEM. */
 int kcm_api_pairs_set(struct kcm_pairs *p, const char *key, const char *value);
 void kcm_api_pairs_remove(struct kcm_pairs *p, const char *key);
-void kcm_api_pairs_sort(struct kcm_pairs *p);
 /* Make a map of `items` (n pairs of owned strings), taking over the array
  * and its strings: sorted by key, and of a key given twice the last pair
  * kept, as a JSON object decodes; n log n comparisons. Returns 0 or
@@ -296,7 +295,8 @@ struct kcm_object *kcm_api_ref(struct kcm_object *o);
 void kcm_api_unref(struct kcm_object *o, struct kcm_intern *pool);
 
 /* Bytes of memory an object holds (struct, strings it owns, label and
- * annotation arrays; pooled strings not counted). */
+ * annotation arrays; pooled strings not counted). An observer: the tests
+ * and benchmarks read it, kcm does not. */
 size_t kcm_api_size(const struct kcm_object *o);
 
 /* A kind as the API serves it: one row each, indexed by enum kcm_kind. */

@@ -32,8 +32,6 @@ int kcm_buf_append_str(struct kcm_buf *b, const char *s);
 int kcm_buf_appendf(struct kcm_buf *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-/* Drop the first n bytes (all of them if n >= len); keeps the memory. */
-void kcm_buf_consume(struct kcm_buf *b, size_t n);
 
 /* Empty the buffer and keep its memory for reuse. */
 void kcm_buf_reset(struct kcm_buf *b);

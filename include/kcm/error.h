@@ -1,15 +1,13 @@
 /*
  * error — the error codes every kcm function returns.
  *
- * Functions return 0 on success or a negative KCM_E* code. Codes for
- * conditions that may pass on retry (conflict, throttling, server or
- * network trouble) are told apart from permanent ones with
- * kcm_error_retryable().
+ * Functions return 0 on success or a negative KCM_E* code. What to do
+ * about one (retry, back off, give up) is the caller's to decide: the
+ * work queue retries a failed sync whatever its code, and the client
+ * resends what may be resent.
  */
 #ifndef KCM_ERROR_H
 #define KCM_ERROR_H
-
-#include <stdbool.h>
 
 enum kcm_error {
   KCM_OK = 0,
@@ -31,8 +29,5 @@ enum kcm_error {
 
 /* A short description of a KCM_E* code. */
 const char *kcm_strerror(int err);
-
-/* True for codes that may succeed if the same request is sent again later. */
-bool kcm_error_retryable(int err);
 
 #endif

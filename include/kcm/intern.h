@@ -31,6 +31,7 @@ const char *kcm_intern_ref(const char *s);
 /* Drop a reference (s may be NULL); the copy is freed with the last one. */
 void kcm_intern_put(struct kcm_intern *p, const char *s);
 
+/* Strings pooled (an observer for the tests and benchmarks). */
 size_t kcm_intern_count(const struct kcm_intern *p);
 
 #endif

@@ -49,7 +49,8 @@ void kcm_tls_free(struct kcm_tls *t);
  * are unusable; the old ones are kept then. */
 int kcm_tls_reload(struct kcm_tls *t, char **err);
 
-/* The served certificate, PEM (static until the next reload). */
+/* The served certificate, PEM (static until the next reload); for the
+ * tests, which verify it as a client would. */
 const char *kcm_tls_cert_pem(const struct kcm_tls *t);
 
 /* --- sessions ------------------------------------------------------------ */

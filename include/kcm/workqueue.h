@@ -107,6 +107,7 @@ void kcm_workqueue_done(struct kcm_workqueue *q, const char *key);
  * calls this; tests with their own clock call it directly). */
 void kcm_workqueue_promote(struct kcm_workqueue *q);
 
+/* Observers for the tests; kcm_workqueue_metrics() renders the same. */
 size_t kcm_workqueue_len(const struct kcm_workqueue *q);
 /* Seconds the longest-running key has been processing (0 if none). */
 double kcm_workqueue_longest_running(struct kcm_workqueue *q);

@@ -10,13 +10,6 @@
 
 #include "kcm/api.h"
 
-/* Decode one object of `kind` from its json-c tree, with the rules of
- * kcm_api_decode_text(). On success *out holds one reference. Returns 0,
- * KCM_EINVAL (err filled in) or KCM_ENOMEM. In tree.c, built into
- * kcm_api_tree, which only the tests, fuzzers and benchmarks link. */
-int kcm_api_decode(enum kcm_kind kind, struct json_object *obj, struct kcm_intern *pool,
-                   struct kcm_object **out, struct kcm_api_error *err);
-
 /* What a decoder says of a name or namespace holding a NUL, which C
  * strings would cut short; kube-apiserver admits none. */
 #define KCM_API_NUL_PROBLEM "must not contain a NUL character"

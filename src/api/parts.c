@@ -18,11 +18,6 @@ static int cmp_pair(const void *a, const void *b) {
   return strcmp(((const struct kcm_pair *)a)->key, ((const struct kcm_pair *)b)->key);
 }
 
-void kcm_api_pairs_sort(struct kcm_pairs *p) {
-  if (p->n > 1)
-    qsort(p->items, p->n, sizeof(*p->items), cmp_pair);
-}
-
 static const char *pair_key(const void *item) { return ((const struct kcm_pair *)item)->key; }
 
 static void drop_pair(void *item, void *ctx) {

@@ -71,16 +71,6 @@ int kcm_buf_appendf(struct kcm_buf *b, const char *fmt, ...) {
   return 0;
 }
 
-void kcm_buf_consume(struct kcm_buf *b, size_t n) {
-  if (n >= b->len) {
-    kcm_buf_reset(b);
-    return;
-  }
-  memmove(b->data, b->data + n, b->len - n);
-  b->len -= n;
-  b->data[b->len] = '\0';
-}
-
 void kcm_buf_reset(struct kcm_buf *b) {
   b->len = 0;
   if (b->data)

@@ -21,16 +21,3 @@ const char *kcm_strerror(int err) {
   }
   return "unknown error";
 }
-
-bool kcm_error_retryable(int err) {
-  switch (err) {
-  case KCM_ECONFLICT:
-  case KCM_ETHROTTLED:
-  case KCM_ESERVER:
-  case KCM_ENETWORK:
-  case KCM_ETIMEOUT:
-    return true;
-  default:
-    return false;
-  }
-}

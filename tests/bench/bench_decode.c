@@ -21,6 +21,7 @@
 
 #include "../../src/informer/framing.h"
 #include "../../src/api/internal.h"
+#include "../oracle/tree.h"
 #include "kcm/api.h"
 #include "kcm/json.h"
 

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "../../src/api/internal.h"
+#include "../oracle/tree.h"
 #include "kcm/api.h"
 #include "kcm/buf.h"
 #include "kcm/intern.h"

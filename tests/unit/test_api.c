@@ -11,6 +11,7 @@
 
 #include "budget.h"
 #include "../../src/api/internal.h"
+#include "../oracle/tree.h"
 #include "kcm/api.h"
 #include "kcm/buf.h"
 #include "kcm/error.h"

@@ -50,17 +50,6 @@ static void growth_keeps_content(void **state) {
   kcm_buf_release(&b);
 }
 
-static void consume_drops_prefix(void **state) {
-  struct kcm_buf b = KCM_BUF_INIT(64);
-  kcm_buf_append_str(&b, "line1\nline2\n");
-  kcm_buf_consume(&b, 6);
-  assert_string_equal(b.data, "line2\n");
-  kcm_buf_consume(&b, 100);
-  assert_int_equal(b.len, 0);
-  assert_string_equal(b.data, "");
-  kcm_buf_release(&b);
-}
-
 static void take_transfers_ownership(void **state) {
   struct kcm_buf b = KCM_BUF_INIT(64);
   char *s;
@@ -105,7 +94,6 @@ int main(void) {
       cmocka_unit_test(append_and_read_back),
       cmocka_unit_test(limit_is_enforced_and_failure_leaves_buffer_unchanged),
       cmocka_unit_test(growth_keeps_content),
-      cmocka_unit_test(consume_drops_prefix),
       cmocka_unit_test(take_transfers_ownership),
       cmocka_unit_test(item_arrays_grow_by_doubling),
   };

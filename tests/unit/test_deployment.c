@@ -17,6 +17,7 @@
 #include "../../src/controllers/deployment/internal.h"
 #include "budget.h"
 #include "../../src/api/internal.h"
+#include "../oracle/tree.h"
 #include "kcm/buf.h"
 #include "kcm/deployment.h"
 #include "kcm/error.h"

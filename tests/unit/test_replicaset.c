@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "../../src/api/internal.h"
+#include "../oracle/tree.h"
 #include "kcm/error.h"
 #include "kcm/replicaset.h"
 

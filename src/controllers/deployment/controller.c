@@ -15,6 +15,7 @@
 #include "kcm/buf.h"
 #include "kcm/deployment.h"
 #include "kcm/error.h"
+#include "kcm/labels.h"
 #include "kcm/log.h"
 #include "kcm/runtime.h"
 

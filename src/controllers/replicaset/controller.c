@@ -13,6 +13,7 @@
 #include "kcm/buf.h"
 #include "kcm/error.h"
 #include "kcm/json.h"
+#include "kcm/labels.h"
 #include "kcm/log.h"
 #include "kcm/replicaset.h"
 #include "kcm/runtime.h"

@@ -12,6 +12,7 @@
 #include "../../api/internal.h"
 #include "kcm/buf.h"
 #include "kcm/error.h"
+#include "kcm/labels.h"
 #include "kcm/replicaset.h"
 
 bool kcm_replicaset_pod_active(const struct kcm_pod *p) {

@@ -8,8 +8,10 @@
 
 #include "kcm/controllers.h"
 #include "kcm/error.h"
+#include "kcm/events.h"
 #include "kcm/leader.h"
 #include "kcm/log.h"
+#include "kcm/workqueue.h"
 
 #define EACH(s, o)                                                                             \
   for ((o) = (s)->one; (o) < (s)->one + KCM_CONTROLLERS; (o)++)                                \

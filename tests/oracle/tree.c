@@ -1,17 +1,17 @@
-/*
- * api tree decoder: kcm_api_decode() reads an object from a json-c tree,
- * with the rules kcm_api_decode_text() applies to text. kcm itself decodes
- * text only; this file is built into kcm_api_tree, which the unit tests,
- * fuzzers and benchmarks link to check the text decoder against it.
- */
+/* The json-c tree decoder the decoders are checked against; see tree.h. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../labels/internal.h"
-#include "internal.h"
+#include "../../src/api/internal.h"
+#include "../../src/labels/internal.h"
+#include "tree.h"
+
+static int cmp_pair(const void *a, const void *b) {
+  return strcmp(((const struct kcm_pair *)a)->key, ((const struct kcm_pair *)b)->key);
+}
 #include "kcm/error.h"
 
 /* --- field access --------------------------------------------------------------- */
@@ -130,7 +130,8 @@ static int decode_pairs(struct kcm_api_dctx *d, struct json_object *obj, const c
     if (!p->key || !p->value)
       return KCM_ENOMEM;
   }
-  kcm_api_pairs_sort(out);
+  if (out->n > 1)
+    qsort(out->items, out->n, sizeof(*out->items), cmp_pair);
   return 0;
 }
 
