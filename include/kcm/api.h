@@ -303,6 +303,7 @@ size_t kcm_api_size(const struct kcm_object *o);
 struct kcm_api_kind {
   enum kcm_kind kind;
   const char *name;    /* "ReplicaSet" */
+  const char *singular; /* "replicaset": the name kubectl and discovery give it */
   const char *group;   /* "apps"; "" for the core group */
   const char *version; /* "v1" */
   const char *plural;  /* "replicasets": the resource */

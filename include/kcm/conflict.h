@@ -25,7 +25,9 @@
  * test's marker) and creates are no evidence.
  *
  * Scope. Writing status needs rights in the object's namespace, so
- * evidence counts where it was seen: an area (one per controller) stands
+ * evidence counts where it was seen. An area is a kind whose status a
+ * controller of kcm's writes (enum kcm_kind: the ReplicaSet controller's
+ * is KCM_KIND_REPLICASET); it stands
  * aside in a namespace from the KCM_CONFLICT_WRITES-th foreign status
  * write there within quiet_s (a one-off write holds nothing), until
  * quiet_s passes without one. It stands aside in every namespace once
@@ -45,12 +47,6 @@
 
 #include "kcm/api.h"
 #include "kcm/map.h"
-
-enum kcm_conflict_area {
-  KCM_CONFLICT_REPLICASET, /* the ReplicaSet controller's writes */
-  KCM_CONFLICT_DEPLOYMENT, /* the Deployment controller's */
-  KCM_CONFLICT_AREAS,
-};
 
 #define KCM_CONFLICT_WRITES 2     /* foreign status writes that hold a namespace */
 #define KCM_CONFLICT_SPACES 4096  /* namespaces tracked per area; evidence beyond is dropped */
@@ -79,10 +75,10 @@ struct kcm_conflict {
   int64_t leading;     /* writes stamped before are history; 0: not leading */
   int64_t quiet_s;     /* a spell ends after this long without a foreign write */
   uint32_t cluster_at; /* held namespaces that hold every namespace; 0: never */
-  unsigned watched;    /* areas whose controller kcm runs (1 << area); others are
+  unsigned watched;    /* areas whose controller kcm runs (1 << kind); others are
                           another's to write (--controllers=replicaset leaves the
                           Deployment controller's writes to kube-controller-manager) */
-  struct kcm_conflict_state area[KCM_CONFLICT_AREAS];
+  struct kcm_conflict_state area[KCM_KIND_COUNT];
 };
 
 /* What one watch event brought. */
@@ -114,14 +110,14 @@ void kcm_conflict_observe(struct kcm_conflict *c, const struct kcm_object *old,
 unsigned kcm_conflict_expire(struct kcm_conflict *c, int64_t now,
                              void (*ended)(void *data, int area, const char *ns), void *data);
 /* Whether area a stands aside in namespace ns (n bytes). */
-bool kcm_conflict_holds(const struct kcm_conflict *c, enum kcm_conflict_area a, const char *ns,
+bool kcm_conflict_holds(const struct kcm_conflict *c, enum kcm_kind a, const char *ns,
                         size_t n);
 
 /* A field manager's class, for events and labels: "kube-controller-manager"
  * for exactly that name, else "other". */
 const char *kcm_conflict_manager_class(const char *manager);
-const char *kcm_conflict_area_name(enum kcm_conflict_area a); /* "replicaset", "deployment" */
-const char *kcm_conflict_area_kind(enum kcm_conflict_area a); /* "ReplicaSet", "Deployment" */
+const char *kcm_conflict_area_name(enum kcm_kind a); /* its controller: "replicaset" */
+const char *kcm_conflict_area_kind(enum kcm_kind a); /* "ReplicaSet" */
 
 /* --- the guard: what kcm does about a conflict ------------------------------------------- */
 
@@ -129,7 +125,7 @@ struct kcm_runtime;
 struct kcm_informer;
 struct kcm_buf;
 
-/* While kcm leads, the guard watches the ReplicaSet and Deployment caches.
+/* While kcm leads, the guard watches the caches of the areas' kinds.
  * When a namespace is held it logs a warning naming the writer and the
  * object, records a Warning event ConflictingController on that object,
  * and, when standing aside, holds back the area's syncs of that namespace
@@ -143,11 +139,15 @@ struct kcm_buf;
 struct kcm_conflict_guard {
   struct kcm_conflict c;
   uv_timer_t timer;
-  struct kcm_runtime *rt[KCM_CONFLICT_AREAS]; /* borrowed; NULL: controller off */
+  struct kcm_runtime *rt[KCM_KIND_COUNT]; /* borrowed, by area; NULL: controller off */
+  struct kcm_conflict_gate {              /* what each area's gate is given */
+    struct kcm_conflict_guard *g;
+    enum kcm_kind area;
+  } gates[KCM_KIND_COUNT];
   char lease_ns[64], lease_name[254];
   bool stand_aside;
-  bool ever[KCM_CONFLICT_AREAS]; /* held everywhere once (its metric stays, at 0) */
-  int64_t (*now)(void);          /* Unix seconds; time() unless a test sets it */
+  bool ever[KCM_KIND_COUNT]; /* held everywhere once (its metric stays, at 0) */
+  int64_t (*now)(void);      /* Unix seconds; time() unless a test sets it */
 };
 
 void kcm_conflict_guard_init(struct kcm_conflict_guard *g, uv_loop_t *loop, const char *own,
@@ -155,11 +155,10 @@ void kcm_conflict_guard_init(struct kcm_conflict_guard *g, uv_loop_t *loop, cons
                              const char *lease_ns, const char *lease_name);
 /* The controller of an area (NULL: off, and that area's writes are left to
  * another); before kcm_conflict_guard_lead(). */
-void kcm_conflict_guard_area(struct kcm_conflict_guard *g, enum kcm_conflict_area a,
+void kcm_conflict_guard_area(struct kcm_conflict_guard *g, enum kcm_kind a,
                              struct kcm_runtime *rt);
-/* Watch the caches (either may be NULL); before they start. 0 or KCM_ENOMEM. */
-int kcm_conflict_guard_watch(struct kcm_conflict_guard *g, struct kcm_informer *replicasets,
-                             struct kcm_informer *deployments);
+/* Watch the cache of an area's kind; before it starts. 0 or KCM_ENOMEM. */
+int kcm_conflict_guard_watch(struct kcm_conflict_guard *g, struct kcm_informer *inf);
 /* kcm leads from now on. */
 void kcm_conflict_guard_lead(struct kcm_conflict_guard *g);
 /* Whether no area stands aside everywhere (the /readyz check). */

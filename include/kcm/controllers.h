@@ -48,14 +48,14 @@ struct kcm_controllers_env {
 
 struct kcm_controllers_row {
   const char *name;          /* "deployment": logs, metrics, its queue */
-  enum kcm_kind kind;        /* of its keys: the objects whose status it writes */
+  enum kcm_kind kind;        /* of its keys: the objects whose status it writes, and
+                                its conflict area */
   enum kcm_kind dependents;  /* of what its syncs create and own */
   const char *const *names;  /* what --controllers takes for it, NULL-ended */
   const char *account;       /* "deployment-controller": its User-Agent, and the
                                 service account it may write as */
   unsigned limiter;          /* the client's rate limiter it draws from */
   unsigned kinds;            /* 1 << enum kcm_kind of every cache it reads */
-  enum kcm_conflict_area area;
   size_t size;               /* of the controller */
   /* Build the controller in c (size bytes, zeroed) and register with the
    * informers. Returns 0 or an error of kcm_error. */

@@ -14,9 +14,11 @@
 #include "kcm/error.h"
 
 static const struct kcm_api_kind kinds[KCM_KIND_COUNT] = {
-    {KCM_KIND_POD, "Pod", "", "v1", "pods", "/api/v1"},
-    {KCM_KIND_REPLICASET, "ReplicaSet", "apps", "v1", "replicasets", "/apis/apps/v1"},
-    {KCM_KIND_DEPLOYMENT, "Deployment", "apps", "v1", "deployments", "/apis/apps/v1"},
+    {KCM_KIND_POD, "Pod", "pod", "", "v1", "pods", "/api/v1"},
+    {KCM_KIND_REPLICASET, "ReplicaSet", "replicaset", "apps", "v1", "replicasets",
+     "/apis/apps/v1"},
+    {KCM_KIND_DEPLOYMENT, "Deployment", "deployment", "apps", "v1", "deployments",
+     "/apis/apps/v1"},
 };
 
 const struct kcm_api_kind *kcm_api_kind(enum kcm_kind kind) {

@@ -36,8 +36,8 @@ void kcm_conflict_init(struct kcm_conflict *c, const char *own, int64_t quiet_s,
   snprintf(c->own, sizeof(c->own), "%s", own);
   c->quiet_s = quiet_s > 0 ? quiet_s : 1;
   c->cluster_at = cluster_at;
-  c->watched = (1u << KCM_CONFLICT_AREAS) - 1;
-  for (a = 0; a < KCM_CONFLICT_AREAS; a++) {
+  c->watched = (1u << KCM_KIND_COUNT) - 1;
+  for (a = 0; a < KCM_KIND_COUNT; a++) {
     kcm_map_init(&c->area[a].spaces, &space_type);
     c->area[a].manager = "";
   }
@@ -58,7 +58,7 @@ static void clear(struct kcm_conflict_state *s) {
 
 void kcm_conflict_release(struct kcm_conflict *c) {
   int a;
-  for (a = 0; a < KCM_CONFLICT_AREAS; a++)
+  for (a = 0; a < KCM_KIND_COUNT; a++)
     clear(&c->area[a]);
 }
 
@@ -122,8 +122,7 @@ static const char *foreign_status_write(const struct kcm_conflict *c,
 void kcm_conflict_observe(struct kcm_conflict *c, const struct kcm_object *old,
                           const struct kcm_object *cur, int64_t now,
                           struct kcm_conflict_change *ch) {
-  enum kcm_conflict_area a =
-      cur->kind == KCM_KIND_REPLICASET ? KCM_CONFLICT_REPLICASET : KCM_CONFLICT_DEPLOYMENT;
+  enum kcm_kind a = cur->kind < KCM_KIND_COUNT ? (enum kcm_kind)cur->kind : KCM_KIND_POD;
   struct kcm_conflict_state *s = &c->area[a];
   struct nskey key = {cur->ns ? cur->ns : "", cur->ns ? strlen(cur->ns) : 0};
   struct kcm_conflict_space *sp;
@@ -180,7 +179,7 @@ unsigned kcm_conflict_expire(struct kcm_conflict *c, int64_t now,
                              void (*ended)(void *data, int area, const char *ns), void *data) {
   unsigned less = 0;
   int a;
-  for (a = 0; a < KCM_CONFLICT_AREAS; a++) {
+  for (a = 0; a < KCM_KIND_COUNT; a++) {
     struct kcm_conflict_state *s = &c->area[a];
     struct kcm_conflict_space *sp, **quiet;
     struct kcm_map_iter it;
@@ -205,7 +204,7 @@ unsigned kcm_conflict_expire(struct kcm_conflict *c, int64_t now,
   return less;
 }
 
-bool kcm_conflict_holds(const struct kcm_conflict *c, enum kcm_conflict_area a, const char *ns,
+bool kcm_conflict_holds(const struct kcm_conflict *c, enum kcm_kind a, const char *ns,
                         size_t n) {
   const struct kcm_conflict_state *s = &c->area[a];
   const struct kcm_conflict_space *sp;
@@ -222,10 +221,8 @@ const char *kcm_conflict_manager_class(const char *manager) {
   return manager && !strcmp(manager, UPSTREAM) ? UPSTREAM : "other";
 }
 
-const char *kcm_conflict_area_name(enum kcm_conflict_area a) {
-  return a == KCM_CONFLICT_REPLICASET ? "replicaset" : "deployment";
+const char *kcm_conflict_area_name(enum kcm_kind a) {
+  return kcm_api_kind(a) ? kcm_api_kind(a)->singular : "unknown";
 }
 
-const char *kcm_conflict_area_kind(enum kcm_conflict_area a) {
-  return a == KCM_CONFLICT_REPLICASET ? "ReplicaSet" : "Deployment";
-}
+const char *kcm_conflict_area_kind(enum kcm_kind a) { return kcm_api_kind_name(a); }

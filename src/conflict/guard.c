@@ -33,29 +33,25 @@ void kcm_conflict_guard_init(struct kcm_conflict_guard *g, uv_loop_t *loop, cons
   g->timer.data = g;
 }
 
-static bool gate_replicasets(void *ctx, const char *ns, size_t n) {
-  return kcm_conflict_holds(&((struct kcm_conflict_guard *)ctx)->c, KCM_CONFLICT_REPLICASET, ns,
-                            n);
+static bool gate(void *ctx, const char *ns, size_t n) {
+  const struct kcm_conflict_gate *gt = ctx;
+  return kcm_conflict_holds(&gt->g->c, gt->area, ns, n);
 }
 
-static bool gate_deployments(void *ctx, const char *ns, size_t n) {
-  return kcm_conflict_holds(&((struct kcm_conflict_guard *)ctx)->c, KCM_CONFLICT_DEPLOYMENT, ns,
-                            n);
-}
-
-void kcm_conflict_guard_area(struct kcm_conflict_guard *g, enum kcm_conflict_area a,
+void kcm_conflict_guard_area(struct kcm_conflict_guard *g, enum kcm_kind a,
                              struct kcm_runtime *rt) {
   g->rt[a] = rt;
+  g->gates[a] = (struct kcm_conflict_gate){g, a};
   if (rt)
     g->c.watched |= 1u << a;
   else
     g->c.watched &= ~(1u << a);
   if (rt && g->stand_aside)
-    kcm_runtime_gate(rt, a == KCM_CONFLICT_REPLICASET ? gate_replicasets : gate_deployments, g);
+    kcm_runtime_gate(rt, gate, &g->gates[a]);
 }
 
 /* A namespace held: a warning, and an event on the object. */
-static void held(struct kcm_conflict_guard *g, enum kcm_conflict_area a,
+static void held(struct kcm_conflict_guard *g, enum kcm_kind a,
                  const struct kcm_conflict_change *ch, const struct kcm_object *o) {
   const char *who = kcm_conflict_manager_class(ch->manager);
   const char *action = g->stand_aside ? "standing aside in its namespace" : "writing on";
@@ -75,7 +71,7 @@ static void held(struct kcm_conflict_guard *g, enum kcm_conflict_area a,
 }
 
 /* Every namespace held: an error, an event on the Lease, and a pause. */
-static void held_everywhere(struct kcm_conflict_guard *g, enum kcm_conflict_area a) {
+static void held_everywhere(struct kcm_conflict_guard *g, enum kcm_kind a) {
   const struct kcm_conflict_state *s = &g->c.area[a];
   struct kcm_event_object lease = {"Lease", "coordination.k8s.io/v1", g->lease_ns,
                                    g->lease_name, {{0}}, 0};
@@ -102,45 +98,40 @@ static void on_updated(void *ctx, struct kcm_object *old, struct kcm_object *cur
   if (ch.area < 0)
     return;
   if (ch.held)
-    held(g, (enum kcm_conflict_area)ch.area, &ch, cur);
+    held(g, (enum kcm_kind)ch.area, &ch, cur);
   if (ch.cluster)
-    held_everywhere(g, (enum kcm_conflict_area)ch.area);
+    held_everywhere(g, (enum kcm_kind)ch.area);
 }
 
 static void on_deleted(void *ctx, struct kcm_object *o, bool unknown) {}
 
-int kcm_conflict_guard_watch(struct kcm_conflict_guard *g, struct kcm_informer *replicasets,
-                             struct kcm_informer *deployments) {
+int kcm_conflict_guard_watch(struct kcm_conflict_guard *g, struct kcm_informer *inf) {
   struct kcm_informer_handler h = {on_added, on_updated, on_deleted, g};
-  if (replicasets && kcm_informer_add_handler(replicasets, &h))
-    return KCM_ENOMEM;
-  if (deployments && kcm_informer_add_handler(deployments, &h))
-    return KCM_ENOMEM;
-  return 0;
+  return kcm_informer_add_handler(inf, &h) ? KCM_ENOMEM : 0;
 }
 
 static void ended(void *data, int a, const char *ns) {
   const struct kcm_conflict_guard *g = data;
   kcm_info("no status write by another controller for a while; kcm's %s controller writes "
            "again namespace=\"%s\" quietSeconds=%lld",
-           kcm_conflict_area_name((enum kcm_conflict_area)a), ns, (long long)g->c.quiet_s);
+           kcm_conflict_area_name((enum kcm_kind)a), ns, (long long)g->c.quiet_s);
 }
 
 static void on_timer(uv_timer_t *t) {
   struct kcm_conflict_guard *g = t->data;
-  bool everywhere[KCM_CONFLICT_AREAS];
+  bool everywhere[KCM_KIND_COUNT];
   unsigned less;
   int a;
-  for (a = 0; a < KCM_CONFLICT_AREAS; a++)
+  for (a = 0; a < KCM_KIND_COUNT; a++)
     everywhere[a] = g->c.area[a].cluster;
   less = kcm_conflict_expire(&g->c, g->now(), ended, g);
-  for (a = 0; a < KCM_CONFLICT_AREAS; a++) {
+  for (a = 0; a < KCM_KIND_COUNT; a++) {
     struct kcm_runtime *rt = g->rt[a];
     if (!(less & (1u << a)) || !rt)
       continue;
     if (everywhere[a] && !g->c.area[a].cluster) {
       kcm_info("kcm's %s controller writes again in every namespace quietSeconds=%lld",
-               kcm_conflict_area_name((enum kcm_conflict_area)a), (long long)g->c.quiet_s);
+               kcm_conflict_area_name((enum kcm_kind)a), (long long)g->c.quiet_s);
       if (rt->paused)
         kcm_runtime_pause(rt, false);
     }
@@ -155,7 +146,7 @@ void kcm_conflict_guard_lead(struct kcm_conflict_guard *g) {
 
 bool kcm_conflict_guard_clear(const struct kcm_conflict_guard *g) {
   int a;
-  for (a = 0; a < KCM_CONFLICT_AREAS; a++)
+  for (a = 0; a < KCM_KIND_COUNT; a++)
     if (g->c.area[a].cluster)
       return false;
   return true;
@@ -170,8 +161,8 @@ int kcm_conflict_guard_metrics(const struct kcm_conflict_guard *g, struct kcm_bu
                          "kind `kind` in enough namespaces that kcm stands aside in every "
                          "namespace, 0 once it stopped (and, with manager empty, before any)."))
     return KCM_ENOMEM;
-  for (a = 0; a < KCM_CONFLICT_AREAS; a++) {
-    const char *pairs[] = {"kind", kcm_conflict_area_kind((enum kcm_conflict_area)a), "manager",
+  for (a = 0; a < KCM_KIND_COUNT; a++) {
+    const char *pairs[] = {"kind", kcm_conflict_area_kind((enum kcm_kind)a), "manager",
                            g->ever[a] ? g->c.area[a].manager : "", NULL};
     if (!g->rt[a] && !g->ever[a])
       continue;
@@ -183,8 +174,8 @@ int kcm_conflict_guard_metrics(const struct kcm_conflict_guard *g, struct kcm_bu
                          "Namespaces in which another controller writes the status of objects "
                          "of kind `kind`, and kcm's controller stands aside."))
     return KCM_ENOMEM;
-  for (a = 0; a < KCM_CONFLICT_AREAS; a++) {
-    const char *pairs[] = {"kind", kcm_conflict_area_kind((enum kcm_conflict_area)a), NULL};
+  for (a = 0; a < KCM_KIND_COUNT; a++) {
+    const char *pairs[] = {"kind", kcm_conflict_area_kind((enum kcm_kind)a), NULL};
     if (!g->rt[a])
       continue;
     if (kcm_metrics_labels(labels, sizeof(labels), pairs) ||

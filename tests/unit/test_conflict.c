@@ -76,32 +76,32 @@ static void the_second_foreign_write_holds_its_namespace(void **state) {
   struct kcm_conflict_change ch;
   lead(&c, 3);
   ch = step(&c, KCM_KIND_REPLICASET, "shop", KCM_1, 2, UPSTREAM_1, 3, LEAD + 100);
-  assert_int_equal(ch.area, KCM_CONFLICT_REPLICASET);
+  assert_int_equal(ch.area, KCM_KIND_REPLICASET);
   assert_string_equal(ch.manager, "kube-controller-manager");
   assert_false(ch.held);
-  assert_false(kcm_conflict_holds(&c, KCM_CONFLICT_REPLICASET, "shop", 4));
+  assert_false(kcm_conflict_holds(&c, KCM_KIND_REPLICASET, "shop", 4));
   ch = step(&c, KCM_KIND_REPLICASET, "shop", UPSTREAM_1 "," KCM_2, 3, UPSTREAM_2 "," KCM_2, 2,
             LEAD + 130);
   assert_true(ch.held);
   assert_false(ch.cluster);
   assert_int_equal(ch.space->writes, 2);
-  assert_true(kcm_conflict_holds(&c, KCM_CONFLICT_REPLICASET, "shop", 4));
-  assert_false(kcm_conflict_holds(&c, KCM_CONFLICT_REPLICASET, "shops", 5));
-  assert_false(kcm_conflict_holds(&c, KCM_CONFLICT_REPLICASET, "sho", 3));
-  assert_false(kcm_conflict_holds(&c, KCM_CONFLICT_DEPLOYMENT, "shop", 4));
-  assert_int_equal(c.area[KCM_CONFLICT_REPLICASET].held, 1);
+  assert_true(kcm_conflict_holds(&c, KCM_KIND_REPLICASET, "shop", 4));
+  assert_false(kcm_conflict_holds(&c, KCM_KIND_REPLICASET, "shops", 5));
+  assert_false(kcm_conflict_holds(&c, KCM_KIND_REPLICASET, "sho", 3));
+  assert_false(kcm_conflict_holds(&c, KCM_KIND_DEPLOYMENT, "shop", 4));
+  assert_int_equal(c.area[KCM_KIND_REPLICASET].held, 1);
   /* a write in the same second as kcm's counts too */
   ch = step(&c, KCM_KIND_REPLICASET, "shop", KCM_1, 2,
             STATUS("kube-controller-manager", "2026-11-20T10:04:00Z") "," KCM_1, 3, LEAD + 131);
-  assert_int_equal(ch.area, KCM_CONFLICT_REPLICASET);
+  assert_int_equal(ch.area, KCM_KIND_REPLICASET);
   assert_int_equal(ch.space->writes, 3);
-  assert_string_equal(c.area[KCM_CONFLICT_REPLICASET].manager, "kube-controller-manager");
+  assert_string_equal(c.area[KCM_KIND_REPLICASET].manager, "kube-controller-manager");
   /* a Deployment's status is the Deployment controller's area */
   ch = step(&c, KCM_KIND_DEPLOYMENT, "shop", KCM_1, 2, STATUS("x", "2026-11-20T10:05:00Z"), 3,
             LEAD + 131);
-  assert_int_equal(ch.area, KCM_CONFLICT_DEPLOYMENT);
+  assert_int_equal(ch.area, KCM_KIND_DEPLOYMENT);
   assert_false(ch.held);
-  assert_string_equal(c.area[KCM_CONFLICT_DEPLOYMENT].manager, "other");
+  assert_string_equal(c.area[KCM_KIND_DEPLOYMENT].manager, "other");
   kcm_conflict_release(&c);
 }
 
@@ -132,7 +132,7 @@ static void terminating_replicas_is_a_count(void **state) {
         kcm_api_decode_text(kind, b, strlen(b), NULL, NULL, &pool, &cur, &err))
       fail_msg("%s: %s %s", kinds[k], err.field, err.problem);
     kcm_conflict_observe(&c, old, cur, LEAD + 100, &ch);
-    assert_int_equal(ch.area, k ? KCM_CONFLICT_DEPLOYMENT : KCM_CONFLICT_REPLICASET);
+    assert_int_equal(ch.area, k ? KCM_KIND_DEPLOYMENT : KCM_KIND_REPLICASET);
     kcm_api_unref(old, &pool);
     kcm_api_unref(cur, &pool);
   }
@@ -198,11 +198,11 @@ static void only_while_leading_and_watched(void **state) {
   assert_int_equal(step(&c, KCM_KIND_REPLICASET, "a", KCM_1, 2, UPSTREAM_1, 3, LEAD + 9).area,
                    -1);
   kcm_conflict_lead(&c, LEAD);
-  c.watched = 1u << KCM_CONFLICT_DEPLOYMENT;
+  c.watched = 1u << KCM_KIND_DEPLOYMENT;
   assert_int_equal(step(&c, KCM_KIND_REPLICASET, "a", KCM_1, 2, UPSTREAM_1, 3, LEAD + 9).area,
                    -1);
   assert_int_equal(step(&c, KCM_KIND_DEPLOYMENT, "a", KCM_1, 2, UPSTREAM_1, 3, LEAD + 9).area,
-                   KCM_CONFLICT_DEPLOYMENT);
+                   KCM_KIND_DEPLOYMENT);
   kcm_conflict_release(&c);
 }
 
@@ -210,7 +210,7 @@ static int ended_calls;
 static char ended_ns[64];
 
 static void on_ended(void *data, int area, const char *ns) {
-  assert_int_equal(area, KCM_CONFLICT_REPLICASET);
+  assert_int_equal(area, KCM_KIND_REPLICASET);
   ended_calls++;
   snprintf(ended_ns, sizeof(ended_ns), "%s", ns);
 }
@@ -231,22 +231,22 @@ static void enough_namespaces_hold_every_namespace(void **state) {
     assert_true(ch.held);
     assert_int_equal(ch.cluster, i == 2);
   }
-  assert_true(kcm_conflict_holds(&c, KCM_CONFLICT_REPLICASET, "elsewhere", 9));
-  assert_false(kcm_conflict_holds(&c, KCM_CONFLICT_DEPLOYMENT, "elsewhere", 9));
+  assert_true(kcm_conflict_holds(&c, KCM_KIND_REPLICASET, "elsewhere", 9));
+  assert_false(kcm_conflict_holds(&c, KCM_KIND_DEPLOYMENT, "elsewhere", 9));
   step(&c, KCM_KIND_REPLICASET, "d", KCM_1, 2, UPSTREAM_1, 3, LEAD + 140); /* one write */
   ended_calls = 0;
   assert_int_equal(kcm_conflict_expire(&c, LEAD + 159, on_ended, NULL), 0);
   assert_int_equal(kcm_conflict_expire(&c, LEAD + 160, on_ended, NULL),
-                   1u << KCM_CONFLICT_REPLICASET);
+                   1u << KCM_KIND_REPLICASET);
   assert_int_equal(ended_calls, 1);
   assert_string_equal(ended_ns, "a");
-  assert_true(c.area[KCM_CONFLICT_REPLICASET].cluster); /* until none is held */
+  assert_true(c.area[KCM_KIND_REPLICASET].cluster); /* until none is held */
   assert_int_equal(kcm_conflict_expire(&c, LEAD + 200, on_ended, NULL),
-                   1u << KCM_CONFLICT_REPLICASET);
+                   1u << KCM_KIND_REPLICASET);
   assert_int_equal(ended_calls, 3);
-  assert_false(c.area[KCM_CONFLICT_REPLICASET].cluster);
-  assert_int_equal(c.area[KCM_CONFLICT_REPLICASET].spaces.len, 0); /* "d" is gone too */
-  assert_false(kcm_conflict_holds(&c, KCM_CONFLICT_REPLICASET, "a", 1));
+  assert_false(c.area[KCM_KIND_REPLICASET].cluster);
+  assert_int_equal(c.area[KCM_KIND_REPLICASET].spaces.len, 0); /* "d" is gone too */
+  assert_false(kcm_conflict_holds(&c, KCM_KIND_REPLICASET, "a", 1));
   /* 0: never every namespace */
   kcm_conflict_release(&c);
   lead(&c, 0);
@@ -256,10 +256,10 @@ static void enough_namespaces_hold_every_namespace(void **state) {
               3, LEAD + 100);
     assert_false(ch.cluster);
   }
-  assert_false(kcm_conflict_holds(&c, KCM_CONFLICT_REPLICASET, "elsewhere", 9));
+  assert_false(kcm_conflict_holds(&c, KCM_KIND_REPLICASET, "elsewhere", 9));
   /* losing the lead clears everything */
   kcm_conflict_lead(&c, 0);
-  assert_false(kcm_conflict_holds(&c, KCM_CONFLICT_REPLICASET, "a", 1));
+  assert_false(kcm_conflict_holds(&c, KCM_KIND_REPLICASET, "a", 1));
   kcm_conflict_release(&c);
 }
 
@@ -274,14 +274,14 @@ static void namespaces_tracked_are_bounded(void **state) {
   for (i = 0; i <= KCM_CONFLICT_SPACES; i++) {
     snprintf(ns, sizeof(ns), "ns-%d", i);
     ch = step(&c, KCM_KIND_REPLICASET, ns, KCM_1, 2, UPSTREAM_1, 3, LEAD + 100);
-    assert_int_equal(ch.area, KCM_CONFLICT_REPLICASET);
+    assert_int_equal(ch.area, KCM_KIND_REPLICASET);
     if (i < KCM_CONFLICT_SPACES)
       assert_non_null(ch.space);
     else
       assert_null(ch.space);
   }
-  assert_int_equal(c.area[KCM_CONFLICT_REPLICASET].spaces.len, KCM_CONFLICT_SPACES);
-  assert_int_equal(c.area[KCM_CONFLICT_REPLICASET].dropped, 1);
+  assert_int_equal(c.area[KCM_KIND_REPLICASET].spaces.len, KCM_CONFLICT_SPACES);
+  assert_int_equal(c.area[KCM_KIND_REPLICASET].dropped, 1);
   kcm_conflict_release(&c);
 }
 
@@ -292,8 +292,8 @@ static void managers_are_classed(void **state) {
   assert_string_equal(kcm_conflict_manager_class("kube-controller-manager-x"), "other");
   assert_string_equal(kcm_conflict_manager_class("\"}\n{evil"), "other");
   assert_string_equal(kcm_conflict_manager_class(NULL), "other");
-  assert_string_equal(kcm_conflict_area_name(KCM_CONFLICT_DEPLOYMENT), "deployment");
-  assert_string_equal(kcm_conflict_area_kind(KCM_CONFLICT_REPLICASET), "ReplicaSet");
+  assert_string_equal(kcm_conflict_area_name(KCM_KIND_DEPLOYMENT), "deployment");
+  assert_string_equal(kcm_conflict_area_kind(KCM_KIND_REPLICASET), "ReplicaSet");
 }
 
 static int setup(void **state) {

@@ -109,17 +109,16 @@ int kcm_controllers_init(struct kcm_controllers *s, uv_loop_t *loop, struct kcm_
 }
 
 int kcm_controllers_guard(struct kcm_controllers *s, struct kcm_conflict_guard *g) {
-  struct kcm_informer *watch[KCM_CONFLICT_AREAS] = {NULL};
   size_t i;
   for (i = 0; i < KCM_CONTROLLERS; i++) {
     const struct kcm_controllers_one *o = &s->one[i];
     enum kcm_kind k = o->row->kind;
-    kcm_conflict_guard_area(g, o->row->area, o->c ? o->rt : NULL);
-    if (s->kinds & (1u << k))
-      watch[o->row->area] = &s->informers[k];
+    kcm_conflict_guard_area(g, k, o->c ? o->rt : NULL);
+    /* a cache kept for another controller: another's writes there are seen too */
+    if ((s->kinds & (1u << k)) && kcm_conflict_guard_watch(g, &s->informers[k]))
+      return KCM_ENOMEM;
   }
-  return kcm_conflict_guard_watch(g, watch[KCM_CONFLICT_REPLICASET],
-                                  watch[KCM_CONFLICT_DEPLOYMENT]);
+  return 0;
 }
 
 bool kcm_controllers_tokens_ready(struct kcm_controllers *s) {
