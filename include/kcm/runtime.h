@@ -41,7 +41,6 @@
 #include "kcm/intern.h"
 #include "kcm/labels.h"
 #include "kcm/map.h"
-#include "kcm/shadow.h"
 #include "kcm/workqueue.h"
 #include "kcm/writer.h"
 
@@ -65,7 +64,21 @@ struct kcm_runtime_job {
   int64_t requeue_after_ms;  /* after success: -1 no, 0 with backoff, > 0 after that long */
   bool gave_back;            /* the worker was given back */
   uint64_t wrote_rv;         /* the newest version its writes to dependents got back */
-  struct kcm_buf plan;       /* shadow mode: the writes the sync would have sent */
+};
+
+#define KCM_RUNTIME_BLIND UINT64_MAX /* a watch is down */
+
+/* One watching the syncs (shadow mode): told of each key a watch event
+ * queues, each request a sync sends, and the end of each sync, when it
+ * may ask for the key again in `over`'s answer (ms; 0: no).
+ * watching_since: since when every watch of the controller's informers
+ * has been up (loop ms), KCM_RUNTIME_BLIND while one is down. */
+struct kcm_runtime_observer {
+  void (*queued)(void *data, const char *key);
+  void (*sent)(void *data, const char *key, const struct kcm_write *req);
+  uint64_t (*over)(void *data, const struct kcm_runtime_job *j, uint64_t watching_since,
+                   uint64_t now_ms);
+  void *data;
 };
 
 struct kcm_runtime_ops {
@@ -106,9 +119,7 @@ struct kcm_runtime {
   bool (*gate)(void *ctx, const char *ns, size_t n);
   void *gate_ctx;
   struct kcm_map held;
-  struct kcm_shadow *shadow;   /* borrowed; set in shadow mode (the writer a dry one):
-                                  each sync's writes are judged, a key queued by a
-                                  watch event is a change (kcm_shadow_changed) */
+  const struct kcm_runtime_observer *observer; /* borrowed; NULL: none */
   struct kcm_runtime_job *jobs;
   struct kcm_informer *watched[KCM_KIND_COUNT]; /* borrowed, by kind: the informers
                                                   whose events it handles */

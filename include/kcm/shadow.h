@@ -3,10 +3,11 @@
  *
  * In shadow mode every informer and every planner runs as usual, but the
  * controllers' writer only answers (kcm_writer_init_dry): no create,
- * delete, patch, status write or event leaves kcm. The runtime hands the
- * writes each sync would have sent to its controller's struct kcm_shadow,
- * which judges them against what the live controller did, as the
- * watches show it:
+ * delete, patch, status write or event leaves kcm. The runtime's observer
+ * (struct kcm_runtime_observer, set up by the set of controllers) hands
+ * the writes each sync would have sent to its controller's struct
+ * kcm_shadow, which judges them against what the live controller did, as
+ * the watches show it:
  *
  *   - a sync planning no write agrees: the live controller has left the
  *     object (and its pods or ReplicaSets) as kcm would leave it;
@@ -40,12 +41,14 @@
 #include "kcm/api.h"
 #include "kcm/buf.h"
 #include "kcm/map.h"
+#include "kcm/runtime.h"
 #include "kcm/writer.h"
 
 #define KCM_SHADOW_REASONS 16 /* distinct reasons counted; more are "other" */
 #define KCM_SHADOW_LATEST 32  /* disagreements kept for the report */
 #define KCM_SHADOW_RECHECK_MS 1000 /* a judgment deferred while a watch is down */
 #define KCM_SHADOW_BLIND UINT64_MAX
+#define KCM_SHADOW_PLAN_BYTES (64 * 1024) /* of one sync's writes; more are left out */
 
 struct kcm_shadow_disagreement {
   int64_t at;          /* Unix seconds */
@@ -59,6 +62,8 @@ struct kcm_shadow {
   const char *controller; /* "replicaset", "deployment" (static) */
   uint64_t window_ms;
   struct kcm_map pending; /* key -> its pending plan (private) */
+  struct kcm_map syncing; /* key -> the writes of its sync in progress (private) */
+  struct kcm_runtime_observer observer; /* feeds this shadow: a runtime's observer */
   uint64_t syncs, agreements, disagreements;
   struct {
     char name[48];
@@ -68,6 +73,8 @@ struct kcm_shadow {
   size_t nlatest, next;
 };
 
+/* Set up; point a runtime's observer at &s->observer for s to judge its
+ * syncs (the runtime's writer a dry one). */
 void kcm_shadow_init(struct kcm_shadow *s, const char *controller, uint64_t window_ms);
 void kcm_shadow_release(struct kcm_shadow *s);
 
@@ -75,6 +82,13 @@ void kcm_shadow_release(struct kcm_shadow *s);
  * per write: "patch replicasets/web-1 {...}"). A read or a dry run is no
  * write: not added. */
 void kcm_shadow_plan_add(struct kcm_buf *plan, const struct kcm_write *req);
+
+/* A sync of key would have sent req: added to that sync's plan. */
+void kcm_shadow_sent(struct kcm_shadow *s, const char *key, const struct kcm_write *req);
+/* The sync of key is over: its plan (the writes kcm_shadow_sent() was
+ * given since the last call) judged as kcm_shadow_judge() judges one. */
+uint64_t kcm_shadow_over(struct kcm_shadow *s, const char *key, const struct kcm_object *o,
+                         uint64_t watching_since, uint64_t now_ms);
 
 /* The key changed (a watch event queued it): its pending plan is over. */
 void kcm_shadow_changed(struct kcm_shadow *s, const char *key);

@@ -59,6 +59,7 @@ struct kcm_writer {
   bool as_update;            /* send an update_only patch as GET, the patch applied
                                 to the object read, PUT: what a service account
                                 holding only upstream's bootstrap role may do */
+  bool dry;                  /* sends nothing that writes (kcm_writer_init_dry) */
   uint64_t withheld;         /* the dry writer's: requests answered, never sent */
   void *data;                /* free for another writer's use */
 };

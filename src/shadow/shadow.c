@@ -32,11 +32,46 @@ static bool match(const void *key, const void *entry) {
 
 static const struct kcm_map_type pending_type = {hash_key, match};
 
+/* A sync in progress, and the writes it has sent. */
+struct syncing {
+  char *key;
+  struct kcm_buf plan;
+};
+
+static bool match_syncing(const void *key, const void *entry) {
+  return strcmp(key, ((const struct syncing *)entry)->key) == 0;
+}
+
+static const struct kcm_map_type syncing_type = {hash_key, match_syncing};
+
+static void free_syncing(struct syncing *y) {
+  if (y) {
+    kcm_buf_release(&y->plan);
+    free(y->key);
+    free(y);
+  }
+}
+
+static void observe_queued(void *data, const char *key) { kcm_shadow_changed(data, key); }
+
+static void observe_sent(void *data, const char *key, const struct kcm_write *req) {
+  kcm_shadow_sent(data, key, req);
+}
+
+static uint64_t observe_over(void *data, const struct kcm_runtime_job *j,
+                             uint64_t watching_since, uint64_t now_ms) {
+  return kcm_shadow_over(data, j->key, j->object,
+                         watching_since == KCM_RUNTIME_BLIND ? KCM_SHADOW_BLIND : watching_since,
+                         now_ms);
+}
+
 void kcm_shadow_init(struct kcm_shadow *s, const char *controller, uint64_t window_ms) {
   memset(s, 0, sizeof(*s));
   s->controller = controller;
   s->window_ms = window_ms;
   kcm_map_init(&s->pending, &pending_type);
+  kcm_map_init(&s->syncing, &syncing_type);
+  s->observer = (struct kcm_runtime_observer){observe_queued, observe_sent, observe_over, s};
 }
 
 static void free_pending(struct pending *p) {
@@ -49,10 +84,15 @@ static void free_pending(struct pending *p) {
 void kcm_shadow_release(struct kcm_shadow *s) {
   struct kcm_map_iter it;
   struct pending *p;
+  struct syncing *y;
   kcm_map_iter_init(&it, &s->pending);
   while ((p = kcm_map_next(&it)))
     free_pending(p);
   kcm_map_release(&s->pending);
+  kcm_map_iter_init(&it, &s->syncing);
+  while ((y = kcm_map_next(&it)))
+    free_syncing(y);
+  kcm_map_release(&s->syncing);
 }
 
 /* --- plans -------------------------------------------------------------------------------- */
@@ -321,6 +361,28 @@ uint64_t kcm_shadow_judge(struct kcm_shadow *s, const char *key, const char *pla
   p->reported = true;
   disagree(s, key, plan, o, age);
   return 0;
+}
+
+void kcm_shadow_sent(struct kcm_shadow *s, const char *key, const struct kcm_write *req) {
+  struct syncing *y = kcm_map_get(&s->syncing, key);
+  if (!y) {
+    if (!(y = calloc(1, sizeof(*y))) || !(y->key = strdup(key)) ||
+        kcm_map_put(&s->syncing, y->key, y, NULL)) {
+      free_syncing(y);
+      return;
+    }
+    kcm_buf_init(&y->plan, KCM_SHADOW_PLAN_BYTES);
+  }
+  kcm_shadow_plan_add(&y->plan, req);
+}
+
+uint64_t kcm_shadow_over(struct kcm_shadow *s, const char *key, const struct kcm_object *o,
+                         uint64_t watching_since, uint64_t now_ms) {
+  struct syncing *y = kcm_map_remove(&s->syncing, key);
+  uint64_t again = kcm_shadow_judge(s, key, y && y->plan.len ? y->plan.data : "", o,
+                                    watching_since, now_ms);
+  free_syncing(y);
+  return again;
 }
 
 /* --- reports ------------------------------------------------------------------------------ */

@@ -76,6 +76,7 @@ void kcm_writer_init_dry(struct kcm_writer *w, struct kcm_client *client, unsign
                          uv_loop_t *loop) {
   kcm_writer_init(w, client, limiter);
   w->send = dry_send;
+  w->dry = true;
   w->data = loop;
 }
 

@@ -22,6 +22,7 @@
 #include "kcm/error.h"
 #include "kcm/log.h"
 #include "kcm/replicaset.h"
+#include "kcm/shadow.h"
 
 #define RS_UID "aaaaaaaa-0000-0000-0000-000000000001"
 #define D_UID "dddddddd-0000-0000-0000-000000000001"
@@ -655,7 +656,7 @@ static void rs_shadow_judges_the_plan(void **state) {
   struct fixture *f = *state;
   struct kcm_shadow sh;
   kcm_shadow_init(&sh, "replicaset", 60000);
-  f->rc.rt.shadow = &sh;
+  f->rc.rt.observer = &sh.observer;
   put_rs(f, 1);
   kcm_runtime_run(&f->rc.rt);
   fake_writer_answer(&f->fw, fake_writer_find(&f->fw, "POST", "/pods"), 201, "{}");
@@ -665,7 +666,7 @@ static void rs_shadow_judges_the_plan(void **state) {
   assert_non_null(kcm_map_get(&sh.pending, KEY));
   kcm_runtime_enqueue_key(&f->rc.rt, KEY); /* as a watch event does */
   assert_null(kcm_map_get(&sh.pending, KEY));
-  f->rc.rt.shadow = NULL; /* the sync that event starts ends at teardown */
+  f->rc.rt.observer = NULL; /* the sync that event starts ends at teardown */
   kcm_shadow_release(&sh);
 }
 

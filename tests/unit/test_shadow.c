@@ -108,6 +108,30 @@ static void carried_out_plans_agree(void **state) {
   kcm_shadow_release(&s);
 }
 
+/* As a runtime's observer: the writes each sync sent, keyed by the sync's
+ * key, are its plan; a sync that sent none agrees; a watch event is a
+ * change. */
+static void observed_syncs_are_judged_by_key(void **state) {
+  struct kcm_shadow s;
+  char web_key[] = "ns/web", db_key[] = "ns/db";
+  struct kcm_runtime_job web = {.key = web_key}, db = {.key = db_key};
+  struct kcm_write create = {.method = "POST", .path = "/api/v1/namespaces/ns/pods"};
+  const struct kcm_runtime_observer *o = &s.observer;
+  kcm_shadow_init(&s, "replicaset", WINDOW);
+  o->sent(o->data, web.key, &create);
+  assert_int_equal(o->over(o->data, &db, 0, 1000), 0); /* db's sync sent nothing */
+  assert_int_equal(o->over(o->data, &web, 0, 1000), WINDOW);
+  assert_int_equal(s.agreements, 1);
+  assert_non_null(kcm_map_get(&s.pending, "ns/web"));
+  assert_int_equal(s.syncing.len, 0); /* each sync's plan goes with it */
+  o->queued(o->data, "ns/web");
+  assert_null(kcm_map_get(&s.pending, "ns/web"));
+  /* the next sync of web sent nothing: its plan starts empty */
+  assert_int_equal(o->over(o->data, &web, KCM_RUNTIME_BLIND, 2000), 0);
+  assert_int_equal(s.agreements, 2);
+  kcm_shadow_release(&s);
+}
+
 static void plans_left_undone_disagree_once(void **state) {
   struct kcm_shadow s;
   struct kcm_replicaset rs;
@@ -246,6 +270,7 @@ int main(void) {
       cmocka_unit_test(plans_name_each_write),
       cmocka_unit_test(plans_redact_annotation_values),
       cmocka_unit_test(carried_out_plans_agree),
+      cmocka_unit_test(observed_syncs_are_judged_by_key),
       cmocka_unit_test(plans_left_undone_disagree_once),
       cmocka_unit_test(metrics_and_report),
       cmocka_unit_test(the_ring_keeps_the_latest),

@@ -557,7 +557,7 @@ static int build_step(struct dp_job *j, const struct kcm_deployment_step *s, str
     /* Not yet known whether the server keeps status.terminatingReplicas:
      * the write carries it to find out (a shadow learns it from the
      * statuses the controller in charge writes). */
-    if (j->c->terminating.kept < 0 && !j->base.rt->shadow && j->plan.terminating >= 0 &&
+    if (j->c->terminating.kept < 0 && !j->base.rt->writer->dry && j->plan.terminating >= 0 &&
         (j->probe = kcm_runtime_field_ask(&j->c->terminating)))
       j->plan.status.terminating = j->plan.terminating;
     if ((err = kcm_deployment_status_body(j->d, &j->plan, j->d_rv, body)))

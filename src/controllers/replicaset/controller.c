@@ -618,7 +618,7 @@ static void start_status(struct rs_job *j) {
    * learns it from the statuses the controller in charge writes). */
   kcm_runtime_field_seen(&c->terminating, j->rs->status.terminating);
   if (c->terminating.kept > 0 ||
-      (!rt->shadow && (j->probe = kcm_runtime_field_ask(&c->terminating))))
+      (!rt->writer->dry && (j->probe = kcm_runtime_field_ask(&c->terminating))))
     st.terminating = j->claim.terminating;
   /* Ready pods not yet available: synced again the moment the next one is,
    * or after minReadySeconds if none can be told (as upstream since 1.35). */

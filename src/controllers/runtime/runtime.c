@@ -23,14 +23,14 @@ uint64_t kcm_runtime_now_ms(void) {
 }
 
 void kcm_runtime_enqueue_key(struct kcm_runtime *rt, const char *key) {
-  if (rt->shadow)
-    kcm_shadow_changed(rt->shadow, key);
+  if (rt->observer)
+    rt->observer->queued(rt->observer->data, key);
   kcm_workqueue_add(&rt->queue, key);
 }
 
 void kcm_runtime_enqueue_after(struct kcm_runtime *rt, const char *key, uint64_t delay_ms) {
-  if (rt->shadow)
-    kcm_shadow_changed(rt->shadow, key);
+  if (rt->observer)
+    rt->observer->queued(rt->observer->data, key);
   kcm_workqueue_add_after(&rt->queue, key, delay_ms);
 }
 
@@ -80,8 +80,8 @@ void kcm_runtime_fail(struct kcm_runtime_job *j, int err, const char *fmt, ...) 
 int kcm_runtime_send(struct kcm_runtime_job *j, const struct kcm_write *req,
                      kcm_client_done_cb done, void *data) {
   int err = kcm_writer_send(j->rt->writer, req, done, data);
-  if (!err && j->rt->shadow)
-    kcm_shadow_plan_add(&j->plan, req);
+  if (!err && j->rt->observer)
+    j->rt->observer->sent(j->rt->observer->data, j->key, req);
   if (req->err)
     kcm_runtime_fail(j, err, "%s", req->path);
   else if (err)
@@ -144,7 +144,7 @@ static void settle(struct kcm_runtime *rt, struct kcm_runtime_job *j) {
   }
 }
 
-/* Since when every watch of rt's informers has been up (KCM_SHADOW_BLIND
+/* Since when every watch of rt's informers has been up (KCM_RUNTIME_BLIND
  * while one is down). */
 static uint64_t watching_since(const struct kcm_runtime *rt) {
   uint64_t since = 0;
@@ -154,23 +154,21 @@ static uint64_t watching_since(const struct kcm_runtime *rt) {
     if (!inf)
       continue;
     if (inf->state != KCM_INFORMER_WATCHING)
-      return KCM_SHADOW_BLIND;
+      return KCM_RUNTIME_BLIND;
     if (inf->watch_started > since)
       since = inf->watch_started;
   }
   return since;
 }
 
-/* Shadow mode: what the sync planned, judged; the key synced again when
- * the judgment needs it (and nothing sooner was asked). */
-static void judge(struct kcm_runtime *rt, struct kcm_runtime_job *j) {
-  const char *plan = j->plan.len ? j->plan.data : "";
-  uint64_t again = kcm_shadow_judge(rt->shadow, j->key, plan, j->object, watching_since(rt),
-                                    uv_now(rt->loop));
+/* The observer told the sync is over; the key synced again when it asks
+ * (and nothing sooner was asked). */
+static void observe_over(struct kcm_runtime *rt, struct kcm_runtime_job *j) {
+  uint64_t again =
+      rt->observer->over(rt->observer->data, j, watching_since(rt), uv_now(rt->loop));
   if (again && !j->requeue &&
       (j->requeue_after_ms < 0 || (uint64_t)j->requeue_after_ms > again))
     j->requeue_after_ms = (int64_t)again;
-  kcm_buf_release(&j->plan);
 }
 
 static void finish(struct kcm_runtime_job *j) {
@@ -179,8 +177,8 @@ static void finish(struct kcm_runtime_job *j) {
   size_t i;
 
   rt->stats.syncs++;
-  if (rt->shadow)
-    judge(rt, j);
+  if (rt->observer)
+    observe_over(rt, j);
   settle(rt, j);
   for (pp = &rt->jobs; *pp; pp = &(*pp)->next) {
     if (*pp == j) {
@@ -236,7 +234,6 @@ static struct kcm_runtime_job *new_job(struct kcm_runtime *rt, const char *key) 
   j->name = ns + (slash - key) + 1;
   j->rt = rt;
   j->requeue_after_ms = -1;
-  kcm_buf_init(&j->plan, 64 * 1024);
   j->next = rt->jobs;
   rt->jobs = j;
   return j;

@@ -98,7 +98,7 @@ int kcm_controllers_init(struct kcm_controllers *s, uv_loop_t *loop, struct kcm_
     o->rt->data = s;
     if (s->opt->shadow) {
       kcm_shadow_init(&o->shadow, o->row->name, s->opt->shadow_window_ms);
-      o->rt->shadow = &o->shadow;
+      o->rt->observer = &o->shadow.observer;
     }
   }
   if (s->opt->shadow)
