@@ -128,6 +128,7 @@ struct kcm_runtime {
                                   dependents got back, until that cache has it */
   void (*on_stopped)(struct kcm_runtime *rt);
   void *data;                  /* free for the owner's use (on_stopped) */
+  uint64_t (*wall_ms)(void);   /* see kcm_runtime_wall_ms() */
   struct {
     uint64_t syncs;
     uint64_t errors;
@@ -198,6 +199,9 @@ int kcm_runtime_stale_metrics(const struct kcm_runtime *rt, const char *family,
 
 /* The wall clock in ms (what the planners compare timestamps with). */
 uint64_t kcm_runtime_now_ms(void);
+/* rt's wall clock: rt->wall_ms, kcm_runtime_now_ms unless a test set
+ * another. */
+uint64_t kcm_runtime_wall_ms(const struct kcm_runtime *rt);
 
 /* Not yet known, `name` in status. */
 void kcm_runtime_field_init(struct kcm_runtime_field *f, const char *name);

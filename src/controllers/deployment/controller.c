@@ -506,7 +506,7 @@ static void create_failed(struct dp_job *j, const struct kcm_client_response *re
   if (msg) {
     record(j, true, "ReplicaSetCreateError", msg);
     /* Its outcome does not matter: the failure is reported either way. */
-    if (!kcm_deployment_create_failed_body(j->d, j->current, msg, kcm_runtime_now_ms(), j->d_rv,
+    if (!kcm_deployment_create_failed_body(j->d, j->current, msg, kcm_runtime_wall_ms(j->base.rt), j->d_rv,
                                            &body) &&
         body.len &&
         !kcm_writer_patch(&req, KCM_KIND_DEPLOYMENT, j->d->o.ns, j->d->o.name, "status",
@@ -741,7 +741,7 @@ static bool plan(struct dp_job *j) {
   in.ctx = j;
   al = kcm_map_get(&c->aliases, j->base.key);
   in.alias = al ? &al->alias : NULL;
-  in.now_ms = kcm_runtime_now_ms();
+  in.now_ms = kcm_runtime_wall_ms(j->base.rt);
   err = kcm_deployment_plan(&in, &j->plan);
   free(cands);
   if (err) {

@@ -551,7 +551,7 @@ static void send_deletes(struct rs_job *j, uint64_t now) {
 
 static void start_manage(struct rs_job *j) {
   struct kcm_replicaset_controller *c = j->c;
-  uint64_t now = kcm_runtime_now_ms(), wait;
+  uint64_t now = kcm_runtime_wall_ms(&c->rt), wait;
 
   if (!kcm_replicaset_should_manage(j->rs, j->satisfied))
     return;
@@ -599,7 +599,7 @@ static void start_status(struct rs_job *j) {
   struct kcm_buf body = KCM_BUF_INIT(1u << 20);
   struct kcm_pod *const *live = j->claim.claimed;
   size_t nlive = j->claim.nclaimed, i;
-  uint64_t wait, now = kcm_runtime_now_ms(); /* one moment for the status and the next check */
+  uint64_t wait, now = kcm_runtime_wall_ms(rt); /* one moment for the status and the next check */
   bool sent = false;
 
   if (j->del) { /* without the pods this sync deleted */
@@ -624,7 +624,7 @@ static void start_status(struct rs_job *j) {
    * or after minReadySeconds if none can be told (as upstream since 1.35). */
   if (!j->manage_failed && j->rs->min_ready_seconds > 0 && st.ready != st.available) {
     int64_t next = kcm_replicaset_next_available_ms(live, nlive, j->rs->min_ready_seconds, now),
-            late = (int64_t)(kcm_runtime_now_ms() - now);
+            late = (int64_t)(kcm_runtime_wall_ms(rt) - now);
     uint64_t due = next < 0 ? (uint64_t)j->rs->min_ready_seconds * 1000
                             : next > late ? (uint64_t)(next - late) : 0;
     kcm_workqueue_add_after(&rt->queue, j->base.key, due);
@@ -750,7 +750,8 @@ static void start_sync(struct kcm_runtime_job *base) {
     return;
   }
   j->rs = (struct kcm_replicaset *)o;
-  j->satisfied = kcm_expectations_satisfied(&c->expectations, base->key, kcm_runtime_now_ms());
+  j->satisfied = kcm_expectations_satisfied(&c->expectations, base->key,
+                                            kcm_runtime_wall_ms(base->rt));
   if (j->rs->selector.nothing) {
     kcm_warn("invalid selector; not syncing replicaset=\"%s\"", base->key);
     return;

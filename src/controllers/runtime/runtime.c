@@ -22,6 +22,8 @@ uint64_t kcm_runtime_now_ms(void) {
   return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+uint64_t kcm_runtime_wall_ms(const struct kcm_runtime *rt) { return rt->wall_ms(); }
+
 void kcm_runtime_enqueue_key(struct kcm_runtime *rt, const char *key) {
   if (rt->observer)
     rt->observer->queued(rt->observer->data, key);
@@ -312,6 +314,7 @@ void kcm_runtime_init(struct kcm_runtime *rt, uv_loop_t *loop, const struct kcm_
   rt->loop = loop;
   rt->ops = ops;
   rt->ctx = ctx;
+  rt->wall_ms = kcm_runtime_now_ms;
   rt->workers = workers ? workers : 5;
   rt->writer = writer;
   rt->pool = pool;

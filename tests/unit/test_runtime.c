@@ -1,0 +1,335 @@
+/*
+ * Tests for the runtime every controller's syncs share, with a controller
+ * of the tests' own and a writer the tests answer: a sync moves on only
+ * when every request in flight has answered; a key's fate after its sync
+ * (forgotten, retried with backoff, dropped, queued again later); the
+ * workers' cap and a worker given back; standing aside; the observer;
+ * and the clocks, both injected.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fake_writer.h"
+#include "kcm/error.h"
+#include "kcm/runtime.h"
+
+/* What the test controller does in each sync. */
+struct plan {
+  int phases;           /* advance() rounds, each sending `sends` GETs */
+  int sends;
+  int fail;             /* a KCM_E* code the sync ends with, or 0 */
+  bool forget;          /* the error is not worth retrying */
+  int64_t requeue_after_ms;
+  bool give_back;       /* the last round gives its worker back */
+};
+
+struct fixture {
+  uv_loop_t loop;
+  struct kcm_intern pool;
+  struct fake_writer fw;
+  struct kcm_runtime rt;
+  struct kcm_runtime_ops ops;
+  struct plan plan;
+  int starts, advances, releases, stopped;
+  char started[16][32]; /* keys in the order their syncs started */
+  /* the observer's record */
+  int queued, sent, over;
+};
+
+struct job {
+  struct kcm_runtime_job base;
+  int phase;
+};
+
+static uint64_t wall_now, queue_now;
+static uint64_t wall(void) { return wall_now; }
+static uint64_t queue_clock(struct kcm_workqueue *q) { return queue_now; }
+
+static void answered(const struct kcm_client_response *resp, void *data) {
+  kcm_runtime_answered(data);
+}
+
+/* One round of the plan: its GETs sent, or the sync's end said. */
+static bool round_of(struct job *j) {
+  struct fixture *f = j->base.rt->ctx;
+  struct kcm_write req;
+  int i;
+  if (j->phase >= f->plan.phases) {
+    if (f->plan.fail) {
+      kcm_runtime_fail(&j->base, f->plan.fail, "planned failure");
+      j->base.forget = f->plan.forget;
+    }
+    j->base.requeue_after_ms = f->plan.requeue_after_ms;
+    return false;
+  }
+  j->phase++;
+  for (i = 0; i < f->plan.sends; i++) {
+    assert_int_equal(kcm_writer_get(&req, KCM_KIND_POD, j->base.ns, j->base.name), 0);
+    assert_int_equal(kcm_runtime_send(&j->base, &req, answered, j), 0);
+  }
+  if (f->plan.give_back && j->phase == f->plan.phases)
+    kcm_runtime_give_back(&j->base);
+  return true;
+}
+
+static void start(struct kcm_runtime_job *base) {
+  struct fixture *f = base->rt->ctx;
+  if (f->starts < 16)
+    snprintf(f->started[f->starts], sizeof(f->started[0]), "%s", base->key);
+  f->starts++;
+}
+
+static bool advance(struct kcm_runtime_job *base) {
+  ((struct fixture *)base->rt->ctx)->advances++;
+  return round_of((struct job *)base);
+}
+
+static void release(struct kcm_runtime_job *base) {
+  ((struct fixture *)base->rt->ctx)->releases++;
+}
+
+static void on_queued(void *data, const char *key) { ((struct fixture *)data)->queued++; }
+
+static void on_sent(void *data, const char *key, const struct kcm_write *req) {
+  ((struct fixture *)data)->sent++;
+}
+
+static uint64_t on_over(void *data, const struct kcm_runtime_job *j, uint64_t since,
+                        uint64_t now) {
+  ((struct fixture *)data)->over++;
+  return 0;
+}
+
+static int setup(void **state) {
+  struct fixture *f = calloc(1, sizeof(*f));
+  assert_non_null(f);
+  assert_int_equal(uv_loop_init(&f->loop), 0);
+  kcm_intern_init(&f->pool);
+  fake_writer_init(&f->fw);
+  f->ops = (struct kcm_runtime_ops){"test", sizeof(struct job), 3, start, advance, release};
+  f->plan = (struct plan){.phases = 1, .sends = 1, .requeue_after_ms = -1};
+  kcm_runtime_init(&f->rt, &f->loop, &f->ops, f, 1, &f->fw.w, &f->pool);
+  wall_now = 1700000000000;
+  queue_now = 1000;
+  f->rt.wall_ms = wall;
+  f->rt.queue.now = queue_clock;
+  *state = f;
+  return 0;
+}
+
+static void stopped(struct kcm_runtime *rt) { ((struct fixture *)rt->ctx)->stopped++; }
+
+static int teardown(void **state) {
+  struct fixture *f = *state;
+  size_t i;
+  kcm_runtime_stop(&f->rt, stopped);
+  for (i = 0; i < f->fw.n; i++)
+    if (!f->fw.calls[i].answered)
+      fake_writer_answer(&f->fw, (int)i, 503, "");
+  uv_run(&f->loop, UV_RUN_DEFAULT);
+  assert_int_equal(f->stopped, 1);
+  kcm_runtime_release(&f->rt);
+  fake_writer_release(&f->fw);
+  kcm_intern_release(&f->pool);
+  assert_int_equal(uv_loop_close(&f->loop), 0);
+  free(f);
+  return 0;
+}
+
+/* Delayed keys whose time has come (by the queue's clock) move into the
+ * queue, and the loop's next turn starts their syncs. */
+static void promote(struct fixture *f) {
+  kcm_workqueue_promote(&f->rt.queue);
+  uv_run(&f->loop, UV_RUN_NOWAIT);
+}
+
+/* Answer the first unanswered GET. */
+static void answer(struct fixture *f, long status) {
+  int i = fake_writer_find(&f->fw, "GET", "/pods/");
+  assert_true(i >= 0);
+  fake_writer_answer(&f->fw, i, status, "{}");
+}
+
+static void sync_moves_on_when_every_request_has_answered(void **state) {
+  struct fixture *f = *state;
+  f->plan.sends = 2;
+  f->plan.phases = 2;
+  kcm_runtime_enqueue_key(&f->rt, "ns/a");
+  kcm_runtime_run(&f->rt);
+  assert_int_equal(f->starts, 1);
+  assert_int_equal(f->advances, 1); /* the first round: two GETs */
+  assert_int_equal(fake_writer_pending(&f->fw, "GET", "/pods/a"), 2);
+  answer(f, 200);
+  assert_int_equal(f->advances, 1); /* one still in flight */
+  answer(f, 200);
+  assert_int_equal(f->advances, 2); /* the second round */
+  answer(f, 200);
+  answer(f, 200);
+  assert_int_equal(f->advances, 3); /* said the sync is over */
+  assert_int_equal(f->releases, 1);
+  assert_int_equal(f->rt.stats.syncs, 1);
+  assert_int_equal(f->rt.stats.errors, 0);
+  assert_int_equal(f->rt.running, 0);
+  assert_int_equal(kcm_workqueue_len(&f->rt.queue), 0);
+  assert_int_equal(kcm_workqueue_requeues(&f->rt.queue, "ns/a"), 0);
+}
+
+static void failures_retry_with_backoff_until_dropped(void **state) {
+  struct fixture *f = *state;
+  int round;
+  f->plan.sends = 0;
+  f->plan.fail = KCM_ESERVER;
+  kcm_runtime_enqueue_key(&f->rt, "ns/a");
+  kcm_runtime_run(&f->rt);
+  for (round = 1; round <= 3; round++) {
+    assert_int_equal(f->starts, round);
+    assert_int_equal(f->rt.stats.errors, round);
+    assert_int_equal(kcm_workqueue_requeues(&f->rt.queue, "ns/a"), round);
+    /* not before its backoff: 5 ms, doubling */
+    promote(f);
+    assert_int_equal(f->starts, round);
+    queue_now += 5u << (round - 1);
+    promote(f);
+  }
+  /* the fourth failure in a row is past max_retries (3): dropped */
+  assert_int_equal(f->starts, 4);
+  assert_int_equal(f->rt.stats.dropped, 1);
+  assert_int_equal(kcm_workqueue_requeues(&f->rt.queue, "ns/a"), 0);
+  assert_int_equal(kcm_workqueue_len(&f->rt.queue), 0);
+}
+
+static void an_error_not_worth_retrying_is_forgotten(void **state) {
+  struct fixture *f = *state;
+  f->plan.sends = 0;
+  f->plan.fail = KCM_EINVAL;
+  f->plan.forget = true;
+  kcm_runtime_enqueue_key(&f->rt, "ns/a");
+  kcm_runtime_run(&f->rt);
+  assert_int_equal(f->rt.stats.errors, 1);
+  assert_int_equal(f->rt.stats.dropped, 0);
+  assert_int_equal(kcm_workqueue_requeues(&f->rt.queue, "ns/a"), 0);
+  queue_now += 1000000;
+  promote(f);
+  assert_int_equal(f->starts, 1);
+}
+
+static void success_may_ask_for_the_key_later(void **state) {
+  struct fixture *f = *state;
+  f->plan.sends = 0;
+  f->plan.requeue_after_ms = 3000;
+  kcm_runtime_enqueue_key(&f->rt, "ns/a");
+  kcm_runtime_run(&f->rt);
+  assert_int_equal(f->starts, 1);
+  queue_now += 2999;
+  promote(f);
+  assert_int_equal(f->starts, 1);
+  queue_now += 1;
+  promote(f);
+  assert_int_equal(f->starts, 2);
+}
+
+static void workers_cap_the_syncs_and_a_worker_may_be_given_back(void **state) {
+  struct fixture *f = *state;
+  kcm_runtime_enqueue_key(&f->rt, "ns/a");
+  kcm_runtime_enqueue_key(&f->rt, "ns/b");
+  kcm_runtime_run(&f->rt);
+  assert_int_equal(f->starts, 1); /* one worker */
+  assert_string_equal(f->started[0], "ns/a");
+  answer(f, 200);
+  assert_int_equal(f->starts, 2); /* a's sync over: b's begins */
+  assert_string_equal(f->started[1], "ns/b");
+  answer(f, 200);
+  /* A sync left waiting on its last request may give its worker back. */
+  f->plan.give_back = true;
+  kcm_runtime_enqueue_key(&f->rt, "ns/c");
+  kcm_runtime_enqueue_key(&f->rt, "ns/d");
+  uv_run(&f->loop, UV_RUN_NOWAIT);
+  assert_int_equal(f->starts, 4);
+  assert_int_equal(fake_writer_pending(&f->fw, "GET", "/pods/"), 2);
+  answer(f, 200);
+  answer(f, 200);
+  assert_int_equal(f->rt.stats.syncs, 4);
+  assert_int_equal(f->rt.running, 0);
+}
+
+static bool hold_ns_b(void *ctx, const char *ns, size_t n) {
+  return n == 1 && ns[0] == 'b';
+}
+
+static void standing_aside_holds_keys_until_released(void **state) {
+  struct fixture *f = *state;
+  f->plan.sends = 0;
+  kcm_runtime_gate(&f->rt, hold_ns_b, NULL);
+  kcm_runtime_enqueue_key(&f->rt, "a/x");
+  kcm_runtime_enqueue_key(&f->rt, "b/y");
+  kcm_runtime_run(&f->rt);
+  assert_int_equal(f->starts, 1);
+  assert_string_equal(f->started[0], "a/x");
+  assert_int_equal(f->rt.held.len, 1);
+  kcm_runtime_gate(&f->rt, NULL, NULL);
+  kcm_runtime_release_held(&f->rt);
+  uv_run(&f->loop, UV_RUN_NOWAIT);
+  assert_int_equal(f->starts, 2);
+  assert_string_equal(f->started[1], "b/y");
+  /* Paused: keys wait in the queue, each once. */
+  kcm_runtime_pause(&f->rt, true);
+  kcm_runtime_enqueue_key(&f->rt, "a/x");
+  kcm_runtime_enqueue_key(&f->rt, "a/x");
+  uv_run(&f->loop, UV_RUN_NOWAIT);
+  assert_int_equal(f->starts, 2);
+  assert_int_equal(kcm_workqueue_len(&f->rt.queue), 1);
+  kcm_runtime_pause(&f->rt, false);
+  assert_int_equal(f->starts, 3);
+}
+
+static void the_observer_sees_keys_requests_and_ends(void **state) {
+  struct fixture *f = *state;
+  struct kcm_runtime_observer o = {on_queued, on_sent, on_over, f};
+  f->rt.observer = &o;
+  f->plan.sends = 2;
+  kcm_runtime_enqueue_key(&f->rt, "ns/a");
+  kcm_runtime_run(&f->rt);
+  assert_int_equal(f->queued, 1);
+  assert_int_equal(f->sent, 2);
+  assert_int_equal(f->over, 0);
+  answer(f, 200);
+  answer(f, 200);
+  assert_int_equal(f->over, 1);
+  f->rt.observer = NULL;
+}
+
+static void the_clocks_are_the_tests(void **state) {
+  struct fixture *f = *state;
+  assert_int_equal(kcm_runtime_wall_ms(&f->rt), 1700000000000);
+  wall_now += 42;
+  assert_int_equal(kcm_runtime_wall_ms(&f->rt), 1700000000042);
+  f->rt.wall_ms = kcm_runtime_now_ms; /* the real one: after 2023 */
+  assert_true(kcm_runtime_wall_ms(&f->rt) > 1700000000000);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(sync_moves_on_when_every_request_has_answered, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(failures_retry_with_backoff_until_dropped, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(an_error_not_worth_retrying_is_forgotten, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(success_may_ask_for_the_key_later, setup, teardown),
+      cmocka_unit_test_setup_teardown(workers_cap_the_syncs_and_a_worker_may_be_given_back,
+                                      setup, teardown),
+      cmocka_unit_test_setup_teardown(standing_aside_holds_keys_until_released, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(the_observer_sees_keys_requests_and_ends, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(the_clocks_are_the_tests, setup, teardown),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
