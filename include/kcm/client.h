@@ -304,7 +304,7 @@ struct kcm_client_reach {
   struct kcm_client *client;
   const char *server;
   uv_timer_t retry;
-  uint64_t backoff_ms;
+  uint32_t failures; /* in a row */
 };
 
 void kcm_client_reach_start(struct kcm_client_reach *r, uv_loop_t *loop, struct kcm_client *c,

@@ -226,15 +226,19 @@ int kcm_api_json_string(struct kcm_buf *b, const char *s, size_t n) {
  * '/' left as is; strings escaped as canonical JSON escapes them. */
 #define JSON_FLAGS (JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
 
+const char *kcm_api_json_text(struct json_object *doc) {
+  return doc ? json_object_to_json_string_ext(doc, JSON_FLAGS) : NULL;
+}
+
 int kcm_api_json_emit(struct json_object *doc, struct kcm_buf *out) {
-  const char *s = doc ? json_object_to_json_string_ext(doc, JSON_FLAGS) : NULL;
+  const char *s = kcm_api_json_text(doc);
   int err = s ? kcm_buf_append_str(out, s) : KCM_ENOMEM;
   json_object_put(doc);
   return err;
 }
 
 char *kcm_api_json_dup(struct json_object *doc) {
-  const char *s = doc ? json_object_to_json_string_ext(doc, JSON_FLAGS) : NULL;
+  const char *s = kcm_api_json_text(doc);
   return s ? strdup(s) : NULL;
 }
 
@@ -314,7 +318,7 @@ int kcm_api_canonical_json(struct json_object *v, struct kcm_buf *b) {
     return kcm_buf_appendf(b, "%lld", (long long)json_object_get_int64(v));
   case json_type_double:
     /* json-c keeps the source text of a parsed number. */
-    return kcm_buf_append_str(b, json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN));
+    return kcm_buf_append_str(b, kcm_api_json_text(v));
   case json_type_string:
     return kcm_api_json_string(b, json_object_get_string(v),
                                (size_t)json_object_get_string_len(v));

@@ -18,11 +18,16 @@
  * NULL when there are none. */
 struct json_object *kcm_api_conditions_json(const struct kcm_conditions *c);
 
-/* Writing JSON: every body kcm sends is a json-c tree written by one of
- * these two, compact with '/' unescaped. emit appends doc's text to out
- * and puts doc (NULL: KCM_ENOMEM); returns 0, KCM_ETOOBIG or KCM_ENOMEM.
- * dup returns a heap copy of the text (NULL when out of memory) and keeps
- * doc. */
+/* Writing JSON: every json-c tree kcm writes as text is written by one of
+ * these three, compact with '/' unescaped. text returns doc's text in a
+ * buffer doc owns (valid until doc changes or is put; NULL when out of
+ * memory). emit appends it to out and puts doc (NULL: KCM_ENOMEM);
+ * returns 0, KCM_ETOOBIG or KCM_ENOMEM. dup returns a heap copy (NULL
+ * when out of memory) and keeps doc. The other JSON kcm writes: log
+ * lines (src/log, by hand: a line allocates no tree and is one write),
+ * the /debug/shadow report and request bodies spliced into text read
+ * (their strings through kcm_api_json_string()). */
+const char *kcm_api_json_text(struct json_object *doc);
 int kcm_api_json_emit(struct json_object *doc, struct kcm_buf *out);
 char *kcm_api_json_dup(struct json_object *doc);
 /* A new JSON string of s, NULL read as "". */

@@ -323,7 +323,7 @@ static int read_token_review(struct entry *e, const char *body, size_t len) {
   json_object_object_get_ex(user, "extra", &v);
   rc = user_set(&e->user, name, string_at(user, "uid"), list, false,
                 v && json_object_is_type(v, json_type_object) && json_object_object_length(v)
-                    ? json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN)
+                    ? kcm_api_json_text(v)
                     : NULL);
 out:
   free((void *)list);

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../api/internal.h"
 #include "internal.h"
 #include "kcm/api.h"
 #include "kcm/error.h"
@@ -254,7 +255,7 @@ static char *exec_info(struct kcm_client *c) {
     json_object_object_add(spec, "cluster", cl);
   }
   json_object_object_add(o, "spec", spec);
-  out = strdup(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+  out = kcm_api_json_dup(o);
   json_object_put(o);
   return out;
 }

@@ -4,6 +4,7 @@
 #include "kcm/client.h"
 #include "kcm/error.h"
 #include "kcm/log.h"
+#include "kcm/ratelimit.h"
 
 #define FIRST_BACKOFF_MS 800
 #define MAX_BACKOFF_MS 30000
@@ -15,14 +16,14 @@ static void on_retry(uv_timer_t *t) { ask(t->data); }
 static void on_version(const struct kcm_client_response *resp, void *data) {
   struct kcm_client_reach *r = data;
   struct json_object *obj, *ver;
+  uint64_t wait;
   if (resp->err == KCM_ECANCELED)
     return;
   if (resp->err) {
+    wait = kcm_ratelimit_backoff(FIRST_BACKOFF_MS, MAX_BACKOFF_MS, r->failures++);
     kcm_error("cannot reach the API server server=\"%s\" err=\"%s: %s\" retryIn=\"%llums\"",
-              r->server, kcm_strerror(resp->err), resp->message,
-              (unsigned long long)r->backoff_ms);
-    uv_timer_start(&r->retry, on_retry, r->backoff_ms, 0);
-    r->backoff_ms = r->backoff_ms * 2 > MAX_BACKOFF_MS ? MAX_BACKOFF_MS : r->backoff_ms * 2;
+              r->server, kcm_strerror(resp->err), resp->message, (unsigned long long)wait);
+    uv_timer_start(&r->retry, on_retry, wait, 0);
     return;
   }
   obj = json_tokener_parse(resp->body);
@@ -31,7 +32,7 @@ static void on_version(const struct kcm_client_response *resp, void *data) {
                ? json_object_get_string(ver)
                : "unknown");
   json_object_put(obj);
-  r->backoff_ms = FIRST_BACKOFF_MS;
+  r->failures = 0;
 }
 
 static void ask(struct kcm_client_reach *r) {
@@ -46,7 +47,7 @@ void kcm_client_reach_start(struct kcm_client_reach *r, uv_loop_t *loop, struct 
                             const char *server) {
   r->client = c;
   r->server = server;
-  r->backoff_ms = FIRST_BACKOFF_MS;
+  r->failures = 0;
   uv_timer_init(loop, &r->retry);
   r->retry.data = r;
   ask(r);

@@ -1,5 +1,6 @@
 /* crashloop — backing off pods that keep failing; see include/kcm/crashloop.h. */
 #include "kcm/crashloop.h"
+#include "kcm/ratelimit.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -38,15 +39,10 @@ void kcm_crashloop_release(struct kcm_crashloop *b) {
   kcm_map_release(&b->keys);
 }
 
-/* The wait after wave n: none after the first, then base, 2 base, ... max. */
+/* The wait after wave n: none after the first, then base, 2 base, ... max
+ * (the work queue's per-item backoff, one wave behind). */
 static uint64_t delay_of(const struct kcm_crashloop *b, uint32_t n) {
-  uint64_t d = b->base_ms;
-  uint32_t i;
-  if (n < 2)
-    return 0;
-  for (i = 2; i < n && d < b->max_ms; i++)
-    d *= 2;
-  return d < b->max_ms ? d : b->max_ms;
+  return n < 2 ? 0 : kcm_ratelimit_backoff(b->base_ms, b->max_ms, n - 2);
 }
 
 bool kcm_crashloop_failed(struct kcm_crashloop *b, const char *key, uint64_t now_ms,

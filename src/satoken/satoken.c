@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../api/internal.h"
 #include "kcm/api.h"
 #include "kcm/error.h"
 #include "kcm/log.h"
@@ -108,13 +109,14 @@ static void post(struct kcm_satoken *t, const char *api_version, const char *kin
   json_object_object_add(doc, "kind", json_object_new_string(kind));
   o.method = "POST";
   o.path = path;
-  o.body = json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PLAIN);
-  o.body_len = strlen(o.body);
+  o.body = kcm_api_json_text(doc);
+  o.body_len = o.body ? strlen(o.body) : 0;
   o.limiter = t->limiter;
   o.done = done;
   o.data = t;
   t->asking = true;
-  if (kcm_client_path(path, sizeof(path), "/api/v1", t->ns, "serviceaccounts", name, sub) ||
+  if (!o.body ||
+      kcm_client_path(path, sizeof(path), "/api/v1", t->ns, "serviceaccounts", name, sub) ||
       kcm_client_request(t->client, &o, NULL))
     failed(t, step, "the request could not be sent");
   json_object_put(doc); /* the body was copied */

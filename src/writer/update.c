@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../api/internal.h"
 #include "internal.h"
 #include "kcm/error.h"
 #include "kcm/json.h"
@@ -181,7 +182,7 @@ static bool empty_object(const char *text, size_t at) {
 }
 
 static const char *json_of(struct json_object *v) {
-  return json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN);
+  return kcm_api_json_text(v);
 }
 
 /* Whether the object at `parent` holds no more than one member `key` (with
@@ -423,7 +424,7 @@ static void on_got(const struct kcm_client_response *resp, void *data) {
   }
   json_object_put(patch);
   if (!err) {
-    u->put.body = json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PLAIN);
+    u->put.body = kcm_api_json_text(doc);
     err = u->put.body ? u->w->send(u->w, &u->put, on_put, u) : KCM_ENOMEM;
     json_object_put(doc); /* the body was copied when sent */
     if (!err)
