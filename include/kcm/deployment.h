@@ -176,6 +176,8 @@ struct kcm_deployment_plan {
   char *revision;            /* the revision annotation to write; NULL: unchanged */
   char *rollback_ops;        /* JSON patch operations, without the resourceVersion test */
   int64_t requeue_after_ms;  /* check progress again: -1 never, 0 now (rate limited) */
+  uint64_t paced_ms;         /* a status write that only reported progress was left
+                                out (status_wait_ms): sync again after this; 0: none */
   bool invalid;              /* the selector cannot be used: nothing is done */
 };
 
@@ -192,9 +194,15 @@ struct kcm_deployment_input {
   uint64_t now_ms;
   int8_t terminating_kept; /* the API server keeps status.terminatingReplicas:
                               1 yes, 0 no, -1 not known (struct kcm_runtime_field) */
+  uint64_t status_wait_ms; /* until the Deployment's next status write may go
+                              (--deployment-status-interval); 0: now */
 };
 
-/* Plan one sync. Returns 0 or KCM_ENOMEM; free with kcm_deployment_plan_release(). */
+/* Plan one sync. A status write that only reports progress
+ * (kcm_deployment_status_progress) while in->status_wait_ms is not 0 is
+ * left out of the plan, unless the plan rolls back, and paced_ms says
+ * when to sync again: that sync writes the status as it is by then.
+ * Returns 0 or KCM_ENOMEM; free with kcm_deployment_plan_release(). */
 int kcm_deployment_plan(const struct kcm_deployment_input *in, struct kcm_deployment_plan *out);
 void kcm_deployment_plan_release(struct kcm_deployment_plan *p);
 

@@ -168,6 +168,9 @@ void kcm_runtime_enqueue(struct kcm_runtime *rt, const struct kcm_object *o);
 void kcm_runtime_enqueue_key(struct kcm_runtime *rt, const char *key);
 /* Queue key in delay_ms (a watch event whose sync may wait). */
 void kcm_runtime_enqueue_after(struct kcm_runtime *rt, const char *key, uint64_t delay_ms);
+/* Sync j's key again in delay_ms (not a change: no observer is told),
+ * besides what becomes of it when this sync is over. */
+void kcm_runtime_again(struct kcm_runtime_job *j, uint64_t delay_ms);
 /* Queue every object of inf in o's namespace whose selector (selector_of)
  * is not empty and takes o's labels, as upstream finds the owners that
  * would adopt an orphan (none for an object without labels); returns how

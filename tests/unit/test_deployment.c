@@ -181,6 +181,7 @@ struct run {
   bool running;             /* what pods_running answers */
   const struct kcm_deployment_alias *alias;
   int8_t terminating_kept;  /* whether the server keeps status.terminatingReplicas */
+  uint64_t status_wait_ms;  /* until a status write may go */
 };
 
 static bool answer_running(void *ctx, const struct kcm_replicaset *rs) {
@@ -189,7 +190,8 @@ static bool answer_running(void *ctx, const struct kcm_replicaset *rs) {
 
 static void plan(struct run *r) {
   struct kcm_deployment_input in = {r->d,     r->rs,  r->n, answer_running,
-                                    r,        r->alias, NOW_MS, r->terminating_kept};
+                                    r,        r->alias, NOW_MS, r->terminating_kept,
+                                    r->status_wait_ms};
   assert_int_equal(kcm_deployment_plan(&in, &r->plan), 0);
 }
 
@@ -1352,8 +1354,10 @@ static void progress_conditions(void **state) {
   done(&r);
 }
 
-/* Only counts moved, short of complete: a write that may wait. Reaching
- * complete, leaving it, or any other change may not. */
+/* Only counts moved, short of complete: a write that may wait, and does
+ * within the status interval (left out of the plan, the key synced again
+ * once the interval is over). Reaching complete, leaving it, or any other
+ * change may not. */
 static void progress_only_statuses(void **state) {
   static const struct {
     int updated, was_available, available;
@@ -1370,7 +1374,7 @@ static void progress_only_statuses(void **state) {
   };
   struct dspec s = dspec(3);
   char st[1024];
-  size_t i;
+  size_t i, steps;
   s.deadline = 10;
   s.annotations = "{\"deployment.kubernetes.io/revision\":\"1\"}";
   for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -1388,6 +1392,14 @@ static void progress_only_statuses(void **state) {
     assert_true(kcm_deployment_status_changed(r.d, &r.plan));
     if (kcm_deployment_status_progress(r.d, &r.plan) != cases[i].progress)
       fail_msg("case %zu: progress-only should be %d", i, cases[i].progress);
+    assert_int_equal(r.plan.paced_ms, 0);
+    assert_int_equal(r.plan.steps[r.plan.nsteps - 1].op, KCM_DEPLOYMENT_STEP_STATUS);
+    steps = r.plan.nsteps;
+    kcm_deployment_plan_release(&r.plan);
+    r.status_wait_ms = 700;
+    plan(&r);
+    assert_int_equal(r.plan.nsteps, cases[i].progress ? steps - 1 : steps);
+    assert_int_equal(r.plan.paced_ms, cases[i].progress ? 700 : 0);
     done(&r);
   }
 }
@@ -1695,7 +1707,7 @@ static void many_old_replica_sets_sort_in_n_log_n(void **state) {
     free(json);
   }
 
-  in = (struct kcm_deployment_input){d, rs, MANY + 1, NULL, NULL, NULL, NOW_MS, 1};
+  in = (struct kcm_deployment_input){d, rs, MANY + 1, NULL, NULL, NULL, NOW_MS, 1, 0};
   budget_start(40u * MANY, MANY); /* reallocations: a few per step at most */
   assert_int_equal(kcm_deployment_plan(&in, &p), 0);
   budget_stop(&used);

@@ -672,30 +672,6 @@ static struct kcm_replicaset **candidates(struct dp_job *j, size_t *n, bool *beh
   return rss;
 }
 
-/* A status write that only reports progress, within the interval of the
- * Deployment's last one, is left out: the key comes back when the
- * interval is over, and that sync writes the status as it is by then. */
-static void pace_status(struct dp_job *j) {
-  struct kcm_deployment_plan *p = &j->plan;
-  struct kcm_runtime *rt = j->base.rt;
-  uint64_t wait;
-  size_t i;
-
-  if (!p->nsteps || p->steps[p->nsteps - 1].op != KCM_DEPLOYMENT_STEP_STATUS ||
-      !kcm_deployment_status_progress(j->d, p) ||
-      !(wait = kcm_pacer_wait(&j->c->status_pacer, j->base.key, uv_now(rt->loop))))
-    return;
-  for (i = 0; i + 1 < p->nsteps; i++)
-    if (p->steps[i].op == KCM_DEPLOYMENT_STEP_ROLLBACK)
-      return;
-  p->nsteps--;
-  kcm_api_pairs_release(&p->steps[p->nsteps].annotations);
-  kcm_api_conditions_release(&p->steps[p->nsteps].conditions);
-  free(p->steps[p->nsteps].message);
-  j->c->stats.status_paced++;
-  kcm_workqueue_add_after(&rt->queue, j->base.key, wait);
-}
-
 /* Plan the sync of j->d; false (nothing to do, or the job failed) when
  * there is no plan to carry out. */
 static bool plan(struct dp_job *j) {
@@ -742,6 +718,7 @@ static bool plan(struct dp_job *j) {
   al = kcm_map_get(&c->aliases, j->base.key);
   in.alias = al ? &al->alias : NULL;
   in.now_ms = kcm_runtime_wall_ms(j->base.rt);
+  in.status_wait_ms = kcm_pacer_wait(&c->status_pacer, j->base.key, uv_now(j->base.rt->loop));
   err = kcm_deployment_plan(&in, &j->plan);
   free(cands);
   if (err) {
@@ -759,7 +736,10 @@ static bool plan(struct dp_job *j) {
   for (i = 0; i < j->plan.nrs; i++)
     j->rs_rv[i] = j->plan.rs[i].rs ? j->plan.rs[i].rs->o.rv : 0;
   j->base.requeue_after_ms = j->plan.requeue_after_ms;
-  pace_status(j);
+  if (j->plan.paced_ms) {
+    c->stats.status_paced++;
+    kcm_runtime_again(&j->base, j->plan.paced_ms);
+  }
   return true;
 }
 

@@ -449,6 +449,24 @@ static bool sort_oldest_first(struct dp_sync *s) {
   return false;
 }
 
+/* A last status write that only reports progress, within the interval of
+ * the Deployment's last one, is left out (see kcm_deployment_plan). */
+static void pace_status(const struct kcm_deployment_input *in, struct kcm_deployment_plan *p) {
+  struct kcm_deployment_step *last = p->nsteps ? &p->steps[p->nsteps - 1] : NULL;
+  size_t i;
+  if (!in->status_wait_ms || !last || last->op != KCM_DEPLOYMENT_STEP_STATUS ||
+      !kcm_deployment_status_progress(in->d, p))
+    return;
+  for (i = 0; i + 1 < p->nsteps; i++)
+    if (p->steps[i].op == KCM_DEPLOYMENT_STEP_ROLLBACK)
+      return;
+  kcm_api_pairs_release(&last->annotations);
+  kcm_api_conditions_release(&last->conditions);
+  free(last->message);
+  p->nsteps--;
+  p->paced_ms = in->status_wait_ms;
+}
+
 int kcm_deployment_plan(const struct kcm_deployment_input *in, struct kcm_deployment_plan *out) {
   const struct kcm_deployment *d = in->d;
   struct dp_sync s;
@@ -522,6 +540,7 @@ done:
     kcm_deployment_plan_release(out);
     return s.err;
   }
+  pace_status(in, out);
   return 0;
 }
 

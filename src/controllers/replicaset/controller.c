@@ -147,7 +147,7 @@ static void pod_updated(void *ctx, struct kcm_object *old, struct kcm_object *cu
       if (!op->ready && cp->ready && rs->min_ready_seconds > 0) {
         char key[600];
         key_of(&rs->o, key, sizeof(key));
-        kcm_workqueue_add_after(&c->rt.queue, key, (uint64_t)rs->min_ready_seconds * 1000);
+        kcm_runtime_enqueue_after(&c->rt, key, (uint64_t)rs->min_ready_seconds * 1000);
       }
     }
     return;
@@ -562,7 +562,7 @@ static void start_manage(struct rs_job *j) {
     kcm_v(4, "backing off creates replicaset=\"%s\" need=%d wait=\"%llums\"", j->base.key,
           j->change, (unsigned long long)wait);
     j->change = 0;
-    kcm_workqueue_add_after(&j->base.rt->queue, j->base.key, wait);
+    kcm_runtime_again(&j->base, wait);
   } else if (j->change > 0) {
     kcm_v(2, "too few replicas; creating replicaset=\"%s\" need=%d creating=%d", j->base.key,
           j->rs->replicas, j->change);
@@ -627,7 +627,7 @@ static void start_status(struct rs_job *j) {
             late = (int64_t)(kcm_runtime_wall_ms(rt) - now);
     uint64_t due = next < 0 ? (uint64_t)j->rs->min_ready_seconds * 1000
                             : next > late ? (uint64_t)(next - late) : 0;
-    kcm_workqueue_add_after(&rt->queue, j->base.key, due);
+    kcm_runtime_again(&j->base, due);
   }
   if (!j->probe && !kcm_replicaset_status_changed(j->rs, &st)) {
     /* nothing to write */
@@ -637,7 +637,7 @@ static void start_status(struct rs_job *j) {
     /* Written moments ago and only more pods ready, the spec not met yet:
      * the sync after the interval writes the status as it is by then. */
     c->stats.status_paced++;
-    kcm_workqueue_add_after(&rt->queue, j->base.key, wait);
+    kcm_runtime_again(&j->base, wait);
   } else if (kcm_replicaset_status_patch(j->rs, &st, &body)) {
     FAIL(j, KCM_ENOMEM, "%s", "out of memory");
   } else {

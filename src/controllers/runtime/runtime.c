@@ -36,6 +36,10 @@ void kcm_runtime_enqueue_after(struct kcm_runtime *rt, const char *key, uint64_t
   kcm_workqueue_add_after(&rt->queue, key, delay_ms);
 }
 
+void kcm_runtime_again(struct kcm_runtime_job *j, uint64_t delay_ms) {
+  kcm_workqueue_add_after(&j->rt->queue, j->key, delay_ms);
+}
+
 void kcm_runtime_enqueue(struct kcm_runtime *rt, const struct kcm_object *o) {
   char key[600];
   snprintf(key, sizeof(key), "%s/%s", o->ns, o->name);
