@@ -36,6 +36,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "kcm/api.h"
 #include "kcm/buf.h"
 
 enum kcm_client_interactive {
@@ -277,6 +278,13 @@ const char *kcm_client_segment_problem(const char *s);
  * KCM_ENOMEM. On failure out holds why, for the caller's message. */
 int kcm_client_path(char *out, size_t cap, const char *api, const char *ns, const char *resource,
                     const char *name, const char *sub);
+
+/* The URL path of an object of `kind` (e.g.
+ * "/apis/apps/v1/namespaces/x/replicasets/y/status"), or of its collection
+ * when name is NULL, from the kind's row (kcm_api_kind) into out[0..cap)
+ * by kcm_client_path(): 0, or an error with why in out. */
+int kcm_client_object_path(enum kcm_kind kind, const char *ns, const char *name, const char *sub,
+                           char *out, size_t cap);
 
 /* The n bytes at s with each %XX decoded, NUL-terminated (caller frees);
  * NULL when a '%' is not followed by two hex digits, or out of memory. */

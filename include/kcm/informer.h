@@ -201,12 +201,6 @@ struct kcm_object *kcm_informer_controller_of(const struct kcm_informer *inf,
 int kcm_informer_claimable(const struct kcm_informer *inf, const struct kcm_uid *owner,
                            const char *ns, struct kcm_object ***out, size_t *n);
 
-/* The URL path of an object of `kind` (e.g.
- * "/apis/apps/v1/namespaces/x/replicasets/y/status"), or of its collection
- * when name is NULL, into out[0..cap) by kcm_client_path(): 0, or an error
- * with why in out. */
-int kcm_informer_path(enum kcm_kind kind, const char *ns, const char *name, const char *sub,
-                      char *out, size_t cap);
 /* Append the URL path of the collection (e.g. "/apis/apps/v1/namespaces/x/replicasets"). */
 int kcm_informer_collection_path(enum kcm_kind kind, const char *ns, struct kcm_buf *out);
 

@@ -9,7 +9,7 @@
  * the requests and answers them as the test decides.
  *
  * The builders make each kind of request from a kind, a namespace and a
- * name: the URL path (by kcm_informer_path(): percent-encoded, refused for
+ * name: the URL path (by kcm_client_object_path(): percent-encoded, refused for
  * a name no API server gives out), the method, the content type, and
  * whether it may be sent again after a lost answer (a read, a create of a
  * named object, a delete: not a patch).

@@ -12,6 +12,7 @@
 #include <strings.h>
 
 #include "internal.h"
+#include "kcm/api.h"
 #include "kcm/error.h"
 #include "kcm/pb.h"
 
@@ -125,6 +126,16 @@ int kcm_client_path(char *out, size_t cap, const char *api, const char *ns, cons
     memcpy(out, b.data, b.len + 1);
   kcm_buf_release(&b);
   return err;
+}
+
+int kcm_client_object_path(enum kcm_kind kind, const char *ns, const char *name, const char *sub,
+                           char *out, size_t cap) {
+  const struct kcm_api_kind *k = kcm_api_kind(kind);
+  if (!k) {
+    snprintf(out, cap, "no kind %d", (int)kind);
+    return KCM_EINVAL;
+  }
+  return kcm_client_path(out, cap, k->prefix, ns, k->plural, name, sub);
 }
 
 static int hex_digit(char c) {

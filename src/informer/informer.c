@@ -24,19 +24,9 @@
 
 /* --- paths ----------------------------------------------------------------------------- */
 
-int kcm_informer_path(enum kcm_kind kind, const char *ns, const char *name, const char *sub,
-                      char *out, size_t cap) {
-  const struct kcm_api_kind *k = kcm_api_kind(kind);
-  if (!k) {
-    snprintf(out, cap, "no kind %d", (int)kind);
-    return KCM_EINVAL;
-  }
-  return kcm_client_path(out, cap, k->prefix, ns, k->plural, name, sub);
-}
-
 int kcm_informer_collection_path(enum kcm_kind kind, const char *ns, struct kcm_buf *out) {
   char path[KCM_CLIENT_PATH_MAX];
-  int err = kcm_informer_path(kind, ns, NULL, NULL, path, sizeof(path));
+  int err = kcm_client_object_path(kind, ns, NULL, NULL, path, sizeof(path));
   return err ? err : kcm_buf_append_str(out, path);
 }
 

@@ -7,7 +7,6 @@
 
 #include "kcm/buf.h"
 #include "kcm/error.h"
-#include "kcm/informer.h"
 #include "internal.h"
 #include "kcm/writer.h"
 
@@ -95,7 +94,7 @@ static int build(struct kcm_write *req, const char *method, enum kcm_kind kind, 
   req->method = method;
   req->body = body;
   req->repeatable = strcmp(method, "PATCH") != 0;
-  req->err = kcm_informer_path(kind, ns, name, sub, req->path, sizeof(req->path));
+  req->err = kcm_client_object_path(kind, ns, name, sub, req->path, sizeof(req->path));
   return req->err;
 }
 
