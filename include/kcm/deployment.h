@@ -23,9 +23,10 @@
  *
  * The new ReplicaSet is the oldest one whose template equals the
  * Deployment's, ignoring the pod-template-hash label. The plan's steps are
- * sent one after the other; the first failure ends the sync (it is retried
- * with backoff) except where upstream ignores the error. The Deployment's
- * status is written once, at the end, when it changed.
+ * sent by the runtime: the claims at once, the others one after the other;
+ * the first failure ends the sync (it is retried with backoff) except
+ * where upstream ignores the error. The Deployment's status is written
+ * once, at the end, when it changed.
  *
  * Everything below the controller is pure: it reads the objects and the
  * clock it is given and allocates only its results.
@@ -106,6 +107,9 @@ struct kcm_deployment_rs {
 };
 
 enum kcm_deployment_op {
+  KCM_DEPLOYMENT_STEP_RECHECK, /* read the Deployment again before adopting */
+  KCM_DEPLOYMENT_STEP_ADOPT,   /* adopt plan->adopt[rs] */
+  KCM_DEPLOYMENT_STEP_RELEASE, /* release plan->release[rs] */
   KCM_DEPLOYMENT_STEP_EVENT,  /* record an event; no request */
   KCM_DEPLOYMENT_STEP_SCALE,  /* update a ReplicaSet's replicas, minReadySeconds and annotations */
   KCM_DEPLOYMENT_STEP_CREATE, /* create the new ReplicaSet (plan->create_body) */
@@ -116,15 +120,17 @@ enum kcm_deployment_op {
 };
 
 struct kcm_deployment_step {
+  struct kcm_runtime_step at;   /* its wave (claims together, others alone) and group */
   enum kcm_deployment_op op;
-  int32_t rs;                   /* SCALE, CREATE, DELETE: index in plan->rs */
+  int32_t rs;                   /* SCALE, CREATE, DELETE: index in plan->rs;
+                                   ADOPT, RELEASE: in plan->adopt, plan->release */
   int32_t replicas;             /* SCALE: spec.replicas to write */
   int32_t old_replicas;         /* SCALE: spec.replicas before */
   int32_t min_ready_seconds;    /* SCALE */
   struct kcm_pairs annotations; /* SCALE: every annotation the ReplicaSet should carry */
   struct kcm_conditions conditions; /* CREATE: the Deployment's conditions before it */
-  uint32_t group;               /* steps upstream sends in one loop */
-  bool lenient;                 /* a failure is not an error: the rest of the group is skipped */
+  bool lenient;                 /* a failure is not an error: the rest of its group (the
+                                   steps upstream sends in one loop) is skipped */
   /* The event: recorded by EVENT, or after the write succeeded. */
   const char *reason;           /* static; NULL for none */
   bool warning;
@@ -217,9 +223,11 @@ bool kcm_deployment_status_changed(const struct kcm_deployment *d,
 bool kcm_deployment_status_progress(const struct kcm_deployment *d,
                                     const struct kcm_deployment_plan *p);
 
-/* Request bodies. resource_version: the object's latest known version. */
+/* Request bodies. resource_version: the object's latest known version.
+ * probe: the status carries terminatingReplicas (p->terminating) even
+ * where the plan leaves it out, to find out whether the server keeps it. */
 int kcm_deployment_status_body(const struct kcm_deployment *d, const struct kcm_deployment_plan *p,
-                               uint64_t resource_version, struct kcm_buf *out);
+                               bool probe, uint64_t resource_version, struct kcm_buf *out);
 int kcm_deployment_scale_body(const struct kcm_deployment_plan *p,
                               const struct kcm_deployment_step *s, uint64_t resource_version,
                               struct kcm_buf *out);
@@ -252,8 +260,6 @@ struct kcm_deployment_controller {
     uint64_t rs_created;
     uint64_t rs_scaled;
     uint64_t rs_deleted;
-    uint64_t adoptions;
-    uint64_t releases;
     uint64_t status_writes;
     uint64_t collisions;
     uint64_t paced;    /* ReplicaSet status changes whose sync waited for the interval */

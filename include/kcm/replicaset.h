@@ -1,14 +1,14 @@
 /*
  * replicaset — the ReplicaSet controller.
  *
- * For each ReplicaSet key taken from the work queue, a pure planning step
- * reads the cache and decides what to do, and an executor sends it on the
- * loop, phase by phase, as upstream's syncReplicaSet does:
+ * For each ReplicaSet key taken from the work queue, a pure planner reads
+ * the cache and returns the sync's steps, in upstream's order
+ * (syncReplicaSet), which the runtime sends wave by wave:
  *
  *   1. claim: adopt matching orphan pods and release owned pods that stop
  *      matching, by patching ownerReferences; before the first adoption the
  *      ReplicaSet is read from the API server to check that it is the same
- *      object (uid) and not being deleted;
+ *      object (uid) and not being deleted; a failure ends the sync;
  *   2. manage, only when the expectations are satisfied and the ReplicaSet
  *      is not being deleted: create the missing pods in slow-start batches
  *      (1, 2, 4, ...; stop at the first failure) or delete the surplus, the
@@ -16,7 +16,8 @@
  *      way per sync;
  *   3. status: replicas, fullyLabeledReplicas, readyReplicas,
  *      availableReplicas, observedGeneration and the ReplicaFailure
- *      condition, written only when they change.
+ *      condition, computed once the pods are made or deleted and written
+ *      only when they change.
  *
  * Inactive pods (being deleted, Succeeded, Failed) are never claimed or
  * counted, so a pod is replaced as soon as its deletion starts.
@@ -78,6 +79,53 @@ struct kcm_replicaset_claim {
 int kcm_replicaset_claim(const struct kcm_replicaset *rs, struct kcm_pod *const *candidates,
                          size_t n, struct kcm_replicaset_claim *out);
 void kcm_replicaset_claim_release(struct kcm_replicaset_claim *c);
+
+/* The steps of a sync (see the top of this file). */
+enum kcm_replicaset_op {
+  KCM_REPLICASET_RECHECK, /* read the ReplicaSet again before adopting */
+  KCM_REPLICASET_ADOPT,   /* claim.adopt[index] */
+  KCM_REPLICASET_RELEASE, /* claim.release[index] */
+  KCM_REPLICASET_EXPECT,  /* expect the creates or deletes that follow; no request */
+  KCM_REPLICASET_CREATE,  /* a pod from the template */
+  KCM_REPLICASET_DELETE,  /* order[index] */
+  KCM_REPLICASET_STATUS,  /* the status, from the pods left; written when it changed */
+};
+
+struct kcm_replicaset_step {
+  struct kcm_runtime_step at; /* claims at once; each create batch a wave, the creates
+                                 one group; the deletes at once */
+  enum kcm_replicaset_op op;
+  uint32_t index;
+};
+
+struct kcm_replicaset_plan {
+  struct kcm_replicaset_claim claim;
+  struct kcm_replicaset_step *steps; /* owned */
+  size_t nsteps;
+  int32_t change;           /* creates (> 0) or deletes (< 0) planned */
+  struct kcm_pod **order;   /* deletes: the claimed pods, the -change first to delete
+                               first (owned array) */
+  uint64_t wait_ms;         /* creates held back while pods keep failing: sync again
+                               after this; 0: none */
+};
+
+struct kcm_replicaset_input {
+  const struct kcm_replicaset *rs;
+  /* the pods it controls and the orphans of its namespace (others are ignored) */
+  struct kcm_pod *const *candidates;
+  size_t ncandidates;
+  bool satisfied;           /* the expectations: the cache saw earlier creates and deletes */
+  uint64_t create_wait_ms;  /* its pods keep failing: creates wait this long; 0: none */
+  /* The pods ranked with its own when choosing whom to delete (a malloc'd
+   * array, *n set; NULL on ENOMEM): see kcm_replicaset_rank. */
+  struct kcm_pod **(*related)(void *ctx, const struct kcm_replicaset_claim *claim, size_t *n);
+  void *ctx;
+  uint64_t now_ms;
+};
+
+/* Plan a sync. Returns 0 or KCM_ENOMEM (out released). */
+int kcm_replicaset_plan(const struct kcm_replicaset_input *in, struct kcm_replicaset_plan *out);
+void kcm_replicaset_plan_release(struct kcm_replicaset_plan *p);
 
 /* Sort pods so those best deleted come first (upstream's
  * ActivePodsWithRanks): unscheduled, then Pending < Unknown < Running, not
@@ -175,8 +223,6 @@ struct kcm_replicaset_controller {
   struct {
     uint64_t creates;
     uint64_t deletes;
-    uint64_t adoptions;
-    uint64_t releases;
     uint64_t status_writes;
     uint64_t status_paced; /* status writes folded into a later one */
     uint64_t backoffs;     /* waves of failed pods that held creates back */

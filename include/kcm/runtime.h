@@ -3,16 +3,23 @@
  * a rate-limited work queue, the sync job each key becomes, and what
  * happens to the key when the sync is over.
  *
- * A controller gives the runtime four functions (struct kcm_runtime_ops):
- * start plans the sync of a key from the cache and sends its first
- * requests; advance, called each time every request in flight has
- * answered, sends the next ones or says the sync is over; release frees
- * what the controller kept in its job. The job (struct kcm_runtime_job,
- * the first member of the controller's own job struct) counts the
- * requests in flight, holds references to the cached objects the sync
- * reads, and keeps the sync's first error.
+ * A controller gives the runtime three functions (struct kcm_runtime_ops):
+ * start plans the sync of a key from the cache and hands the runtime its
+ * plan (kcm_runtime_plan); send sends one step of it; release frees what
+ * the controller kept in its job. The job (struct kcm_runtime_job, the
+ * first member of the controller's own job struct) counts the requests in
+ * flight, holds references to the cached objects the sync reads, and keeps
+ * the sync's first error.
  *
- * A sync is over when advance returns false with nothing in flight. Its
+ * A plan is a list of steps in waves. The runtime sends every step of a
+ * wave at once and the next wave once each request of the wave (and each
+ * request its answers sent in turn) has answered. A step that fails may
+ * skip the steps of its group not yet sent (kcm_runtime_skip_group) or
+ * end the plan after its wave (kcm_runtime_halt); a step that needs no
+ * request sends none.
+ *
+ * A sync is over when its plan has nothing left to send and nothing is in
+ * flight. Its
  * key is then done in the queue and, as upstream's processNextWorkItem
  * decides: after an error, queued again with backoff (forgotten when the
  * job says the error is not worth retrying, or dropped after max_retries
@@ -64,6 +71,20 @@ struct kcm_runtime_job {
   int64_t requeue_after_ms;  /* after success: -1 no, 0 with backoff, > 0 after that long */
   bool gave_back;            /* the worker was given back */
   uint64_t wrote_rv;         /* the newest version its writes to dependents got back */
+  /* the plan (see kcm_runtime_plan) */
+  const char *steps;         /* borrowed from the controller's job */
+  size_t nsteps, step_size;
+  size_t step;               /* the first step not yet sent */
+  uint32_t skip_group;       /* while skipping */
+  bool skipping;
+  bool halted;               /* no wave after the one in flight */
+};
+
+/* The head of each step of a plan, the first member of the controller's
+ * own step struct. Waves never decrease along a plan. */
+struct kcm_runtime_step {
+  uint32_t wave;  /* sent with the steps of the same wave */
+  uint32_t group; /* skipped with the steps of the same group */
 };
 
 #define KCM_RUNTIME_BLIND UINT64_MAX /* a watch is down */
@@ -87,7 +108,8 @@ struct kcm_runtime_ops {
   size_t job_size;           /* of the controller's job, which begins with the runtime's */
   uint32_t max_retries;      /* failures in a row before a key is dropped; 0: never */
   void (*start)(struct kcm_runtime_job *j);
-  bool (*advance)(struct kcm_runtime_job *j);
+  /* Send step (its index i in the plan): kcm_runtime_send()s, or none. */
+  void (*send)(struct kcm_runtime_job *j, const void *step, size_t i);
   void (*release)(struct kcm_runtime_job *j); /* may be NULL */
 };
 
@@ -133,6 +155,8 @@ struct kcm_runtime {
     uint64_t syncs;
     uint64_t errors;
     uint64_t dropped;
+    uint64_t adoptions;        /* claims sent */
+    uint64_t releases;
     uint64_t stale_own;        /* syncs put off: the cached object behind a write to it */
     uint64_t stale_dependents; /* syncs put off: dependents behind a sync's writes */
   } stats;
@@ -218,6 +242,15 @@ bool kcm_runtime_field_ask(struct kcm_runtime_field *f);
 void kcm_runtime_field_answer(struct kcm_runtime_field *f, const char *body, size_t len,
                               const char *kind);
 
+/* The plan the sync runs once start returns: n steps of `size` bytes
+ * each, each beginning with its struct kcm_runtime_step. Borrowed: it
+ * must live until the sync is over. No plan: the sync is over at once. */
+void kcm_runtime_plan(struct kcm_runtime_job *j, const void *steps, size_t n, size_t size);
+/* The steps of `group` not yet sent are skipped. */
+void kcm_runtime_skip_group(struct kcm_runtime_job *j, uint32_t group);
+/* No step of a later wave is sent: the sync is over once the requests in
+ * flight have answered. */
+void kcm_runtime_halt(struct kcm_runtime_job *j);
 /* Keep o alive until the sync is over. */
 void kcm_runtime_hold(struct kcm_runtime_job *j, struct kcm_object *o);
 /* Record the sync's first error. */
@@ -229,18 +262,18 @@ void kcm_runtime_fail(struct kcm_runtime_job *j, int err, const char *fmt, ...)
 int kcm_runtime_send(struct kcm_runtime_job *j, const struct kcm_write *req,
                      kcm_client_done_cb done, void *data);
 /* A request of j has answered: when it was the last in flight, the sync
- * moves on (advance), and may be over, freeing j. */
+ * moves on to its plan's next wave, and may be over, freeing j. */
 void kcm_runtime_answered(struct kcm_runtime_job *j);
 /* Adoption and release, as upstream's ControllerRefManager does them:
  * before the first adoption the owner (j->object) is read again (GET by name) and the
  * sync fails unless it is the same object (uid) and not being deleted;
  * each claim patches the object's ownerReferences (uid-guarded), a
  * NotFound or Invalid answer meaning the object is gone or changed, and
- * any other error failing the sync. */
+ * any other error failing the sync. Either failing halts the plan (as
+ * upstream, which neither manages nor writes status after a claim error). */
 void kcm_runtime_recheck(struct kcm_runtime_job *j);
-/* The owner is j->object; scratch holds the patch. Returns 0 when sent. */
-int kcm_runtime_claim(struct kcm_runtime_job *j, const struct kcm_object *o, bool adopt,
-                      struct kcm_buf *scratch);
+/* Adopt or release o; the owner is j->object. Counted in stats when sent. */
+void kcm_runtime_claim(struct kcm_runtime_job *j, const struct kcm_object *o, bool adopt);
 /* The sync waits only for requests it no longer needs a worker for. */
 void kcm_runtime_give_back(struct kcm_runtime_job *j);
 

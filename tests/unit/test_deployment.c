@@ -554,7 +554,7 @@ static void terminating_replicas_sum(void **state) {
   assert_int_equal(r.plan.status.terminating, 3);
   assert_true(kcm_deployment_status_changed(r.d, &r.plan));
   assert_non_null(st = find_step(&r, KCM_DEPLOYMENT_STEP_STATUS));
-  assert_int_equal(kcm_deployment_status_body(r.d, &r.plan, 40, &body), 0);
+  assert_int_equal(kcm_deployment_status_body(r.d, &r.plan, false, 40, &body), 0);
   assert_non_null(strstr(body.data, "\"terminatingReplicas\":3"));
   done(&r);
 
@@ -573,7 +573,7 @@ static void terminating_replicas_sum(void **state) {
   assert_int_equal(r.plan.status.terminating, -1);
   assert_non_null(find_step(&r, KCM_DEPLOYMENT_STEP_STATUS));
   kcm_buf_reset(&body);
-  assert_int_equal(kcm_deployment_status_body(r.d, &r.plan, 40, &body), 0);
+  assert_int_equal(kcm_deployment_status_body(r.d, &r.plan, false, 40, &body), 0);
   assert_non_null(strstr(body.data, "\"terminatingReplicas\":null"));
   done(&r);
 
@@ -628,6 +628,21 @@ static void claims_replica_sets(void **state) {
   assert_int_equal(r.plan.nrelease, 1);
   assert_string_equal(r.plan.release[0]->o.name, "web-relabelled");
   assert_int_equal(r.plan.nrs, 2); /* own and the adopted one */
+  /* The Deployment read again first; both claims at once; the rest after,
+   * one wave each. */
+  assert_true(r.plan.nsteps > 3);
+  assert_int_equal(r.plan.steps[0].op, KCM_DEPLOYMENT_STEP_RECHECK);
+  assert_int_equal(r.plan.steps[1].op, KCM_DEPLOYMENT_STEP_ADOPT);
+  assert_int_equal(r.plan.steps[1].rs, 0);
+  assert_int_equal(r.plan.steps[2].op, KCM_DEPLOYMENT_STEP_RELEASE);
+  assert_int_equal(r.plan.steps[2].rs, 0);
+  assert_true(r.plan.steps[1].at.wave > r.plan.steps[0].at.wave);
+  assert_int_equal(r.plan.steps[2].at.wave, r.plan.steps[1].at.wave);
+  for (size_t i = 3; i < r.plan.nsteps; i++) {
+    assert_true(r.plan.steps[i].op > KCM_DEPLOYMENT_STEP_RELEASE);
+    assert_true(r.plan.steps[i].at.wave > r.plan.steps[i - 1].at.wave);
+    assert_true(r.plan.steps[i].at.group > r.plan.steps[2].at.group);
+  }
   done(&r);
 
   /* Being deleted: no adoption, no release, only the status. */
@@ -1486,7 +1501,7 @@ static void request_bodies(void **state) {
   const struct kcm_deployment_step *create;
   r.d = make_d(&s);
   plan(&r);
-  assert_int_equal(kcm_deployment_status_body(r.d, &r.plan, 41, &b), 0);
+  assert_int_equal(kcm_deployment_status_body(r.d, &r.plan, false, 41, &b), 0);
   assert_non_null(strstr(b.data, "\"resourceVersion\":\"41\""));
   assert_non_null(strstr(b.data, "\"annotations\":{\"deployment.kubernetes.io/revision\":\"1\"}"));
   assert_non_null(strstr(b.data, "\"observedGeneration\":1"));

@@ -166,6 +166,74 @@ static void slow_start_batches(void **state) {
   assert_int_equal(sizes[4], 5); /* never more than what is left */
 }
 
+/* The plan as text: each step "op:wave:group", space-separated. */
+static void plan_text(const struct kcm_replicaset_plan *p, char *out, size_t len) {
+  static const char *const ops[] = {"recheck", "adopt", "release", "expect",
+                                    "create", "delete", "status"};
+  size_t i, o = 0;
+  out[0] = '\0';
+  for (i = 0; i < p->nsteps && o < len; i++)
+    o += (size_t)snprintf(out + o, len - o, "%s%s:%u:%u", i ? " " : "", ops[p->steps[i].op],
+                          p->steps[i].at.wave, p->steps[i].at.group);
+}
+
+static void plan_of(struct kcm_replicaset *rs, struct kcm_pod **pods, size_t n, bool satisfied,
+                    uint64_t wait, struct kcm_replicaset_plan *p, char *text, size_t len) {
+  struct kcm_replicaset_input in = {.rs = rs, .candidates = pods, .ncandidates = n,
+                                    .satisfied = satisfied, .create_wait_ms = wait,
+                                    .now_ms = NOW_MS};
+  assert_int_equal(kcm_replicaset_plan(&in, p), 0);
+  plan_text(p, text, len);
+}
+
+static void plans_in_waves(void **state) {
+  struct kcm_replicaset *rs = make_rs(5, NULL, 0, NULL);
+  struct kcm_pod *pods[4];
+  struct kcm_replicaset_plan p;
+  char text[512];
+  size_t i;
+
+  /* slow start: a wave per batch (1, 2, 2), the creates one group; then status */
+  plan_of(rs, NULL, 0, true, 0, &p, text, sizeof(text));
+  assert_string_equal(text, "expect:1:2 create:1:2 create:2:2 create:2:2 create:3:2 "
+                            "create:3:2 status:4:3");
+  assert_int_equal(p.change, 5);
+  kcm_replicaset_plan_release(&p);
+  /* pods failing: no create, a sync after the wait */
+  plan_of(rs, NULL, 0, true, 1500, &p, text, sizeof(text));
+  assert_string_equal(text, "status:2:3");
+  assert_int_equal(p.wait_ms, 1500);
+  assert_int_equal(p.change, 0);
+  kcm_replicaset_plan_release(&p);
+  /* expectations not met: the status alone */
+  plan_of(rs, NULL, 0, false, 0, &p, text, sizeof(text));
+  assert_string_equal(text, "status:1:3");
+  kcm_replicaset_plan_release(&p);
+  kcm_api_unref(&rs->o, &pool);
+
+  /* an orphan to adopt (checked first), an owned pod to release, and one
+   * too many: the claims at once, then the deletes at once */
+  rs = make_rs(1, NULL, 0, NULL);
+  pods[0] = make_pod(&(struct podspec){.name = "orphan", .ready = true});
+  pods[1] = make_pod(&(struct podspec){.name = "gone", .owner = RS_UID,
+                                        .labels = "{\"app\":\"db\"}"});
+  pods[2] = make_pod(&(struct podspec){.name = "ready", .owner = RS_UID, .ready = true});
+  pods[3] = make_pod(&(struct podspec){.name = "ready2", .owner = RS_UID, .ready = true,
+                                        .node = "n1"});
+  plan_of(rs, pods, 4, true, 0, &p, text, sizeof(text));
+  assert_string_equal(text, "recheck:0:0 adopt:1:1 release:1:1 expect:2:2 delete:2:2 "
+                            "delete:2:2 status:3:3");
+  assert_int_equal(p.change, -2);
+  assert_ptr_equal(p.claim.adopt[p.steps[1].index], pods[0]);
+  assert_ptr_equal(p.claim.release[p.steps[2].index], pods[1]);
+  /* the ranking puts the unscheduled pods first */
+  for (i = 0; i < 2; i++)
+    assert_null(p.order[p.steps[4 + i].index]->node);
+  kcm_replicaset_plan_release(&p);
+  free_pods(pods, 4);
+  kcm_api_unref(&rs->o, &pool);
+}
+
 static void expectations_hold_managing(void **state) {
   struct kcm_replicaset *rs = make_rs(3, NULL, 0, NULL);
   struct kcm_replicaset *gone =
@@ -720,6 +788,7 @@ int main(void) {
       cmocka_unit_test(diff_and_burst),
       cmocka_unit_test(pod_names_as_the_server_makes_them),
       cmocka_unit_test(slow_start_batches),
+      cmocka_unit_test(plans_in_waves),
       cmocka_unit_test(expectations_hold_managing),
       cmocka_unit_test(claiming),
       cmocka_unit_test(terminating_replicas),

@@ -1,7 +1,8 @@
 /*
  * Tests for the runtime every controller's syncs share, with a controller
  * of the tests' own and a writer the tests answer: a sync moves on only
- * when every request in flight has answered; a key's fate after its sync
+ * when every request in flight has answered, wave by wave, skipping a
+ * failed step's group or halting; a key's fate after its sync
  * (forgotten, retried with backoff, dropped, queued again later); the
  * workers' cap and a worker given back; standing aside; the observer;
  * and the clocks, both injected.
@@ -22,13 +23,17 @@
 
 /* What the test controller does in each sync. */
 struct plan {
-  int phases;           /* advance() rounds, each sending `sends` GETs */
+  int phases;           /* waves, each of `sends` GETs */
   int sends;
+  int per_group;        /* waves in one group (0: 1) */
+  enum { GO_ON, SKIP, HALT } on_error; /* what a failed GET does */
   int fail;             /* a KCM_E* code the sync ends with, or 0 */
   bool forget;          /* the error is not worth retrying */
   int64_t requeue_after_ms;
-  bool give_back;       /* the last round gives its worker back */
+  bool give_back;       /* the last step gives its worker back */
 };
+
+#define MAX_STEPS 16
 
 struct fixture {
   uv_loop_t loop;
@@ -37,15 +42,21 @@ struct fixture {
   struct kcm_runtime rt;
   struct kcm_runtime_ops ops;
   struct plan plan;
-  int starts, advances, releases, stopped;
+  int starts, steps_sent, releases, stopped;
   char started[16][32]; /* keys in the order their syncs started */
+  size_t sent_at[MAX_STEPS]; /* the steps sent, by index, in order */
   /* the observer's record */
   int queued, sent, over;
 };
 
+struct step {
+  struct kcm_runtime_step at;
+  int n; /* its index, to check the runtime hands back the right one */
+};
+
 struct job {
   struct kcm_runtime_job base;
-  int phase;
+  struct step steps[MAX_STEPS];
 };
 
 static uint64_t wall_now, queue_now;
@@ -53,42 +64,48 @@ static uint64_t wall(void) { return wall_now; }
 static uint64_t queue_clock(struct kcm_workqueue *q) { return queue_now; }
 
 static void answered(const struct kcm_client_response *resp, void *data) {
-  kcm_runtime_answered(data);
-}
-
-/* One round of the plan: its GETs sent, or the sync's end said. */
-static bool round_of(struct job *j) {
+  struct job *j = data;
   struct fixture *f = j->base.rt->ctx;
-  struct kcm_write req;
-  int i;
-  if (j->phase >= f->plan.phases) {
-    if (f->plan.fail) {
-      kcm_runtime_fail(&j->base, f->plan.fail, "planned failure");
-      j->base.forget = f->plan.forget;
-    }
-    j->base.requeue_after_ms = f->plan.requeue_after_ms;
-    return false;
-  }
-  j->phase++;
-  for (i = 0; i < f->plan.sends; i++) {
-    assert_int_equal(kcm_writer_get(&req, KCM_KIND_POD, j->base.ns, j->base.name), 0);
-    assert_int_equal(kcm_runtime_send(&j->base, &req, answered, j), 0);
-  }
-  if (f->plan.give_back && j->phase == f->plan.phases)
-    kcm_runtime_give_back(&j->base);
-  return true;
+  if (resp->err && f->plan.on_error == SKIP)
+    kcm_runtime_skip_group(&j->base, 0); /* the failed step's group: the first */
+  else if (resp->err && f->plan.on_error == HALT)
+    kcm_runtime_halt(&j->base);
+  kcm_runtime_answered(&j->base);
 }
 
+/* Plan phases x sends steps; the sync's fate is set here too. */
 static void start(struct kcm_runtime_job *base) {
   struct fixture *f = base->rt->ctx;
+  struct job *j = (struct job *)base;
+  int per = f->plan.per_group ? f->plan.per_group : 1, n = 0, w, i;
   if (f->starts < 16)
     snprintf(f->started[f->starts], sizeof(f->started[0]), "%s", base->key);
   f->starts++;
+  for (w = 0; w < f->plan.phases; w++)
+    for (i = 0; i < f->plan.sends; i++, n++) {
+      assert_true(n < MAX_STEPS);
+      j->steps[n] = (struct step){{(uint32_t)w, (uint32_t)(w / per)}, n};
+    }
+  kcm_runtime_plan(base, j->steps, (size_t)n, sizeof(j->steps[0]));
+  if (f->plan.fail) {
+    kcm_runtime_fail(base, f->plan.fail, "planned failure");
+    base->forget = f->plan.forget;
+  }
+  base->requeue_after_ms = f->plan.requeue_after_ms;
 }
 
-static bool advance(struct kcm_runtime_job *base) {
-  ((struct fixture *)base->rt->ctx)->advances++;
-  return round_of((struct job *)base);
+static void send_step(struct kcm_runtime_job *base, const void *step, size_t i) {
+  struct fixture *f = base->rt->ctx;
+  const struct step *s = step;
+  struct kcm_write req;
+  assert_int_equal(s->n, (int)i);
+  if (f->steps_sent < MAX_STEPS)
+    f->sent_at[f->steps_sent] = i;
+  f->steps_sent++;
+  assert_int_equal(kcm_writer_get(&req, KCM_KIND_POD, base->ns, base->name), 0);
+  assert_int_equal(kcm_runtime_send(base, &req, answered, base), 0);
+  if (f->plan.give_back && i + 1 == base->nsteps)
+    kcm_runtime_give_back(base);
 }
 
 static void release(struct kcm_runtime_job *base) {
@@ -113,7 +130,7 @@ static int setup(void **state) {
   assert_int_equal(uv_loop_init(&f->loop), 0);
   kcm_intern_init(&f->pool);
   fake_writer_init(&f->fw);
-  f->ops = (struct kcm_runtime_ops){"test", sizeof(struct job), 3, start, advance, release};
+  f->ops = (struct kcm_runtime_ops){"test", sizeof(struct job), 3, start, send_step, release};
   f->plan = (struct plan){.phases = 1, .sends = 1, .requeue_after_ms = -1};
   kcm_runtime_init(&f->rt, &f->loop, &f->ops, f, 1, &f->fw.w, &f->pool);
   wall_now = 1700000000000;
@@ -164,21 +181,66 @@ static void sync_moves_on_when_every_request_has_answered(void **state) {
   kcm_runtime_enqueue_key(&f->rt, "ns/a");
   kcm_runtime_run(&f->rt);
   assert_int_equal(f->starts, 1);
-  assert_int_equal(f->advances, 1); /* the first round: two GETs */
+  assert_int_equal(f->steps_sent, 2); /* the first wave: two GETs */
   assert_int_equal(fake_writer_pending(&f->fw, "GET", "/pods/a"), 2);
   answer(f, 200);
-  assert_int_equal(f->advances, 1); /* one still in flight */
+  assert_int_equal(f->steps_sent, 2); /* one still in flight */
   answer(f, 200);
-  assert_int_equal(f->advances, 2); /* the second round */
+  assert_int_equal(f->steps_sent, 4); /* the second wave */
+  assert_int_equal(f->sent_at[2], 2);
+  assert_int_equal(f->sent_at[3], 3);
   answer(f, 200);
+  assert_int_equal(f->releases, 0);
   answer(f, 200);
-  assert_int_equal(f->advances, 3); /* said the sync is over */
-  assert_int_equal(f->releases, 1);
+  assert_int_equal(f->releases, 1); /* nothing left: over */
   assert_int_equal(f->rt.stats.syncs, 1);
   assert_int_equal(f->rt.stats.errors, 0);
   assert_int_equal(f->rt.running, 0);
   assert_int_equal(kcm_workqueue_len(&f->rt.queue), 0);
   assert_int_equal(kcm_workqueue_requeues(&f->rt.queue, "ns/a"), 0);
+}
+
+static void a_failed_step_skips_the_rest_of_its_group(void **state) {
+  struct fixture *f = *state;
+  f->plan.sends = 1;
+  f->plan.phases = 3;
+  f->plan.per_group = 2; /* waves 0 and 1 are group 0; wave 2 group 1 */
+  f->plan.on_error = SKIP;
+  kcm_runtime_enqueue_key(&f->rt, "ns/a");
+  kcm_runtime_run(&f->rt);
+  assert_int_equal(f->steps_sent, 1);
+  answer(f, 500);
+  /* wave 1 is skipped with its group; wave 2 goes */
+  assert_int_equal(f->steps_sent, 2);
+  assert_int_equal(f->sent_at[1], 2);
+  answer(f, 200);
+  assert_int_equal(f->rt.stats.syncs, 1);
+}
+
+static void a_halt_ends_the_plan_after_its_wave(void **state) {
+  struct fixture *f = *state;
+  f->plan.sends = 2;
+  f->plan.phases = 2;
+  f->plan.on_error = HALT;
+  kcm_runtime_enqueue_key(&f->rt, "ns/a");
+  kcm_runtime_run(&f->rt);
+  answer(f, 500);
+  assert_int_equal(f->releases, 0); /* the rest of its wave is still in flight */
+  answer(f, 200);
+  assert_int_equal(f->steps_sent, 2); /* the second wave never went */
+  assert_int_equal(f->releases, 1);
+  assert_int_equal(f->rt.stats.syncs, 1);
+}
+
+static void a_sync_without_a_plan_is_over_at_once(void **state) {
+  struct fixture *f = *state;
+  f->plan.phases = 0;
+  kcm_runtime_enqueue_key(&f->rt, "ns/a");
+  kcm_runtime_run(&f->rt);
+  assert_int_equal(f->starts, 1);
+  assert_int_equal(f->steps_sent, 0);
+  assert_int_equal(f->releases, 1);
+  assert_int_equal(f->rt.running, 0);
 }
 
 static void failures_retry_with_backoff_until_dropped(void **state) {
@@ -318,6 +380,10 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(sync_moves_on_when_every_request_has_answered, setup,
                                       teardown),
+      cmocka_unit_test_setup_teardown(a_failed_step_skips_the_rest_of_its_group, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(a_halt_ends_the_plan_after_its_wave, setup, teardown),
+      cmocka_unit_test_setup_teardown(a_sync_without_a_plan_is_over_at_once, setup, teardown),
       cmocka_unit_test_setup_teardown(failures_retry_with_backoff_until_dropped, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(an_error_not_worth_retrying_is_forgotten, setup,

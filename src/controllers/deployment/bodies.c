@@ -20,8 +20,9 @@ static struct json_object *meta_with_rv(uint64_t rv) {
 }
 
 int kcm_deployment_status_body(const struct kcm_deployment *d, const struct kcm_deployment_plan *p,
-                               uint64_t resource_version, struct kcm_buf *out) {
+                               bool probe, uint64_t resource_version, struct kcm_buf *out) {
   const struct kcm_deployment_status *s = &p->status;
+  int32_t terminating = probe ? p->terminating : s->terminating;
   struct json_object *doc = json_object_new_object(), *meta = meta_with_rv(resource_version);
   struct json_object *st = json_object_new_object();
   const char *rev = kcm_api_pairs_get(&d->annotations, KCM_DEPLOYMENT_REVISION);
@@ -43,9 +44,9 @@ int kcm_deployment_status_body(const struct kcm_deployment *d, const struct kcm_
   json_object_object_add(st, "conditions", kcm_api_conditions_json(&s->conditions));
   if (s->collision_count >= 0)
     json_object_object_add(st, "collisionCount", json_object_new_int(s->collision_count));
-  if (s->terminating != KCM_DEPLOYMENT_UNWRITTEN) /* null removes it */
+  if (terminating != KCM_DEPLOYMENT_UNWRITTEN) /* null removes it */
     json_object_object_add(st, "terminatingReplicas",
-                           s->terminating >= 0 ? json_object_new_int(s->terminating) : NULL);
+                           terminating >= 0 ? json_object_new_int(terminating) : NULL);
   json_object_object_add(doc, "status", st);
   return kcm_api_json_emit(doc, out);
 }

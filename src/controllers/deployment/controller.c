@@ -212,8 +212,6 @@ static void pod_deleted(void *ctx, struct kcm_object *pod, bool unknown) {
 
 /* --- syncs ------------------------------------------------------------------------------- */
 
-enum phase { PHASE_CHECK, PHASE_STEPS, PHASE_DONE };
-
 struct dp_job {
   struct kcm_runtime_job base;
   struct kcm_deployment_controller *c;
@@ -221,11 +219,7 @@ struct dp_job {
   struct kcm_deployment_plan plan;
   uint64_t d_rv;            /* the Deployment's latest resourceVersion */
   uint64_t *rs_rv;          /* each planned ReplicaSet's */
-  size_t step;              /* the next step */
-  const struct kcm_deployment_step *current;
-  uint32_t skip_group;      /* after a lenient failure */
-  bool skipping;
-  enum phase phase;
+  const struct kcm_deployment_step *current; /* the step in flight */
   bool alias_checked;
   bool probe;               /* the status write asks whether the server keeps
                                status.terminatingReplicas */
@@ -242,28 +236,8 @@ static void record(struct dp_job *j, bool warning, const char *reason, const cha
 /* Send req, after which the sync ends whatever it answers; false when it
  * could not be sent. */
 static bool send_last(struct dp_job *j, struct kcm_write *req, kcm_client_done_cb done) {
-  j->phase = PHASE_DONE;
+  kcm_runtime_halt(&j->base);
   return !kcm_runtime_send(&j->base, req, done, j);
-}
-
-/* --- checking and claiming ------------------------------------------------------------------- */
-
-static void send_claims(struct dp_job *j) {
-  struct kcm_deployment_controller *c = j->c;
-  struct kcm_buf body = KCM_BUF_INIT(1u << 20);
-  size_t i;
-
-  for (i = 0; i < j->plan.nadopt + j->plan.nrelease; i++) {
-    bool adopt = i < j->plan.nadopt;
-    struct kcm_replicaset *rs = adopt ? j->plan.adopt[i] : j->plan.release[i - j->plan.nadopt];
-    if (kcm_runtime_claim(&j->base, &rs->o, adopt, &body))
-      continue; /* the sync has failed; the others are claimed as upstream goes on */
-    if (adopt)
-      c->stats.adoptions++;
-    else
-      c->stats.releases++;
-  }
-  kcm_buf_release(&body);
 }
 
 /* --- steps ------------------------------------------------------------------------------- */
@@ -293,11 +267,10 @@ static void step_done(struct dp_job *j, const struct kcm_client_response *resp) 
   } else if (s->lenient) {
     kcm_v(2, "ignoring a failed write deployment=\"%s\" err=\"%s\"", j->base.key,
           resp->message);
-    j->skipping = true;
-    j->skip_group = s->group;
+    kcm_runtime_skip_group(&j->base, s->at.group);
   } else {
     FAIL(j, resp->err, "%s", resp->message);
-    j->phase = PHASE_DONE;
+    kcm_runtime_halt(&j->base);
   }
   kcm_runtime_answered(&j->base);
 }
@@ -364,7 +337,7 @@ static void collide(struct dp_job *j, const char *message) {
   struct kcm_write req;
   j->c->stats.collisions++;
   FAIL(j, KCM_ECONFLICT, "%s", message);
-  j->phase = PHASE_DONE;
+  kcm_runtime_halt(&j->base);
   if (kcm_deployment_collision_body(j->d, j->d_rv, &body) ||
       kcm_writer_patch(&req, KCM_KIND_DEPLOYMENT, j->d->o.ns, j->d->o.name, "status",
                        KCM_PATCH_MERGE, body.data) ||
@@ -412,7 +385,7 @@ static void on_dry_run(const struct kcm_client_response *resp, void *data) {
              j->base.key, r->name);
     alias_put(j->c, j->base.key, &a);
     j->base.requeue = true;
-    j->phase = PHASE_DONE;
+    kcm_runtime_halt(&j->base);
   } else {
     collide(j, "a ReplicaSet with the new ReplicaSet's name exists with another template");
   }
@@ -481,10 +454,10 @@ static void name_taken(struct dp_job *j, const struct kcm_client_response *resp)
 
   if (!existing) {
     FAIL(j, KCM_ECONFLICT, "replicaset %s exists but is not in the cache yet", r->name);
-    j->phase = PHASE_DONE;
+    kcm_runtime_halt(&j->base);
   } else if (ours && kcm_api_template_equal(existing->template, j->d->template)) {
     j->base.requeue = true; /* seen late: the next sync takes it as the new one */
-    j->phase = PHASE_DONE;
+    kcm_runtime_halt(&j->base);
   } else if (ours && !j->alias_checked) {
     dry_run(j);
   } else {
@@ -502,7 +475,7 @@ static void create_failed(struct dp_job *j, const struct kcm_client_response *re
                step_rs(j, j->current)->name, resp->message) < 0)
     msg = NULL;
   FAIL(j, resp->err, "%s", msg ? msg : resp->message);
-  j->phase = PHASE_DONE;
+  kcm_runtime_halt(&j->base);
   if (msg) {
     record(j, true, "ReplicaSetCreateError", msg);
     /* Its outcome does not matter: the failure is reported either way. */
@@ -529,7 +502,7 @@ static void on_created(const struct kcm_client_response *resp, void *data) {
   } else if (kcm_client_namespace_terminating(resp)) {
     FAIL(j, resp->err, "%s", resp->message);
     j->base.forget = true;
-    j->phase = PHASE_DONE;
+    kcm_runtime_halt(&j->base);
   } else {
     create_failed(j, resp);
   }
@@ -557,10 +530,9 @@ static int build_step(struct dp_job *j, const struct kcm_deployment_step *s, str
     /* Not yet known whether the server keeps status.terminatingReplicas:
      * the write carries it to find out (a shadow learns it from the
      * statuses the controller in charge writes). */
-    if (j->c->terminating.kept < 0 && !j->base.rt->writer->dry && j->plan.terminating >= 0 &&
-        (j->probe = kcm_runtime_field_ask(&j->c->terminating)))
-      j->plan.status.terminating = j->plan.terminating;
-    if ((err = kcm_deployment_status_body(j->d, &j->plan, j->d_rv, body)))
+    j->probe = j->c->terminating.kept < 0 && !j->base.rt->writer->dry &&
+               j->plan.terminating >= 0 && kcm_runtime_field_ask(&j->c->terminating);
+    if ((err = kcm_deployment_status_body(j->d, &j->plan, j->probe, j->d_rv, body)))
       return err;
     return kcm_writer_patch(req, KCM_KIND_DEPLOYMENT, ns, j->d->o.name, "status",
                             KCM_PATCH_MERGE, body->data);
@@ -569,71 +541,62 @@ static int build_step(struct dp_job *j, const struct kcm_deployment_step *s, str
       return err;
     return kcm_writer_patch(req, KCM_KIND_DEPLOYMENT, ns, j->d->o.name, NULL, KCM_PATCH_JSON,
                             body->data);
+  case KCM_DEPLOYMENT_STEP_RECHECK:
+  case KCM_DEPLOYMENT_STEP_ADOPT:
+  case KCM_DEPLOYMENT_STEP_RELEASE:
   case KCM_DEPLOYMENT_STEP_EVENT:
     break;
   }
   return KCM_EINVAL;
 }
 
-/* Send step s. */
-static void send_step(struct dp_job *j, const struct kcm_deployment_step *s) {
+/* Send step s, the i-th of the plan. */
+static void send_step(struct kcm_runtime_job *base, const void *step, size_t i) {
   static const kcm_client_done_cb done[] = {
       [KCM_DEPLOYMENT_STEP_SCALE] = on_rs_write,   [KCM_DEPLOYMENT_STEP_CREATE] = on_created,
       [KCM_DEPLOYMENT_STEP_DELETE] = on_rs_write,  [KCM_DEPLOYMENT_STEP_STATUS] = on_d_write,
       [KCM_DEPLOYMENT_STEP_ROLLBACK] = on_d_write,
   };
+  struct dp_job *j = (struct dp_job *)base;
+  const struct kcm_deployment_step *s = step;
   struct kcm_buf body = KCM_BUF_INIT(8u << 20);
   struct kcm_write req;
   int err;
 
+  switch (s->op) {
+  case KCM_DEPLOYMENT_STEP_RECHECK:
+    kcm_runtime_recheck(base);
+    return;
+  case KCM_DEPLOYMENT_STEP_ADOPT:
+    kcm_runtime_claim(base, &j->plan.adopt[s->rs]->o, true);
+    return;
+  case KCM_DEPLOYMENT_STEP_RELEASE:
+    kcm_runtime_claim(base, &j->plan.release[s->rs]->o, false);
+    return;
+  case KCM_DEPLOYMENT_STEP_EVENT:
+    record(j, s->warning, s->reason, s->message);
+    return;
+  default:
+    break; /* a write */
+  }
   j->current = s;
   if ((err = build_step(j, s, &body, &req)))
     FAIL(j, err, "cannot build a write: %s", req.err ? req.path : kcm_strerror(err));
-  else if (!kcm_runtime_send(&j->base, &req, done[s->op], j)) {
+  else if (!kcm_runtime_send(base, &req, done[s->op], j)) {
     if (s->op == KCM_DEPLOYMENT_STEP_STATUS) {
-      kcm_pacer_wrote(&j->c->status_pacer, j->base.key, uv_now(j->base.rt->loop));
-      if (j->step >= j->plan.nsteps)
+      kcm_pacer_wrote(&j->c->status_pacer, base->key, uv_now(base->rt->loop));
+      if (i + 1 == base->nsteps)
         /* The last step: only its answer is left to wait for, so another
          * key may have the worker while this one stays in processing. */
-        kcm_runtime_give_back(&j->base);
+        kcm_runtime_give_back(base);
     }
   } else if (j->probe) { /* not sent: the next write asks */
     kcm_runtime_field_answer(&j->c->terminating, NULL, 0, "Deployment");
     j->probe = false;
   }
   kcm_buf_release(&body);
-  if (j->base.err)
-    j->phase = PHASE_DONE;
-}
-
-/* Move the sync on: check, claim, the steps one by one; false when over. */
-static bool next_step(struct kcm_runtime_job *base) {
-  struct dp_job *j = (struct dp_job *)base;
-  const struct kcm_deployment_step *s;
-  switch (j->phase) {
-  case PHASE_CHECK:
-    j->phase = PHASE_STEPS; /* after the claims, unless one fails */
-    if (!base->err)
-      send_claims(j);
-    return true;
-  case PHASE_STEPS:
-    if (base->err || j->step >= j->plan.nsteps) {
-      j->phase = PHASE_DONE;
-      return true;
-    }
-    s = &j->plan.steps[j->step++];
-    if (j->skipping && s->group == j->skip_group)
-      return true;
-    j->skipping = false;
-    if (s->op == KCM_DEPLOYMENT_STEP_EVENT)
-      record(j, s->warning, s->reason, s->message);
-    else
-      send_step(j, s);
-    return true;
-  case PHASE_DONE:
-    break;
-  }
-  return false;
+  if (base->err)
+    kcm_runtime_halt(base);
 }
 
 /* Recreate: whether the ReplicaSet still has a pod that is not done. */
@@ -751,7 +714,6 @@ static void plan_sync(struct kcm_runtime_job *base) {
   j->c = c;
   j->plan.new_rs = -1;
   j->plan.requeue_after_ms = -1;
-  j->phase = PHASE_DONE;
   o = kcm_informer_get(c->d_informer, base->ns, base->name);
   if (!o) {
     kcm_v(2, "Deployment has been deleted deployment=\"%s\"", base->key);
@@ -762,11 +724,8 @@ static void plan_sync(struct kcm_runtime_job *base) {
   base->object = o;
   j->d = (struct kcm_deployment *)o;
   j->d_rv = o->rv;
-  if (!plan(j))
-    return;
-  j->phase = PHASE_CHECK;
-  if (j->plan.nadopt)
-    kcm_runtime_recheck(base);
+  if (plan(j))
+    kcm_runtime_plan(base, j->plan.steps, j->plan.nsteps, sizeof(*j->plan.steps));
 }
 
 static void release_plan(struct kcm_runtime_job *base) {
@@ -784,7 +743,7 @@ static const struct kcm_runtime_ops ops = {
     .job_size = sizeof(struct dp_job),
     .max_retries = KCM_DEPLOYMENT_MAX_RETRIES,
     .start = plan_sync,
-    .advance = next_step,
+    .send = send_step,
     .release = release_plan,
 };
 

@@ -34,7 +34,8 @@ struct dp_sync {
   int *old;          /* indexes of the old ReplicaSets */
   size_t nold;
   int64_t now_s;
-  uint32_t group;
+  uint32_t group;    /* of the steps being added */
+  uint32_t wave;     /* of the last step added */
   int err;
 };
 

@@ -55,7 +55,8 @@ struct kcm_deployment_step *dp_add_step(struct dp_sync *s, enum kcm_deployment_o
   memset(grown, 0, sizeof(*grown));
   grown->op = op;
   grown->rs = -1;
-  grown->group = s->group;
+  grown->at.group = s->group;
+  grown->at.wave = ++s->wave;
   return grown;
 }
 
@@ -422,6 +423,26 @@ static int claim(const struct kcm_deployment_input *in, struct kcm_deployment_pl
   return err;
 }
 
+/* The claims' steps: the recheck before adopting, then every claim at once. */
+static void add_claims(struct dp_sync *s) {
+  const struct kcm_deployment_plan *p = s->p;
+  struct kcm_deployment_step *st;
+  uint32_t wave;
+  size_t i;
+  if (p->nadopt)
+    dp_add_step(s, KCM_DEPLOYMENT_STEP_RECHECK);
+  wave = s->wave + 1;
+  for (i = 0; i < p->nadopt + p->nrelease; i++) {
+    bool adopt = i < p->nadopt;
+    if (!(st = dp_add_step(s, adopt ? KCM_DEPLOYMENT_STEP_ADOPT : KCM_DEPLOYMENT_STEP_RELEASE)))
+      return;
+    st->rs = (int32_t)(adopt ? i : i - p->nadopt);
+    st->at.wave = wave;
+  }
+  s->wave = wave;
+  s->group++;
+}
+
 /* --- the plan ------------------------------------------------------------------------------- */
 
 /* Oldest first, as upstream sorts before looking for the new one; true
@@ -507,6 +528,7 @@ int kcm_deployment_plan(const struct kcm_deployment_input *in, struct kcm_deploy
     kcm_deployment_plan_release(out);
     return err;
   }
+  add_claims(&s);
   s.old = malloc((out->nrs + 1) * sizeof(*s.old));
   all = malloc((out->nrs + 2) * sizeof(*all));
   if (!s.old || !all) {

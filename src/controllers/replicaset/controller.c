@@ -1,8 +1,8 @@
 /*
  * controllers/replicaset/controller.c — the ReplicaSet controller's event
- * handlers and its executor: a sync is a job that sends its plan's calls on
- * the loop, phase by phase, and hands its key back to the work queue when
- * the last call has answered. See include/kcm/replicaset.h.
+ * handlers and its executor: a sync plans its steps, and the runtime sends
+ * them on the loop wave by wave through send_step. See
+ * include/kcm/replicaset.h.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -179,21 +179,13 @@ static void rs_deleted(void *ctx, struct kcm_object *rs, bool unknown) {
 
 /* --- syncs ------------------------------------------------------------------------------ */
 
-enum phase { PHASE_CHECK, PHASE_CLAIM, PHASE_MANAGE, PHASE_STATUS, PHASE_DONE };
-
 struct rs_job {
   struct kcm_runtime_job base;
   struct kcm_replicaset_controller *c;
   struct kcm_replicaset *rs;
-  struct kcm_replicaset_claim claim;
-  struct kcm_pod **del;  /* the claimed pods ranked, the first ndel to delete; NULL
-                            where a delete succeeded */
-  size_t ndel;
-  enum phase phase;
-  bool satisfied;      /* expectations allowed managing replicas */
-  int32_t change;      /* creates (> 0) or deletes (< 0) asked for */
-  int32_t to_create;   /* creates not yet sent */
-  int32_t batch;       /* slow-start batch size */
+  struct kcm_replicaset_plan plan;
+  bool *gone;          /* by index in plan.order: deleted by this sync */
+  uint32_t manage_group; /* the creates' or deletes' */
   int32_t created;     /* successful creates */
   int32_t made;        /* creates the API server answered with the pod */
   struct kcm_buf pod_body; /* the pod to create, its name the name_len bytes at name_at */
@@ -214,7 +206,7 @@ struct pod_name {
 struct call {
   struct rs_job *job;
   struct kcm_pod *pod; /* a delete's, held by the job */
-  size_t at;           /* a delete's index in job->del */
+  size_t at;           /* a delete's index in plan.order */
   char podkey[600];
   char name[KCM_REPLICASET_NAME_MAX + 1]; /* of the pod a create makes */
   unsigned names;      /* names a create has tried */
@@ -230,28 +222,11 @@ struct call {
     kcm_events_record(&(j)->c->rt.events, &ref_, warning, reason, __VA_ARGS__);              \
   } while (0)
 
-/* --- phase: adopt and release ----------------------------------------------------------- */
+/* --- creates and deletes ----------------------------------------------------------------- */
 
-static void send_claims(struct rs_job *j) {
-  struct kcm_buf body = KCM_BUF_INIT(1u << 20);
-  size_t i, n = j->claim.nadopt + j->claim.nrelease;
-
-  for (i = 0; i < n; i++) {
-    bool adopt = i < j->claim.nadopt;
-    struct kcm_pod *p = adopt ? j->claim.adopt[i] : j->claim.release[i - j->claim.nadopt];
-    if (kcm_runtime_claim(&j->base, &p->o, adopt, &body))
-      continue; /* the sync has failed; the others are claimed as upstream goes on */
-    if (adopt)
-      j->c->stats.adoptions++;
-    else
-      j->c->stats.releases++;
-  }
-  kcm_buf_release(&body);
-}
-
-/* --- phase: create or delete pods --------------------------------------------------------- */
-
+/* A create or delete failed: the creates not yet sent are not. */
 static void manage_failed(struct rs_job *j, const char *message) {
+  kcm_runtime_skip_group(&j->base, j->manage_group);
   if (j->manage_failed)
     return;
   j->manage_failed = true;
@@ -387,55 +362,34 @@ static int send_create(struct rs_job *j, struct call *call) {
   return kcm_runtime_send(&j->base, &req, on_create, call);
 }
 
-static void send_create_batch(struct rs_job *j) {
-  int32_t i, n = j->batch < j->to_create ? j->batch : j->to_create;
+static void send_create_step(struct rs_job *j) {
+  struct call *call;
 
   if (!j->pod_body.len &&
       kcm_replicaset_pod_body(j->rs, &j->pod_body, &j->name_at, &j->name_len)) {
     manage_failed(j, "cannot build a pod from the template");
     FAIL(j, KCM_EINVAL, "%s", "cannot build a pod from the template");
-    j->to_create = 0;
     return;
   }
-  for (i = 0; i < n; i++) {
-    struct call *call = calloc(1, sizeof(*call));
-    if (call) {
-      call->job = j;
-      call->names = 1;
-    }
-    if (!call || send_create(j, call)) {
-      free(call);
-      if (!call)
-        FAIL(j, KCM_ENOMEM, "%s", "out of memory");
-      manage_failed(j, j->base.err_msg ? j->base.err_msg : "out of memory");
-      break;
-    }
+  if ((call = calloc(1, sizeof(*call)))) {
+    call->job = j;
+    call->names = 1;
   }
-  j->to_create -= n;
-  j->batch = kcm_replicaset_next_batch(j->batch, j->to_create);
+  if (!call || send_create(j, call)) {
+    free(call);
+    if (!call)
+      FAIL(j, KCM_ENOMEM, "%s", "out of memory");
+    manage_failed(j, j->base.err_msg ? j->base.err_msg : "out of memory");
+  }
 }
 
-/* Every create of a batch has answered: send the next batch, or account
- * for the creates that will never be observed; false once nothing is
- * left to create. */
-static bool creates_go_on(struct rs_job *j) {
-  struct kcm_replicaset_controller *c = j->c;
-  int32_t skipped, i;
-
-  if (j->change <= 0)
-    return false;
-  if (!j->manage_failed && j->to_create > 0) {
-    send_create_batch(j);
-    if (j->base.outstanding)
-      return true;
-  }
-  /* The creates that failed or were never sent will never be observed. */
-  skipped = j->change - j->created;
+/* The creates that failed or were never sent will never be observed. */
+static void creates_over(struct rs_job *j) {
+  int32_t skipped = j->plan.change - j->created, i;
   for (i = 0; i < skipped; i++)
-    kcm_expectations_creation_observed(&c->expectations, j->base.key);
+    kcm_expectations_creation_observed(&j->c->expectations, j->base.key);
   if (skipped > 0 && j->manage_failed)
     kcm_v(2, "slow-start stopped replicaset=\"%s\" skipped=%d", j->base.key, skipped);
-  return false;
 }
 
 static void on_delete(const struct kcm_client_response *resp, void *data) {
@@ -444,7 +398,7 @@ static void on_delete(const struct kcm_client_response *resp, void *data) {
   struct kcm_replicaset_controller *c = j->c;
 
   if (!resp->err || resp->err == KCM_ENOTFOUND)
-    j->del[call->at] = NULL; /* terminating or gone: no longer a replica */
+    j->gone[call->at] = true; /* terminating or gone: no longer a replica */
   if (!resp->err) {
     c->stats.deletes++;
     RECORD(j, false, "SuccessfulDelete", "Deleted pod: %s", call->pod->o.name);
@@ -468,17 +422,19 @@ static void on_delete(const struct kcm_client_response *resp, void *data) {
 
 /* The pods ranked with the ReplicaSet's own: those of every ReplicaSet
  * with the same controller, or its own when it has none. */
-static struct kcm_pod **related_pods(struct rs_job *j, size_t *n) {
+static struct kcm_pod **related_pods(void *ctx, const struct kcm_replicaset_claim *claim,
+                                     size_t *n) {
+  struct rs_job *j = ctx;
   struct kcm_replicaset_controller *c = j->c;
   struct kcm_pod **related = NULL;
   struct kcm_object *sib, *p;
 
   *n = 0;
   if (!j->rs->o.has_controller) {
-    related = malloc(j->claim.nclaimed * sizeof(*related) + 1);
+    related = malloc(claim->nclaimed * sizeof(*related) + 1);
     if (related) {
-      memcpy(related, j->claim.claimed, j->claim.nclaimed * sizeof(*related));
-      *n = j->claim.nclaimed;
+      memcpy(related, claim->claimed, claim->nclaimed * sizeof(*related));
+      *n = claim->nclaimed;
     }
     return related;
   }
@@ -498,84 +454,64 @@ static struct kcm_pod **related_pods(struct rs_job *j, size_t *n) {
   return related;
 }
 
-static void send_deletes(struct rs_job *j, uint64_t now) {
+/* Expect what the creates or deletes that follow will do. */
+static void expect(struct rs_job *j, const struct kcm_replicaset_step *s) {
   struct kcm_replicaset_controller *c = j->c;
-  size_t n = (size_t)-j->change, i;
-  struct call **calls;
-  const char **keys;
+  uint64_t now = kcm_runtime_wall_ms(&c->rt);
+  size_t n = (size_t)-j->plan.change, i;
+  char (*keys)[600];
+  const char **refs;
 
-  j->del = malloc(j->claim.nclaimed * sizeof(*j->del) + 1);
-  calls = calloc(n, sizeof(*calls));
-  keys = calloc(n, sizeof(*keys));
-  for (i = 0; calls && i < n; i++)
-    if (!(calls[i] = calloc(1, sizeof(**calls))))
-      break;
-  if (!j->del || !keys || !calls || i < n) {
-    for (i = 0; calls && i < n; i++)
-      free(calls[i]);
-    free(calls);
-    free(keys);
-    FAIL(j, KCM_ENOMEM, "%s", "out of memory");
+  j->manage_group = s->at.group;
+  if (j->plan.change > 0) {
+    kcm_v(2, "too few replicas; creating replicaset=\"%s\" need=%d creating=%d", j->base.key,
+          j->rs->replicas, j->plan.change);
+    kcm_expectations_expect_creations(&c->expectations, j->base.key, j->plan.change, now);
     return;
   }
-  memcpy(j->del, j->claim.claimed, j->claim.nclaimed * sizeof(*j->del));
-  if (n < j->claim.nclaimed) {
-    size_t nrel;
-    struct kcm_pod **related = related_pods(j, &nrel);
-    kcm_replicaset_rank(j->del, j->claim.nclaimed, related, nrel, now);
-    free(related);
-  }
-  j->ndel = n;
-  for (i = 0; i < n; i++) {
-    calls[i]->job = j;
-    calls[i]->pod = j->del[i];
-    calls[i]->at = i;
-    snprintf(calls[i]->podkey, sizeof(calls[i]->podkey), "%s/%s", j->del[i]->o.ns,
-             j->del[i]->o.name);
-    keys[i] = calls[i]->podkey;
-  }
-  kcm_v(2, "too many replicas; deleting replicaset=\"%s\" need=%d deleting=%zu", j->base.key,
-        j->rs->replicas, n);
-  kcm_expectations_expect_deletions(&c->expectations, j->base.key, keys, n, now);
-  for (i = 0; i < n; i++) {
-    struct kcm_write req;
-    kcm_writer_delete(&req, KCM_KIND_POD, j->del[i]->o.ns, j->del[i]->o.name, NULL);
-    if (kcm_runtime_send(&j->base, &req, on_delete, calls[i])) {
-      kcm_expectations_deletion_observed(&c->expectations, j->base.key, keys[i]);
-      free(calls[i]);
+  keys = malloc(n * sizeof(*keys));
+  refs = malloc(n * sizeof(*refs));
+  j->gone = calloc(n, sizeof(*j->gone));
+  if (!keys || !refs || !j->gone) {
+    FAIL(j, KCM_ENOMEM, "%s", "out of memory");
+    kcm_runtime_skip_group(&j->base, j->manage_group);
+  } else {
+    for (i = 0; i < n; i++) {
+      snprintf(keys[i], sizeof(keys[i]), "%s/%s", j->plan.order[i]->o.ns,
+               j->plan.order[i]->o.name);
+      refs[i] = keys[i];
     }
+    kcm_v(2, "too many replicas; deleting replicaset=\"%s\" need=%d deleting=%zu",
+          j->base.key, j->rs->replicas, n);
+    kcm_expectations_expect_deletions(&c->expectations, j->base.key, refs, n, now);
   }
   free(keys);
-  free(calls);
+  free(refs);
 }
 
-static void start_manage(struct rs_job *j) {
-  struct kcm_replicaset_controller *c = j->c;
-  uint64_t now = kcm_runtime_wall_ms(&c->rt), wait;
+static void send_delete(struct rs_job *j, size_t at) {
+  struct kcm_pod *pod = j->plan.order[at];
+  struct call *call = calloc(1, sizeof(*call));
+  struct kcm_write req;
+  char podkey[600];
 
-  if (!kcm_replicaset_should_manage(j->rs, j->satisfied))
-    return;
-  j->change = kcm_replicaset_diff(j->rs, j->claim.nclaimed, KCM_REPLICASET_BURST);
-  if (j->change > 0 &&
-      (wait = kcm_crashloop_wait(&c->failing, j->base.key, uv_now(j->base.rt->loop)))) {
-    /* Its pods keep failing: the sync after the wait creates. */
-    kcm_v(4, "backing off creates replicaset=\"%s\" need=%d wait=\"%llums\"", j->base.key,
-          j->change, (unsigned long long)wait);
-    j->change = 0;
-    kcm_runtime_again(&j->base, wait);
-  } else if (j->change > 0) {
-    kcm_v(2, "too few replicas; creating replicaset=\"%s\" need=%d creating=%d", j->base.key,
-          j->rs->replicas, j->change);
-    kcm_expectations_expect_creations(&c->expectations, j->base.key, j->change, now);
-    j->to_create = j->change;
-    j->batch = 1;
-    send_create_batch(j);
-  } else if (j->change < 0) {
-    send_deletes(j, now);
+  snprintf(podkey, sizeof(podkey), "%s/%s", pod->o.ns, pod->o.name);
+  if (call) {
+    call->job = j;
+    call->pod = pod;
+    call->at = at;
+    snprintf(call->podkey, sizeof(call->podkey), "%s", podkey);
+    kcm_writer_delete(&req, KCM_KIND_POD, pod->o.ns, pod->o.name, NULL);
+  }
+  if (!call || kcm_runtime_send(&j->base, &req, on_delete, call)) {
+    if (!call)
+      FAIL(j, KCM_ENOMEM, "%s", "out of memory");
+    kcm_expectations_deletion_observed(&j->c->expectations, j->base.key, podkey);
+    free(call);
   }
 }
 
-/* --- phase: status ---------------------------------------------------------------------- */
+/* --- status ------------------------------------------------------------------------------ */
 
 static void on_status(const struct kcm_client_response *resp, void *data) {
   struct rs_job *j = data;
@@ -592,23 +528,16 @@ static void on_status(const struct kcm_client_response *resp, void *data) {
   kcm_runtime_answered(&j->base);
 }
 
-static void start_status(struct rs_job *j) {
+/* The status from the pods left, written when it changed. */
+static void write_status(struct rs_job *j, struct kcm_pod *const *live, size_t nlive) {
   struct kcm_replicaset_controller *c = j->c;
   struct kcm_runtime *rt = j->base.rt;
   struct kcm_replicaset_status st;
   struct kcm_buf body = KCM_BUF_INIT(1u << 20);
-  struct kcm_pod *const *live = j->claim.claimed;
-  size_t nlive = j->claim.nclaimed, i;
   uint64_t wait, now = kcm_runtime_wall_ms(rt); /* one moment for the status and the next check */
   bool sent = false;
 
-  if (j->del) { /* without the pods this sync deleted */
-    for (i = nlive = 0; i < j->claim.nclaimed; i++)
-      if (j->del[i])
-        j->del[nlive++] = j->del[i];
-    live = j->del;
-  }
-  if (kcm_replicaset_status(j->rs, live, nlive, j->made, j->change, j->manage_failed,
+  if (kcm_replicaset_status(j->rs, live, nlive, j->made, j->plan.change, j->manage_failed,
                             j->manage_msg, now, &st)) {
     FAIL(j, KCM_ENOMEM, "%s", "out of memory");
     return;
@@ -619,7 +548,7 @@ static void start_status(struct rs_job *j) {
   kcm_runtime_field_seen(&c->terminating, j->rs->status.terminating);
   if (c->terminating.kept > 0 ||
       (!rt->writer->dry && (j->probe = kcm_runtime_field_ask(&c->terminating))))
-    st.terminating = j->claim.terminating;
+    st.terminating = j->plan.claim.terminating;
   /* Ready pods not yet available: synced again the moment the next one is,
    * or after minReadySeconds if none can be told (as upstream since 1.35). */
   if (!j->manage_failed && j->rs->min_ready_seconds > 0 && st.ready != st.available) {
@@ -660,63 +589,98 @@ static void start_status(struct rs_job *j) {
   kcm_replicaset_status_release(&st);
 }
 
-/* --- the sync ------------------------------------------------------------------------------ */
+static void start_status(struct rs_job *j) {
+  struct kcm_pod **live = j->plan.claim.claimed, **left = NULL;
+  size_t nlive = j->plan.claim.nclaimed, i;
 
-static bool next_phase(struct kcm_runtime_job *base) {
-  struct rs_job *j = (struct rs_job *)base;
-  switch (j->phase) {
-  case PHASE_CHECK:
-    j->phase = PHASE_CLAIM;
-    if (!base->err)
-      send_claims(j);
-    return true;
-  case PHASE_CLAIM:
-    if (base->err) {
-      j->phase = PHASE_DONE; /* as upstream: no manage or status after a claim error */
-      return true;
+  if (j->plan.change > 0)
+    creates_over(j);
+  if (j->gone) { /* without the pods this sync deleted */
+    if (!(left = malloc(nlive * sizeof(*left) + 1))) {
+      FAIL(j, KCM_ENOMEM, "%s", "out of memory");
+      return;
     }
-    j->phase = PHASE_MANAGE;
-    start_manage(j);
-    return true;
-  case PHASE_MANAGE:
-    if (creates_go_on(j))
-      return true;
-    j->phase = PHASE_STATUS;
-    start_status(j);
-    return true;
-  case PHASE_STATUS:
-    j->phase = PHASE_DONE;
-    return true;
-  case PHASE_DONE:
-    break;
+    for (i = nlive = 0; i < j->plan.claim.nclaimed; i++)
+      if (i >= (size_t)-j->plan.change || !j->gone[i])
+        left[nlive++] = j->plan.order[i];
+    live = left;
   }
-  return false;
+  write_status(j, live, nlive);
+  free(left);
 }
 
-/* The pods it controls and the orphans of its namespace, held by the job;
- * claimed into j->claim. */
-static void claim(struct rs_job *j) {
-  struct kcm_object **cands = NULL;
-  struct kcm_pod **pods;
-  size_t ncands = 0, i;
+/* --- the sync ------------------------------------------------------------------------------ */
 
-  if (kcm_informer_claimable(j->c->pod_informer, &j->rs->o.uid, j->base.ns, &cands, &ncands)) {
+static void send_step(struct kcm_runtime_job *base, const void *step, size_t i) {
+  struct rs_job *j = (struct rs_job *)base;
+  const struct kcm_replicaset_step *s = step;
+  switch (s->op) {
+  case KCM_REPLICASET_RECHECK:
+    kcm_runtime_recheck(base);
+    break;
+  case KCM_REPLICASET_ADOPT:
+    kcm_runtime_claim(base, &j->plan.claim.adopt[s->index]->o, true);
+    break;
+  case KCM_REPLICASET_RELEASE:
+    kcm_runtime_claim(base, &j->plan.claim.release[s->index]->o, false);
+    break;
+  case KCM_REPLICASET_EXPECT:
+    expect(j, s);
+    break;
+  case KCM_REPLICASET_CREATE:
+    send_create_step(j);
+    break;
+  case KCM_REPLICASET_DELETE:
+    send_delete(j, s->index);
+    break;
+  case KCM_REPLICASET_STATUS:
+    start_status(j);
+    break;
+  }
+}
+
+/* Plan the sync of j->rs: its pods (those it controls and the orphans of
+ * its namespace) are held by the job. */
+static void plan(struct rs_job *j) {
+  struct kcm_replicaset_controller *c = j->c;
+  struct kcm_runtime_job *base = &j->base;
+  struct kcm_replicaset_input in = {.rs = j->rs, .related = related_pods, .ctx = j};
+  struct kcm_object **cands = NULL;
+  size_t ncands = 0, i;
+  int err;
+
+  if (kcm_informer_claimable(c->pod_informer, &j->rs->o.uid, base->ns, &cands, &ncands)) {
     FAIL(j, KCM_ENOMEM, "%s", "out of memory");
     return;
   }
   /* The same storage, retyped element by element. */
-  pods = (struct kcm_pod **)(void *)cands;
   for (i = 0; i < ncands; i++) {
     struct kcm_object *o = cands[i];
-    pods[i] = (struct kcm_pod *)o;
+    ((struct kcm_pod **)(void *)cands)[i] = (struct kcm_pod *)o;
   }
-  if (kcm_replicaset_claim(j->rs, pods, ncands, &j->claim))
-    FAIL(j, KCM_ENOMEM, "%s", "out of memory");
+  in.candidates = (struct kcm_pod **)(void *)cands;
+  in.ncandidates = ncands;
+  in.now_ms = kcm_runtime_wall_ms(base->rt);
+  in.satisfied = kcm_expectations_satisfied(&c->expectations, base->key, in.now_ms);
+  in.create_wait_ms = kcm_crashloop_wait(&c->failing, base->key, uv_now(base->rt->loop));
+  err = kcm_replicaset_plan(&in, &j->plan);
   free(cands);
-  for (i = 0; i < j->claim.nclaimed; i++)
-    kcm_runtime_hold(&j->base, &j->claim.claimed[i]->o);
-  for (i = 0; i < j->claim.nrelease; i++)
-    kcm_runtime_hold(&j->base, &j->claim.release[i]->o);
+  if (err) {
+    FAIL(j, err, "%s", "out of memory");
+    return;
+  }
+  for (i = 0; i < j->plan.claim.nclaimed; i++)
+    kcm_runtime_hold(base, &j->plan.claim.claimed[i]->o);
+  for (i = 0; i < j->plan.claim.nrelease; i++)
+    kcm_runtime_hold(base, &j->plan.claim.release[i]->o);
+  if (j->plan.wait_ms) {
+    /* Its pods keep failing: the sync after the wait creates. */
+    kcm_v(4, "backing off creates replicaset=\"%s\" need=%d wait=\"%llums\"", base->key,
+          kcm_replicaset_diff(j->rs, j->plan.claim.nclaimed, KCM_REPLICASET_BURST),
+          (unsigned long long)j->plan.wait_ms);
+    kcm_runtime_again(base, j->plan.wait_ms);
+  }
+  kcm_runtime_plan(base, j->plan.steps, j->plan.nsteps, sizeof(*j->plan.steps));
 }
 
 static void start_sync(struct kcm_runtime_job *base) {
@@ -726,7 +690,6 @@ static void start_sync(struct kcm_runtime_job *base) {
   struct kcm_object *o;
 
   j->c = c;
-  j->phase = PHASE_DONE;
   kcm_buf_init(&j->pod_body, 8u << 20);
   o = kcm_informer_get(c->rs_informer, base->ns, base->name);
   if (!o) {
@@ -750,8 +713,6 @@ static void start_sync(struct kcm_runtime_job *base) {
     return;
   }
   j->rs = (struct kcm_replicaset *)o;
-  j->satisfied = kcm_expectations_satisfied(&c->expectations, base->key,
-                                            kcm_runtime_wall_ms(base->rt));
   if (j->rs->selector.nothing) {
     kcm_warn("invalid selector; not syncing replicaset=\"%s\"", base->key);
     return;
@@ -761,18 +722,15 @@ static void start_sync(struct kcm_runtime_job *base) {
     FAIL(j, req.err, "%s", req.path);
     return;
   }
-  claim(j);
-  j->phase = PHASE_CHECK;
-  if (j->claim.nadopt && !base->err)
-    kcm_runtime_recheck(base);
+  plan(j);
 }
 
 static void release_job(struct kcm_runtime_job *base) {
   struct rs_job *j = (struct rs_job *)base;
-  kcm_replicaset_claim_release(&j->claim);
+  kcm_replicaset_plan_release(&j->plan);
   kcm_buf_release(&j->pod_body);
   free(j->drawn);
-  free(j->del);
+  free(j->gone);
   free(j->manage_msg);
 }
 
@@ -781,7 +739,7 @@ static const struct kcm_runtime_ops ops = {
     .job_size = sizeof(struct rs_job),
     .max_retries = 0, /* retried for as long as it fails, as upstream's */
     .start = start_sync,
-    .advance = next_phase,
+    .send = send_step,
     .release = release_job,
 };
 

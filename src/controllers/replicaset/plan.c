@@ -112,6 +112,99 @@ int32_t kcm_replicaset_diff(const struct kcm_replicaset *rs, size_t active, int3
   return (int32_t)-diff;
 }
 
+/* --- the plan ------------------------------------------------------------------------- */
+
+enum { GROUP_CHECK, GROUP_CLAIM, GROUP_MANAGE, GROUP_STATUS };
+
+static int add_step(struct kcm_replicaset_plan *p, uint32_t wave, uint32_t group,
+                    enum kcm_replicaset_op op, uint32_t index) {
+  struct kcm_replicaset_step st = {{wave, group}, op, index};
+  return KCM_BUF_PUSH(p->steps, p->nsteps, st);
+}
+
+/* The deletes: the claimed pods ranked, the first -change of them. */
+static int plan_deletes(const struct kcm_replicaset_input *in, struct kcm_replicaset_plan *p,
+                        uint32_t wave) {
+  const struct kcm_replicaset_claim *c = &p->claim;
+  size_t n = (size_t)-p->change, i;
+  int err = 0;
+
+  if (!(p->order = malloc(c->nclaimed * sizeof(*p->order) + 1)))
+    return KCM_ENOMEM;
+  memcpy(p->order, c->claimed, c->nclaimed * sizeof(*p->order));
+  if (n < c->nclaimed) {
+    size_t nrel = 0;
+    struct kcm_pod **related = in->related ? in->related(in->ctx, c, &nrel) : NULL;
+    kcm_replicaset_rank(p->order, c->nclaimed, related, nrel, in->now_ms);
+    free(related);
+  }
+  for (i = 0; !err && i < n; i++)
+    err = add_step(p, wave, GROUP_MANAGE, KCM_REPLICASET_DELETE, (uint32_t)i);
+  return err;
+}
+
+/* The creates in slow-start batches, one wave each; the last wave's number
+ * in *wave. */
+static int plan_creates(struct kcm_replicaset_plan *p, uint32_t *wave) {
+  int32_t left = p->change, batch = 1, i;
+  int err = 0;
+  for (; !err && left > 0; (*wave)++) {
+    int32_t n = batch < left ? batch : left;
+    for (i = 0; !err && i < n; i++)
+      err = add_step(p, *wave, GROUP_MANAGE, KCM_REPLICASET_CREATE, 0);
+    left -= n;
+    batch = kcm_replicaset_next_batch(batch, left);
+  }
+  (*wave)--;
+  return err;
+}
+
+/* The claims, then creates or deletes when the ReplicaSet is managed. */
+static int plan_steps(const struct kcm_replicaset_input *in, struct kcm_replicaset_plan *p) {
+  const struct kcm_replicaset_claim *c = &p->claim;
+  uint32_t wave = 0, i;
+  int err = 0;
+
+  if (c->nadopt)
+    err = add_step(p, wave++, GROUP_CHECK, KCM_REPLICASET_RECHECK, 0);
+  for (i = 0; !err && i < c->nadopt; i++)
+    err = add_step(p, wave, GROUP_CLAIM, KCM_REPLICASET_ADOPT, i);
+  for (i = 0; !err && i < c->nrelease; i++)
+    err = add_step(p, wave, GROUP_CLAIM, KCM_REPLICASET_RELEASE, i);
+  wave++;
+  if (!err && kcm_replicaset_should_manage(in->rs, in->satisfied)) {
+    p->change = kcm_replicaset_diff(in->rs, c->nclaimed, KCM_REPLICASET_BURST);
+    if (p->change > 0 && in->create_wait_ms) {
+      p->wait_ms = in->create_wait_ms; /* the sync after the wait creates */
+      p->change = 0;
+    }
+    if (p->change)
+      err = add_step(p, wave, GROUP_MANAGE, KCM_REPLICASET_EXPECT, 0);
+    if (!err && p->change > 0)
+      err = plan_creates(p, &wave);
+    else if (!err && p->change < 0)
+      err = plan_deletes(in, p, wave);
+    wave++;
+  }
+  return err ? err : add_step(p, wave, GROUP_STATUS, KCM_REPLICASET_STATUS, 0);
+}
+
+int kcm_replicaset_plan(const struct kcm_replicaset_input *in, struct kcm_replicaset_plan *out) {
+  int err;
+  memset(out, 0, sizeof(*out));
+  if ((err = kcm_replicaset_claim(in->rs, in->candidates, in->ncandidates, &out->claim)) ||
+      (err = plan_steps(in, out)))
+    kcm_replicaset_plan_release(out);
+  return err;
+}
+
+void kcm_replicaset_plan_release(struct kcm_replicaset_plan *p) {
+  kcm_replicaset_claim_release(&p->claim);
+  free(p->steps);
+  free(p->order);
+  memset(p, 0, sizeof(*p));
+}
+
 /* --- status -------------------------------------------------------------------------- */
 
 void kcm_replicaset_status_release(struct kcm_replicaset_status *s) {

@@ -206,15 +206,45 @@ static void finish(struct kcm_runtime_job *j) {
   pump(rt);
 }
 
-/* Advance until requests are in flight or the sync is over. */
-static void drive(struct kcm_runtime_job *j) {
-  while (!j->outstanding) {
-    if (!j->rt->ops->advance(j)) {
-      if (!j->outstanding)
-        finish(j);
-      return;
+void kcm_runtime_plan(struct kcm_runtime_job *j, const void *steps, size_t n, size_t size) {
+  j->steps = steps;
+  j->nsteps = n;
+  j->step_size = size;
+  j->step = 0;
+}
+
+void kcm_runtime_skip_group(struct kcm_runtime_job *j, uint32_t group) {
+  j->skipping = true;
+  j->skip_group = group;
+}
+
+void kcm_runtime_halt(struct kcm_runtime_job *j) { j->halted = true; }
+
+static const struct kcm_runtime_step *step_at(const struct kcm_runtime_job *j, size_t i) {
+  return (const struct kcm_runtime_step *)(const void *)(j->steps + i * j->step_size);
+}
+
+/* Send the plan's waves until one has a request in flight; false when
+ * nothing is left to send. */
+static bool next_wave(struct kcm_runtime_job *j) {
+  while (!j->halted && j->step < j->nsteps) {
+    uint32_t wave = step_at(j, j->step)->wave;
+    while (j->step < j->nsteps && step_at(j, j->step)->wave == wave) {
+      size_t i = j->step++;
+      const struct kcm_runtime_step *s = step_at(j, i);
+      if (!j->skipping || s->group != j->skip_group)
+        j->rt->ops->send(j, s, i);
     }
+    if (j->outstanding)
+      return true;
   }
+  return false;
+}
+
+/* Move the sync on: its next wave, or its end. */
+static void drive(struct kcm_runtime_job *j) {
+  if (!j->outstanding && !next_wave(j))
+    finish(j);
 }
 
 void kcm_runtime_answered(struct kcm_runtime_job *j) {
