@@ -108,7 +108,7 @@ int kcm_leader_check(const struct kcm_leader_options *o, const char **err);
 /* Set up; the client is borrowed and must outlive the elector. */
 int kcm_leader_init(struct kcm_leader *l, uv_loop_t *loop, struct kcm_client *client,
                     const struct kcm_leader_options *o);
-/* Start trying to acquire. */
+/* Start trying to acquire; again after kcm_leader_release() has finished. */
 void kcm_leader_start(struct kcm_leader *l);
 /* Stop trying; when leading, write the releasing record first. on_released
  * runs once, from the loop, when done. */

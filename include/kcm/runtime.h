@@ -140,6 +140,10 @@ struct kcm_runtime {
    * leaves the queue and waits in `held` (owned "namespace/name" copies) */
   bool (*gate)(void *ctx, const char *ns, size_t n);
   void *gate_ctx;
+  /* acting only in the namespaces owns() names (sharding); the others'
+   * keys wait in `held` too */
+  bool (*owns)(void *ctx, const char *ns, size_t n);
+  void *owns_ctx;
   struct kcm_map held;
   const struct kcm_runtime_observer *observer; /* borrowed; NULL: none */
   struct kcm_runtime_job *jobs;
@@ -182,6 +186,14 @@ void kcm_runtime_pause(struct kcm_runtime *rt, bool paused);
 void kcm_runtime_gate(struct kcm_runtime *rt, bool (*gate)(void *ctx, const char *ns, size_t n),
                       void *ctx);
 void kcm_runtime_release_held(struct kcm_runtime *rt);
+/* Act only in the namespaces owns(ctx, ns, n) names (NULL: every one):
+ * the keys of the others wait as a gate's do, until
+ * kcm_runtime_release_held(). */
+void kcm_runtime_own(struct kcm_runtime *rt, bool (*owns)(void *ctx, const char *ns, size_t n),
+                     void *ctx);
+/* How many syncs in flight are of a namespace `in` names. */
+size_t kcm_runtime_syncing(const struct kcm_runtime *rt,
+                           bool (*in)(void *ctx, const char *ns, size_t n), void *ctx);
 /* Stop taking keys; on_stopped runs once the syncs in flight are over and
  * the queue is closed. */
 void kcm_runtime_stop(struct kcm_runtime *rt, void (*on_stopped)(struct kcm_runtime *rt));

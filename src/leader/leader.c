@@ -362,6 +362,7 @@ static void attempt(struct kcm_leader *l) {
 }
 
 void kcm_leader_start(struct kcm_leader *l) {
+  l->stopping = false;
   kcm_info("attempting to acquire lease lease=\"%s/%s\" identity=\"%s\"", l->ns, l->name,
            l->identity);
   attempt(l);

@@ -351,6 +351,36 @@ static void standing_aside_holds_keys_until_released(void **state) {
   assert_int_equal(f->starts, 3);
 }
 
+static bool owned_a;
+
+static bool owns_a(void *ctx, const char *ns, size_t n) {
+  return owned_a && n == 1 && ns[0] == 'a';
+}
+
+static bool in_a(void *ctx, const char *ns, size_t n) { return n == 1 && ns[0] == 'a'; }
+
+static void only_owned_namespaces_sync(void **state) {
+  struct fixture *f = *state;
+  owned_a = false;
+  kcm_runtime_own(&f->rt, owns_a, NULL);
+  kcm_runtime_enqueue_key(&f->rt, "a/x");
+  kcm_runtime_enqueue_key(&f->rt, "b/y");
+  kcm_runtime_run(&f->rt);
+  assert_int_equal(f->starts, 0);
+  assert_int_equal(f->rt.held.len, 2);
+  /* a's namespace becomes its own: its key syncs, b's waits again */
+  owned_a = true;
+  kcm_runtime_release_held(&f->rt);
+  uv_run(&f->loop, UV_RUN_NOWAIT);
+  assert_int_equal(f->starts, 1);
+  assert_string_equal(f->started[0], "a/x");
+  assert_int_equal(f->rt.held.len, 1);
+  assert_int_equal(kcm_runtime_syncing(&f->rt, in_a, NULL), 1); /* its GET in flight */
+  answer(f, 200);
+  assert_int_equal(kcm_runtime_syncing(&f->rt, in_a, NULL), 0);
+  kcm_runtime_own(&f->rt, NULL, NULL);
+}
+
 static void the_observer_sees_keys_requests_and_ends(void **state) {
   struct fixture *f = *state;
   struct kcm_runtime_observer o = {on_queued, on_sent, on_over, f};
@@ -393,6 +423,7 @@ int main(void) {
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(standing_aside_holds_keys_until_released, setup,
                                       teardown),
+      cmocka_unit_test_setup_teardown(only_owned_namespaces_sync, setup, teardown),
       cmocka_unit_test_setup_teardown(the_observer_sees_keys_requests_and_ends, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(the_clocks_are_the_tests, setup, teardown),

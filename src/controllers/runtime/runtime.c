@@ -289,7 +289,9 @@ static const struct kcm_map_type held_type = {held_hash, held_match};
 static bool hold_back(struct kcm_runtime *rt, const char *key) {
   const char *slash = strchr(key, '/');
   char *copy = NULL;
-  if (!rt->gate || !slash || !rt->gate(rt->gate_ctx, key, (size_t)(slash - key)))
+  size_t n = slash ? (size_t)(slash - key) : 0;
+  if (!slash || !((rt->gate && rt->gate(rt->gate_ctx, key, n)) ||
+                  (rt->owns && !rt->owns(rt->owns_ctx, key, n))))
     return false;
   if (!kcm_map_get(&rt->held, key) &&
       (!(copy = strdup(key)) || kcm_map_put(&rt->held, copy, copy, NULL))) {
@@ -298,6 +300,21 @@ static bool hold_back(struct kcm_runtime *rt, const char *key) {
   }
   kcm_workqueue_done(&rt->queue, key);
   return true;
+}
+
+void kcm_runtime_own(struct kcm_runtime *rt, bool (*owns)(void *ctx, const char *ns, size_t n),
+                     void *ctx) {
+  rt->owns = owns;
+  rt->owns_ctx = ctx;
+}
+
+size_t kcm_runtime_syncing(const struct kcm_runtime *rt,
+                           bool (*in)(void *ctx, const char *ns, size_t n), void *ctx) {
+  const struct kcm_runtime_job *j;
+  size_t count = 0;
+  for (j = rt->jobs; j; j = j->next)
+    count += in(ctx, j->ns, strlen(j->ns));
+  return count;
 }
 
 void kcm_runtime_gate(struct kcm_runtime *rt, bool (*gate)(void *ctx, const char *ns, size_t n),

@@ -1,0 +1,54 @@
+/*
+ * shards/plan.c — which shard a namespace is in, and the moves of a round.
+ * See include/kcm/shards.h.
+ */
+#include "kcm/shards.h"
+
+#define FNV_OFFSET 14695981039346656037ULL
+#define FNV_PRIME 1099511628211ULL
+
+uint32_t kcm_shards_of(const char *ns, size_t n, uint32_t count) {
+  uint64_t h = FNV_OFFSET;
+  size_t i;
+  for (i = 0; i < n; i++) {
+    h ^= (unsigned char)ns[i];
+    h *= FNV_PRIME;
+  }
+  /* equal ranges of the hash, as a shard range selects them */
+  return (uint32_t)(((unsigned __int128)h * count) >> 64);
+}
+
+uint32_t kcm_shards_share(uint32_t count, uint32_t live) {
+  if (live < 1)
+    live = 1;
+  return (count + live - 1) / live;
+}
+
+uint32_t kcm_shards_plan(const struct kcm_shards_seen *seen, uint32_t count, uint32_t live,
+                         uint32_t start, enum kcm_shards_move *out) {
+  uint32_t share = kcm_shards_share(count, live), have = 0, keep = 0, i;
+
+  for (i = 0; i < count; i++) {
+    out[i] = KCM_SHARDS_STAY;
+    if (seen[i].held && !seen[i].moving)
+      keep++;
+    if (seen[i].held || seen[i].moving)
+      have++;
+  }
+  /* over the share: drain the highest held ones */
+  for (i = count; i-- > 0 && keep > share;) {
+    if (seen[i].held && !seen[i].moving) {
+      out[i] = KCM_SHARDS_DRAIN;
+      keep--;
+    }
+  }
+  /* under it: take free ones */
+  for (i = 0; i < count && have < share; i++) {
+    uint32_t k = (start + i) % count;
+    if (seen[k].free && !seen[k].held && !seen[k].moving) {
+      out[k] = KCM_SHARDS_TAKE;
+      have++;
+    }
+  }
+  return share;
+}

@@ -1,0 +1,481 @@
+/*
+ * shards/shards.c — the coordinator: a member Lease, a listing of the
+ * Leases every retry period, and an elector per shard taken. See
+ * include/kcm/shards.h.
+ */
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../leader/internal.h"
+#include "kcm/error.h"
+#include "kcm/log.h"
+#include "kcm/metrics.h"
+#include "kcm/shards.h"
+
+int kcm_shards_check(const struct kcm_shards_options *o, const char **err) {
+  struct kcm_leader_options lo = {o->ns, o->prefix, o->identity, o->lease_ms, o->renew_ms,
+                                  o->retry_ms, o->limiter};
+  if (o->count < 1 || o->count > KCM_SHARDS_MAX) {
+    *err = "--shards must be between 1 and 256";
+    return KCM_EINVAL;
+  }
+  if (o->prefix && strlen(o->prefix) > 48) {
+    *err = "the Lease name must be at most 48 characters with --shards";
+    return KCM_EINVAL;
+  }
+  return kcm_leader_check(&lo, err);
+}
+
+/* A 32-bit digest of the identity, to name its member Lease. */
+static uint32_t digest(const char *s) {
+  uint32_t h = 2166136261u;
+  for (; *s; s++)
+    h = (h ^ (unsigned char)*s) * 16777619u;
+  return h;
+}
+
+static void on_taken(struct kcm_leader *l);
+static void on_lost(struct kcm_leader *l);
+static void on_released(struct kcm_leader *l);
+
+int kcm_shards_init(struct kcm_shards *s, uv_loop_t *loop, struct kcm_client *client,
+                    const struct kcm_shards_options *o) {
+  struct kcm_leader_options lo = {o->ns, o->prefix, o->identity, o->lease_ms, o->renew_ms,
+                                  o->retry_ms, o->limiter};
+  char name[128];
+  const char *why;
+  int err;
+
+  if (kcm_shards_check(o, &why))
+    return KCM_EINVAL;
+  memset(s, 0, sizeof(*s));
+  if (!(s->shard = calloc(o->count, sizeof(*s->shard))))
+    return KCM_ENOMEM;
+  for (uint32_t i = 0; i < o->count; i++) {
+    s->shard[i].owner = s;
+    s->shard[i].index = i;
+  }
+  s->loop = loop;
+  s->client = client;
+  snprintf(s->ns, sizeof(s->ns), "%s", o->ns);
+  snprintf(s->prefix, sizeof(s->prefix), "%s", o->prefix);
+  s->count = o->count;
+  s->lease_ms = o->lease_ms;
+  s->renew_ms = o->renew_ms;
+  s->retry_ms = o->retry_ms;
+  s->limiter = o->limiter;
+  s->live = 1;
+  /* The member Lease's elector makes the identity the shards' use. */
+  lo.name = "member";
+  if ((err = kcm_leader_init(&s->member, loop, client, &lo))) {
+    free(s->shard);
+    return err;
+  }
+  snprintf(name, sizeof(name), "%s-member-%08x", s->prefix, digest(s->member.identity));
+  snprintf(s->member.name, sizeof(s->member.name), "%s", name);
+  s->member.data = s;
+  uv_timer_init(loop, &s->timer);
+  s->timer.data = s;
+  return 0;
+}
+
+/* --- shards ---------------------------------------------------------------------------------- */
+
+static bool is_free(const struct kcm_shards *s, const struct kcm_lease_record *r,
+                    uint64_t seen_at, uint64_t now) {
+  return !r->exists || !r->holder[0] ||
+         now >= seen_at + (uint64_t)(r->duration_s > 0 ? r->duration_s : 1) * 1000;
+}
+
+static int shard_elector(struct kcm_shards *s, struct kcm_shard *sh) {
+  struct kcm_leader_options lo = {s->ns, NULL, s->member.identity, s->lease_ms, s->renew_ms,
+                                  s->retry_ms, s->limiter};
+  char name[128];
+  int err;
+  if (sh->inited)
+    return 0;
+  snprintf(name, sizeof(name), "%s-shard-%02u", s->prefix, sh->index);
+  lo.name = name;
+  if ((err = kcm_leader_init(&sh->elector, s->loop, s->client, &lo)))
+    return err;
+  sh->elector.on_started = on_taken;
+  sh->elector.on_lost = on_lost;
+  sh->elector.on_released = on_released;
+  sh->elector.data = sh;
+  sh->inited = true;
+  return 0;
+}
+
+/* Try to take a shard the listing saw free: its elector starts from what
+ * was listed, so an expired Lease is taken at once. */
+static void take(struct kcm_shards *s, struct kcm_shard *sh) {
+  if (shard_elector(s, sh))
+    return;
+  sh->trying = true;
+  sh->elector.observed = sh->seen;
+  sh->elector.observed_at = sh->seen_at;
+  kcm_leader_start(&sh->elector);
+}
+
+static void drain(struct kcm_shards *s, struct kcm_shard *sh) {
+  sh->draining = true;
+  kcm_info("giving up a shard shard=%u share=%u live=%u", sh->index, s->share, s->live);
+}
+
+/* Release the draining shards none of whose syncs is in flight. */
+static void release_drained(struct kcm_shards *s) {
+  uint32_t i;
+  for (i = 0; i < s->count; i++) {
+    struct kcm_shard *sh = &s->shard[i];
+    if (sh->draining && sh->held && !sh->elector.stopping &&
+        (!s->syncing || !s->syncing(s, i)))
+      kcm_leader_release(&sh->elector);
+  }
+}
+
+static void on_taken(struct kcm_leader *l) {
+  struct kcm_shard *sh = l->data;
+  struct kcm_shards *s = sh->owner;
+  sh->held = true;
+  sh->trying = false;
+  s->stats.taken++;
+  if (s->on_taken)
+    s->on_taken(s, sh->index);
+}
+
+static void on_lost(struct kcm_leader *l) {
+  struct kcm_shard *sh = l->data;
+  sh->held = false;
+  sh->draining = false;
+  sh->owner->stats.lost++;
+  kcm_leader_release(l); /* stop trying; the next listing decides again */
+}
+
+static void on_released(struct kcm_leader *l) {
+  struct kcm_shard *sh = l->data;
+  struct kcm_shards *s = sh->owner;
+  if (sh->held && sh->draining)
+    s->stats.released++;
+  sh->held = false;
+  sh->trying = false;
+  sh->draining = false;
+  if (s->stopping && s->on_stopped && !kcm_shards_held(s)) {
+    uint32_t i;
+    for (i = 0; i < s->count; i++)
+      if (s->shard[i].trying)
+        return;
+    kcm_leader_release(&s->member);
+  }
+}
+
+/* --- the listing ------------------------------------------------------------------------------ */
+
+/* Keep what the listing shows of one Lease: a shard's (returns its index)
+ * or a member's (returns -1, as for any other Lease). */
+static long saw(struct kcm_shards *s, const char *name, const struct kcm_lease_record *r,
+                struct kcm_shards_peer **peers, size_t *npeers, uint64_t now) {
+  size_t plen = strlen(s->prefix), i;
+  struct kcm_shards_peer *p, *grown;
+  char *end;
+  unsigned long k;
+
+  if (strncmp(name, s->prefix, plen) || name[plen] != '-')
+    return -1;
+  name += plen + 1;
+  if (!strncmp(name, "shard-", 6)) {
+    k = strtoul(name + 6, &end, 10);
+    if (*end || end == name + 6 || k >= s->count)
+      return -1;
+    if (memcmp(&s->shard[k].seen, r, sizeof(*r)) || !s->shard[k].seen_at) {
+      s->shard[k].seen = *r;
+      s->shard[k].seen_at = now;
+    }
+    return (long)k;
+  }
+  if (strncmp(name, "member-", 7) || !strcmp(name - plen - 1, s->member.name))
+    return -1;
+  for (i = 0, p = NULL; i < s->npeers && !p; i++)
+    if (!strcmp(s->peers[i].name, name - plen - 1))
+      p = &s->peers[i];
+  if (!(grown = realloc(*peers, (*npeers + 1) * sizeof(**peers))))
+    return -1;
+  *peers = grown;
+  grown = &grown[(*npeers)++];
+  snprintf(grown->name, sizeof(grown->name), "%s", name - plen - 1);
+  grown->seen = *r;
+  grown->seen_at = p && !memcmp(&p->seen, r, sizeof(*r)) ? p->seen_at : now;
+  return -1;
+}
+
+/* The shards' Leases seen absent when the listing has none of them. */
+static void forget_unlisted(struct kcm_shards *s, const bool *listed, uint64_t now) {
+  uint32_t i;
+  for (i = 0; i < s->count; i++)
+    if (!listed[i] && s->shard[i].seen.exists) {
+      memset(&s->shard[i].seen, 0, sizeof(s->shard[i].seen));
+      s->shard[i].seen_at = now;
+    }
+}
+
+static int take_listing(struct kcm_shards *s, const char *body, uint64_t now) {
+  struct json_object *doc = json_tokener_parse(body), *items, *it, *meta, *name;
+  struct kcm_shards_peer *peers = NULL;
+  size_t npeers = 0, i, n;
+  bool *listed = calloc(s->count, sizeof(*listed));
+
+  if (!doc || !listed || !json_object_object_get_ex(doc, "items", &items) ||
+      !json_object_is_type(items, json_type_array)) {
+    json_object_put(doc);
+    free(listed);
+    return KCM_EINVAL;
+  }
+  n = json_object_array_length(items);
+  for (i = 0; i < n; i++) {
+    struct kcm_lease_record r;
+    long k;
+    it = json_object_array_get_idx(items, i);
+    if (!json_object_object_get_ex(it, "metadata", &meta) ||
+        !json_object_object_get_ex(meta, "name", &name) || kcm_leader_parse(it, &r))
+      continue;
+    if ((k = saw(s, json_object_get_string(name), &r, &peers, &npeers, now)) >= 0)
+      listed[k] = true;
+  }
+  forget_unlisted(s, listed, now);
+  free(listed);
+  json_object_put(doc);
+  free(s->peers);
+  s->peers = peers;
+  s->npeers = npeers;
+  return 0;
+}
+
+/* Instances live: itself and each member Lease held and renewed within
+ * its duration. */
+static uint32_t count_live(const struct kcm_shards *s, uint64_t now) {
+  uint32_t live = 1;
+  size_t i;
+  for (i = 0; i < s->npeers; i++)
+    if (!is_free(s, &s->peers[i].seen, s->peers[i].seen_at, now))
+      live++;
+  return live;
+}
+
+/* One round's moves. */
+static void move(struct kcm_shards *s, uint64_t now) {
+  struct kcm_shards_seen seen[KCM_SHARDS_MAX];
+  enum kcm_shards_move moves[KCM_SHARDS_MAX];
+  uint32_t i;
+
+  for (i = 0; i < s->count; i++) {
+    struct kcm_shard *sh = &s->shard[i];
+    bool free_now = is_free(s, &sh->seen, sh->seen_at, now);
+    if (free_now && !sh->held && s->listed_at)
+      sh->unowned_ms += now - s->listed_at;
+    seen[i] = (struct kcm_shards_seen){sh->held, sh->trying || sh->draining, free_now};
+    /* Trying for a shard another live instance holds: stop. */
+    if (sh->trying && !free_now && strcmp(sh->seen.holder, s->member.identity))
+      kcm_leader_release(&sh->elector);
+  }
+  s->live = count_live(s, now);
+  s->share = kcm_shards_plan(seen, s->count, s->live, digest(s->member.identity) % s->count,
+                             moves);
+  for (i = 0; i < s->count; i++) {
+    if (moves[i] == KCM_SHARDS_TAKE)
+      take(s, &s->shard[i]);
+    else if (moves[i] == KCM_SHARDS_DRAIN)
+      drain(s, &s->shard[i]);
+  }
+  release_drained(s);
+}
+
+static void schedule(struct kcm_shards *s);
+
+static void on_listed(const struct kcm_client_response *resp, void *data) {
+  struct kcm_shards *s = data;
+  uint64_t now = uv_now(s->loop);
+  s->listing = false;
+  if (resp->err == KCM_ECANCELED || s->stopping)
+    return;
+  if (resp->err || take_listing(s, resp->body, now))
+    kcm_v(2, "cannot list the shards' Leases namespace=\"%s\" err=\"%s\"", s->ns,
+          resp->err ? resp->message : "malformed list");
+  else {
+    move(s, now);
+    s->listed_at = now;
+  }
+  schedule(s);
+}
+
+static void list(struct kcm_shards *s) {
+  struct kcm_client_request_options o = {0};
+  char path[KCM_CLIENT_PATH_MAX];
+  if (s->listing || s->stopping)
+    return;
+  if (kcm_client_path(path, sizeof(path), "/apis/coordination.k8s.io/v1", s->ns, "leases", NULL,
+                      NULL)) {
+    schedule(s);
+    return;
+  }
+  o.method = "GET";
+  o.path = path;
+  o.timeout_ms = (long)s->renew_ms;
+  o.done = on_listed;
+  o.data = s;
+  o.limiter = s->limiter;
+  if (kcm_client_request(s->client, &o, NULL) == 0)
+    s->listing = true;
+  else
+    schedule(s);
+}
+
+/* While stopping: how often the shards still draining are looked at. */
+#define DRAIN_POLL_MS 50
+
+static void on_timer(uv_timer_t *t) {
+  struct kcm_shards *s = t->data;
+  uint32_t i;
+  release_drained(s);
+  if (!s->stopping) {
+    list(s);
+    return;
+  }
+  for (i = 0; i < s->count; i++)
+    if (s->shard[i].draining && s->shard[i].held && !s->shard[i].elector.stopping) {
+      uv_timer_start(&s->timer, on_timer, DRAIN_POLL_MS, 0);
+      return;
+    }
+}
+
+static void schedule(struct kcm_shards *s) {
+  if (!s->stopping)
+    uv_timer_start(&s->timer, on_timer, s->retry_ms, 0);
+}
+
+void kcm_shards_start(struct kcm_shards *s) {
+  kcm_info("sharing the work by namespace shards=%u leases=\"%s/%s-shard-*\" identity=\"%s\"",
+           s->count, s->ns, s->prefix, s->member.identity);
+  kcm_leader_start(&s->member);
+  list(s);
+}
+
+bool kcm_shards_owns(const struct kcm_shards *s, const char *ns, size_t n) {
+  const struct kcm_shard *sh = &s->shard[kcm_shards_of(ns, n, s->count)];
+  return sh->held && !sh->draining;
+}
+
+uint32_t kcm_shards_held(const struct kcm_shards *s) {
+  uint32_t i, n = 0;
+  for (i = 0; i < s->count; i++)
+    n += s->shard[i].held;
+  return n;
+}
+
+bool kcm_shards_ready(const struct kcm_shards *s) {
+  uint64_t now = uv_now(s->loop);
+  uint32_t i;
+  if (!s->listed_at)
+    return false;
+  if (kcm_shards_held(s) >= s->share)
+    return true;
+  for (i = 0; i < s->count; i++)
+    if (!s->shard[i].held && is_free(s, &s->shard[i].seen, s->shard[i].seen_at, now))
+      return false;
+  return true;
+}
+
+/* --- stopping and metrics ------------------------------------------------------------------- */
+
+static void member_released(struct kcm_leader *l) {
+  struct kcm_shards *s = l->data;
+  void (*cb)(struct kcm_shards *) = s->on_stopped;
+  s->on_stopped = NULL;
+  if (cb)
+    cb(s);
+}
+
+void kcm_shards_stop(struct kcm_shards *s, void (*on_stopped)(struct kcm_shards *s)) {
+  uint32_t i;
+  bool waiting = false;
+  if (s->stopping)
+    return;
+  s->stopping = true;
+  s->on_stopped = on_stopped;
+  s->member.on_released = member_released;
+  uv_timer_stop(&s->timer);
+  for (i = 0; i < s->count; i++) {
+    struct kcm_shard *sh = &s->shard[i];
+    if (sh->held) {
+      sh->draining = true;
+      waiting = true;
+    } else if (sh->trying) {
+      kcm_leader_release(&sh->elector);
+    }
+  }
+  if (waiting)
+    uv_timer_start(&s->timer, on_timer, 0, 0);
+  else
+    kcm_leader_release(&s->member);
+}
+
+int kcm_shards_metrics(const struct kcm_shards *s, struct kcm_buf *out) {
+  static const char *const moves[] = {"taken", "released", "lost"};
+  const uint64_t counts[] = {s->stats.taken, s->stats.released, s->stats.lost};
+  const struct {
+    const char *name, *help;
+    uint32_t value;
+  } gauges[] = {
+      {"kcm_shards_held", "Shards whose Lease this instance holds.", kcm_shards_held(s)},
+      {"kcm_shards_share", "Shards this instance aims to hold.", s->share},
+      {"kcm_shards_live_instances", "Instances whose member Lease is live, this one included.",
+       s->live},
+  };
+  char labels[128];
+  uint32_t i;
+  int err = 0;
+
+  for (i = 0; !err && i < 3; i++)
+    if (!(err = kcm_metrics_family(out, gauges[i].name, "gauge", gauges[i].help)))
+      err = kcm_metrics_sample(out, gauges[i].name, "", gauges[i].value);
+  if (!err)
+    err = kcm_metrics_family(out, "kcm_shard_moves_total", "counter",
+                             "Shards taken, released after draining, and lost.");
+  for (i = 0; !err && i < 3; i++) {
+    const char *l[] = {"move", moves[i], NULL};
+    if (!(err = kcm_metrics_labels(labels, sizeof(labels), l)))
+      err = kcm_metrics_sample(out, "kcm_shard_moves_total", labels, counts[i]);
+  }
+  if (!err)
+    err = kcm_metrics_family(out, "kcm_shard_unowned_seconds_total", "counter",
+                             "Time each shard was listed without an owner.");
+  for (i = 0; !err && i < s->count; i++) {
+    char shard[16];
+    const char *l[] = {"shard", shard, NULL};
+    snprintf(shard, sizeof(shard), "%02u", i);
+    if (!(err = kcm_metrics_labels(labels, sizeof(labels), l)))
+      err = kcm_metrics_sample(out, "kcm_shard_unowned_seconds_total", labels,
+                               (double)s->shard[i].unowned_ms / 1000.0);
+  }
+  return err;
+}
+
+void kcm_shards_close(struct kcm_shards *s) {
+  uint32_t i;
+  if (s->closed)
+    return;
+  s->closed = true;
+  uv_timer_stop(&s->timer);
+  uv_close((uv_handle_t *)&s->timer, NULL);
+  for (i = 0; i < s->count; i++)
+    if (s->shard[i].inited)
+      kcm_leader_close(&s->shard[i].elector);
+  kcm_leader_close(&s->member);
+}
+
+void kcm_shards_release(struct kcm_shards *s) {
+  free(s->shard);
+  free(s->peers);
+  s->shard = NULL;
+  s->peers = NULL;
+}

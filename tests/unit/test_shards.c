@@ -1,0 +1,270 @@
+/*
+ * Tests for sharing the work by namespace: which shard a namespace is in,
+ * the moves of a round, and instances against the stand-in API server
+ * (one alone takes every shard; a second one gets its share without a
+ * shard held twice; a graceful stop hands its shards back at once; a
+ * vanished one's shards are taken after their Lease expires).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kcm/shards.h"
+#include "support.h"
+
+/* --- planning ---------------------------------------------------------------------------------- */
+
+static void namespaces_spread_over_equal_hash_ranges(void **state) {
+  uint32_t hits[32] = {0}, i;
+  char ns[32];
+  /* FNV-1a 64 of "a" is 0xaf63dc4c8601ec8c: the upper half of the range */
+  assert_int_equal(kcm_shards_of("a", 1, 2), 1);
+  assert_int_equal(kcm_shards_of("a", 1, 1), 0);
+  assert_int_equal(kcm_shards_of("a", 1, 32), 0xaf63dc4c8601ec8cULL >> 59);
+  /* Names that differ in more than a counting suffix, as generated ones
+   * do. (Sequential names cluster: FNV-1a's upper bits mix their last
+   * bytes poorly, and the server's shard ranges hash the same way.) */
+  for (i = 0; i < 3200; i++) {
+    int n = snprintf(ns, sizeof(ns), "e2e-%05x-%u", i * 7919, i % 30);
+    uint32_t k = kcm_shards_of(ns, (size_t)n, 32);
+    assert_true(k < 32);
+    assert_int_equal(k, kcm_shards_of(ns, (size_t)n, 32)); /* stable */
+    hits[k]++;
+  }
+  for (i = 0; i < 32; i++)
+    assert_in_range(hits[i], 60, 140); /* 100 each, give or take */
+}
+
+static uint32_t count_moves(const enum kcm_shards_move *m, uint32_t n, enum kcm_shards_move what) {
+  uint32_t i, c = 0;
+  for (i = 0; i < n; i++)
+    c += m[i] == what;
+  return c;
+}
+
+static void rounds_aim_at_the_share(void **state) {
+  struct kcm_shards_seen seen[8];
+  enum kcm_shards_move m[8];
+  uint32_t i;
+
+  assert_int_equal(kcm_shards_share(32, 3), 11);
+  assert_int_equal(kcm_shards_share(32, 0), 32);
+  /* alone: every free shard, from where it starts */
+  for (i = 0; i < 8; i++)
+    seen[i] = (struct kcm_shards_seen){false, false, true};
+  assert_int_equal(kcm_shards_plan(seen, 8, 1, 5, m), 8);
+  assert_int_equal(count_moves(m, 8, KCM_SHARDS_TAKE), 8);
+  /* two live, none held: four, from 5 on */
+  assert_int_equal(kcm_shards_plan(seen, 8, 2, 5, m), 4);
+  assert_int_equal(count_moves(m, 8, KCM_SHARDS_TAKE), 4);
+  assert_int_equal(m[5], KCM_SHARDS_TAKE);
+  assert_int_equal(m[0], KCM_SHARDS_TAKE);
+  assert_int_equal(m[1], KCM_SHARDS_STAY);
+  /* holding all 8 when a second instance lives: the highest 4 drained */
+  for (i = 0; i < 8; i++)
+    seen[i] = (struct kcm_shards_seen){true, false, false};
+  kcm_shards_plan(seen, 8, 2, 0, m);
+  assert_int_equal(count_moves(m, 8, KCM_SHARDS_DRAIN), 4);
+  assert_int_equal(m[7], KCM_SHARDS_DRAIN);
+  assert_int_equal(m[3], KCM_SHARDS_STAY);
+  /* already draining counts as given up; being taken counts as had */
+  seen[7].moving = seen[6].moving = true;
+  kcm_shards_plan(seen, 8, 2, 0, m);
+  assert_int_equal(count_moves(m, 8, KCM_SHARDS_DRAIN), 2);
+  for (i = 0; i < 8; i++)
+    seen[i] = (struct kcm_shards_seen){false, i < 3, i >= 3};
+  kcm_shards_plan(seen, 8, 2, 0, m);
+  assert_int_equal(count_moves(m, 8, KCM_SHARDS_TAKE), 1);
+  assert_int_equal(m[3], KCM_SHARDS_TAKE);
+  /* nothing free: nothing taken */
+  for (i = 0; i < 8; i++)
+    seen[i] = (struct kcm_shards_seen){false, false, false};
+  kcm_shards_plan(seen, 8, 2, 0, m);
+  assert_int_equal(count_moves(m, 8, KCM_SHARDS_TAKE), 0);
+}
+
+static void options_are_checked(void **state) {
+  struct kcm_shards_options o = {8, "kube-system", "kcm", NULL, 15000, 10000, 2000, 0};
+  const char *why = NULL;
+  assert_int_equal(kcm_shards_check(&o, &why), 0);
+  o.count = 0;
+  assert_int_equal(kcm_shards_check(&o, &why), KCM_EINVAL);
+  assert_non_null(strstr(why, "--shards"));
+  o.count = KCM_SHARDS_MAX + 1;
+  assert_int_equal(kcm_shards_check(&o, &why), KCM_EINVAL);
+  o.count = 8;
+  o.renew_ms = 20000; /* not under the lease duration */
+  assert_int_equal(kcm_shards_check(&o, &why), KCM_EINVAL);
+}
+
+/* --- instances against the stand-in ------------------------------------------------------------ */
+
+#define SHARDS 4
+
+struct fixture {
+  uv_loop_t loop;
+  struct kcm_client_config cfg;
+  struct kcm_client *client, *client_a, *client_b;
+  char ns[64];
+  struct kcm_shards a, b;
+  bool b_on;
+  int taken_a, taken_b, stopped_a, stopped_b;
+  int twice; /* rounds that saw a shard owned by both */
+};
+
+static void taken(struct kcm_shards *s, uint32_t shard) {
+  struct fixture *f = s->data;
+  if (s == &f->a)
+    f->taken_a++;
+  else
+    f->taken_b++;
+}
+
+static void stopped(struct kcm_shards *s) {
+  struct fixture *f = s->data;
+  if (s == &f->a)
+    f->stopped_a++;
+  else
+    f->stopped_b++;
+}
+
+static void coordinator(struct fixture *f, struct kcm_shards *s, struct kcm_client *c,
+                        const char *identity) {
+  struct kcm_shards_options o = {SHARDS, f->ns, "kcm", identity, 2000, 1000, 200, 0};
+  assert_int_equal(kcm_shards_init(s, &f->loop, c, &o), 0);
+  s->data = f;
+  s->on_taken = taken;
+}
+
+static void fixture_init(struct fixture *f) {
+  memset(f, 0, sizeof(*f));
+  support_connect(&f->loop, &f->cfg, &f->client, "shards", f->ns, sizeof(f->ns));
+  assert_int_equal(kcm_client_new(&f->client_a, &f->loop, &f->cfg), 0);
+  assert_int_equal(kcm_client_new(&f->client_b, &f->loop, &f->cfg), 0);
+  coordinator(f, &f->a, f->client_a, "host_a");
+  coordinator(f, &f->b, f->client_b, "host_b");
+}
+
+static void fixture_close(struct fixture *f) {
+  kcm_shards_close(&f->a);
+  kcm_shards_close(&f->b);
+  if (f->client_a)
+    kcm_client_close(f->client_a);
+  if (f->client_b)
+    kcm_client_close(f->client_b);
+  kcm_client_close(f->client);
+  uv_run(&f->loop, UV_RUN_DEFAULT);
+  kcm_shards_release(&f->a);
+  kcm_shards_release(&f->b);
+  uv_loop_close(&f->loop);
+  kcm_client_config_release(&f->cfg);
+}
+
+/* Counts the turns in which a shard is owned by both, then asks cond. */
+static void check_once_owned(struct fixture *f) {
+  uint32_t i;
+  if (!f->b_on)
+    return;
+  for (i = 0; i < SHARDS; i++)
+    if (f->a.shard[i].held && f->b.shard[i].held)
+      f->twice++;
+}
+
+static bool a_holds_all(void *arg) {
+  struct fixture *f = arg;
+  check_once_owned(f);
+  return kcm_shards_held(&f->a) == SHARDS && kcm_shards_ready(&f->a);
+}
+
+static bool balanced(void *arg) {
+  struct fixture *f = arg;
+  check_once_owned(f);
+  return kcm_shards_held(&f->a) == SHARDS / 2 && kcm_shards_held(&f->b) == SHARDS / 2 &&
+         kcm_shards_ready(&f->a) && kcm_shards_ready(&f->b);
+}
+
+static bool b_stopped(void *arg) { return ((struct fixture *)arg)->stopped_b > 0; }
+
+static void instances_share_and_hand_over(void **state) {
+  struct fixture f;
+  uint64_t t;
+  uint32_t i;
+  fixture_init(&f);
+  kcm_shards_start(&f.a);
+  assert_false(kcm_shards_ready(&f.a));
+  assert_true(support_run_until(&f.loop, a_holds_all, &f, 5000));
+  assert_int_equal(f.taken_a, SHARDS);
+  for (i = 0; i < SHARDS; i++) {
+    char ns[16];
+    int n = snprintf(ns, sizeof(ns), "ns-%u", i);
+    assert_true(kcm_shards_owns(&f.a, ns, (size_t)n));
+  }
+
+  /* A second instance: each ends with half, no shard ever held by both. */
+  f.b_on = true;
+  kcm_shards_start(&f.b);
+  assert_true(support_run_until(&f.loop, balanced, &f, 8000));
+  assert_int_equal(f.twice, 0);
+  assert_int_equal(f.a.live, 2);
+  assert_int_equal(f.a.stats.released, SHARDS / 2);
+  for (i = 0; i < SHARDS; i++)
+    assert_true(f.a.shard[i].held != f.b.shard[i].held);
+
+  /* B stops gracefully: A has every shard again within a few retry periods. */
+  t = uv_now(&f.loop);
+  kcm_shards_stop(&f.b, stopped);
+  assert_true(support_run_until(&f.loop, b_stopped, &f, 5000));
+  f.b_on = false;
+  assert_int_equal(kcm_shards_held(&f.b), 0);
+  assert_true(support_run_until(&f.loop, a_holds_all, &f, 5000));
+  assert_true(uv_now(&f.loop) - t < 2000); /* sooner than a Lease expires */
+  assert_int_equal(f.twice, 0);
+  fixture_close(&f);
+}
+
+static bool b_holds_all(void *arg) {
+  struct fixture *f = arg;
+  return kcm_shards_held(&f->b) == SHARDS;
+}
+
+static void a_vanished_instance_s_shards_are_taken_after_expiry(void **state) {
+  struct fixture f;
+  uint64_t t;
+  fixture_init(&f);
+  kcm_shards_start(&f.a);
+  assert_true(support_run_until(&f.loop, a_holds_all, &f, 5000));
+  /* A vanishes without releasing, as a killed process does. */
+  kcm_shards_close(&f.a);
+  kcm_client_close(f.client_a);
+  f.client_a = NULL;
+  t = uv_now(&f.loop);
+  kcm_shards_start(&f.b);
+  assert_true(support_run_until(&f.loop, b_holds_all, &f, 6000));
+  /* not before the Lease expired; within its duration and a few rounds */
+  assert_true(uv_now(&f.loop) - t >= 2000);
+  assert_true(uv_now(&f.loop) - t < 2000 + 4 * 200 + 1000);
+  fixture_close(&f);
+}
+
+static int start_sim(void **state) { return support_start_sim(NULL); }
+static int stop_sim(void **state) {
+  support_stop_sim();
+  return 0;
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(namespaces_spread_over_equal_hash_ranges),
+      cmocka_unit_test(rounds_aim_at_the_share),
+      cmocka_unit_test(options_are_checked),
+      cmocka_unit_test(instances_share_and_hand_over),
+      cmocka_unit_test(a_vanished_instance_s_shards_are_taken_after_expiry),
+  };
+  return cmocka_run_group_tests(tests, start_sim, stop_sim);
+}
