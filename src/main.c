@@ -8,12 +8,12 @@
 #include <sys/resource.h>
 #include <uv.h>
 
+#include "kcm/campaign.h"
 #include "kcm/client.h"
 #include "kcm/conflict.h"
 #include "kcm/controllers.h"
 #include "kcm/error.h"
 #include "kcm/caches.h"
-#include "kcm/leader.h"
 #include "kcm/log.h"
 #include "kcm/metrics.h"
 #include "kcm/options.h"
@@ -26,7 +26,7 @@
  *                         one starts, until they end or the grace period does;
  *   SHUTDOWN_EVENTS       events still queued are posted, within the grace
  *                         period;
- *   SHUTDOWN_LEASE        the lease is released (with leader election);
+ *   SHUTDOWN_LEASE        the leases are released (leader election, shards);
  *   SHUTDOWN_INFORMERS    servers, watches and clients close; the loop then
  *                         runs out of handles and main returns. */
 enum shutdown {
@@ -46,8 +46,7 @@ struct app {
   struct kcm_caches caches;        /* what the enabled controllers read */
   struct kcm_controllers ctl;      /* those --controllers enables */
   struct kcm_conflict_guard guard; /* another controller doing their job */
-  struct kcm_leader leader;
-  bool elect;
+  struct kcm_campaign campaign;   /* what lets it act */
   bool running;       /* the controllers were started */
   enum shutdown phase;
   uv_timer_t grace;        /* the grace period, then the check for events posted */
@@ -67,14 +66,15 @@ static size_t checks(void *data, bool ready, struct kcm_server_check *out) {
   out[0] = (struct kcm_server_check){"ping", true};
   if (!ready) {
     out[1] = (struct kcm_server_check){
-        "leaderElection", !a->elect || kcm_leader_healthy(&a->leader, uv_now(a->loop),
-                                                           LEADER_HEALTH_TOLERANCE_MS)};
+        "leaderElection",
+        kcm_campaign_healthy(&a->campaign, uv_now(a->loop), LEADER_HEALTH_TOLERANCE_MS)};
     return 2;
   }
   out[1] = (struct kcm_server_check){"informer-sync", a->caches.synced};
   out[2] = (struct kcm_server_check){"shutdown", a->phase == SHUTDOWN_NONE};
   out[3] = (struct kcm_server_check){"sole-controller", kcm_conflict_guard_clear(&a->guard)};
-  return 4;
+  out[4] = (struct kcm_server_check){"shards", kcm_campaign_ready(&a->campaign)};
+  return 5;
 }
 
 static int shadow_report(void *data, struct kcm_buf *out) {
@@ -84,7 +84,7 @@ static int shadow_report(void *data, struct kcm_buf *out) {
 static int metrics(void *data, struct kcm_buf *out) {
   struct app *a = data;
   int err;
-  if ((err = kcm_leader_metrics(a->elect ? &a->leader : NULL, out)) ||
+  if ((err = kcm_campaign_metrics(&a->campaign, out)) ||
       (err = kcm_version_metrics(out)) ||
       (err = kcm_conflict_guard_metrics(&a->guard, out)) ||
       (a->opt->shadow && (err = kcm_controllers_shadow_metrics(&a->ctl, out))) ||
@@ -97,14 +97,15 @@ static int metrics(void *data, struct kcm_buf *out) {
 }
 
 /* The controllers run once every cache is synced and, with leader election,
- * while this process holds the lease: a standby sends no write. */
+ * while this process holds the lease: a standby sends no write (with
+ * shards, each acts in its shards' namespaces). */
 static void maybe_start(struct app *a);
 
 static void on_token_ready(void *data) { maybe_start(data); }
 
 static void maybe_start(struct app *a) {
   if (a->running || a->phase != SHUTDOWN_NONE || !a->caches.synced ||
-      (a->elect && !a->leader.leading) ||
+      !kcm_campaign_active(&a->campaign) ||
       !kcm_controllers_tokens_ready(&a->ctl))
     return;
   a->running = true;
@@ -112,13 +113,10 @@ static void maybe_start(struct app *a) {
   kcm_controllers_run(&a->ctl);
 }
 
-static void on_started_leading(struct kcm_leader *l) { maybe_start(l->data); }
+static void on_active(struct kcm_campaign *c) { maybe_start(c->data); }
 
 /* Another process may hold the lease by now: stop every write at once. */
-static void on_lost_lease(struct kcm_leader *l) {
-  kcm_error("leaderelection lost lease=\"%s/%s\"", l->ns, l->name);
-  exit(1);
-}
+static void on_lost_lease(struct kcm_campaign *c) { exit(1); }
 
 static void on_synced(struct kcm_caches *c) { maybe_start(c->data); }
 
@@ -134,9 +132,8 @@ static void stop_informers(struct app *a) {
   kcm_caches_stop(&a->caches, caches_closed);
 }
 
-static void on_lease_released(struct kcm_leader *l) {
-  struct app *a = l->data;
-  kcm_leader_close(l);
+static void on_leases_released(struct kcm_campaign *c) {
+  struct app *a = c->data;
   a->phase = SHUTDOWN_INFORMERS;
   stop_informers(a);
 }
@@ -153,12 +150,7 @@ static void release(struct app *a) {
   a->phase = SHUTDOWN_LEASE;
   uv_timer_stop(&a->grace);
   uv_close((uv_handle_t *)&a->grace, NULL);
-  if (a->elect) {
-    kcm_leader_release(&a->leader); /* then on_lease_released */
-    return;
-  }
-  a->phase = SHUTDOWN_INFORMERS;
-  stop_informers(a);
+  kcm_campaign_stop(&a->campaign); /* then on_leases_released */
 }
 
 static void on_events_check(uv_timer_t *t) {
@@ -220,9 +212,8 @@ static void raise_descriptor_limit(void) {
 }
 
 /* The process-wide settings (descriptor limit, logging) and the leader
- * election's, checked: 0, or 2 (the exit status) when they are wrong. */
-static int apply_flags(struct app *a, const struct kcm_options *f,
-                       struct kcm_leader_options *lo) {
+ * election's or the shards', checked: 0, or 2 (the exit status) when they are wrong. */
+static int apply_flags(struct app *a, const struct kcm_options *f) {
   char foreign[1024];
   const char *why;
 
@@ -236,14 +227,9 @@ static int apply_flags(struct app *a, const struct kcm_options *f,
   if (f->json_logs)
     kcm_log_set_format(KCM_LOG_JSON);
   kcm_options_warn(f, kcm_controllers_foreign(f, foreign, sizeof(foreign)));
-  lo->ns = f->lease_namespace;
-  lo->name = f->lease_name;
-  lo->lease_ms = f->lease_ms;
-  lo->renew_ms = f->renew_ms;
-  lo->retry_ms = f->retry_ms;
-  lo->limiter = KCM_LEADER_LIMITER;
-  if (f->leader_elect && kcm_leader_check(lo, &why))
-    return kcm_options_fail("invalid leader election settings: %s", why);
+  if ((why = kcm_campaign_check(f)))
+    return kcm_options_fail("invalid %s settings: %s", f->shards ? "--shards" : "leader election",
+                            why);
   return 0;
 }
 
@@ -321,21 +307,18 @@ static int setup_controllers(struct app *a, const struct kcm_options *f) {
   return 0;
 }
 
-static int setup_leader(struct app *a, const struct kcm_leader_options *lo) {
-  int err;
-
-  a->elect = a->opt->leader_elect && !a->opt->shadow;
-  if (a->elect) {
-    if ((err = kcm_leader_init(&a->leader, a->loop, a->client, lo))) {
-      kcm_error("cannot set up leader election err=\"%s\"", kcm_strerror(err));
-      return err;
-    }
-    a->leader.data = a;
-    a->leader.on_started = on_started_leading;
-    a->leader.on_lost = on_lost_lease;
-    a->leader.on_released = on_lease_released;
-  }
-  return 0;
+/* Leader election, or the shards' coordinator (each controller then acts
+ * in the namespaces of the shards held). */
+static int setup_campaign(struct app *a) {
+  struct kcm_shards *sh;
+  int err = kcm_campaign_init(&a->campaign, a->loop, a->client, a->opt);
+  a->campaign.data = a;
+  a->campaign.on_active = on_active;
+  a->campaign.on_lost = on_lost_lease;
+  a->campaign.on_stopped = on_leases_released;
+  if (!err && (sh = kcm_campaign_shards(&a->campaign)))
+    kcm_controllers_shard(&a->ctl, sh);
+  return err;
 }
 
 /* Serve, reach the API server, campaign, start the informers, and run the
@@ -346,8 +329,7 @@ static void run(struct app *a) {
   if (kcm_serving_start(&a->serving, a->loop, a->opt, &a->cfg, &h))
     exit(1);
   kcm_client_reach_start(&a->reach, a->loop, a->client, a->cfg.server);
-  if (a->elect)
-    kcm_leader_start(&a->leader);
+  kcm_campaign_start(&a->campaign);
   kcm_caches_start(&a->caches, on_synced);
 
   uv_run(a->loop, UV_RUN_DEFAULT);
@@ -355,6 +337,7 @@ static void run(struct app *a) {
 
 /* Free what is left once the loop has stopped (the controllers freed). */
 static void teardown(struct app *a) {
+  kcm_campaign_release(&a->campaign);
   kcm_caches_release(&a->caches);
   kcm_intern_release(&a->pool);
   kcm_serving_release(&a->serving);
@@ -365,16 +348,15 @@ static void teardown(struct app *a) {
 
 int main(int argc, char **argv) {
   struct kcm_options f;
-  struct kcm_leader_options lo = {0};
   struct app a = {0};
   int rc;
 
   kcm_client_set_program(argv[0]);
-  if ((rc = kcm_options_main(&f, argc, argv)) >= 0 || (rc = apply_flags(&a, &f, &lo)))
+  if ((rc = kcm_options_main(&f, argc, argv)) >= 0 || (rc = apply_flags(&a, &f)))
     return rc;
   if (load_config(&a) || setup_client(&a) || setup_informers(&a) || setup_controllers(&a, &f))
     return 1;
-  if (setup_leader(&a, &lo))
+  if (setup_campaign(&a))
     return 1;
   run(&a);
   kcm_controllers_release(&a.ctl);

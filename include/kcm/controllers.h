@@ -32,6 +32,7 @@
 #include "kcm/runtime.h"
 #include "kcm/satoken.h"
 #include "kcm/shadow.h"
+#include "kcm/shards.h"
 #include "kcm/writer.h"
 
 /* What a controller is built from. Borrowed: all of it outlives the
@@ -109,6 +110,11 @@ int kcm_controllers_init(struct kcm_controllers *s, uv_loop_t *loop, struct kcm_
 /* Point the guard at each area's controller (NULL for one not enabled)
  * and at the caches of the areas' kinds. 0 or KCM_ENOMEM. */
 int kcm_controllers_guard(struct kcm_controllers *s, struct kcm_conflict_guard *g);
+/* With --shards: each controller acts only in the namespaces of the
+ * shards sh holds, looks at the keys held back when it takes one, and
+ * reports its syncs in flight per shard (sh->data, on_taken and syncing
+ * are set). */
+void kcm_controllers_shard(struct kcm_controllers *s, struct kcm_shards *sh);
 /* With --use-service-account-credentials, ask for the tokens (once): false
  * until every one has come (on_token runs as each does). */
 bool kcm_controllers_tokens_ready(struct kcm_controllers *s);

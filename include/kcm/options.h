@@ -39,6 +39,7 @@ struct kcm_options {
   bool stand_aside;      /* --stand-aside-on-conflict */
   uint64_t conflict_quiet_ms;
   int conflict_cluster_namespaces; /* 0: never stand aside everywhere */
+  int shards;                   /* virtual shards shared by active instances; 0: off */
   bool shadow;           /* --shadow: write nothing, report the differences */
   uint64_t shadow_window_ms;
   /* leader election */

@@ -79,6 +79,12 @@ static const struct flag flags[] = {
      "each other one given is reported as having no effect"},
     {NULL, "min-resync-period", "D", DURATION, AT(min_resync_ms),
      "caches resync at a random period in [D, 2D) (default 12h)"},
+    {NULL, "shards", "N", LEVEL, AT(shards),
+     "share the work among every instance run with it: namespaces are\n"
+     "hashed onto N shards (at most 256), each a Lease named after\n"
+     "--leader-elect-resource-name, and each instance acts in the\n"
+     "namespaces of the shards it holds, about N / instances of them;\n"
+     "replaces leader election (default 0: off)"},
     {NULL, "leader-elect", NULL, BOOLEAN, AT(leader_elect),
      "run the controllers only while holding the lease (default true)"},
     {NULL, "leader-elect-lease-duration", "D", DURATION, AT(lease_ms),

@@ -369,17 +369,22 @@ class Env:
             json.dump(cfg, f)
         return Kubectl(path, namespace, self.cache_dir)
 
-    def allow_lease(self, name):
+    def allow_lease(self, name=None):
         """Let kcm's service account hold the Lease `name` in kube-system
-        too, as an operator renaming --leader-elect-resource-name would
-        (nothing to do when kcm does not run as its service account)."""
+        too, as an operator renaming --leader-elect-resource-name would, or
+        (name None) list and write every Lease there, as the sharded
+        manifests grant (nothing to do when kcm does not run as its service
+        account)."""
         if self.kcm_kubeconfig == self.kubeconfig:
             return
-        role = "kcm-lease-" + name
+        role = "kcm-lease-" + (name or "all")
+        rule = {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                "resourceNames": [name], "verbs": ["get", "update"]}
+        if not name:
+            rule = dict(rule, verbs=["get", "list", "create", "update"])
+            del rule["resourceNames"]
         ref = {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role}
-        items = [{"kind": "Role", "rules": [{"apiGroups": ["coordination.k8s.io"],
-                                             "resources": ["leases"], "resourceNames": [name],
-                                             "verbs": ["get", "update"]}]},
+        items = [{"kind": "Role", "rules": [rule]},
                  {"kind": "RoleBinding", "roleRef": ref, "subjects": [self.kcm_subject]}]
         for obj in items:
             obj.update(apiVersion="rbac.authorization.k8s.io/v1",
@@ -551,6 +556,19 @@ def suite_kcm_stopped(ctx, log_name):
             env.start_shadow("shadow-" + log_name)
 
 
+@contextlib.contextmanager
+def extra_namespaces(ctx, *suffixes):
+    """Contexts in namespaces of ctx's name and a suffix each, deleted after."""
+    names = ["%s-%s" % (ctx.ns, s) for s in suffixes]
+    for n in names:
+        ctx.k("create", "namespace", n, namespaced=False)
+    try:
+        yield [Context(ctx.env, n) for n in names]
+    finally:
+        for n in names:
+            ctx.k.run("delete", "namespace", n, "--wait=false", check=False, namespaced=False)
+
+
 class Context:
     def __init__(self, env, namespace):
         self.env = env
@@ -563,5 +581,5 @@ class Context:
 
 
 __all__ = ["scenario", "SCENARIOS", "Env", "Context", "Kubectl", "Kcm", "Client", "Skip",
-           "local_objects", "suite_kcm_stopped", "wait_for", "CommandError", "ROOT", "time",
+           "local_objects", "suite_kcm_stopped", "extra_namespaces", "wait_for", "CommandError", "ROOT", "time",
            "plain_port", "http_get", "SHADOW_NAME"]

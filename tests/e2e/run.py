@@ -53,6 +53,7 @@ import scenarios_replicaset  # noqa: E402,F401
 import scenarios_secure  # noqa: E402,F401
 import scenarios_serving  # noqa: E402,F401
 import scenarios_shadow  # noqa: E402,F401
+import scenarios_shards  # noqa: E402,F401
 import scenarios_strategies  # noqa: E402,F401
 
 

@@ -4,13 +4,13 @@ reported with bounded names, stood aside from in the namespaces it writes
 once it stops. What a tenant can write stands nothing aside beyond the
 namespaces whose status it may write."""
 
-import contextlib
 import json
 import os
 import re
 import time
 
-from harness import Context, Skip, http_get, plain_port, scenario, suite_kcm_stopped, wait_for
+from harness import (Skip, extra_namespaces, http_get, plain_port, scenario, suite_kcm_stopped,
+                     wait_for)
 from scenarios_deployment import complete, deployment, wait_state
 from scenarios_faults import ActivePods, active_by_app, exactly, last_request, requests_since
 
@@ -106,19 +106,6 @@ def _made_pods(ctx, last, ns):
             and r["userAgent"].startswith("kcm/")]
 
 
-@contextlib.contextmanager
-def _namespaces(ctx, *suffixes):
-    """Contexts in namespaces of ctx's name and a suffix each, deleted after."""
-    names = ["%s-%s" % (ctx.ns, s) for s in suffixes]
-    for n in names:
-        ctx.k("create", "namespace", n, namespaced=False)
-    try:
-        yield [Context(ctx.env, n) for n in names]
-    finally:
-        for n in names:
-            ctx.k.run("delete", "namespace", n, "--wait=false", check=False, namespaced=False)
-
-
 @scenario("another controller writing the status of kcm's objects: kcm stands aside in that "
           "namespace, then in every namespace once it writes in two, says so with bounded "
           "names on every channel, and takes over again once it stops; kubectl edits raise "
@@ -130,7 +117,7 @@ def second_controller(ctx):
         raise Skip("kcm itself is run and inspected")
     env.allow_lease(ctx.ns)
     with suite_kcm_stopped(ctx, "kcm-after-conflict.log") as d, \
-            _namespaces(ctx, "b", "c") as (b, c):
+            extra_namespaces(ctx, "b", "c") as (b, c):
         # kcm, leading with a lease of its own; and a copy of it under
         # kube-controller-manager's name, which the API server records as
         # its field manager, writing without a lease or standing aside (as
