@@ -131,7 +131,8 @@ class Kcm:
 # The directories under manifests/ that `kubectl kustomize` builds: what
 # every variant shares, then the three ways of running kcm (static-pod/node
 # is the Pod copied to the nodes, static-pod its RBAC).
-MANIFEST_VARIANTS = ("base", "static-pod", "static-pod/node", "daemonset", "deployment")
+MANIFEST_VARIANTS = ("base", "static-pod", "static-pod/node", "daemonset", "deployment",
+                     "sharded")
 
 
 def manifest_yaml(variant="base", manifests=None):

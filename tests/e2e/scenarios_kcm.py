@@ -602,6 +602,8 @@ VARIANT_OBJECTS = {
     "static-pod": {("RoleBinding", "kcm-leader-election:kube-controller-manager")},
     "daemonset": {("DaemonSet", "kcm")},
     "deployment": {("Deployment", "kcm"), ("PodDisruptionBudget", "kcm")},
+    "sharded": {("Deployment", "kcm"), ("PodDisruptionBudget", "kcm"), ("Role", "kcm-shards"),
+                ("RoleBinding", "kcm-shards")},
 }
 # kubeadm's probe timings for kube-controller-manager.
 KUBEADM_PROBE = {"initialDelaySeconds": 10, "periodSeconds": 10, "timeoutSeconds": 15}
@@ -728,7 +730,8 @@ def _workloads(builds):
     """{variant: (pod spec, its kcm container)} of the variants that run kcm."""
     return {"static-pod/node": builds["static-pod/node"][("Pod", "kcm")]["spec"],
             "daemonset": builds["daemonset"][("DaemonSet", "kcm")]["spec"]["template"]["spec"],
-            "deployment": builds["deployment"][("Deployment", "kcm")]["spec"]["template"]["spec"]}
+            "deployment": builds["deployment"][("Deployment", "kcm")]["spec"]["template"]["spec"],
+            "sharded": builds["sharded"][("Deployment", "kcm")]["spec"]["template"]["spec"]}
 
 
 def _leader_elect_name(pod):
@@ -784,7 +787,8 @@ def manifests(ctx):
     pods = _workloads(builds)
     args = {"static-pod/node": _check_static_pod(pods["static-pod/node"])["args"],
             "daemonset": _check_pod_network(pods["daemonset"])["args"],
-            "deployment": _check_pod_network(pods["deployment"])["args"]}
+            "deployment": _check_pod_network(pods["deployment"])["args"],
+            "sharded": _check_pod_network(pods["sharded"])["args"]}
     # The DaemonSet: every control-plane node, through kubeadm's taint.
     ds = pods["daemonset"]
     assert ds["nodeSelector"] == {"node-role.kubernetes.io/control-plane": ""}, ds
@@ -803,6 +807,19 @@ def manifests(ctx):
     assert pdb["metadata"]["namespace"] == "kube-system"
     assert pdb["spec"] == {"minAvailable": 1, "selector": d["selector"]}, pdb["spec"]
     assert base[("Service", "kcm")]["spec"]["selector"] == d["selector"]["matchLabels"]
+    # Sharded: the same Deployment, three replicas acting at once, one out
+    # at a time; it lists and renews the shards' and members' Leases.
+    sharded = builds["sharded"]
+    assert sharded[("Deployment", "kcm")]["spec"]["replicas"] == 3
+    assert args["sharded"] == ["--shards=32"] + args["deployment"][1:], args["sharded"]
+    assert args["deployment"][0] == "--leader-elect=true", args["deployment"]
+    assert sharded[("PodDisruptionBudget", "kcm")]["spec"] == {
+        "maxUnavailable": 1, "selector": d["selector"]}
+    assert sharded[("Role", "kcm-shards")]["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+         "verbs": ["get", "list", "update"]}]
+    assert sharded[("RoleBinding", "kcm-shards")]["subjects"] == base[
+        ("RoleBinding", "kcm-leader-election")]["subjects"]
     # One Lease name, the Role's, in every kcm container; set in one place.
     assert {v: _leader_elect_name(p) for v, p in pods.items()} == dict.fromkeys(pods, "kcm")
     assert _lease_name(base) == "kcm"
