@@ -370,12 +370,12 @@ class Env:
             json.dump(cfg, f)
         return Kubectl(path, namespace, self.cache_dir)
 
-    def allow_lease(self, name=None):
+    def allow_lease(self, name=None, namespace="kube-system"):
         """Let kcm's service account hold the Lease `name` in kube-system
         too, as an operator renaming --leader-elect-resource-name would, or
-        (name None) list and write every Lease there, as the sharded
-        manifests grant (nothing to do when kcm does not run as its service
-        account)."""
+        (name None) list and write every Lease of `namespace`, as the
+        sharded manifests grant in a namespace of their own (nothing to do
+        when kcm does not run as its service account)."""
         if self.kcm_kubeconfig == self.kubeconfig:
             return
         role = "kcm-lease-" + (name or "all")
@@ -389,7 +389,7 @@ class Env:
                  {"kind": "RoleBinding", "roleRef": ref, "subjects": [self.kcm_subject]}]
         for obj in items:
             obj.update(apiVersion="rbac.authorization.k8s.io/v1",
-                       metadata={"name": role, "namespace": "kube-system"})
+                       metadata={"name": role, "namespace": namespace})
         self.kubectl()("apply", "--validate=false", "-f", "-", namespaced=False,
                        stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}))
 

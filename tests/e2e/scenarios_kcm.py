@@ -603,7 +603,7 @@ VARIANT_OBJECTS = {
     "daemonset": {("DaemonSet", "kcm")},
     "deployment": {("Deployment", "kcm"), ("PodDisruptionBudget", "kcm")},
     "sharded": {("Deployment", "kcm"), ("PodDisruptionBudget", "kcm"), ("Role", "kcm-shards"),
-                ("RoleBinding", "kcm-shards")},
+                ("RoleBinding", "kcm-shards"), ("Namespace", "kcm-shards")},
 }
 # kubeadm's probe timings for kube-controller-manager.
 KUBEADM_PROBE = {"initialDelaySeconds": 10, "periodSeconds": 10, "timeoutSeconds": 15}
@@ -755,7 +755,21 @@ def _server_dry_run(ctx, variant):
     sent = [d for av, kind, d in docs if (av, kind) in served]
     skipped = sorted({kind for av, kind, _ in docs if (av, kind) not in served})
     assert not skipped or ctx.env.sim, (variant, skipped)
-    out = k("apply", "--dry-run=server", "-f", "-", namespaced=False, stdin="\n---\n".join(sent))
+    # A namespace a variant adds is made for real (the dry run of what goes
+    # in it needs it), and deleted after unless it was there.
+    made = []
+    for _, kind, d in docs:
+        name = re.search(r"^  name: (\S+)$", d, re.M).group(1)
+        if kind == "Namespace" and k.run("get", "namespace", name, check=False,
+                                         namespaced=False).returncode:
+            k("create", "namespace", name, namespaced=False)
+            made.append(name)
+    try:
+        out = k("apply", "--dry-run=server", "-f", "-", namespaced=False,
+                stdin="\n---\n".join(sent))
+    finally:
+        for name in made:
+            k.run("delete", "namespace", name, "--wait=false", check=False, namespaced=False)
     assert out.count("(server dry run)") == len(sent), (variant, out)
     return skipped
 
@@ -811,13 +825,17 @@ def manifests(ctx):
     # at a time; it lists and renews the shards' and members' Leases.
     sharded = builds["sharded"]
     assert sharded[("Deployment", "kcm")]["spec"]["replicas"] == 3
-    assert args["sharded"] == ["--shards=32"] + args["deployment"][1:], args["sharded"]
-    assert args["deployment"][0] == "--leader-elect=true", args["deployment"]
+    assert args["sharded"] == ["--shards=32", "--leader-elect-resource-namespace=kcm-shards"] + \
+        args["deployment"][2:], args["sharded"]
+    assert args["deployment"][:2] == ["--leader-elect=true",
+                                      "--leader-elect-resource-namespace=kube-system"]
     assert sharded[("PodDisruptionBudget", "kcm")]["spec"] == {
         "maxUnavailable": 1, "selector": d["selector"]}
+    # Every Lease of a namespace of their own, and none elsewhere.
+    assert sharded[("Role", "kcm-shards")]["metadata"]["namespace"] == "kcm-shards"
     assert sharded[("Role", "kcm-shards")]["rules"] == [
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
-         "verbs": ["get", "list", "update"]}]
+         "verbs": ["get", "list", "create", "update"]}]
     assert sharded[("RoleBinding", "kcm-shards")]["subjects"] == base[
         ("RoleBinding", "kcm-leader-election")]["subjects"]
     # One Lease name, the Role's, in every kcm container; set in one place.

@@ -25,7 +25,7 @@ def _shard_of(namespace):
 
 def _holders(ctx, prefix):
     """shard -> holder of the shards' Leases (absent: none)."""
-    items = ctx.k.json("get", "leases", "-n", "kube-system", namespaced=False)["items"]
+    items = ctx.k.json("get", "leases")["items"]
     out = {}
     for lease in items:
         name = lease["metadata"]["name"]
@@ -51,11 +51,14 @@ def sharded_instances(ctx):
     if env.kcm is None or not env.is_kcm:
         raise Skip("kcm itself is run and inspected")
     prefix = ctx.ns
+    # The Leases in the scenario's namespace: a namespace of their own, as
+    # manifests/sharded has them.
     args = ["--shards=%d" % SHARDS, "--leader-elect-resource-name=" + prefix,
+            "--leader-elect-resource-namespace=" + ctx.ns,
             "--leader-elect-lease-duration=%ds" % LEASE_S,
             "--leader-elect-renew-deadline=%ds" % RENEW_S,
             "--leader-elect-retry-period=%gs" % RETRY_S]
-    env.allow_lease()
+    env.allow_lease(namespace=ctx.ns)
     with suite_kcm_stopped(ctx, "kcm-after-shards.log") as d, extra_namespaces(ctx, *SUFFIXES) as spaces:
         started = {}
         try:
@@ -124,8 +127,3 @@ def sharded_instances(ctx):
         finally:
             for kcm in started.values():
                 kcm.stop()
-            for lease in ctx.k.json("get", "leases", "-n", "kube-system",
-                                    namespaced=False)["items"]:
-                if lease["metadata"]["name"].startswith(prefix + "-"):
-                    ctx.k.run("delete", "lease", lease["metadata"]["name"], "-n", "kube-system",
-                              check=False, namespaced=False)
