@@ -85,6 +85,7 @@ static int metrics(void *data, struct kcm_buf *out) {
   struct app *a = data;
   int err;
   if ((err = kcm_campaign_metrics(&a->campaign, out)) ||
+      (err = kcm_controllers_shard_metrics(&a->ctl, out)) ||
       (err = kcm_version_metrics(out)) ||
       (err = kcm_conflict_guard_metrics(&a->guard, out)) ||
       (a->opt->shadow && (err = kcm_controllers_shadow_metrics(&a->ctl, out))) ||
@@ -317,7 +318,7 @@ static int setup_campaign(struct app *a) {
   a->campaign.on_lost = on_lost_lease;
   a->campaign.on_stopped = on_leases_released;
   if (!err && (sh = kcm_campaign_shards(&a->campaign)))
-    kcm_controllers_shard(&a->ctl, sh);
+    err = kcm_controllers_shard(&a->ctl, sh);
   return err;
 }
 

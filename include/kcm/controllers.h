@@ -94,6 +94,8 @@ struct kcm_controllers {
   void (*on_token)(void *data);   /* a token came */
   void (*on_stopped)(void *data); /* the last running controller stopped */
   void *data;
+  struct kcm_shards *shards;      /* borrowed, with --shards */
+  struct kcm_controllers_fence *sharding; /* owned: by shard, whether its caches are whole */
 };
 
 /* The rows --controllers enables and the caches they need (no I/O). */
@@ -110,11 +112,15 @@ int kcm_controllers_init(struct kcm_controllers *s, uv_loop_t *loop, struct kcm_
 /* Point the guard at each area's controller (NULL for one not enabled)
  * and at the caches of the areas' kinds. 0 or KCM_ENOMEM. */
 int kcm_controllers_guard(struct kcm_controllers *s, struct kcm_conflict_guard *g);
-/* With --shards: each controller acts only in the namespaces of the
- * shards sh holds, looks at the keys held back when it takes one, and
- * reports its syncs in flight per shard (sh->data, on_taken and syncing
- * are set). */
-void kcm_controllers_shard(struct kcm_controllers *s, struct kcm_shards *sh);
+/* With --shards, before the caches start: the caches keep only the
+ * objects of the namespaces of the shards sh holds or is taking; a shard
+ * taken is listed again, and each controller acts in its namespaces once
+ * every cache has; a shard given up is forgotten; the syncs in flight
+ * are counted per shard for draining (sh->data and its callbacks are
+ * set). 0 or KCM_ENOMEM. */
+int kcm_controllers_shard(struct kcm_controllers *s, struct kcm_shards *sh);
+/* kcm_shards_objects_dropped_total, with --shards. */
+int kcm_controllers_shard_metrics(const struct kcm_controllers *s, struct kcm_buf *out);
 /* With --use-service-account-credentials, ask for the tokens (once): false
  * until every one has come (on_token runs as each does). */
 bool kcm_controllers_tokens_ready(struct kcm_controllers *s);

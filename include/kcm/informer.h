@@ -81,6 +81,7 @@ struct kcm_informer_stats {
   uint64_t events;        /* watch events applied */
   uint64_t bookmarks;
   uint64_t decode_errors; /* objects or events skipped as malformed */
+  uint64_t filtered;      /* objects read and dropped: of a namespace not kept */
   uint64_t failures;      /* failed lists and watches */
 };
 
@@ -106,6 +107,15 @@ struct kcm_informer {
   struct kcm_map by_ns;    /* namespace -> bucket */
   struct kcm_map by_owner; /* controller uid -> bucket */
   struct kcm_informer_stats stats;
+  /* Keep only the objects of the namespaces keep() names (NULL: all); see
+   * kcm_informer_filter(). */
+  bool (*keep)(void *ctx, const char *ns, size_t n);
+  void *keep_ctx;
+  uint64_t lists_started;  /* full lists begun */
+  uint64_t lists_applied;  /* lists_started of the last list that replaced the cache */
+  bool relist_after;       /* a list in flight is to be followed by another */
+  void (*on_listed)(struct kcm_informer *inf, void *ctx); /* a full list replaced the cache */
+  void *listed_ctx;
   enum kcm_informer_state state;
   bool synced;            /* the first full list has been applied */
   bool need_list;         /* the next attempt lists (else it watches) */
@@ -163,6 +173,20 @@ void kcm_informer_release(struct kcm_informer *inf);
 
 /* True once the first full list has been applied. */
 bool kcm_informer_synced(const struct kcm_informer *inf);
+/* Keep only the objects of the namespaces keep(ctx, ns, n) names: the
+ * others are dropped as they are read, and counted in stats.filtered. A
+ * namespace keep() comes to name is listed with kcm_informer_relist(); one
+ * it stops naming is forgotten with kcm_informer_purge(). Before start. */
+void kcm_informer_filter(struct kcm_informer *inf, bool (*keep)(void *ctx, const char *ns,
+                                                                size_t n),
+                         void *ctx);
+/* List again now (or, with a list in flight, again after it):
+ * lists_applied passes the lists_started of now once that list has
+ * replaced the cache, and on_listed runs. */
+void kcm_informer_relist(struct kcm_informer *inf);
+/* Drop the objects of the namespaces keep() no longer names, telling no
+ * handler (no one acts on them here any more). Returns how many. */
+size_t kcm_informer_purge(struct kcm_informer *inf);
 
 struct kcm_object *kcm_informer_get(const struct kcm_informer *inf, const char *ns,
                                     const char *name);

@@ -119,9 +119,10 @@ struct kcm_shards {
   bool stopping;
   bool closed;
   /* What acts in the shards' namespaces: told when a shard is taken (its
-   * keys should be looked at) and asked how many syncs are in flight in a
-   * shard's namespaces. */
+   * keys should be looked at) or given up (released or lost), and asked
+   * how many syncs are in flight in a shard's namespaces. */
   void (*on_taken)(struct kcm_shards *s, uint32_t shard);
+  void (*on_given_up)(struct kcm_shards *s, uint32_t shard);
   size_t (*syncing)(struct kcm_shards *s, uint32_t shard);
   void (*on_stopped)(struct kcm_shards *s);
   void *data;
@@ -143,6 +144,9 @@ void kcm_shards_start(struct kcm_shards *s);
 /* Whether this instance acts in namespace ns (n bytes): its shard is held
  * and not draining. */
 bool kcm_shards_owns(const struct kcm_shards *s, const char *ns, size_t n);
+/* Whether objects of namespace ns (n bytes) are worth keeping: its shard
+ * is held or being taken. */
+bool kcm_shards_keeps(const struct kcm_shards *s, const char *ns, size_t n);
 /* Whether it holds its share, or no free shard is left to take. */
 bool kcm_shards_ready(const struct kcm_shards *s);
 /* How many shards it holds. */

@@ -165,6 +165,18 @@ static void format_rv(char *out, uint64_t v) {
   *out = '\0';
 }
 
+/* Whether a changed object o is of a namespace kept; one that is not is
+ * dropped, its version still taken as seen (not that of a streamed list's
+ * ADDED object, older than the list). */
+static bool kept(struct kcm_informer *inf, struct kcm_object *o, const char *type) {
+  uint64_t rv = o->rv;
+  if (kcm_informer_kept(inf, o))
+    return true;
+  if (!inf->streaming || strcmp(type, "ADDED"))
+    format_rv(inf->rv, rv);
+  return false;
+}
+
 /* Apply one event whose type and object were read: `o` is its object when
  * decoded already (else it is decoded from obj[0..objlen) here). Returns
  * non-zero to stop the watch. */
@@ -187,8 +199,13 @@ static int apply_event(struct kcm_informer *inf, const char *type, const char *o
     inf->stats.bookmarks++;
     read_bookmark(inf, obj, objlen, rv, &end);
     kcm_informer_set_rv(inf, rv);
-    if (inf->streaming && end)
+    if (inf->streaming && end) {
       kcm_informer_stream_done(inf);
+      if (inf->need_list) { /* asked for again while it streamed */
+        inf->stop_reason = KCM_INFORMER_STOP_EXPIRED;
+        return 1;
+      }
+    }
   } else if (!strcmp(type, "ERROR")) {
     inf->watch_events++;
     return inf->watch_proto ? watch_error_pb(inf, obj, objlen) : watch_error(inf, obj, objlen);
@@ -198,6 +215,8 @@ static int apply_event(struct kcm_informer *inf, const char *type, const char *o
     if (!decoded)
       o = inf->watch_proto ? kcm_informer_decode_proto(inf, obj, objlen, false, "watch")
                            : kcm_informer_decode(inf, obj, objlen, "watch");
+    if (o && !kept(inf, o, type))
+      o = NULL;
     if (o && inf->streaming) {
       /* A stream's ADDED events carry the objects' own versions, older
        * than its snapshot's: only later events move the version. */

@@ -120,6 +120,42 @@ const char *kcm_informer_accept(const struct kcm_informer *inf) {
              : "application/json";
 }
 
+bool kcm_informer_kept(struct kcm_informer *inf, struct kcm_object *o) {
+  if (!inf->keep || inf->keep(inf->keep_ctx, o->ns, strlen(o->ns)))
+    return true;
+  inf->stats.filtered++;
+  kcm_api_unref(o, inf->pool);
+  return false;
+}
+
+void kcm_informer_filter(struct kcm_informer *inf, bool (*keep)(void *ctx, const char *ns,
+                                                                size_t n),
+                         void *ctx) {
+  inf->keep = keep;
+  inf->keep_ctx = ctx;
+}
+
+void kcm_informer_relist(struct kcm_informer *inf) {
+  switch (inf->state) {
+  case KCM_INFORMER_WATCHING:
+    if (inf->req && !inf->stop_reason) {
+      /* on_watch (or the stream's end) lists again */
+      inf->stop_reason = KCM_INFORMER_STOP_EXPIRED;
+      kcm_client_cancel(inf->req);
+    }
+    break;
+  case KCM_INFORMER_LISTING:
+    inf->relist_after = true;
+    break;
+  case KCM_INFORMER_BACKOFF:
+  case KCM_INFORMER_IDLE:
+    inf->need_list = true;
+    break;
+  case KCM_INFORMER_STOPPED:
+    break;
+  }
+}
+
 void kcm_informer_set_rv(struct kcm_informer *inf, const char *rv) {
   if (rv && *rv && strlen(rv) < sizeof(inf->rv))
     snprintf(inf->rv, sizeof(inf->rv), "%s", rv);

@@ -44,6 +44,9 @@ struct kcm_object *kcm_informer_decode_proto(struct kcm_informer *inf, const voi
 /* Is this Content-Type protobuf? And the Accept header to send. */
 bool kcm_informer_is_proto(const char *content_type);
 const char *kcm_informer_accept(const struct kcm_informer *inf);
+/* Whether o is of a namespace the filter keeps; when not, it is dropped
+ * (unreferenced) and counted. */
+bool kcm_informer_kept(struct kcm_informer *inf, struct kcm_object *o);
 /* Take rv as the last version seen, if it fits. */
 void kcm_informer_set_rv(struct kcm_informer *inf, const char *rv);
 

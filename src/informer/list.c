@@ -103,6 +103,8 @@ static void list_from_start(struct kcm_informer *inf) {
 void kcm_informer_start_list(struct kcm_informer *inf) {
   if (inf->synced)
     inf->stats.relists++;
+  inf->lists_started++;
+  inf->relist_after = false;
   if (!inf->opts.watch_list) {
     list_from_start(inf);
     return;
@@ -202,6 +204,8 @@ static int on_list_part(enum kcm_items_part part, const char *text, size_t len,
   }
   o = inf->list_proto ? kcm_informer_decode_proto(inf, text, len, true, "list")
                       : kcm_informer_decode(inf, text, len, "list");
+  if (o && !kcm_informer_kept(inf, o))
+    return 0;
   if (o && (err = add_pending(inf, o))) {
     kcm_api_unref(o, inf->pool);
     return err;
@@ -241,17 +245,23 @@ static void synced(struct kcm_informer *inf, bool proto, const char *how) {
   kcm_informer_replace(inf, inf->pending, inf->npending);
   inf->npending = 0;
   inf->synced = true;
-  inf->need_list = false;
+  inf->need_list = inf->relist_after;
   inf->rv_gone = false;
+  inf->lists_applied = inf->lists_started;
   if (first)
     kcm_v(1, "cache synced kind=\"%s\" objects=%zu resourceVersion=\"%s\" encoding=\"%s\" "
           "by=\"%s\"", kcm_api_kind_name(inf->opts.kind), inf->objects.len, inf->rv,
           proto ? "protobuf" : "json", how);
+  if (inf->on_listed)
+    inf->on_listed(inf, inf->listed_ctx);
 }
 
 static void list_done(struct kcm_informer *inf) {
   synced(inf, inf->list_proto, "list");
-  kcm_informer_start_watch(inf);
+  if (inf->need_list) /* asked for again while it was in flight */
+    kcm_informer_start_list(inf);
+  else
+    kcm_informer_start_watch(inf);
 }
 
 /* --- a list streamed as watch events ------------------------------------------------------ */

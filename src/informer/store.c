@@ -140,6 +140,34 @@ void kcm_informer_replace(struct kcm_informer *inf, struct kcm_object **objs, si
     kcm_informer_upsert(inf, objs[i]);
 }
 
+size_t kcm_informer_purge(struct kcm_informer *inf) {
+  struct kcm_map_iter it;
+  struct kcm_object *o, **gone = NULL;
+  size_t i, n = 0;
+
+  if (!inf->keep)
+    return 0;
+  kcm_map_iter_init(&it, &inf->objects);
+  while ((o = kcm_map_next(&it))) {
+    struct kcm_object **grown;
+    if (inf->keep(inf->keep_ctx, o->ns, strlen(o->ns)))
+      continue;
+    if (!(grown = kcm_buf_grow_items(gone, n, sizeof(*grown))))
+      break; /* the rest at the next purge or list */
+    gone = grown;
+    gone[n++] = o;
+  }
+  for (i = 0; i < n; i++) {
+    struct objkey k = {gone[i]->ns, gone[i]->name};
+    kcm_map_remove(&inf->objects, &k);
+    kcm_informer_unlink(inf, gone[i]);
+    caught_up(inf, gone[i]->ns, gone[i]->name, 0);
+    kcm_api_unref(gone[i], inf->pool);
+  }
+  free(gone);
+  return n;
+}
+
 void kcm_informer_store_init(struct kcm_informer *inf) {
   kcm_map_init(&inf->objects, &obj_type);
   kcm_map_init(&inf->behind, &behind_type);

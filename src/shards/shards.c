@@ -147,20 +147,26 @@ static void on_taken(struct kcm_leader *l) {
 
 static void on_lost(struct kcm_leader *l) {
   struct kcm_shard *sh = l->data;
+  struct kcm_shards *s = sh->owner;
   sh->held = false;
   sh->draining = false;
-  sh->owner->stats.lost++;
+  s->stats.lost++;
   kcm_leader_release(l); /* stop trying; the next listing decides again */
+  if (s->on_given_up)
+    s->on_given_up(s, sh->index);
 }
 
 static void on_released(struct kcm_leader *l) {
   struct kcm_shard *sh = l->data;
   struct kcm_shards *s = sh->owner;
+  bool was_held = sh->held;
   if (sh->held && sh->draining)
     s->stats.released++;
   sh->held = false;
   sh->trying = false;
   sh->draining = false;
+  if (was_held && s->on_given_up)
+    s->on_given_up(s, sh->index);
   if (s->stopping && s->on_stopped && !kcm_shards_held(s)) {
     uint32_t i;
     for (i = 0; i < s->count; i++)
@@ -363,6 +369,11 @@ void kcm_shards_start(struct kcm_shards *s) {
 bool kcm_shards_owns(const struct kcm_shards *s, const char *ns, size_t n) {
   const struct kcm_shard *sh = &s->shard[kcm_shards_of(ns, n, s->count)];
   return sh->held && !sh->draining;
+}
+
+bool kcm_shards_keeps(const struct kcm_shards *s, const char *ns, size_t n) {
+  const struct kcm_shard *sh = &s->shard[kcm_shards_of(ns, n, s->count)];
+  return sh->held || sh->trying;
 }
 
 uint32_t kcm_shards_held(const struct kcm_shards *s) {

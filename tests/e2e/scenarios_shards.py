@@ -3,7 +3,10 @@
 import signal
 import time
 
-from harness import Skip, extra_namespaces, scenario, suite_kcm_stopped, wait_for
+import re
+
+from harness import (Skip, extra_namespaces, http_get, plain_port, scenario, suite_kcm_stopped,
+                     wait_for)
 from scenarios_replicaset import rs_manifest, wait_replicas
 
 SHARDS = 8
@@ -34,6 +37,13 @@ def _holders(ctx, prefix):
             if holder:
                 out[int(name.rsplit("-", 1)[1])] = holder
     return out
+
+
+def _metric(kcm, name):
+    code, body = http_get(plain_port(kcm, "metrics"), "/metrics")
+    assert code == 200, body
+    m = re.search(r"^%s(?:\{[^}]*\})? (\S+)$" % name, body, re.M)
+    return float(m.group(1)) if m else None
 
 
 def _identity(kcm):
@@ -78,6 +88,18 @@ def sharded_instances(ctx):
                 space.apply(rs_manifest("web", 2))
             for space in spaces:
                 wait_replicas(space, "web", 2)
+            # Each holds what the Leases say, and caches only its shards: it
+            # read and dropped the pods of the others' namespaces.
+            holders = _holders(ctx, prefix)
+            mine = {i: {_shard_of(s.ns) for s in spaces} & {
+                k for k, h in holders.items() if h == i} for i in ids}
+            for i, name in ids.items():
+                kcm = started[name]
+                assert _metric(kcm, "kcm_shards_held") == list(holders.values()).count(i)
+                others = sum(1 for s in spaces if _shard_of(s.ns) not in mine[i])
+                if others:
+                    wait_for(lambda: _metric(kcm, "kcm_shards_objects_dropped_total") > 0,
+                             timeout=10, what="%s to drop the objects of others' shards" % name)
 
             # kill -9 of the instance holding the most: its shards wait out their Leases.
             holders = _holders(ctx, prefix)

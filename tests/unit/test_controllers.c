@@ -1,7 +1,8 @@
 /*
  * Tests for the table of controllers and the set one process runs: every
  * row whole, every name --controllers takes turning on its row alone, and
- * a set built from the flags rendering the metrics of what it runs.
+ * a set built from the flags rendering the metrics of what it runs, and a
+ * sharded set acting in a shard taken once its caches are whole.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -130,12 +131,81 @@ static void set_renders_what_it_runs(void **state) {
   }
 }
 
+static bool acts_in(struct kcm_controllers *s, const char *ns) {
+  struct kcm_runtime *rt = s->one[0].rt;
+  return rt->owns(rt->owns_ctx, ns, strlen(ns));
+}
+
+/* A shard taken is listed again, and acted on once every cache has; its
+ * objects kept from the take; given up, it is neither. */
+static void a_taken_shard_is_acted_on_once_every_cache_is_whole(void **state) {
+  uv_loop_t loop;
+  struct kcm_options o;
+  struct kcm_controllers s;
+  struct kcm_caches c;
+  struct kcm_intern pool;
+  struct kcm_shards sh;
+  struct kcm_shards_options so = {4, "kube-system", "kcm", "me", 15000, 10000, 2000, 0};
+  struct kcm_buf out = KCM_BUF_INIT(1 << 16);
+  const char *ns = "team-a";
+  uint32_t k = kcm_shards_of(ns, strlen(ns), 4), kind, last = 0;
+
+  assert_int_equal(uv_loop_init(&loop), 0);
+  kcm_intern_init(&pool);
+  parse(&o, "--shards=4", NULL);
+  kcm_controllers_choose(&s, &o);
+  assert_int_equal(kcm_caches_init(&c, &loop, NULL, &pool, s.kinds, &o), 0);
+  assert_int_equal(kcm_controllers_init(&s, &loop, NULL, c.informers, &pool), 0);
+  assert_int_equal(kcm_shards_init(&sh, &loop, NULL, &so), 0);
+  assert_int_equal(kcm_controllers_shard(&s, &sh), 0);
+  for (kind = 0; kind < KCM_KIND_COUNT; kind++)
+    if (s.kinds & (1u << kind))
+      last = kind;
+  assert_false(acts_in(&s, ns));
+  assert_false(c.informers[last].keep(c.informers[last].keep_ctx, ns, strlen(ns)));
+
+  sh.shard[k].held = true;
+  sh.on_taken(&sh, k);
+  assert_true(c.informers[last].keep(c.informers[last].keep_ctx, ns, strlen(ns)));
+  assert_true(c.informers[last].need_list); /* listed again */
+  assert_false(acts_in(&s, ns));
+  for (kind = 0; kind < KCM_KIND_COUNT; kind++) {
+    struct kcm_informer *inf = &c.informers[kind];
+    if (!(s.kinds & (1u << kind)))
+      continue;
+    assert_false(acts_in(&s, ns)); /* not before every cache has listed */
+    inf->lists_applied = inf->lists_started = inf->lists_started + 1;
+    inf->on_listed(inf, inf->listed_ctx);
+  }
+  assert_true(acts_in(&s, ns));
+  sh.shard[k].draining = true;
+  assert_false(acts_in(&s, ns));
+  sh.shard[k].draining = sh.shard[k].held = false;
+  sh.on_given_up(&sh, k);
+  assert_false(acts_in(&s, ns));
+  assert_false(c.informers[last].keep(c.informers[last].keep_ctx, ns, strlen(ns)));
+  assert_int_equal(kcm_controllers_shard_metrics(&s, &out), 0);
+  assert_non_null(strstr(out.data, "kcm_shards_objects_dropped_total 0"));
+
+  kcm_controllers_stop(&s);
+  kcm_caches_stop(&c, NULL);
+  kcm_shards_close(&sh);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  kcm_shards_release(&sh);
+  kcm_controllers_release(&s);
+  kcm_caches_release(&c);
+  kcm_buf_release(&out);
+  kcm_intern_release(&pool);
+  assert_int_equal(uv_loop_close(&loop), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(every_row_is_whole),
       cmocka_unit_test(each_name_turns_on_its_row_alone),
       cmocka_unit_test(upstreams_other_controllers_are_foreign),
       cmocka_unit_test(set_renders_what_it_runs),
+      cmocka_unit_test(a_taken_shard_is_acted_on_once_every_cache_is_whole),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

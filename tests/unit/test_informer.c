@@ -379,6 +379,73 @@ static void lists_then_watches_in(unsigned how) {
 
 static void lists_then_watches(void **state) { lists_then_watches_in(0); }
 
+static bool keeping;
+static int listed;
+
+static bool keep_if(void *ctx, const char *ns, size_t n) { return keeping; }
+static void on_listed(struct kcm_informer *inf, void *ctx) { listed++; }
+
+static uint64_t want_filtered;
+
+static bool filtered_enough(void *arg) {
+  return ((struct fixture *)arg)->inf.stats.filtered >= want_filtered;
+}
+
+static bool holds(void *arg) {
+  struct fixture *f = arg;
+  return kcm_informer_len(&f->inf) == 3 && f->inf.lists_applied > 1;
+}
+
+/* Objects of namespaces not kept are dropped as read; kept again, a relist
+ * brings them; no longer kept, a purge forgets them telling no handler. */
+static void keeps_only_the_namespaces_asked_in(unsigned how) {
+  struct fixture f;
+  fixture_init_with(&f, 0, how);
+  keeping = false;
+  listed = 0;
+  kcm_informer_filter(&f.inf, keep_if, NULL);
+  f.inf.on_listed = on_listed;
+  make_pod(&f, "a", NULL);
+  make_pod(&f, "b", NULL);
+  kcm_informer_start(&f.inf);
+  assert_true(support_run_until(&f.loop, synced, &f, 10000));
+  assert_int_equal(kcm_informer_len(&f.inf), 0);
+  assert_int_equal(f.inf.stats.filtered, 2);
+  assert_int_equal(listed, 1);
+  assert_int_equal(f.inf.lists_applied, 1);
+  make_pod(&f, "c", NULL); /* an event dropped too */
+  want_filtered = 3;
+  assert_true(support_run_until(&f.loop, filtered_enough, &f, 10000));
+  assert_int_equal(kcm_informer_len(&f.inf), 0);
+  assert_int_equal(f.added, 0);
+
+  keeping = true;
+  kcm_informer_relist(&f.inf);
+  assert_true(support_run_until(&f.loop, holds, &f, 10000));
+  assert_int_equal(f.added, 3);
+  assert_int_equal(f.inf.lists_applied, f.inf.lists_started);
+  assert_int_equal(listed, 2);
+  wait_converged(&f);
+
+  keeping = false;
+  assert_int_equal(kcm_informer_purge(&f.inf), 3);
+  assert_int_equal(kcm_informer_len(&f.inf), 0);
+  assert_null(kcm_informer_first_in(&f.inf, f.ns));
+  assert_int_equal(f.deleted, 0);
+  want_filtered = f.inf.stats.filtered + 1;
+  pod_call(&f, "DELETE", "a", NULL); /* not kept: nothing to tell */
+  assert_true(support_run_until(&f.loop, filtered_enough, &f, 10000));
+  assert_int_equal(f.deleted, 0);
+  assert_int_equal(kcm_informer_len(&f.inf), 0);
+  fixture_free(&f);
+}
+
+static void keeps_only_the_namespaces_asked(void **state) { keeps_only_the_namespaces_asked_in(0); }
+
+static void keeps_only_the_namespaces_asked_streaming(void **state) {
+  keeps_only_the_namespaces_asked_in(WIRE_STREAM);
+}
+
 static void lists_then_watches_in_protobuf(void **state) { lists_then_watches_in(WIRE_PROTOBUF); }
 
 static void streams_then_watches(void **state) { lists_then_watches_in(WIRE_STREAM); }
@@ -1733,6 +1800,8 @@ int main(void) {
   };
   const struct CMUnitTest live[] = {
       cmocka_unit_test(lists_then_watches),
+      cmocka_unit_test(keeps_only_the_namespaces_asked),
+      cmocka_unit_test(keeps_only_the_namespaces_asked_streaming),
       cmocka_unit_test(lists_then_watches_in_protobuf),
       cmocka_unit_test(streams_then_watches),
       cmocka_unit_test(streams_then_watches_in_protobuf),

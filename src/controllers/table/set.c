@@ -13,9 +13,7 @@
 #include "kcm/log.h"
 #include "kcm/workqueue.h"
 
-#define EACH(s, o)                                                                             \
-  for ((o) = (s)->one; (o) < (s)->one + KCM_CONTROLLERS; (o)++)                                \
-    if ((o)->c)
+#include "internal.h"
 
 void kcm_controllers_choose(struct kcm_controllers *s, const struct kcm_options *opt) {
   size_t i;
@@ -119,50 +117,6 @@ int kcm_controllers_guard(struct kcm_controllers *s, struct kcm_conflict_guard *
       return KCM_ENOMEM;
   }
   return 0;
-}
-
-static bool shard_owns(void *ctx, const char *ns, size_t n) {
-  return kcm_shards_owns(ctx, ns, n);
-}
-
-/* A shard taken: the keys held back, its own among them, are looked at. */
-static void shard_taken(struct kcm_shards *sh, uint32_t shard) {
-  struct kcm_controllers *s = sh->data;
-  struct kcm_controllers_one *o;
-  EACH(s, o) {
-    kcm_runtime_release_held(o->rt);
-  }
-}
-
-struct shard_of {
-  const struct kcm_shards *sh;
-  uint32_t shard;
-};
-
-static bool in_shard(void *ctx, const char *ns, size_t n) {
-  const struct shard_of *w = ctx;
-  return kcm_shards_of(ns, n, w->sh->count) == w->shard;
-}
-
-static size_t shard_syncing(struct kcm_shards *sh, uint32_t shard) {
-  struct kcm_controllers *s = sh->data;
-  struct kcm_controllers_one *o;
-  struct shard_of w = {sh, shard};
-  size_t n = 0;
-  EACH(s, o) {
-    n += kcm_runtime_syncing(o->rt, in_shard, &w);
-  }
-  return n;
-}
-
-void kcm_controllers_shard(struct kcm_controllers *s, struct kcm_shards *sh) {
-  struct kcm_controllers_one *o;
-  sh->data = s;
-  sh->on_taken = shard_taken;
-  sh->syncing = shard_syncing;
-  EACH(s, o) {
-    kcm_runtime_own(o->rt, shard_owns, sh);
-  }
 }
 
 bool kcm_controllers_tokens_ready(struct kcm_controllers *s) {
@@ -295,4 +249,6 @@ void kcm_controllers_release(struct kcm_controllers *s) {
     free(o->c);
     o->c = NULL;
   }
+  free(s->sharding);
+  s->sharding = NULL;
 }
