@@ -114,6 +114,7 @@ struct kcm_informer {
   uint64_t lists_started;  /* full lists begun */
   uint64_t lists_applied;  /* lists_started of the last list that replaced the cache */
   bool relist_after;       /* a list in flight is to be followed by another */
+  bool consistent;         /* the next list is a consistent read (at "") */
   void (*on_listed)(struct kcm_informer *inf, void *ctx); /* a full list replaced the cache */
   void *listed_ctx;
   enum kcm_informer_state state;
@@ -180,9 +181,10 @@ bool kcm_informer_synced(const struct kcm_informer *inf);
 void kcm_informer_filter(struct kcm_informer *inf, bool (*keep)(void *ctx, const char *ns,
                                                                 size_t n),
                          void *ctx);
-/* List again now (or, with a list in flight, again after it):
- * lists_applied passes the lists_started of now once that list has
- * replaced the cache, and on_listed runs. */
+/* List again now (or, with a list in flight, again after it), as a
+ * consistent read: the list holds every write the API server answered
+ * before it, whoever sent it. lists_applied passes the lists_started of
+ * now once that list has replaced the cache, and on_listed runs. */
 void kcm_informer_relist(struct kcm_informer *inf);
 /* Drop the objects of the namespaces keep() no longer names, telling no
  * handler (no one acts on them here any more). Returns how many. */

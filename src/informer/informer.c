@@ -136,6 +136,7 @@ void kcm_informer_filter(struct kcm_informer *inf, bool (*keep)(void *ctx, const
 }
 
 void kcm_informer_relist(struct kcm_informer *inf) {
+  inf->consistent = true;
   switch (inf->state) {
   case KCM_INFORMER_WATCHING:
     if (inf->req && !inf->stop_reason) {
@@ -274,7 +275,7 @@ static void send_watch(struct kcm_informer *inf, bool stream) {
     err = kcm_buf_append_str(&path, "?allowWatchBookmarks=true&");
   if (!err)
     err = kcm_informer_query_param(&path, "resourceVersion",
-                                   stream && inf->rv_gone ? "" : inf->rv);
+                                   stream && (inf->rv_gone || inf->consistent) ? "" : inf->rv);
   if (!err && stream)
     err = kcm_buf_append_str(&path, "&resourceVersionMatch=NotOlderThan&sendInitialEvents=true");
   if (!err)

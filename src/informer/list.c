@@ -55,7 +55,7 @@ static const char *reader_error(const struct kcm_informer *inf) {
 static void send_list(struct kcm_informer *inf) {
   struct kcm_buf path = KCM_BUF_INIT(4096);
   struct kcm_client_request_options o = {0};
-  const char *rv = inf->rv_gone ? "" : inf->rv[0] ? inf->rv : "0";
+  const char *rv = inf->rv_gone || inf->consistent ? "" : inf->rv[0] ? inf->rv : "0";
   bool page = inf->cont || inf->paged || !strcmp(rv, "") || !strcmp(rv, "0");
   int err = kcm_informer_collection_path(inf->opts.kind, inf->opts.namespace, &path);
 
@@ -246,6 +246,7 @@ static void synced(struct kcm_informer *inf, bool proto, const char *how) {
   inf->npending = 0;
   inf->synced = true;
   inf->need_list = inf->relist_after;
+  inf->consistent = inf->need_list;
   inf->rv_gone = false;
   inf->lists_applied = inf->lists_started;
   if (first)
