@@ -73,6 +73,8 @@ static size_t checks(void *data, bool ready, struct kcm_server_check *out) {
   out[1] = (struct kcm_server_check){"informer-sync", a->caches.synced};
   out[2] = (struct kcm_server_check){"shutdown", a->phase == SHUTDOWN_NONE};
   out[3] = (struct kcm_server_check){"sole-controller", kcm_conflict_guard_clear(&a->guard)};
+  if (a->campaign.mode != KCM_CAMPAIGN_SHARDS)
+    return 4;
   out[4] = (struct kcm_server_check){"shards", kcm_campaign_ready(&a->campaign)};
   return 5;
 }

@@ -23,6 +23,9 @@ cpu      kcm's own CPU (from /proc) to take D Deployments x R replicas from
          sent by verb and resource;
 latency  from a ReplicaSet's spec.replicas change to kcm's first pod POST,
          as the API server sees both, while Deployments roll beside it;
+shards   (only with --kubeconfig) the RSS of each of 3 instances with
+         --shards=32 against one kcm's without, with N pods (default 50,000)
+         spread over 300 namespaces kcm-bench-shards-NNN, loaded unless there;
 ready    (only with --kubeconfig) time to ready against that server with N
          pods (default 50,000) in namespace kcm-bench-ready, loaded unless
          already there and left there for the next run (delete the
@@ -1067,6 +1070,105 @@ def bench_ready(args, workdir):
     return runs
 
 
+# --- shards -------------------------------------------------------------------------------
+
+SHARDS_NS = "kcm-bench-shards"   # namespaces SHARDS_NS-000 ...; the Leases in SHARDS_NS
+
+
+def kcm_text(kcm):
+    with open(kcm.log_path) as f:
+        return f.read()
+
+
+def kcm_metrics(kcm):
+    m = re.search(r'serving metrics address="([^"]+)"', kcm_text(kcm))
+    if not m:
+        return None
+    try:
+        with urllib.request.urlopen("http://%s/metrics" % m.group(1), timeout=5) as r:
+            return r.read().decode()
+    except OSError:
+        return None
+
+
+def sharded_settled(kcms, count):
+    """Every shard held, each instance at its share and acting in every
+    shard it holds (its caches whole there)."""
+    held = []
+    for k in kcms:
+        text = kcm_metrics(k)
+        if text is None:
+            return False
+        n = metric_sum(text, "kcm_shards_held") or 0
+        share = metric_sum(text, "kcm_shards_share") or 0
+        if n != share and n + 1 != share:
+            return False
+        if kcm_text(k).count("acting in a shard") < n:
+            return False
+        held.append(n)
+    return sum(held) == count
+
+
+def bench_shards(args, workdir):
+    """Each sharded instance's memory against one unsharded kcm's, with the
+    pods spread over namespaces."""
+    n = args.pods or (3000 if args.small else 50000)
+    spaces = 30 if args.small else 300
+    server = External(args.kubeconfig, args.server_pid, args.etcd_pid)
+    ensure_namespace(server.api, SHARDS_NS)
+    names = ["%s-%03d" % (SHARDS_NS, i) for i in range(spaces)]
+    t, made = time.monotonic(), 0
+    for ns in names:
+        ensure_namespace(server.api, ns)
+        made += load_pods(server.api, ns, n // spaces)
+    if made:
+        print("shards: created %d pods in %d namespaces in %.1f s" % (
+            made, spaces, time.monotonic() - t))
+    print("shards: %d pods in %d namespaces; %d instances with --shards=%d against one without" % (
+        (n // spaces) * spaces, spaces, args.instances, args.shards))
+    base = ("--metrics-bind-address=127.0.0.1:0", "-v=2")
+    one = Kcm(args.kcm, server, workdir, "kcm-unsharded", base)
+    try:
+        one.wait_ready(timeout=1800)
+        time.sleep(2)  # the syncs that follow the first
+        alone = (one.rss(), one.rss("VmHWM"), one.cpu())
+    finally:
+        one.stop()
+    sharded = ("--shards=%d" % args.shards, "--leader-elect-resource-namespace=" + SHARDS_NS,
+               "--leader-elect-resource-name=bench", "--leader-elect-lease-duration=15s",
+               "--leader-elect-renew-deadline=10s", "--leader-elect-retry-period=2s")
+    kcms = []
+    try:
+        t = time.monotonic()
+        for i in range(args.instances):
+            kcms.append(Kcm(args.kcm, server, workdir, "kcm-shard-%d" % i, base + sharded))
+        wait_for(lambda: sharded_settled(kcms, args.shards), timeout=600, interval=0.5,
+                 what="the shards to settle")
+        settle_s = time.monotonic() - t
+        time.sleep(2)
+        each = [(k.rss(), k.rss("VmHWM"), k.cpu(), metric_sum(kcm_metrics(k), "kcm_shards_held"),
+                 metric_sum(kcm_metrics(k), "kcm_shards_objects_dropped_total")) for k in kcms]
+    finally:
+        for k in kcms:
+            k.stop()
+        for lease in server.api.get("/apis/coordination.k8s.io/v1/namespaces/%s/leases" %
+                                    SHARDS_NS).json().get("items", []):
+            server.api.delete("/apis/coordination.k8s.io/v1/namespaces/%s/leases/%s" % (
+                SHARDS_NS, lease["metadata"]["name"]))
+    print("  one kcm without --shards: RSS %d KiB (high-water %d KiB), CPU to ready %.2f s" %
+          alone)
+    print("  %d with --shards=%d, settled %.1f s after start:" % (
+        args.instances, args.shards, settle_s))
+    for i, (rss, hwm, cpu, held, dropped) in enumerate(each):
+        print("    instance %d: %d shards, RSS %d KiB (high-water %d KiB, %.2fx the one's), "
+              "CPU %.2f s, %d objects of other shards dropped" % (
+                  i, held, rss, hwm, hwm / alone[1], cpu, dropped))
+    print("  mean RSS %.0f KiB: %.2fx the unsharded one's; %.2fx would be 1/%d of it" % (
+        statistics.mean(e[0] for e in each), statistics.mean(e[0] for e in each) / alone[0],
+        1.0 / args.instances, args.instances))
+    return each
+
+
 # --- latency ------------------------------------------------------------------------------
 
 def replicaset(name, replicas):
@@ -1303,7 +1405,7 @@ def bench_latency(args, workdir):
 
 
 BENCHES = {"decode": bench_decode, "memory": bench_memory, "cpu": bench_cpu,
-           "latency": bench_latency, "ready": bench_ready}
+           "latency": bench_latency, "ready": bench_ready, "shards": bench_shards}
 
 
 def main():
@@ -1334,6 +1436,10 @@ def main():
                     "its Range requests")
     ap.add_argument("--pods", type=int, help="the ready benchmark's pods (default 50000; "
                     "2000 with --small)")
+    ap.add_argument("--instances", type=int, default=3, help="the shards benchmark's sharded "
+                    "instances (default 3)")
+    ap.add_argument("--shards", type=int, default=32, help="the shards benchmark's --shards "
+                    "(default 32)")
     ap.add_argument("--rounds", type=int, default=3, help="the ready benchmark's runs of each "
                     "controller-manager, alternating (default 3); it prints each and the median")
     ap.add_argument("--audit-log", help="with --kubeconfig: the API server's audit log, for "
@@ -1345,16 +1451,17 @@ def main():
     if args.bare_sim and (args.kubeconfig or args.server_pid or args.audit_log):
         ap.error("--bare-sim starts its own server: no --kubeconfig, --server-pid or --audit-log")
     if args.kubeconfig or args.bare_sim:
-        if not args.only or set(args.only) - {"cpu", "latency", "ready"}:
-            ap.error("--kubeconfig and --bare-sim run the cpu, latency and ready benchmarks: "
-                     "add --only cpu latency ready (or some of them)")
+        if not args.only or set(args.only) - {"cpu", "latency", "ready", "shards"}:
+            ap.error("--kubeconfig and --bare-sim run the cpu, latency, ready and shards "
+                     "benchmarks: add --only cpu latency ready shards (or some of them)")
         args.kubeconfig = args.kubeconfig and os.path.abspath(args.kubeconfig)
     elif args.server_pid or args.fake_kubelet or args.audit_log or args.upstream or \
             args.etcd_pid or args.etcd_metrics:
         ap.error("--server-pid, --etcd-pid, --etcd-metrics, --fake-kubelet, --audit-log and "
                  "--upstream go with --kubeconfig")
-    elif args.only and "ready" in args.only:
-        ap.error("the ready benchmark runs against another API server: add --kubeconfig")
+    elif args.only and {"ready", "shards"} & set(args.only):
+        ap.error("the ready and shards benchmarks run against another API server: add "
+                 "--kubeconfig")
     if args.upstream:
         args.upstream = os.path.abspath(args.upstream)
     args.kcm = os.path.abspath(args.kcm)
