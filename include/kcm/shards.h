@@ -9,8 +9,8 @@
  * Each instance also holds a member Lease "<prefix>-member-<id>"; the live
  * instances are those whose member Lease has a holder and was renewed
  * within its duration, as this instance's clock measures it. Every retry
- * period an instance lists the namespace's Leases and aims at its share,
- * ceil(count / live):
+ * period an instance lists the namespace's Leases and, once a listing
+ * shows its own member Lease, aims at its share, ceil(count / live):
  *   - under it, it tries to take shards that are free: no Lease, released
  *     (no holder), or not renewed for its duration on this clock;
  *   - over it, it drains the surplus, highest first: no new sync in their
@@ -21,9 +21,11 @@
  * stopping at once, when no renewal succeeded for the renew deadline,
  * before the Lease could expire for another instance.
  *
- * A namespace's shard: the FNV-1a 64-bit hash of its name, the hash
- * server-side sharded list and watch (KEP-5866) uses, cut into `count`
- * equal ranges.
+ * A namespace's shard: the FNV-1a 64-bit hash of its name, mixed by
+ * MurmurHash3's 64-bit finalizer, cut into `count` equal ranges. The
+ * mixing keeps names that differ in their last characters apart; it also
+ * means the ranges are not those of server-side sharded list and watch
+ * (KEP-5866), which cuts FNV-1a unmixed.
  */
 #ifndef KCM_SHARDS_H
 #define KCM_SHARDS_H
@@ -114,6 +116,7 @@ struct kcm_shards {
   uint32_t live;                 /* instances live at the last listing, itself included */
   uint32_t share;
   uint64_t listed_at;            /* loop ms of the last listing; 0: none yet */
+  bool member_listed;            /* a listing showed its own member Lease, held */
   uv_timer_t timer;
   bool listing;                  /* a listing is in flight */
   bool stopping;

@@ -14,7 +14,14 @@ uint32_t kcm_shards_of(const char *ns, size_t n, uint32_t count) {
     h ^= (unsigned char)ns[i];
     h *= FNV_PRIME;
   }
-  /* equal ranges of the hash, as a shard range selects them */
+  /* FNV-1a's upper bits hardly change with the last bytes (team-1 and
+   * team-2 would share a range): mixed first, as MurmurHash3's finalizer
+   * mixes, then cut into equal ranges */
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdULL;
+  h ^= h >> 33;
+  h *= 0xc4ceb9fe1a85ec53ULL;
+  h ^= h >> 33;
   return (uint32_t)(((unsigned __int128)h * count) >> 64);
 }
 

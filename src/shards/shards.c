@@ -159,13 +159,13 @@ static void on_lost(struct kcm_leader *l) {
 static void on_released(struct kcm_leader *l) {
   struct kcm_shard *sh = l->data;
   struct kcm_shards *s = sh->owner;
-  bool was_held = sh->held;
+  bool had = sh->held || sh->trying; /* objects of it may be cached */
   if (sh->held && sh->draining)
     s->stats.released++;
   sh->held = false;
   sh->trying = false;
   sh->draining = false;
-  if (was_held && s->on_given_up)
+  if (had && s->on_given_up)
     s->on_given_up(s, sh->index);
   if (s->stopping && s->on_stopped && !kcm_shards_held(s)) {
     uint32_t i;
@@ -200,7 +200,11 @@ static long saw(struct kcm_shards *s, const char *name, const struct kcm_lease_r
     }
     return (long)k;
   }
-  if (strncmp(name, "member-", 7) || !strcmp(name - plen - 1, s->member.name))
+  if (!strcmp(name - plen - 1, s->member.name)) {
+    s->member_listed = s->member.leading;
+    return -1;
+  }
+  if (strncmp(name, "member-", 7))
     return -1;
   for (i = 0, p = NULL; i < s->npeers && !p; i++)
     if (!strcmp(s->peers[i].name, name - plen - 1))
@@ -288,7 +292,9 @@ static void move(struct kcm_shards *s, uint64_t now) {
   s->share = kcm_shards_plan(seen, s->count, s->live, digest(s->member.identity) % s->count,
                              moves);
   for (i = 0; i < s->count; i++) {
-    if (moves[i] == KCM_SHARDS_TAKE)
+    /* Not before its own member Lease is listed: the others count it
+     * from then on, and it counts those that started with it. */
+    if (moves[i] == KCM_SHARDS_TAKE && s->member_listed)
       take(s, &s->shard[i]);
     else if (moves[i] == KCM_SHARDS_DRAIN)
       drain(s, &s->shard[i]);

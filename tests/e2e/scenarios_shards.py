@@ -13,16 +13,18 @@ SHARDS = 8
 LEASE_S, RENEW_S, RETRY_S = 4, 3, 0.5
 
 
-# Names that differ in more than a last character: FNV-1a (the shards'
-# hash, as the API server's shard selectors') puts names that do in few
-# ranges.
 SUFFIXES = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot")
 
 
 def _shard_of(namespace):
+    """As kcm_shards_of: FNV-1a 64, MurmurHash3's finalizer, equal ranges."""
+    m = (1 << 64) - 1
     h = 0xcbf29ce484222325
     for b in namespace.encode():
-        h = ((h ^ b) * 0x100000001b3) % (1 << 64)
+        h = ((h ^ b) * 0x100000001b3) & m
+    for mult in (0xff51afd7ed558ccd, 0xc4ceb9fe1a85ec53):
+        h = ((h ^ (h >> 33)) * mult) & m
+    h ^= h >> 33
     return h * SHARDS >> 64
 
 
