@@ -191,6 +191,10 @@ void kcm_runtime_release_held(struct kcm_runtime *rt);
  * kcm_runtime_release_held(). */
 void kcm_runtime_own(struct kcm_runtime *rt, bool (*owns)(void *ctx, const char *ns, size_t n),
                      void *ctx);
+/* Forget the held keys of the namespaces `in` names (no longer this
+ * process's to sync); returns how many. */
+size_t kcm_runtime_drop_held(struct kcm_runtime *rt,
+                             bool (*in)(void *ctx, const char *ns, size_t n), void *ctx);
 /* How many syncs in flight are of a namespace `in` names. */
 size_t kcm_runtime_syncing(const struct kcm_runtime *rt,
                            bool (*in)(void *ctx, const char *ns, size_t n), void *ctx);

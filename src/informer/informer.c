@@ -139,8 +139,8 @@ void kcm_informer_relist(struct kcm_informer *inf) {
   inf->consistent = true;
   switch (inf->state) {
   case KCM_INFORMER_WATCHING:
+    inf->need_list = true; /* whatever ends the watch, a list follows */
     if (inf->req && !inf->stop_reason) {
-      /* on_watch (or the stream's end) lists again */
       inf->stop_reason = KCM_INFORMER_STOP_EXPIRED;
       kcm_client_cancel(inf->req);
     }
@@ -258,7 +258,7 @@ static void on_watch(const struct kcm_client_response *resp, void *data) {
     kcm_informer_backoff(inf, 0);
     return;
   }
-  kcm_informer_start_watch(inf); /* the server ended it on time: carry on */
+  next_attempt(inf); /* the server ended it on time: carry on (or list, if asked) */
 }
 
 /* A watch from inf->rv; with stream, one that sends the current objects

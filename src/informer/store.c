@@ -143,7 +143,7 @@ void kcm_informer_replace(struct kcm_informer *inf, struct kcm_object **objs, si
 size_t kcm_informer_purge(struct kcm_informer *inf) {
   struct kcm_map_iter it;
   struct kcm_object *o, **gone = NULL;
-  size_t i, n = 0;
+  size_t i, n = 0, kept;
 
   if (!inf->keep)
     return 0;
@@ -157,6 +157,15 @@ size_t kcm_informer_purge(struct kcm_informer *inf) {
     gone = grown;
     gone[n++] = o;
   }
+  /* and those a list in flight has gathered */
+  for (i = kept = 0; i < inf->npending; i++) {
+    struct kcm_object *p = inf->pending[i];
+    if (inf->keep(inf->keep_ctx, p->ns, strlen(p->ns)))
+      inf->pending[kept++] = p;
+    else
+      kcm_api_unref(p, inf->pool);
+  }
+  inf->npending = kept;
   for (i = 0; i < n; i++) {
     struct objkey k = {gone[i]->ns, gone[i]->name};
     kcm_map_remove(&inf->objects, &k);

@@ -384,7 +384,8 @@ static void on_released(const struct kcm_client_response *resp, void *data) {
 static void do_release(struct kcm_leader *l) {
   struct kcm_lease_record r;
   char now[40];
-  if (l->leading && l->lease && !strcmp(l->observed.holder, l->identity)) {
+  /* Held, or taken by a write answered after the release was asked for. */
+  if (l->lease && !strcmp(l->observed.holder, l->identity)) {
     kcm_leader_now(now, sizeof(now));
     kcm_leader_release_record(&l->observed, now, &r);
     kcm_leader_apply(&r, l->lease);

@@ -37,6 +37,7 @@ static uint32_t digest(const char *s) {
 }
 
 static void on_taken(struct kcm_leader *l);
+static void member_lost(struct kcm_leader *l);
 static void on_lost(struct kcm_leader *l);
 static void on_released(struct kcm_leader *l);
 
@@ -76,6 +77,7 @@ int kcm_shards_init(struct kcm_shards *s, uv_loop_t *loop, struct kcm_client *cl
   snprintf(name, sizeof(name), "%s-member-%08x", s->prefix, digest(s->member.identity));
   snprintf(s->member.name, sizeof(s->member.name), "%s", name);
   s->member.data = s;
+  s->member.on_lost = member_lost;
   uv_timer_init(loop, &s->timer);
   s->timer.data = s;
   return 0;
@@ -145,15 +147,34 @@ static void on_taken(struct kcm_leader *l) {
     s->on_taken(s, sh->index);
 }
 
+/* The member Lease lost (the API server out of reach past the renew
+ * deadline): counted out by the others, it takes no shard until it holds
+ * its member Lease again, and tries for it at once. */
+static void member_lost(struct kcm_leader *l) {
+  struct kcm_shards *s = l->data;
+  s->member_listed = false;
+  if (!s->stopping)
+    kcm_leader_start(l);
+}
+
 static void on_lost(struct kcm_leader *l) {
   struct kcm_shard *sh = l->data;
   struct kcm_shards *s = sh->owner;
   sh->held = false;
   sh->draining = false;
   s->stats.lost++;
-  kcm_leader_release(l); /* stop trying; the next listing decides again */
   if (s->on_given_up)
     s->on_given_up(s, sh->index);
+  kcm_leader_release(l); /* stop trying; the next listing decides again */
+}
+
+/* Whether an elector of a shard not held is still trying. */
+static bool moving(const struct kcm_shards *s) {
+  uint32_t i;
+  for (i = 0; i < s->count; i++)
+    if (s->shard[i].trying)
+      return true;
+  return false;
 }
 
 static void on_released(struct kcm_leader *l) {
@@ -167,13 +188,8 @@ static void on_released(struct kcm_leader *l) {
   sh->draining = false;
   if (had && s->on_given_up)
     s->on_given_up(s, sh->index);
-  if (s->stopping && s->on_stopped && !kcm_shards_held(s)) {
-    uint32_t i;
-    for (i = 0; i < s->count; i++)
-      if (s->shard[i].trying)
-        return;
+  if (s->stopping && s->on_stopped && !kcm_shards_held(s) && !moving(s))
     kcm_leader_release(&s->member);
-  }
 }
 
 /* --- the listing ------------------------------------------------------------------------------ */
@@ -427,13 +443,14 @@ void kcm_shards_stop(struct kcm_shards *s, void (*on_stopped)(struct kcm_shards 
       sh->draining = true;
       waiting = true;
     } else if (sh->trying) {
-      kcm_leader_release(&sh->elector);
+      kcm_leader_release(&sh->elector); /* may answer later */
     }
   }
   if (waiting)
     uv_timer_start(&s->timer, on_timer, 0, 0);
-  else
+  else if (!moving(s))
     kcm_leader_release(&s->member);
+  /* else the last shard's on_released releases the member Lease */
 }
 
 int kcm_shards_metrics(const struct kcm_shards *s, struct kcm_buf *out) {

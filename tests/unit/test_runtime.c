@@ -379,6 +379,10 @@ static void only_owned_namespaces_sync(void **state) {
   assert_int_equal(kcm_runtime_syncing(&f->rt, in_a, NULL), 0);
   assert_int_equal(f->starts, 1);
   assert_int_equal(f->rt.held.len, 1); /* b's */
+  /* b's namespace is another's for good: its key is forgotten */
+  assert_int_equal(kcm_runtime_drop_held(&f->rt, in_a, NULL), 0);
+  assert_int_equal(kcm_runtime_drop_held(&f->rt, hold_ns_b, NULL), 1);
+  assert_int_equal(f->rt.held.len, 0);
   kcm_runtime_own(&f->rt, NULL, NULL);
 }
 

@@ -258,6 +258,27 @@ static void a_vanished_instance_s_shards_are_taken_after_expiry(void **state) {
   fixture_close(&f);
 }
 
+static bool a_holds_none(void *arg) { return kcm_shards_held(&((struct fixture *)arg)->a) == 0; }
+
+/* The API server out of reach past the renew deadline: every Lease lost,
+ * the member's too; back, the instance takes its member Lease and then
+ * every shard again. */
+static void an_outage_loses_the_shards_and_they_come_back(void **state) {
+  struct fixture f;
+  fixture_init(&f);
+  kcm_shards_start(&f.a);
+  assert_true(support_run_until(&f.loop, a_holds_all, &f, 5000));
+  support_faults(&f.loop, f.client,
+                 "{\"rules\":[{\"resource\":\"leases\",\"code\":500}]}");
+  assert_true(support_run_until(&f.loop, a_holds_none, &f, 5000));
+  assert_false(f.a.member.leading);
+  assert_int_equal(f.a.stats.lost, SHARDS);
+  support_faults(&f.loop, f.client, "{\"clear\":true}");
+  assert_true(support_run_until(&f.loop, a_holds_all, &f, 8000));
+  assert_true(f.a.member.leading);
+  fixture_close(&f);
+}
+
 static int start_sim(void **state) { return support_start_sim(NULL); }
 static int stop_sim(void **state) {
   support_stop_sim();
@@ -271,6 +292,7 @@ int main(void) {
       cmocka_unit_test(options_are_checked),
       cmocka_unit_test(instances_share_and_hand_over),
       cmocka_unit_test(a_vanished_instance_s_shards_are_taken_after_expiry),
+      cmocka_unit_test(an_outage_loses_the_shards_and_they_come_back),
   };
   return cmocka_run_group_tests(tests, start_sim, stop_sim);
 }

@@ -308,6 +308,29 @@ void kcm_runtime_own(struct kcm_runtime *rt, bool (*owns)(void *ctx, const char 
   rt->owns_ctx = ctx;
 }
 
+size_t kcm_runtime_drop_held(struct kcm_runtime *rt,
+                             bool (*in)(void *ctx, const char *ns, size_t n), void *ctx) {
+  struct kcm_map_iter it;
+  char *key, **gone = NULL;
+  size_t i, n = 0;
+  kcm_map_iter_init(&it, &rt->held);
+  while ((key = kcm_map_next(&it))) {
+    char **grown;
+    if (!in(ctx, key, strcspn(key, "/")))
+      continue;
+    if (!(grown = kcm_buf_grow_items(gone, n, sizeof(*grown))))
+      break; /* the rest stay held: queued again, and held again, harmlessly */
+    gone = grown;
+    gone[n++] = key;
+  }
+  for (i = 0; i < n; i++) {
+    kcm_map_remove(&rt->held, gone[i]);
+    free(gone[i]);
+  }
+  free(gone);
+  return n;
+}
+
 size_t kcm_runtime_syncing(const struct kcm_runtime *rt,
                            bool (*in)(void *ctx, const char *ns, size_t n), void *ctx) {
   const struct kcm_runtime_job *j;

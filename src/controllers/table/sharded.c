@@ -71,16 +71,6 @@ static void taken(struct kcm_shards *sh, uint32_t shard) {
   }
 }
 
-/* A shard given up: its objects are forgotten. */
-static void given_up(struct kcm_shards *sh, uint32_t shard) {
-  struct kcm_controllers *s = sh->data;
-  uint32_t k;
-  s->sharding[shard].cached = false;
-  EACH_CACHE(s, k) {
-    kcm_informer_purge(&s->informers[k]);
-  }
-}
-
 struct shard_of {
   const struct kcm_shards *sh;
   uint32_t shard;
@@ -89,6 +79,21 @@ struct shard_of {
 static bool in_shard(void *ctx, const char *ns, size_t n) {
   const struct shard_of *w = ctx;
   return kcm_shards_of(ns, n, w->sh->count) == w->shard;
+}
+
+/* A shard given up: its objects and its keys held back are forgotten. */
+static void given_up(struct kcm_shards *sh, uint32_t shard) {
+  struct kcm_controllers *s = sh->data;
+  struct kcm_controllers_one *o;
+  struct shard_of w = {sh, shard};
+  uint32_t k;
+  s->sharding[shard].cached = false;
+  EACH_CACHE(s, k) {
+    kcm_informer_purge(&s->informers[k]);
+  }
+  EACH(s, o) {
+    kcm_runtime_drop_held(o->rt, in_shard, &w);
+  }
 }
 
 static size_t syncing(struct kcm_shards *sh, uint32_t shard) {
