@@ -24,16 +24,16 @@
  *   SHUTDOWN_NONE         running;
  *   SHUTDOWN_CONTROLLERS  SIGTERM or SIGINT: syncs in progress finish, no new
  *                         one starts, until they end or the grace period does;
- *   SHUTDOWN_EVENTS       events still queued are posted, within the grace
- *                         period;
- *   SHUTDOWN_LEASE        the leases are released (leader election, shards);
+ *   SHUTDOWN_RELEASE      the leases are released (leader election, shards)
+ *                         while the events still queued are posted, within
+ *                         the grace period: no sync runs, so the next
+ *                         holder need not wait for the events;
  *   SHUTDOWN_INFORMERS    servers, watches and clients close; the loop then
  *                         runs out of handles and main returns. */
 enum shutdown {
   SHUTDOWN_NONE,
   SHUTDOWN_CONTROLLERS,
-  SHUTDOWN_EVENTS,
-  SHUTDOWN_LEASE,
+  SHUTDOWN_RELEASE,
   SHUTDOWN_INFORMERS,
 };
 
@@ -49,6 +49,7 @@ struct app {
   struct kcm_campaign campaign;   /* what lets it act */
   bool running;       /* the controllers were started */
   enum shutdown phase;
+  bool released;      /* the leases, once SHUTDOWN_RELEASE began */
   uv_timer_t grace;        /* the grace period, then the check for events posted */
   uint64_t grace_ms;
   uint64_t grace_deadline; /* loop ms; 0 once the grace period is over */
@@ -135,12 +136,6 @@ static void stop_informers(struct app *a) {
   kcm_caches_stop(&a->caches, caches_closed);
 }
 
-static void on_leases_released(struct kcm_campaign *c) {
-  struct app *a = c->data;
-  a->phase = SHUTDOWN_INFORMERS;
-  stop_informers(a);
-}
-
 static bool events_pending(const struct app *a) {
   return kcm_controllers_events_pending(&a->ctl) > 0;
 }
@@ -149,34 +144,37 @@ static bool grace_over(const struct app *a) {
   return uv_now(a->loop) >= a->grace_deadline;
 }
 
-static void release(struct app *a) {
-  a->phase = SHUTDOWN_LEASE;
+/* On to the informers once the leases are released and the events posted
+ * (or the grace period over). */
+static void wrap_up(struct app *a) {
+  if (a->phase != SHUTDOWN_RELEASE || !a->released || (events_pending(a) && !grace_over(a)))
+    return;
+  a->phase = SHUTDOWN_INFORMERS;
   uv_timer_stop(&a->grace);
   uv_close((uv_handle_t *)&a->grace, NULL);
-  kcm_campaign_stop(&a->campaign); /* then on_leases_released */
+  stop_informers(a);
 }
 
-static void on_events_check(uv_timer_t *t) {
-  struct app *a = t->data;
-  if (!events_pending(a) || grace_over(a))
-    release(a);
+static void on_leases_released(struct kcm_campaign *c) {
+  struct app *a = c->data;
+  a->released = true;
+  wrap_up(a);
 }
 
-static void post_events(struct app *a) {
-  a->phase = SHUTDOWN_EVENTS;
+static void on_events_check(uv_timer_t *t) { wrap_up(t->data); }
+
+static void release(struct app *a) {
+  a->phase = SHUTDOWN_RELEASE;
   kcm_info("controllers stopped queuedEvents=%zu", kcm_controllers_events_pending(&a->ctl));
-  if (!events_pending(a) || grace_over(a)) {
-    release(a);
-    return;
-  }
   uv_timer_stop(&a->grace);
   uv_timer_start(&a->grace, on_events_check, 20, 20);
+  kcm_campaign_stop(&a->campaign); /* then on_leases_released */
 }
 
 static void controllers_stopped(void *data) {
   struct app *a = data;
   if (a->phase == SHUTDOWN_CONTROLLERS)
-    post_events(a);
+    release(a);
 }
 
 static void on_grace_over(uv_timer_t *t) {
@@ -184,7 +182,7 @@ static void on_grace_over(uv_timer_t *t) {
   a->grace_deadline = 0;
   kcm_error("syncs in progress did not finish within the shutdown grace period "
             "gracePeriod=\"%llums\"", (unsigned long long)a->grace_ms);
-  post_events(a);
+  release(a);
 }
 
 static void on_signal(uv_signal_t *s, int signum) {
@@ -200,7 +198,7 @@ static void on_signal(uv_signal_t *s, int signum) {
   a->grace_deadline = uv_now(a->loop) + a->grace_ms;
   uv_timer_start(&a->grace, on_grace_over, a->grace_ms, 0);
   if (!kcm_controllers_stop(&a->ctl))
-    post_events(a);
+    release(a);
 }
 
 /* Go programs, kube-controller-manager among them, raise their soft limit

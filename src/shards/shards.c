@@ -7,8 +7,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../leader/internal.h"
+#include "kcm/api.h"
 #include "kcm/error.h"
 #include "kcm/log.h"
 #include "kcm/metrics.h"
@@ -277,13 +279,28 @@ static int take_listing(struct kcm_shards *s, const char *body, uint64_t now) {
   return 0;
 }
 
+/* Whether a Lease's renewTime is older than its duration by the wall
+ * clock (second precision). Only for counting members: a live one renews
+ * every retry period, so only a clock skewed by about the lease duration
+ * counts it out; a shard is taken by the local clock alone, as leader
+ * election takes a lease. */
+static bool unrenewed(const struct kcm_lease_record *r, int64_t wall) {
+  int64_t renewed;
+  return r->renew[0] && !kcm_api_parse_time(r->renew, &renewed) &&
+         wall > renewed + (r->duration_s > 0 ? r->duration_s : 1) + 1;
+}
+
 /* Instances live: itself and each member Lease held and renewed within
- * its duration. */
+ * its duration, both as listed and as its renewTime says: a joining
+ * instance would otherwise count a dead one for a lease duration, and
+ * leave shards the others drained untaken meanwhile. */
 static uint32_t count_live(const struct kcm_shards *s, uint64_t now) {
+  int64_t wall = (int64_t)time(NULL);
   uint32_t live = 1;
   size_t i;
   for (i = 0; i < s->npeers; i++)
-    if (!is_free(s, &s->peers[i].seen, s->peers[i].seen_at, now))
+    if (!is_free(s, &s->peers[i].seen, s->peers[i].seen_at, now) &&
+        !unrenewed(&s->peers[i].seen, wall))
       live++;
   return live;
 }
@@ -376,9 +393,33 @@ static void on_timer(uv_timer_t *t) {
     }
 }
 
+/* Milliseconds from now to when a Lease held by another, as last listed,
+ * expires (0: not held, or expired); UINT64_MAX for its own. */
+static uint64_t expires_in(const struct kcm_shards *s, const struct kcm_lease_record *r,
+                           uint64_t seen_at, uint64_t now) {
+  uint64_t at = seen_at + (uint64_t)(r->duration_s > 0 ? r->duration_s : 1) * 1000;
+  if (r->exists && r->holder[0] && !strcmp(r->holder, s->member.identity))
+    return UINT64_MAX;
+  return is_free(s, r, seen_at, now) ? 0 : at - now;
+}
+
+/* The next round: a retry period on, or as soon as another's Lease expires
+ * if that comes first, so that a vanished instance's shards are taken one
+ * lease duration after their last renewal was listed, not up to a retry
+ * period later. */
 static void schedule(struct kcm_shards *s) {
-  if (!s->stopping)
-    uv_timer_start(&s->timer, on_timer, s->retry_ms, 0);
+  uint64_t now = uv_now(s->loop), next = s->retry_ms, in;
+  uint32_t i;
+  size_t k;
+  if (s->stopping)
+    return;
+  for (i = 0; i < s->count; i++)
+    if ((in = expires_in(s, &s->shard[i].seen, s->shard[i].seen_at, now)) && in < next)
+      next = in;
+  for (k = 0; k < s->npeers; k++)
+    if ((in = expires_in(s, &s->peers[k].seen, s->peers[k].seen_at, now)) && in < next)
+      next = in;
+  uv_timer_start(&s->timer, on_timer, next, 0);
 }
 
 void kcm_shards_start(struct kcm_shards *s) {

@@ -52,12 +52,14 @@ figure, only when a benchmark cannot run.
 """
 
 import argparse
+import contextlib
 import datetime
 import glob
 import itertools
 import json
 import os
 import re
+import signal
 import socket
 import statistics
 import subprocess
@@ -160,7 +162,62 @@ class External:
 NOT_READY_MARKER = "bad"  # as the local server's kubelet's default
 
 
-class PodWatch:
+class ObjectWatch:
+    """Watches one collection from a resourceVersion, handing each event but
+    bookmarks to on_event() in the server's order. With list=True it lists
+    first and notes each object as listed."""
+
+    def __init__(self, api, path, what, listed=True, query=""):
+        self.what, self.stop_event, self.failed = what, threading.Event(), []
+        r = api.get(path if listed else path + "?limit=1")
+        if r.status != 200:
+            raise RuntimeError("could not list %s: HTTP %d %s" % (
+                what, r.status, r.body[:200].decode(errors="replace")))
+        for item in r.json()["items"] if listed else []:
+            self.note(item, time.time())
+        self.watch = api.watch(path + "?watch=1&resourceVersion=%s%s" % (
+            r.json()["metadata"]["resourceVersion"], query))
+        if self.watch.status != 200:
+            raise RuntimeError("could not watch %s: HTTP %d" % (what, self.watch.status))
+        self.reader = threading.Thread(target=self._read, daemon=True)
+
+    def note(self, obj, when, deleted=False):
+        raise NotImplementedError
+
+    def on_event(self, kind, obj):
+        self.note(obj, time.time(), kind == "DELETED")
+
+    def _read(self):
+        while not self.stop_event.is_set():
+            try:
+                ev = self.watch.next(timeout=3600)
+            except (ConnectionError, ValueError) as e:
+                if not self.stop_event.is_set():
+                    self.failed.append("%s watch: %s" % (self.what, e))
+                return
+            if ev is None:
+                if not self.stop_event.is_set():
+                    self.failed.append("%s watch ended" % self.what)
+                return
+            if ev["type"] != "BOOKMARK":
+                self.on_event(ev["type"], ev["object"])
+
+    def stop_reading(self):
+        self.stop_event.set()
+        try:  # wakes the reader; closing alone would wait for its read
+            self.watch.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    def close(self):
+        self.stop_reading()
+        self.reader.join()
+        self.watch.close()
+        if self.failed:
+            raise RuntimeError(self.failed[0])
+
+
+class PodWatch(ObjectWatch):
     """Watches the pods of one namespace and notes when the first pod of each
     `app` label arrived. With kubelet=True it also does, for an API server
     with no nodes, what the local server's fake kubelet does: binds each new
@@ -171,25 +228,16 @@ class PodWatch:
     could not be pulled."""
 
     def __init__(self, api, ns, kubelet, threads=4):
-        self.api, self.ns, self.stop_event = api, ns, threading.Event()
+        self.api, self.ns = api, ns
         self.first_seen = {}  # app label -> time.monotonic() of its first ADDED
         self.changed = {}  # app label -> time.monotonic() its pods last changed
         self.state = {}  # pod name -> "pending", "ready" or "gone" (terminating)
         self.queue = []  # (what, pod name, uid)
         self.cond = threading.Condition()
-        self.failed = []
-        r = api.get("/api/v1/namespaces/%s/pods?limit=1" % ns)
-        if r.status != 200:
-            raise RuntimeError("could not list pods in %s: HTTP %d %s" % (
-                ns, r.status, r.body[:200].decode(errors="replace")))
-        rv = r.json()["metadata"]["resourceVersion"]
-        self.watch = api.watch("/api/v1/namespaces/%s/pods?watch=1&resourceVersion=%s&"
-                               "allowWatchBookmarks=true" % (ns, rv))
-        if self.watch.status != 200:
-            raise RuntimeError("could not watch pods: HTTP %d" % self.watch.status)
+        super().__init__(api, "/api/v1/namespaces/%s/pods" % ns, "pod", listed=False,
+                         query="&allowWatchBookmarks=true")
         self.workers = [threading.Thread(target=self._work, daemon=True)
                         for _ in range(threads if kubelet else 0)]
-        self.reader = threading.Thread(target=self._read, daemon=True)
         for t in self.workers + [self.reader]:
             t.start()
 
@@ -199,48 +247,35 @@ class PodWatch:
         images = [c.get("image", "") for c in pod.get("spec", {}).get("containers", [])]
         return "pull" if any(NOT_READY_MARKER in i for i in images) else "run"
 
-    def _read(self):
-        while not self.stop_event.is_set():
-            try:
-                ev = self.watch.next(timeout=3600)
-            except (ConnectionError, ValueError) as e:
-                if not self.stop_event.is_set():
-                    self.failed.append("pod watch: %s" % e)
-                return
-            if ev is None:
-                if not self.stop_event.is_set():
-                    self.failed.append("pod watch ended")
-                return
-            if ev["type"] == "BOOKMARK":
-                continue
-            meta = ev["object"]["metadata"]
-            app, now = meta.get("labels", {}).get("app"), time.monotonic()
-            if ev["type"] == "ADDED":
-                self.first_seen.setdefault(app, now)
-            # What the controllers count: a pod came, went, began terminating,
-            # or became ready or unready (a terminating pod's end is no change).
-            if ev["type"] == "DELETED" or meta.get("deletionTimestamp"):
-                state = "gone"
-            elif any(c.get("type") == "Ready" and c.get("status") == "True"
-                     for c in ev["object"].get("status", {}).get("conditions", [])):
-                state = "ready"
-            else:
-                state = "pending"
-            if state != self.state.get(meta["name"]):
-                self.changed[app] = now
-            if ev["type"] == "DELETED":
-                self.state.pop(meta["name"], None)
-            else:
-                self.state[meta["name"]] = state
-            what = None
-            if ev["type"] in ("ADDED", "MODIFIED") and meta.get("deletionTimestamp"):
-                what = "kill"
-            elif ev["type"] == "ADDED":
-                what = self.start(ev["object"])
-            if what and self.workers:
-                with self.cond:
-                    self.queue.append((what, meta["name"], meta["uid"]))
-                    self.cond.notify()
+    def on_event(self, kind, obj):
+        meta = obj["metadata"]
+        app, now = meta.get("labels", {}).get("app"), time.monotonic()
+        if kind == "ADDED":
+            self.first_seen.setdefault(app, now)
+        # What the controllers count: a pod came, went, began terminating,
+        # or became ready or unready (a terminating pod's end is no change).
+        if kind == "DELETED" or meta.get("deletionTimestamp"):
+            state = "gone"
+        elif any(c.get("type") == "Ready" and c.get("status") == "True"
+                 for c in obj.get("status", {}).get("conditions", [])):
+            state = "ready"
+        else:
+            state = "pending"
+        if state != self.state.get(meta["name"]):
+            self.changed[app] = now
+        if kind == "DELETED":
+            self.state.pop(meta["name"], None)
+        else:
+            self.state[meta["name"]] = state
+        what = None
+        if kind in ("ADDED", "MODIFIED") and meta.get("deletionTimestamp"):
+            what = "kill"
+        elif kind == "ADDED":
+            what = self.start(obj)
+        if what and self.workers:
+            with self.cond:
+                self.queue.append((what, meta["name"], meta["uid"]))
+                self.cond.notify()
 
     def _work(self):
         while True:
@@ -288,13 +323,9 @@ class PodWatch:
         return False
 
     def close(self):
-        self.stop_event.set()
+        self.stop_reading()
         with self.cond:
             self.cond.notify_all()
-        try:  # wakes the reader; closing alone would wait for its read
-            self.watch.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
         for t in self.workers + [self.reader]:
             t.join()
         self.watch.close()
@@ -305,11 +336,12 @@ class PodWatch:
 class Controller:
     """A controller-manager process, its output in WORKDIR/NAME.log."""
 
-    def __init__(self, argv, workdir, name):
+    def __init__(self, argv, workdir, name, preexec=None):
         self.log_path = os.path.join(workdir, name + ".log")
         self.log = open(self.log_path, "w")
         self.started = time.monotonic()
-        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT,
+                                     preexec_fn=preexec)
 
     def wait_ready(self, timeout=600):
         wait_for(self.ready, timeout=timeout, interval=0.005, what="%s to be ready" % (
@@ -330,10 +362,10 @@ class Controller:
 class Kcm(Controller):
     """kcm against the local API server, with probes on a free port."""
 
-    def __init__(self, binary, sim, workdir, name, extra=()):
+    def __init__(self, binary, sim, workdir, name, extra=(), preexec=None):
         super().__init__([binary, "--kubeconfig", sim.kubeconfig, "--leader-elect=false",
                           "--health-probe-bind-address=127.0.0.1:0", "--metrics-bind-address=0",
-                          "--secure-port=0", *extra], workdir, name)
+                          "--secure-port=0", *extra], workdir, name, preexec)
         self.health = wait_for(self._address, timeout=30, interval=0.005,
                                what="kcm to serve its probes")
 
@@ -1092,16 +1124,16 @@ def kcm_metrics(kcm):
 
 
 def sharded_settled(kcms, count):
-    """Every shard held, each instance at its share and acting in every
-    shard it holds (its caches whole there)."""
-    held = []
+    """Every shard held, each instance at its share of them, ceil(count /
+    instances) or one fewer, and acting in every shard it holds (its caches
+    whole there)."""
+    share, held = -(-count // len(kcms)), []
     for k in kcms:
         text = kcm_metrics(k)
         if text is None:
             return False
         n = metric_sum(text, "kcm_shards_held") or 0
-        share = metric_sum(text, "kcm_shards_share") or 0
-        if n != share and n + 1 != share:
+        if metric_sum(text, "kcm_shards_share") != share or n not in (share, share - 1):
             return False
         if kcm_text(k).count("acting in a shard") < n:
             return False
@@ -1167,6 +1199,419 @@ def bench_shards(args, workdir):
         statistics.mean(e[0] for e in each), statistics.mean(e[0] for e in each) / alone[0],
         1.0 / args.instances, args.instances))
     return each
+
+
+# --- handover -----------------------------------------------------------------------------
+
+HANDOVER_NS = "kcm-bench-handover"   # the Leases of the handover and scaleout benchmarks
+LEASE_FLAGS = ("--leader-elect-lease-duration=15s", "--leader-elect-renew-deadline=10s",
+               "--leader-elect-retry-period=2s")  # the defaults, as manifests/sharded runs
+LEASE_S, RETRY_S = 15, 2
+
+
+class LeaseWatch(ObjectWatch):
+    """Every change of a shard Lease's holder ("" when released) in one
+    namespace, with the local Unix time it was seen."""
+
+    def __init__(self, api, ns, prefix):
+        self.prefix, self.holder, self.changes = prefix + "-shard-", {}, []
+        super().__init__(api, "/apis/coordination.k8s.io/v1/namespaces/%s/leases" % ns,
+                         "Lease")
+        self.reader.start()
+
+    def note(self, lease, when, deleted=False):
+        name = lease["metadata"]["name"]
+        if not name.startswith(self.prefix):
+            return
+        shard = int(name[len(self.prefix):])
+        holder = "" if deleted else (lease.get("spec") or {}).get("holderIdentity") or ""
+        if self.holder.get(shard) != holder:
+            self.holder[shard] = holder
+            self.changes.append((when, shard, holder))
+
+    def held_by(self, identity):
+        return sorted(s for s, h in self.holder.items() if h == identity)
+
+
+class ReplicaSetSums(ObjectWatch):
+    """Per namespace of some, the highest sum of its ReplicaSets'
+    spec.replicas at any resourceVersion: with maxSurge, the bound the
+    Deployment controller keeps."""
+
+    def __init__(self, api, spaces):
+        self.spaces, self.replicas = set(spaces), {}  # (ns, name) -> replicas
+        self.peak = {ns: 0 for ns in spaces}
+        super().__init__(api, "/apis/apps/v1/replicasets", "ReplicaSet")
+        self.reader.start()
+
+    def note(self, rs, when, deleted=False):
+        ns, name = rs["metadata"]["namespace"], rs["metadata"]["name"]
+        if ns not in self.spaces:
+            return
+        self.replicas[(ns, name)] = 0 if deleted else rs["spec"].get("replicas", 1)
+        self.peak[ns] = max(self.peak[ns], sum(
+            v for (n, _), v in self.replicas.items() if n == ns))
+
+
+def unowned_spans(changes, dead, start, end):
+    """Each span a shard had no live holder, as (shard, from, to): its Lease
+    released, or held by an instance killed (dead: identity -> time; a
+    change to the killed holder at its death marks the shards it held)."""
+    spans, since = [], {}
+    for when, shard, h in sorted(changes):
+        if not start <= when <= end:
+            continue
+        if h == "" or h in dead:
+            since.setdefault(shard, max(when, dead.get(h, when)))
+        elif shard in since:
+            spans.append((shard, since.pop(shard), when))
+    return spans
+
+
+def sharded_kcm(args, server, workdir, name, prefix, extra=()):
+    return Kcm(args.kcm, server, workdir, name, (
+        "--metrics-bind-address=127.0.0.1:0", "-v=2", "--shards=%d" % args.shards,
+        "--leader-elect-resource-namespace=" + HANDOVER_NS,
+        "--leader-elect-resource-name=" + prefix) + LEASE_FLAGS + tuple(extra))
+
+
+def kcm_identity(kcm):
+    m = re.search(r'sharing the work by namespace [^\n]*identity="([^"]+)"', kcm_text(kcm))
+    return m.group(1) if m else None
+
+
+def surge_deployment(name, replicas, image):
+    d = deployment(name, replicas, image)
+    d["spec"]["strategy"] = {"type": "RollingUpdate",
+                             "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+    return d
+
+
+class SteadyLoad:
+    """Rolls each Deployment of `rolling` again as soon as its last rollout
+    is done, and scales each of `scaling` between 4 and 6 every 3 s, until
+    stopped; notes the rollouts begun."""
+
+    def __init__(self, api, rolling, scaling):
+        self.api, self.rolling, self.scaling = api, rolling, scaling
+        self.image = {ns: 0 for ns in rolling}
+        self.replicas = {ns: 4 for ns in scaling}
+        self.stop_event, self.failed = threading.Event(), []
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        scaled = time.monotonic()
+        while not self.stop_event.wait(0.2):
+            try:
+                for ns in self.rolling:
+                    path = "/apis/apps/v1/namespaces/%s/deployments/web" % ns
+                    if rolled_out(self.api.get(path).json(), "nginx:%d" % self.image[ns]):
+                        self.image[ns] += 1
+                        self.api.patch(path, {"spec": {"template": {"spec": {"containers": [
+                            {"name": "c", "image": "nginx:%d" % self.image[ns]}]}}}},
+                            ptype="strategic")
+                if time.monotonic() - scaled >= 3:
+                    scaled = time.monotonic()
+                    for ns in self.scaling:
+                        self.replicas[ns] = 10 - self.replicas[ns]
+                        self.api.patch("/apis/apps/v1/namespaces/%s/deployments/web/scale" % ns,
+                                       {"spec": {"replicas": self.replicas[ns]}})
+            except (OSError, ValueError, KeyError) as e:
+                self.failed.append(str(e))
+                return
+
+    def stop(self):
+        self.stop_event.set()
+        self.thread.join()
+        if self.failed:
+            raise RuntimeError("the load failed: %s" % self.failed[0])
+
+    def done(self):
+        for ns in self.rolling:
+            if not settled(self.api, ns, 1, "nginx:%d" % self.image[ns]):
+                return False
+        return all(settled(self.api, ns, 1, "nginx:0") for ns in self.scaling)
+
+
+def audit_surge(path, span, rolling, scaling):
+    """From the audit log, within span: in each namespace, the pods active
+    (created, not yet deleted) after each pod create, at most; the pods
+    created in the rolling ones; and kcm's writes answered 409."""
+    spaces = set(rolling) | set(scaling)
+    events = []
+    for e in audit_events(path):
+        ref = e.get("objectRef") or {}
+        if e.get("stage") != "ResponseComplete" or ref.get("namespace") not in spaces:
+            continue
+        when = audit_time(e["stageTimestamp"])
+        if span[0] <= when <= span[1]:
+            events.append((when, e))
+    events.sort(key=lambda x: x[0])
+    active = {ns: 4 for ns in spaces}  # as the load began: every Deployment at 4, settled
+    peak, created, gone, conflicts = dict(active), {ns: 0 for ns in spaces}, set(), {}
+    for _, e in events:
+        ref, code = e["objectRef"], e.get("responseStatus", {}).get("code")
+        ns = ref["namespace"]
+        if ref.get("resource") == "pods" and not ref.get("subresource"):
+            if e["verb"] == "create" and code == 201:
+                active[ns] += 1
+                created[ns] += 1
+                peak[ns] = max(peak[ns], active[ns])
+            elif e["verb"] == "delete" and code == 200 and (ns, ref["name"]) not in gone:
+                gone.add((ns, ref["name"]))
+                active[ns] -= 1
+        if code == 409 and e.get("userAgent", "").startswith("kcm"):
+            res = ref.get("resource", "") + ("/" + ref["subresource"] if ref.get("subresource")
+                                             else "")
+            conflicts[(e["verb"], res)] = conflicts.get((e["verb"], res), 0) + 1
+    return peak, created, conflicts
+
+
+def bench_handover(args, workdir):
+    """Three sharded instances under steady rollouts and scales: a kill -9,
+    a join, a graceful stop and a join; how long each shard went without a
+    live holder, and from the audit log whether any Deployment ever had
+    more pods than replicas + maxSurge."""
+    if not args.audit_log:
+        raise RuntimeError("the handover benchmark reads the API server's audit log: add "
+                           "--audit-log")
+    server = External(args.kubeconfig, args.server_pid, args.etcd_pid)
+    ensure_namespace(server.api, HANDOVER_NS)
+    prefix = "handover-%d" % os.getpid()
+    n = 4 if args.small else 8
+    rolling = [external_namespace(server.api, "roll") for _ in range(n)]
+    scaling = [external_namespace(server.api, "scale") for _ in range(n)]
+    kcms, pods, leases, sums, load = {}, [], None, None, None
+    try:
+        for name in "abc":
+            kcms[name] = sharded_kcm(args, server, workdir, "kcm-%s" % name, prefix)
+        wait_for(lambda: sharded_settled(list(kcms.values()), args.shards), timeout=120,
+                 interval=0.2, what="the shards to settle")
+        for ns in rolling + scaling:
+            pods.append(PodWatch(server.api, ns, True, threads=2))
+            server.api.post("/apis/apps/v1/namespaces/%s/deployments" % ns,
+                            surge_deployment("web", 4, "nginx:0"))
+        wait_for(lambda: all(settled(server.api, ns, 1, "nginx:0") for ns in rolling + scaling),
+                 timeout=120, interval=0.5, what="the Deployments to be available")
+        leases = LeaseWatch(server.api, HANDOVER_NS, prefix)
+        sums = ReplicaSetSums(server.api, rolling + scaling)
+        start = time.time()
+        load = SteadyLoad(server.api, rolling, scaling)
+        steps, dead = [], {}
+
+        def step(what, victim=None, sig=None):
+            time.sleep(10)  # the load alone, between steps
+            t, moved, ident = time.time(), [], None
+            if victim:
+                ident = kcm_identity(kcms[victim])
+                moved = leases.held_by(ident)
+                if sig == signal.SIGKILL:
+                    dead[ident] = t
+                    kcms[victim].proc.kill()
+                    kcms[victim].proc.wait()
+                    kcms[victim].log.close()
+                else:
+                    kcms[victim].stop()
+                wait_for(lambda: all(leases.holder.get(s) not in ("", ident) for s in moved),
+                         timeout=LEASE_S * 3, interval=0.05,
+                         what="the %s instance's shards to be taken" % what)
+            else:
+                kcms[what] = sharded_kcm(args, server, workdir, "kcm-%s" % what, prefix)
+                wait_for(lambda: sharded_settled(list(kcms.values()), args.shards),
+                         timeout=120, interval=0.2, what="the shards to settle after a join")
+                what = "join"
+            steps.append((what, t, time.time(), moved, ident))
+            if victim:
+                del kcms[victim]
+
+        step("kill -9", "a", signal.SIGKILL)
+        step("d")
+        step("SIGTERM", "b")
+        step("e")
+        time.sleep(10)
+        load.stop()
+        wait_for(load.done, timeout=300, interval=0.5, what="the last rollouts to finish")
+        end = time.time()
+        time.sleep(2)  # the last writes into the audit log
+    finally:
+        if load and not load.stop_event.is_set():
+            load.stop_event.set()
+        for k in kcms.values():
+            k.stop()
+        for p in pods:
+            p.close()
+        for w in (leases, sums):
+            if w:
+                w.close()
+        for lease in server.api.get("/apis/coordination.k8s.io/v1/namespaces/%s/leases" %
+                                    HANDOVER_NS).json().get("items", []):
+            if lease["metadata"]["name"].startswith(prefix + "-"):
+                server.api.delete("/apis/coordination.k8s.io/v1/namespaces/%s/leases/%s" % (
+                    HANDOVER_NS, lease["metadata"]["name"]))
+    marks = [(t, s, i) for _, t, _, moved, i in steps if i in dead for s in moved]
+    spans = unowned_spans(leases.changes + marks, dead, start, end)
+    with open(os.path.join(workdir, "handover-leases.json"), "w") as f:
+        json.dump({"steps": steps, "changes": leases.changes, "spans": spans, "dead": dead}, f)
+    print_handover(args, steps, spans, sum(load.image.values()))
+    peak, created, conflicts = audit_surge(args.audit_log, (start, end), rolling, scaling)
+    for ns in rolling + scaling:
+        clear_namespace(server.api, ns)
+        server.api.delete("/api/v1/namespaces/" + ns)
+    print_surge(rolling, scaling, load, sums.peak, peak, created, conflicts)
+
+
+def print_handover(args, steps, spans, rolls):
+    print("handover: 3 instances with --shards=%d (Lease %d s, retry %d s) under %d rollouts "
+          "and scales every 3 s" % (args.shards, LEASE_S, RETRY_S, rolls))
+    for what, t, done, moved, _ in steps:
+        nxt = min([s[1] for s in steps if s[1] > t] + [float("inf")])
+        mine = [b - a for _, a, b in spans if t <= a < nxt]
+        budget = LEASE_S + RETRY_S if what == "kill -9" else 2.0
+        worst = max(mine) if mine else 0.0
+        print("  %-8s %2d shards moved, done in %4.1f s; without a live holder: %d spans, "
+              "median %.2f s, max %.2f s (budget %.0f s) %s" % (
+                  what, len(moved) if moved else len(mine), done - t, len(mine),
+                  statistics.median(mine) if mine else 0.0, worst, budget,
+                  verdict(worst <= budget)))
+
+
+def print_surge(rolling, scaling, load, sums, peak, created, conflicts):
+    over = [ns for ns in rolling if sums[ns] > 5] + [ns for ns in scaling if sums[ns] > 7]
+    extra = [ns for ns in rolling if created[ns] != 4 * load.image[ns]]
+    print("  ReplicaSets' replicas summed per Deployment, at most: %d where it rolls "
+          "(replicas 4 + maxSurge 1), %d where it scales (4 to 6, + 1): %s" % (
+              max(sums[ns] for ns in rolling), max(sums[ns] for ns in scaling),
+              "never above" if not over else "ABOVE in %s" % ", ".join(over)))
+    print("  audit: %d pods created for %d rollouts of 4: %s" % (
+        sum(created[ns] for ns in rolling), sum(load.image.values()),
+        "none twice" if not extra else "MORE in %s" % ", ".join(extra)))
+    print("  audit: pods active (created, no delete asked) after a create, at most: %d where "
+          "it rolls, %d where it scales; a ReplicaSet scaled down deletes its pods after "
+          "the new one creates, as upstream's" % (max(peak[ns] for ns in rolling),
+                                                max(peak[ns] for ns in scaling)))
+    print("  audit: kcm's writes answered 409: %s" % (", ".join(
+        "%s %s %d" % (v, r, c) for (v, r), c in sorted(conflicts.items())) or "none"))
+
+# --- scaleout -----------------------------------------------------------------------------
+
+class CpuLimit:
+    """A cgroup that holds its processes to a fraction of one core (cgroup
+    v1's cpu controller or v2's cpu.max); unavailable without write access
+    to the cgroup tree."""
+
+    PERIOD_US = 100000
+
+    def __init__(self, name, cores):
+        v1, v2 = "/sys/fs/cgroup/cpu", "/sys/fs/cgroup"
+        quota = max(1000, int(cores * self.PERIOD_US))
+        if os.path.isdir(v1):
+            self.path = os.path.join(v1, name)
+            os.makedirs(self.path, exist_ok=True)
+            self._write("cpu.cfs_period_us", self.PERIOD_US)
+            self._write("cpu.cfs_quota_us", quota)
+        elif os.path.exists(os.path.join(v2, "cgroup.controllers")):
+            self.path = os.path.join(v2, name)
+            os.makedirs(self.path, exist_ok=True)
+            self._write("cpu.max", "%d %d" % (quota, self.PERIOD_US))
+        else:
+            raise RuntimeError("no cgroup cpu controller at %s or %s" % (v1, v2))
+
+    def _write(self, name, value):
+        with open(os.path.join(self.path, name), "w") as f:
+            f.write("%s\n" % value)
+
+    def enter(self):
+        """Move the calling process in (for subprocess's preexec_fn)."""
+        self._write("cgroup.procs", os.getpid())
+
+    def remove(self):
+        try:
+            os.rmdir(self.path)
+        except OSError:
+            pass
+
+
+def pods_made(api):
+    """How many pods the cluster has (one list page of one item: a label
+    selector would leave remainingItemCount out)."""
+    r = api.get("/api/v1/pods?limit=1").json()
+    return len(r["items"]) + (r["metadata"].get("remainingItemCount") or 0)
+
+
+def scaleout_run(args, server, workdir, tag, instances, cores, spaces, replicas):
+    """Deployments of `replicas` in `spaces` new namespaces, created at once
+    under `instances` kcm (sharded when more than one), each held to `cores`:
+    (pods per second, each instance's CPU, the server's CPU, wall time)."""
+    prefix = "scaleout-%d-%s" % (os.getpid(), tag)
+    limits = [CpuLimit("kcm-bench-%s-%d" % (prefix, i), cores) for i in range(instances)]
+    kcms, names = [], []
+    try:
+        for i, limit in enumerate(limits):
+            extra = LIFTED + ("--shards=%d" % args.shards, "--metrics-bind-address=127.0.0.1:0",
+                              "--leader-elect-resource-namespace=" + HANDOVER_NS,
+                              "--leader-elect-resource-name=" + prefix) + LEASE_FLAGS \
+                if instances > 1 else LIFTED
+            extra += ("-v=2",)  # sharded_settled reads "acting in a shard"
+            kcms.append(Kcm(args.kcm, server, workdir, "kcm-%s-%d" % (tag, i), extra,
+                            preexec=limit.enter))
+        for k in kcms:
+            k.wait_ready(timeout=120)
+        if instances > 1:
+            wait_for(lambda: sharded_settled(kcms, args.shards), timeout=120, interval=0.2,
+                     what="the shards to settle")
+        names = [external_namespace(server.api, "scaleout") for _ in range(spaces)]
+        want = pods_made(server.api) + spaces * replicas
+        c0, s0, t0 = [k.cpu() for k in kcms], server.cpu(), time.monotonic()
+        for ns in names:
+            server.api.post("/apis/apps/v1/namespaces/%s/deployments" % ns,
+                            deployment("web", replicas, "nginx"))
+        wait_for(lambda: pods_made(server.api) >= want, timeout=1800, interval=0.25,
+                 what="%d pods" % want)
+        wall = time.monotonic() - t0
+        texts = [kcm_metrics(k) or "" for k in kcms]
+        created = [metric_sum(t, "rest_client_requests_total", method="POST", code="201") or 0
+                   for t in texts]
+        dropped = [metric_sum(t, "kcm_shards_objects_dropped_total") or 0 for t in texts]
+        return (spaces * replicas / wall, [k.cpu() - c for k, c in zip(kcms, c0)],
+                server.cpu() - s0, wall, created, dropped)
+    finally:
+        for k in kcms:
+            k.stop()
+        for limit in limits:
+            limit.remove()
+        for ns in names:
+            clear_namespace(server.api, ns)
+            server.api.delete("/api/v1/namespaces/" + ns)
+
+
+def bench_scaleout(args, workdir):
+    """Pods created per second when kcm's CPU is the bottleneck: one
+    instance, then 3 sharded ones, each held to the same fraction of a
+    core."""
+    server = External(args.kubeconfig, args.server_pid, args.etcd_pid)
+    ensure_namespace(server.api, HANDOVER_NS)
+    spaces, replicas = (15, 20) if args.small else (60, 50)
+    cores = args.cpu_limit
+    print("scaleout: %d Deployments of %d in as many namespaces, created at once; each kcm "
+          "held to %.2f of a core, client rate limits lifted" % (spaces, replicas, cores))
+    runs = {}
+    for instances in (1, args.instances):
+        rate, cpus, server_cpu, wall, created, dropped = scaleout_run(
+            args, server, workdir, str(instances), instances, cores, spaces, replicas)
+        runs[instances] = rate
+        print("  %d instance%s: %.0f pods/s (%.1f s); kcm CPU %s s (%.2f of a core each); "
+              "%s CPU %.1f s (%.2f cores)" % (
+                  instances, "" if instances == 1 else "s, sharded", rate, wall,
+                  "+".join("%.2f" % c for c in cpus),
+                  statistics.mean(cpus) / wall, "API server and etcd" if server.etcd_pid
+                  else "API server", server_cpu, server_cpu / wall))
+        if instances > 1:
+            print("    objects created by each: %s; objects of other shards read and dropped: "
+                  "%s" % (", ".join("%d" % c for c in created),
+                          ", ".join("%d" % d for d in dropped)))
+    print("  %d instances: %.2fx the pods per second of one (%d would scale perfectly)" % (
+        args.instances, runs[args.instances] / runs[1], args.instances))
 
 
 # --- latency ------------------------------------------------------------------------------
@@ -1405,7 +1850,8 @@ def bench_latency(args, workdir):
 
 
 BENCHES = {"decode": bench_decode, "memory": bench_memory, "cpu": bench_cpu,
-           "latency": bench_latency, "ready": bench_ready, "shards": bench_shards}
+           "latency": bench_latency, "ready": bench_ready, "shards": bench_shards,
+           "handover": bench_handover, "scaleout": bench_scaleout}
 
 
 def main():
@@ -1440,6 +1886,8 @@ def main():
                     "instances (default 3)")
     ap.add_argument("--shards", type=int, default=32, help="the shards benchmark's --shards "
                     "(default 32)")
+    ap.add_argument("--cpu-limit", type=float, default=0.01, help="the scaleout benchmark's "
+                    "CPU for each kcm, in cores (default 0.01, the least a cgroup grants)")
     ap.add_argument("--rounds", type=int, default=3, help="the ready benchmark's runs of each "
                     "controller-manager, alternating (default 3); it prints each and the median")
     ap.add_argument("--audit-log", help="with --kubeconfig: the API server's audit log, for "
@@ -1447,11 +1895,14 @@ def main():
     ap.add_argument("--bare-sim", action="store_true", help="run the cpu and latency "
                     "benchmarks as with --kubeconfig --fake-kubelet, against the local API "
                     "server started without its own kubelet (keeps that path tested)")
+    ap.add_argument("--workdir", help="keep the controllers' logs and the local API server's "
+                    "files in this directory (default: a temporary one, removed at the end)")
     args = ap.parse_args()
     if args.bare_sim and (args.kubeconfig or args.server_pid or args.audit_log):
         ap.error("--bare-sim starts its own server: no --kubeconfig, --server-pid or --audit-log")
     if args.kubeconfig or args.bare_sim:
-        if not args.only or set(args.only) - {"cpu", "latency", "ready", "shards"}:
+        if not args.only or set(args.only) - {"cpu", "latency", "ready", "shards", "handover",
+                                                   "scaleout"}:
             ap.error("--kubeconfig and --bare-sim run the cpu, latency, ready and shards "
                      "benchmarks: add --only cpu latency ready shards (or some of them)")
         args.kubeconfig = args.kubeconfig and os.path.abspath(args.kubeconfig)
@@ -1459,7 +1910,7 @@ def main():
             args.etcd_pid or args.etcd_metrics:
         ap.error("--server-pid, --etcd-pid, --etcd-metrics, --fake-kubelet, --audit-log and "
                  "--upstream go with --kubeconfig")
-    elif args.only and {"ready", "shards"} & set(args.only):
+    elif args.only and {"ready", "shards", "handover", "scaleout"} & set(args.only):
         ap.error("the ready and shards benchmarks run against another API server: add "
                  "--kubeconfig")
     if args.upstream:
@@ -1473,7 +1924,10 @@ def main():
         os.uname().machine, os.cpu_count(),
         subprocess.run([args.kcm, "--version"], capture_output=True, text=True).stdout.strip()))
     failed = 0
-    with tempfile.TemporaryDirectory(prefix="kcm-bench-") as workdir:
+    if args.workdir:
+        os.makedirs(args.workdir, exist_ok=True)
+    with (contextlib.nullcontext(os.path.abspath(args.workdir)) if args.workdir else
+          tempfile.TemporaryDirectory(prefix="kcm-bench-")) as workdir:
         bare = None
         if args.bare_sim:
             bare = Sim(workdir)

@@ -7,6 +7,7 @@ a fresh namespace and a kubectl bound to it; a scenario fails by raising.
 """
 
 import contextlib
+import glob
 import json
 import os
 import signal
@@ -258,6 +259,7 @@ class Env:
         if real:
             self.kubeconfig = real
             self.real = True
+            self.audit_log = os.environ.get("KCM_E2E_AUDIT_LOG")
         else:
             # kcm's token: of its ServiceAccount, authorized by the roles in
             # manifests/base; with --use-service-account-credentials, of
@@ -340,11 +342,22 @@ class Env:
         deployments/status)."""
         return "update" if self.sa_mode else "patch"
 
-    def audit(self, namespace):
-        """The local API server's audit events about objects in namespace."""
-        with open(self.audit_log) as f:
-            events = [json.loads(line) for line in f if line.strip()]
-        return [e for e in events if (e.get("objectRef") or {}).get("namespace") == namespace]
+    def audit(self, *namespaces):
+        """The audit events about objects in these namespaces: the local API
+        server's, or a real one's given as KCM_E2E_AUDIT_LOG (with the files
+        kube-apiserver rotated it into, PATH-<time>.EXT)."""
+        base, ext = os.path.splitext(self.audit_log)
+        events = []
+        for name in sorted(glob.glob(glob.escape(base) + "-*" + ext)) + [self.audit_log]:
+            with open(name) as f:
+                for line in f:
+                    try:
+                        e = json.loads(line)
+                    except ValueError:
+                        continue  # empty, or cut by a rotation
+                    if (e.get("objectRef") or {}).get("namespace") in namespaces:
+                        events.append(e)
+        return events
 
     def user_token(self, namespace, name):
         """A bearer token of the ServiceAccount `name` (one of

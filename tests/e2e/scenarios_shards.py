@@ -7,10 +7,12 @@ import re
 
 from harness import (Skip, extra_namespaces, http_get, plain_port, scenario, suite_kcm_stopped,
                      wait_for)
-from scenarios_replicaset import rs_manifest, wait_replicas
+from scenarios_deployment import (IMAGE2, IMAGE3, Watch, deployment, rolling, rs_totals,
+                                  wait_complete)
 
 SHARDS = 8
 LEASE_S, RENEW_S, RETRY_S = 4, 3, 0.5
+REPLICAS, SURGE = 3, 1
 
 
 SUFFIXES = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot")
@@ -55,9 +57,10 @@ def _identity(kcm):
     return None
 
 
-@scenario("three sharded instances share the namespaces, each shard held by one; a kill -9 "
-          "hands its shards over within the lease duration and a retry, a SIGTERM at once, "
-          "and every ReplicaSet keeps its replicas")
+@scenario("three sharded instances share the namespaces, each shard held by one; killed, "
+          "restarted and stopped during rollouts, they hand their shards over (a kill -9 within "
+          "the lease duration and a retry, a SIGTERM at once), no Deployment's ReplicaSets "
+          "exceed replicas + maxSurge, and no pod is created twice")
 def sharded_instances(ctx):
     env = ctx.env
     if env.kcm is None or not env.is_kcm:
@@ -72,42 +75,37 @@ def sharded_instances(ctx):
             "--leader-elect-retry-period=%gs" % RETRY_S]
     env.allow_lease(namespace=ctx.ns)
     with suite_kcm_stopped(ctx, "kcm-after-shards.log") as d, extra_namespaces(ctx, *SUFFIXES) as spaces:
-        started = {}
-        try:
-            for name in "abc":
-                started[name] = env.own_kcm(d, extra=args, log_name="shard-%s.log" % name)
-            wait_for(lambda: all(_identity(k) for k in started.values()), timeout=30,
-                     what="every instance to start its shards")
-            ids = {_identity(k): name for name, k in started.items()}
+        started, watches = {}, []
 
-            def spread():
-                h = _holders(ctx, prefix)
-                counts = sorted(list(h.values()).count(i) for i in ids)
-                return len(h) == SHARDS and counts == [2, 3, 3]
+        def start(name):
+            started[name] = env.own_kcm(d, extra=args, log_name="shard-%s.log" % name)
+            wait_for(lambda: _identity(started[name]), timeout=30,
+                     what="instance %s to start its shards" % name)
+            return _identity(started[name])
+
+        def spread():
+            h = _holders(ctx, prefix)
+            counts = sorted(list(h.values()).count(i) for i in ids)
+            return len(h) == SHARDS and counts == [2, 3, 3]
+        try:
+            ids = {start(name): name for name in "abc"}
             wait_for(spread, timeout=30, interval=0.2,
                      what="the %d shards spread 3, 3, 2 over three instances" % SHARDS)
             for space in spaces:
-                space.apply(rs_manifest("web", 2))
+                space.apply(deployment("web", REPLICAS, strategy=rolling(SURGE, 0)))
             for space in spaces:
-                wait_replicas(space, "web", 2)
-            # Each holds what the Leases say, and caches only its shards: it
-            # read and dropped the pods of the others' namespaces.
-            holders = _holders(ctx, prefix)
-            mine = {i: {_shard_of(s.ns) for s in spaces} & {
-                k for k, h in holders.items() if h == i} for i in ids}
-            for i, name in ids.items():
-                kcm = started[name]
-                assert _metric(kcm, "kcm_shards_held") == list(holders.values()).count(i)
-                others = sum(1 for s in spaces if _shard_of(s.ns) not in mine[i])
-                if others:
-                    wait_for(lambda: _metric(kcm, "kcm_shards_objects_dropped_total") > 0,
-                             timeout=10, what="%s to drop the objects of others' shards" % name)
+                wait_complete(space, "web")
+            _check_caches(ctx, prefix, spaces, started, ids)
+            watches = [Watch(space, "replicasets").started() for space in spaces]
 
-            # kill -9 of the instance holding the most: its shards wait out their Leases.
+            # A rollout, and a kill -9 of the instance holding the most during
+            # it: its shards wait out their Leases.
+            for space in spaces:
+                space.k("set", "image", "deployment/web", "c=" + IMAGE2)
             holders = _holders(ctx, prefix)
             victim = max(ids, key=lambda i: list(holders.values()).count(i))
             lost = sorted(s for s, h in holders.items() if h == victim)
-            started[ids[victim]].stop(signal.SIGKILL)
+            started.pop(ids.pop(victim)).stop(signal.SIGKILL)
             killed = time.monotonic()
 
             def taken_over():
@@ -118,36 +116,69 @@ def sharded_instances(ctx):
                      what="the killed instance's shards taken within the lease and a retry")
             took_kill = time.monotonic() - killed
             assert took_kill >= LEASE_S - 1, "a live shard taken after %.1f s" % took_kill
+            # Restarted, it joins: the others drain down to its share.
+            ids[start("d")] = "d"
+            wait_for(spread, timeout=30, interval=0.2, what="the shards spread again")
             for space in spaces:
-                space.k("scale", "rs", "web", "--replicas=3")
-            for space in spaces:
-                wait_replicas(space, "web", 3)
+                wait_complete(space, "web", rev=2, timeout=60)
 
-            # SIGTERM: the shards are released and taken at the next listing.
+            # Another rollout, and a SIGTERM during it: the shards are
+            # released and taken at the next round.
+            for space in spaces:
+                space.k("set", "image", "deployment/web", "c=" + IMAGE3)
             holders = _holders(ctx, prefix)
-            survivor = [i for i in ids if i != victim]
-            leaving = survivor[0]
+            leaving = next(i for i in ids if ids[i] != "d")
+            survivor = [i for i in ids if i != leaving]
             moving = sorted(s for s, h in holders.items() if h == leaving)
-            assert started[ids[leaving]].stop() == 0
+            assert started.pop(ids.pop(leaving)).stop() == 0
             stopped = time.monotonic()
-            wait_for(lambda: all(_holders(ctx, prefix).get(s) == survivor[1] for s in moving),
+            wait_for(lambda: all(_holders(ctx, prefix).get(s) in survivor for s in moving),
                      timeout=RETRY_S * 2.2 + 2, interval=0.05,
                      what="the stopped instance's shards taken at the next round")
             took_term = time.monotonic() - stopped
             for space in spaces:
-                space.k("scale", "rs", "web", "--replicas=1")
-            for space in spaces:
-                wait_replicas(space, "web", 1)
-            if getattr(env, "audit_log", None):
-                for space in spaces:
-                    creates = [e for e in env.audit(space.ns)
-                               if e["verb"] == "create" and e["objectRef"]["resource"] == "pods"
-                               and e.get("responseStatus", {}).get("code") == 201]
-                    assert len(creates) == 3, "%s: %d pods created for 3" % (space.ns,
-                                                                              len(creates))
+                wait_complete(space, "web", rev=3, timeout=60)
+            _check_rollouts(env, spaces, [w.stop() for w in watches])
+            watches = []
             print("    kill -9: %d shards served again after %.2f s; SIGTERM: %d after %.2f s; "
                   "namespaces in shards %s" % (len(lost), took_kill, len(moving), took_term,
                                               sorted({_shard_of(s.ns) for s in spaces})))
         finally:
+            for w in watches:
+                w.stop()
             for kcm in started.values():
                 kcm.stop()
+
+
+def _check_caches(ctx, prefix, spaces, started, ids):
+    """Each instance holds what the Leases say, and caches only its shards:
+    it read and dropped the objects of the others' namespaces."""
+    holders = _holders(ctx, prefix)
+    for i, name in ids.items():
+        kcm = started[name]
+        mine = {k for k, h in holders.items() if h == i}
+        assert _metric(kcm, "kcm_shards_held") == len(mine)
+        if any(_shard_of(s.ns) not in mine for s in spaces):
+            wait_for(lambda: _metric(kcm, "kcm_shards_objects_dropped_total") > 0,
+                     timeout=10, what="%s to drop the objects of others' shards" % name)
+
+
+def _check_rollouts(env, spaces, rs_events):
+    """At every ReplicaSet change the Deployment's ReplicaSets held at most
+    replicas + maxSurge; and, as the audit log shows, each of the three
+    rollouts (the first included) created exactly one pod per replica."""
+    for space, events in zip(spaces, rs_events):
+        d = space.k.json("get", "deployment", "web")
+        for specs in rs_totals(events, d["metadata"]["uid"]):
+            assert sum(specs.values()) <= REPLICAS + SURGE, "%s: ReplicaSets at %s" % (
+                space.ns, specs)
+    if getattr(env, "audit_log", None):
+        creates = {s.ns: 0 for s in spaces}
+        for e in env.audit(*creates):
+            if e["verb"] == "create" and e["objectRef"]["resource"] == "pods" and \
+                    not e["objectRef"].get("subresource") and e.get("stage") in (
+                        None, "ResponseComplete") and \
+                    e.get("responseStatus", {}).get("code") == 201:
+                creates[e["objectRef"]["namespace"]] += 1
+        assert set(creates.values()) == {3 * REPLICAS}, "pods created for %d each: %s" % (
+            3 * REPLICAS, creates)

@@ -53,7 +53,7 @@ suite() { # DIR RUN.PY-ARGS...
   local d=$1
   shift
   KCM_E2E_KUBECONFIG=$d/kubeconfig KCM_E2E_KCM_KUBECONFIG=$d/kubeconfig-kcm \
-    python3 "$root/tests/e2e/run.py" "$@"
+    KCM_E2E_AUDIT_LOG=$d/audit.log python3 "$root/tests/e2e/run.py" "$@"
 }
 
 failed=0

@@ -279,6 +279,44 @@ static void an_outage_loses_the_shards_and_they_come_back(void **state) {
   fixture_close(&f);
 }
 
+static bool b_listed(void *arg) {
+  struct fixture *f = arg;
+  return f->b.member_listed && f->b.listed_at;
+}
+
+/* A member Lease renewed at `renew`, as another instance's. */
+static void member_lease(struct fixture *f, const char *name, const char *renew) {
+  struct support_result r = {0};
+  char path[160], body[512];
+  snprintf(path, sizeof(path), "/apis/coordination.k8s.io/v1/namespaces/%s/leases", f->ns);
+  snprintf(body, sizeof(body),
+           "{\"apiVersion\":\"coordination.k8s.io/v1\",\"kind\":\"Lease\","
+           "\"metadata\":{\"name\":\"%s\"},\"spec\":{\"holderIdentity\":\"%s\","
+           "\"leaseDurationSeconds\":2,\"renewTime\":\"%s\"}}",
+           name, name, renew);
+  support_request(&f->loop, f->client, "POST", path, body, &r);
+  assert_int_equal(r.status, 201);
+  support_result_free(&r);
+}
+
+/* A member Lease last renewed longer ago than its duration, by the wall
+ * clock, is a dead instance's: a joining instance does not count it, so it
+ * takes its full share at once rather than after watching that Lease for
+ * a duration. One renewed just now counts. */
+static void a_member_lease_long_unrenewed_is_not_counted(void **state) {
+  struct fixture f;
+  char now[40];
+  fixture_init(&f);
+  kcm_leader_now(now, sizeof(now));
+  member_lease(&f, "kcm-member-0dead", "2020-01-01T00:00:00.000000Z");
+  member_lease(&f, "kcm-member-0live", now);
+  kcm_shards_start(&f.b);
+  assert_true(support_run_until(&f.loop, b_listed, &f, 3000));
+  assert_int_equal(f.b.live, 2);
+  assert_int_equal(f.b.share, SHARDS / 2);
+  fixture_close(&f);
+}
+
 static int start_sim(void **state) { return support_start_sim(NULL); }
 static int stop_sim(void **state) {
   support_stop_sim();
@@ -293,6 +331,7 @@ int main(void) {
       cmocka_unit_test(instances_share_and_hand_over),
       cmocka_unit_test(a_vanished_instance_s_shards_are_taken_after_expiry),
       cmocka_unit_test(an_outage_loses_the_shards_and_they_come_back),
+      cmocka_unit_test(a_member_lease_long_unrenewed_is_not_counted),
   };
   return cmocka_run_group_tests(tests, start_sim, stop_sim);
 }
