@@ -6,9 +6,10 @@
 #       scenarios that need the local API server are skipped, each saying why;
 #       then tests/sim's tests of the local API server on the same server, so
 #       that where it stands in for kube-apiserver it answers as this one does;
-#   (b) upstream's sig-apps Deployment and ReplicaSet specs against kcm and
-#       against kube-controller-manager (tests/k8s/specs.py): kcm passes
-#       every spec upstream passes;
+#   (b) upstream's sig-apps Deployment and ReplicaSet specs against kcm,
+#       against three kcm instances with --shards and against
+#       kube-controller-manager (tests/k8s/specs.py): kcm passes every spec
+#       upstream passes, alone and sharded;
 #   (c) the e2e suite again with kube-controller-manager's deployment and
 #       replicaset controllers in kcm's place, so that the scenarios say what
 #       today's upstream does;
@@ -67,7 +68,7 @@ echo "== the local API server's own tests, against kube-apiserver $version"
   python3 -m unittest -q test_sim) || failed=1
 bash "$here/cluster.sh" down "$work/a"
 
-echo "== (b) upstream's sig-apps Deployment and ReplicaSet specs, kcm beside kube-controller-manager $version"
+echo "== (b) upstream's sig-apps Deployment and ReplicaSet specs, kcm (alone and sharded) beside kube-controller-manager $version"
 python3 "$here/specs.py" --kcm "$kcm" --work "$work/specs" || failed=1
 
 echo "== (c) the e2e suite with kube-controller-manager $version's controllers in kcm's place"

@@ -1,9 +1,12 @@
-"""Upstream's sig-apps Deployment and ReplicaSet e2e specs, run against kcm
-and against kube-controller-manager on clusters of tests/k8s/cluster.sh,
-and compared: every spec upstream passes, kcm must pass; the specs both
-fail are the ones tests/k8s/specs-failing.txt names, each with its reason.
+"""Upstream's sig-apps Deployment and ReplicaSet e2e specs, run against kcm,
+against three kcm instances sharing the work (--shards=32, with the Role of
+manifests/sharded) and against kube-controller-manager, each on a cluster
+of tests/k8s/cluster.sh, and compared: every spec upstream passes, kcm must
+pass, alone and sharded; the specs both fail are the ones
+tests/k8s/specs-failing.txt names, each with its reason.
 
-    python3 tests/k8s/specs.py --kcm build/kcm [--work DIR] [--only kcm|upstream]
+    python3 tests/k8s/specs.py --kcm build/kcm [--work DIR]
+        [--only kcm|kcm-sharded|upstream]
 
 Prints one line per spec and controller, then the verdict; exits non-zero
 when kcm fails a spec upstream passes, or when the list of specs both fail
@@ -24,7 +27,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 FOCUS = r"\[sig-apps\] (Deployment|ReplicaSet) "
 KNOWN = os.path.join(HERE, "specs-failing.txt")
 # kcm beside kube-controller-manager's other controllers; upstream's whole set.
-CONTROLLERS = {"kcm": "*,-deployment,-replicaset", "upstream": "*"}
+CONTROLLERS = {"kcm": "*,-deployment,-replicaset", "kcm-sharded": "*,-deployment,-replicaset",
+               "upstream": "*"}
+ROOT = os.path.dirname(os.path.dirname(HERE))
+SHARDS = 32
 
 
 def known_failing():
@@ -58,12 +64,44 @@ def run_specs(bin_dir, kubeconfig, report, log):
     return states
 
 
-def start_kcm(kcm, d):
-    """kcm as kubeadm's controller manager authenticates, one instance."""
-    log = open(os.path.join(d, "kcm.log"), "w")
+def start_kcm(kcm, d, name="kcm", extra=()):
+    """kcm as kubeadm's controller manager authenticates."""
+    log = open(os.path.join(d, name + ".log"), "w")
     return subprocess.Popen([kcm, "--kubeconfig", os.path.join(d, "kubeconfig-kcm"),
                              "--use-service-account-credentials", "--leader-elect=false",
-                             "--secure-port=0"], stdout=log, stderr=subprocess.STDOUT)
+                             "--secure-port=0", *extra], stdout=log, stderr=subprocess.STDOUT)
+
+
+def start_sharded(kcm, d, count=3):
+    """count kcm instances with --shards, their Leases in kcm-shards as
+    manifests/sharded has them (its Role, bound to kubeadm's controller
+    manager user here); once every shard is held."""
+    kubectl = ["kubectl", "--kubeconfig", os.path.join(d, "kubeconfig")]
+    subprocess.run(kubectl + ["apply", "-f", os.path.join(ROOT, "manifests", "sharded",
+                                                          "rbac.yaml")],
+                   check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(kubectl + ["-n", "kcm-shards", "create", "rolebinding", "kcm-shards-kubeadm",
+                              "--role=kcm-shards", "--user=system:kube-controller-manager"],
+                   check=True, stdout=subprocess.DEVNULL)
+    procs = [start_kcm(kcm, d, "kcm-%d" % i, (
+        "--shards=%d" % SHARDS, "--leader-elect-resource-namespace=kcm-shards",
+        "--health-probe-bind-address=127.0.0.1:0", "--metrics-bind-address=0"))
+        for i in range(count)]
+    deadline = time.monotonic() + 60
+    while True:
+        out = subprocess.run(kubectl + ["-n", "kcm-shards", "get", "leases", "-o", "json"],
+                             capture_output=True, text=True)
+        held = [le for le in json.loads(out.stdout or '{"items": []}')["items"]
+                if "-shard-" in le["metadata"]["name"] and
+                (le.get("spec") or {}).get("holderIdentity")]
+        if len(held) == SHARDS:
+            return procs
+        if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
+            for p in procs:
+                stop(p)
+            raise RuntimeError("the %d shards were not all held within 60 s (%d were); logs "
+                               "in %s" % (SHARDS, len(held), d))
+        time.sleep(0.5)
 
 
 def stop(p):
@@ -81,10 +119,12 @@ def one(who, args, bin_dir):
     os.makedirs(d, exist_ok=True)
     cluster = os.path.join(HERE, "cluster.sh")
     subprocess.run(["bash", cluster, "up", d, CONTROLLERS[who]], check=True)
-    kcm = None
+    kcms = []
     try:
         if who == "kcm":
-            kcm = start_kcm(os.path.abspath(args.kcm), d)
+            kcms = [start_kcm(os.path.abspath(args.kcm), d)]
+        elif who == "kcm-sharded":
+            kcms = start_sharded(os.path.abspath(args.kcm), d)
         started = time.monotonic()
         states = run_specs(bin_dir, os.path.join(d, "kubeconfig"), os.path.join(d, "report.json"),
                            os.path.join(d, "e2e.log"))
@@ -92,7 +132,8 @@ def one(who, args, bin_dir):
             who, len(states), time.monotonic() - started, os.path.join(d, "e2e.log")))
         return states
     finally:
-        stop(kcm)
+        for kcm in kcms:
+            stop(kcm)
         subprocess.run(["bash", cluster, "down", d])
 
 
@@ -105,7 +146,7 @@ def main():
     args.work = args.work or tempfile.mkdtemp(prefix="kcm-specs-")
     bin_dir = subprocess.run(["bash", os.path.join(HERE, "build.sh")], check=True,
                              capture_output=True, text=True).stdout.strip()
-    who = [args.only] if args.only else ["upstream", "kcm"]
+    who = [args.only] if args.only else ["upstream", "kcm", "kcm-sharded"]
     results = {w: one(w, args, bin_dir) for w in who}
     specs = sorted(set().union(*(r.keys() for r in results.values())))
     for s in specs:
@@ -113,24 +154,24 @@ def main():
     if args.only:
         return 0
     known = known_failing()
-    up, ours = results["upstream"], results["kcm"]
-    worse = [s for s in specs if up.get(s) == "passed" and ours.get(s) != "passed"]
-    both = {s for s in specs if up.get(s) == "failed" and ours.get(s) == "failed"}
-    bad = 0
-    for s in worse:
-        print("FAIL kcm does not pass what kube-controller-manager passes: %s" % s)
-        bad += 1
+    up, bad = results["upstream"], 0
+    for w in ("kcm", "kcm-sharded"):
+        for s in specs:
+            if up.get(s) == "passed" and results[w].get(s) != "passed":
+                print("FAIL %s does not pass what kube-controller-manager passes: %s" % (w, s))
+                bad += 1
+    both = {s for s in specs if up.get(s) == "failed" and results["kcm"].get(s) == "failed"}
     for s in sorted(both - set(known)):
         print("FAIL both fail, and specs-failing.txt does not say why: %s" % s)
         bad += 1
     for s in sorted(set(known) - both):
         print("FAIL specs-failing.txt names a spec that does not fail for both: %s" % s)
         bad += 1
-    passed = sum(1 for s in specs if ours.get(s) == "passed")
-    print("specs: kcm passed %d, kube-controller-manager %d, both failed %d (known), %d "
-          "problems; work directory %s" % (
-              passed, sum(1 for s in specs if up.get(s) == "passed"), len(both & set(known)),
-              bad, args.work))
+    print("specs: kcm passed %d, sharded %d, kube-controller-manager %d, both failed %d "
+          "(known), %d problems; work directory %s" % (
+              *(sum(1 for s in specs if results[w].get(s) == "passed")
+                for w in ("kcm", "kcm-sharded", "upstream")),
+              len(both & set(known)), bad, args.work))
     return 1 if bad else 0
 
 
