@@ -61,12 +61,13 @@ enum kcm_shards_move {
   KCM_SHARDS_DRAIN, /* give it up */
 };
 
-/* The moves of one round (out: count of them) with `live` instances:
- * free shards taken, looking from `start` on (instances start apart), while
- * held and being taken stay under the share; held ones over the share
- * drained, highest first. Returns the share. */
+/* The moves of one round (out: count of them) with `live` instances, this
+ * one `rank`th of them by identity: free shards taken while held and being
+ * taken stay under the share, from the (rank / live)th free one on, so
+ * that instances seeing the same free shards try for different ones; held
+ * ones over the share drained, highest first. Returns the share. */
 uint32_t kcm_shards_plan(const struct kcm_shards_seen *seen, uint32_t count, uint32_t live,
-                         uint32_t start, enum kcm_shards_move *out);
+                         uint32_t rank, enum kcm_shards_move *out);
 
 /* --- the coordinator ------------------------------------------------------------------------ */
 

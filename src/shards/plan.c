@@ -32,8 +32,8 @@ uint32_t kcm_shards_share(uint32_t count, uint32_t live) {
 }
 
 uint32_t kcm_shards_plan(const struct kcm_shards_seen *seen, uint32_t count, uint32_t live,
-                         uint32_t start, enum kcm_shards_move *out) {
-  uint32_t share = kcm_shards_share(count, live), have = 0, keep = 0, i;
+                         uint32_t rank, enum kcm_shards_move *out) {
+  uint32_t share = kcm_shards_share(count, live), have = 0, keep = 0, nfree = 0, skip, start, i;
 
   for (i = 0; i < count; i++) {
     out[i] = KCM_SHARDS_STAY;
@@ -41,6 +41,8 @@ uint32_t kcm_shards_plan(const struct kcm_shards_seen *seen, uint32_t count, uin
       keep++;
     if (seen[i].held || seen[i].moving)
       have++;
+    if (seen[i].free && !seen[i].held && !seen[i].moving)
+      nfree++;
   }
   /* over the share: drain the highest held ones */
   for (i = count; i-- > 0 && keep > share;) {
@@ -49,7 +51,12 @@ uint32_t kcm_shards_plan(const struct kcm_shards_seen *seen, uint32_t count, uin
       keep--;
     }
   }
-  /* under it: take free ones */
+  /* under it: take free ones, from the (rank / live)th of them on, so
+   * that instances that agree on what is free try for different ones */
+  skip = live ? (uint32_t)((uint64_t)(rank % live) * nfree / live) : 0;
+  for (start = 0; start < count; start++)
+    if (seen[start].free && !seen[start].held && !seen[start].moving && skip-- == 0)
+      break;
   for (i = 0; i < count && have < share; i++) {
     uint32_t k = (start + i) % count;
     if (seen[k].free && !seen[k].held && !seen[k].moving) {

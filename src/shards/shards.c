@@ -290,18 +290,27 @@ static bool unrenewed(const struct kcm_lease_record *r, int64_t wall) {
          wall > renewed + (r->duration_s > 0 ? r->duration_s : 1) + 1;
 }
 
+/* Whether a peer's member Lease counts it live. */
+static bool peer_live(const struct kcm_shards *s, const struct kcm_shards_peer *p, uint64_t now,
+                      int64_t wall) {
+  return !is_free(s, &p->seen, p->seen_at, now) && !unrenewed(&p->seen, wall);
+}
+
 /* Instances live: itself and each member Lease held and renewed within
  * its duration, both as listed and as its renewTime says: a joining
  * instance would otherwise count a dead one for a lease duration, and
- * leave shards the others drained untaken meanwhile. */
-static uint32_t count_live(const struct kcm_shards *s, uint64_t now) {
+ * leave shards the others drained untaken meanwhile. *rank: how many of
+ * them have an identity that sorts before its own. */
+static uint32_t count_live(const struct kcm_shards *s, uint64_t now, uint32_t *rank) {
   int64_t wall = (int64_t)time(NULL);
   uint32_t live = 1;
   size_t i;
+  *rank = 0;
   for (i = 0; i < s->npeers; i++)
-    if (!is_free(s, &s->peers[i].seen, s->peers[i].seen_at, now) &&
-        !unrenewed(&s->peers[i].seen, wall))
+    if (peer_live(s, &s->peers[i], now, wall)) {
       live++;
+      *rank += strcmp(s->peers[i].seen.holder, s->member.identity) < 0;
+    }
   return live;
 }
 
@@ -311,19 +320,23 @@ static void move(struct kcm_shards *s, uint64_t now) {
   enum kcm_shards_move moves[KCM_SHARDS_MAX];
   uint32_t i;
 
+  uint32_t rank;
+
   for (i = 0; i < s->count; i++) {
     struct kcm_shard *sh = &s->shard[i];
     bool free_now = is_free(s, &sh->seen, sh->seen_at, now);
+    /* Trying for a shard another live instance holds: stop, and count it
+     * out of this round already, so that a race lost costs no round. */
+    bool lost = sh->trying && !free_now && strcmp(sh->seen.holder, s->member.identity);
     if (free_now && !sh->held && s->listed_at)
       sh->unowned_ms += now - s->listed_at;
-    seen[i] = (struct kcm_shards_seen){sh->held, sh->trying || sh->draining, free_now};
-    /* Trying for a shard another live instance holds: stop. */
-    if (sh->trying && !free_now && strcmp(sh->seen.holder, s->member.identity))
+    seen[i] = (struct kcm_shards_seen){sh->held, (sh->trying && !lost) || sh->draining,
+                                       free_now};
+    if (lost)
       kcm_leader_release(&sh->elector);
   }
-  s->live = count_live(s, now);
-  s->share = kcm_shards_plan(seen, s->count, s->live, digest(s->member.identity) % s->count,
-                             moves);
+  s->live = count_live(s, now, &rank);
+  s->share = kcm_shards_plan(seen, s->count, s->live, rank, moves);
   for (i = 0; i < s->count; i++) {
     /* Not before its own member Lease is listed: the others count it
      * from then on, and it counts those that started with it. */

@@ -129,6 +129,33 @@ class Kcm:
         return self.proc.returncode
 
 
+class KcmGroup:
+    """Several kcm instances sharing the work (--shards), stopped, read and
+    checked as one: its log is theirs, one after another."""
+
+    SHARDS, LEASES = 32, "kcm-e2e-shards"
+
+    def __init__(self, binary, kubeconfig, workdir, count, extra=(), log_name="kcm.log"):
+        base, ext = os.path.splitext(log_name)
+        args = (*extra, "--shards=%d" % self.SHARDS, "--leader-elect-resource-name=kcm-e2e",
+                "--leader-elect-resource-namespace=" + self.LEASES)
+        self.members = [Kcm(binary, kubeconfig, workdir, args, "%s-%d%s" % (base, i, ext))
+                        for i in range(count)]
+        self.log_path = self.members[0].log_path
+        # The scenarios that probe one process's ports, or count its CPU, skip.
+        self.secure_port = self.proc = None
+
+    def text(self):
+        return "".join(m.text() for m in self.members)
+
+    def alive(self):
+        return all(m.alive() for m in self.members)
+
+    def stop(self, sig=signal.SIGTERM, timeout=45):
+        codes = [m.stop(sig, timeout) for m in self.members]
+        return next((c for c in codes if c != 0), 0)
+
+
 # The directories under manifests/ that `kubectl kustomize` builds: what
 # every variant shares, then the three ways of running kcm (static-pod/node
 # is the Pod copied to the nodes, static-pod its RBAC).
@@ -249,7 +276,7 @@ LOCAL_ONLY = LocalOnly()
 
 
 class Env:
-    def __init__(self, kcm_binary, kcm_args=()):
+    def __init__(self, kcm_binary, kcm_args=(), sharded=0):
         self.workdir = tempfile.mkdtemp(prefix="kcm-e2e-")
         self.cache_dir = os.path.join(self.workdir, "kubectl-cache")
         self.sim = None
@@ -298,8 +325,19 @@ class Env:
         self.kcm_kubeconfig = os.environ.get("KCM_E2E_KCM_KUBECONFIG") or self.kubeconfig
         if self.sim and self.is_kcm:
             self.kcm_kubeconfig = self._service_account_kubeconfig()
+        self.sharded = sharded
+        if sharded:
+            # Its Leases in a namespace of their own, as manifests/sharded has
+            # them; the scenarios that inspect one kcm process skip, as for
+            # another controller-manager.
+            # (Those an earlier run left would make them wait out a lease.)
+            k = self.kubectl(KcmGroup.LEASES)
+            k.run("create", "namespace", KcmGroup.LEASES, check=False, namespaced=False)
+            k("delete", "leases", "--all")
+            self.allow_lease(namespace=KcmGroup.LEASES)
+            self.is_kcm = False
         if os.environ.get("KCM_E2E_START_KCM", "1") != "0":
-            self.kcm = Kcm(kcm_binary, self.kcm_kubeconfig, self.workdir, extra=kcm_args)
+            self.start_kcm("kcm.log")
 
     def _service_account_kubeconfig(self):
         from apiserver import write_kubeconfig
@@ -519,8 +557,22 @@ class Env:
         return code
 
     def start_kcm(self, log_name):
-        self.kcm = Kcm(self.kcm_binary, self.kcm_kubeconfig, self.workdir, extra=self.kcm_args,
-                       log_name=log_name)
+        if self.sharded:
+            self.kcm = KcmGroup(self.kcm_binary, self.kcm_kubeconfig, self.workdir,
+                                self.sharded, self.kcm_args, log_name)
+            self.wait_shards_held()
+        else:
+            self.kcm = Kcm(self.kcm_binary, self.kcm_kubeconfig, self.workdir,
+                           extra=self.kcm_args, log_name=log_name)
+
+    def wait_shards_held(self):
+        """Wait until every shard's Lease has a holder."""
+        def held():
+            items = self.kubectl(KcmGroup.LEASES).json("get", "leases")["items"]
+            assert self.kcm.alive(), "a sharded kcm exited; see %s" % self.workdir
+            return sum(1 for le in items if "-shard-" in le["metadata"]["name"] and
+                       (le.get("spec") or {}).get("holderIdentity")) == KcmGroup.SHARDS
+        wait_for(held, timeout=60, interval=0.5, what="every shard to be held")
 
     def wait_kcm_started(self):
         """Wait until the suite's kcm has synced its caches or exited."""
@@ -594,6 +646,6 @@ class Context:
         return self.k("apply", "-f", "-", stdin=text)
 
 
-__all__ = ["scenario", "SCENARIOS", "Env", "Context", "Kubectl", "Kcm", "Client", "Skip",
+__all__ = ["scenario", "SCENARIOS", "Env", "Context", "Kubectl", "Kcm", "KcmGroup", "Client", "Skip",
            "local_objects", "suite_kcm_stopped", "extra_namespaces", "wait_for", "CommandError", "ROOT", "time",
            "plain_port", "http_get", "SHADOW_NAME"]

@@ -113,6 +113,9 @@ def main():
     p.add_argument("--shadow-window", default="1m",
                    help="the shadow's --shadow-window (default 1m, kcm's: longer than the "
                    "30 s an informer's backoff reaches when the server breaks every watch)")
+    p.add_argument("--sharded", type=int, default=0, metavar="N",
+                   help="run N kcm instances with --shards as the suite's controller-manager; "
+                   "the scenarios about one kcm process skip")
     args = p.parse_args()
     if not os.access(args.kcm, os.X_OK):
         sys.exit("run.py: %s is not an executable kcm binary" % args.kcm)
@@ -122,7 +125,9 @@ def main():
 
     if args.with_shadow and not harness.is_kcm(args.kcm):
         sys.exit("run.py: --with-shadow needs kcm as the controller-manager")
-    env = harness.Env(os.path.abspath(args.kcm), args.kcm_arg)
+    if args.sharded and (args.with_shadow or not harness.is_kcm(args.kcm)):
+        sys.exit("run.py: --sharded runs kcm instances, without --with-shadow")
+    env = harness.Env(os.path.abspath(args.kcm), args.kcm_arg, args.sharded)
     passed = failed = errors = skipped = 0
     try:  # from here on, whatever breaks, what was started is stopped
         if args.with_shadow:

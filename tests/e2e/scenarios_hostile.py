@@ -126,7 +126,7 @@ def big_annotations(ctx):
     port = _kcm_port(ctx)
     probe = (lambda path: https_get(port, path, timeout=5)) if port else None
     rolled, wall, cpu, results, errors = roll_big_deployment(
-        ctx.k, ctx.env.workdir, probe, kcm.proc.pid if kcm else None)
+        ctx.k, ctx.env.workdir, probe, kcm.proc.pid if kcm and kcm.proc else None)
     assert rolled, "the rollout did not finish within %.0f s" % wall
     assert not errors, errors[:5]
     assert all(status == 200 and seconds < PROBE_SECONDS for status, seconds in results), \

@@ -61,17 +61,31 @@ static void rounds_aim_at_the_share(void **state) {
 
   assert_int_equal(kcm_shards_share(32, 3), 11);
   assert_int_equal(kcm_shards_share(32, 0), 32);
-  /* alone: every free shard, from where it starts */
+  /* alone: every free shard */
   for (i = 0; i < 8; i++)
     seen[i] = (struct kcm_shards_seen){false, false, true};
-  assert_int_equal(kcm_shards_plan(seen, 8, 1, 5, m), 8);
+  assert_int_equal(kcm_shards_plan(seen, 8, 1, 0, m), 8);
   assert_int_equal(count_moves(m, 8, KCM_SHARDS_TAKE), 8);
-  /* two live, none held: four, from 5 on */
-  assert_int_equal(kcm_shards_plan(seen, 8, 2, 5, m), 4);
+  /* two live, none held: four each, the second (rank 1) from the middle of
+   * the free ones on */
+  assert_int_equal(kcm_shards_plan(seen, 8, 2, 1, m), 4);
   assert_int_equal(count_moves(m, 8, KCM_SHARDS_TAKE), 4);
-  assert_int_equal(m[5], KCM_SHARDS_TAKE);
-  assert_int_equal(m[0], KCM_SHARDS_TAKE);
-  assert_int_equal(m[1], KCM_SHARDS_STAY);
+  assert_int_equal(m[4], KCM_SHARDS_TAKE);
+  assert_int_equal(m[7], KCM_SHARDS_TAKE);
+  assert_int_equal(m[3], KCM_SHARDS_STAY);
+  /* two survivors each holding one, six shards of a dead instance free:
+   * they try for different ones, so that neither loses a race and waits a
+   * round */
+  for (i = 0; i < 8; i++)
+    seen[i] = (struct kcm_shards_seen){i == 6, false, i < 6};
+  kcm_shards_plan(seen, 8, 2, 0, m);
+  for (i = 0; i < 6; i++)
+    assert_int_equal(m[i], i < 3 ? KCM_SHARDS_TAKE : KCM_SHARDS_STAY);
+  seen[6].held = false;
+  seen[7].held = true;
+  kcm_shards_plan(seen, 8, 2, 1, m);
+  for (i = 0; i < 6; i++)
+    assert_int_equal(m[i], i < 3 ? KCM_SHARDS_STAY : KCM_SHARDS_TAKE);
   /* holding all 8 when a second instance lives: the highest 4 drained */
   for (i = 0; i < 8; i++)
     seen[i] = (struct kcm_shards_seen){true, false, false};
