@@ -26,6 +26,14 @@ latency  from a ReplicaSet's spec.replicas change to kcm's first pod POST,
 shards   (only with --kubeconfig) the RSS of each of 3 instances with
          --shards=32 against one kcm's without, with N pods (default 50,000)
          spread over 300 namespaces kcm-bench-shards-NNN, loaded unless there;
+handover (only with --kubeconfig and --audit-log) 3 sharded instances
+         under steady rollouts and scales, one killed, one joining, one
+         stopped, one joining: each shard's time without a live holder
+         (from a watch on the Leases), the ReplicaSets' replicas summed
+         per Deployment (from a watch), the pods created (audit log);
+scaleout (only with --kubeconfig) pods created per second by one kcm, then
+         by 3 sharded ones, each in a cgroup held to --cpu-limit of a core
+         (needs write access to the cgroup tree);
 ready    (only with --kubeconfig) time to ready against that server with N
          pods (default 50,000) in namespace kcm-bench-ready, loaded unless
          already there and left there for the next run (delete the
