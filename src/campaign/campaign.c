@@ -119,11 +119,12 @@ void kcm_campaign_stop(struct kcm_campaign *c) {
   }
 }
 
+/* With shards no instance leads: leader_election_master_status is left out,
+ * as the alerts on it would count every instance a leader. */
 int kcm_campaign_metrics(const struct kcm_campaign *c, struct kcm_buf *out) {
-  int err = kcm_leader_metrics(c->mode == KCM_CAMPAIGN_LEADER ? &c->leader : NULL, out);
-  if (!err && c->mode == KCM_CAMPAIGN_SHARDS)
-    err = kcm_shards_metrics(&c->shards, out);
-  return err;
+  if (c->mode == KCM_CAMPAIGN_SHARDS)
+    return kcm_shards_metrics(&c->shards, out);
+  return kcm_leader_metrics(c->mode == KCM_CAMPAIGN_LEADER ? &c->leader : NULL, out);
 }
 
 void kcm_campaign_release(struct kcm_campaign *c) {

@@ -158,6 +158,9 @@ def _check_caches(ctx, prefix, spaces, started, ids):
         kcm = started[name]
         mine = {k for k, h in holders.items() if h == i}
         assert _metric(kcm, "kcm_shards_held") == len(mine)
+        # No instance leads: the alerts on leader election must not count
+        # three leaders.
+        assert _metric(kcm, "leader_election_master_status") is None, name
         if any(_shard_of(s.ns) not in mine for s in spaces):
             wait_for(lambda: _metric(kcm, "kcm_shards_objects_dropped_total") > 0,
                      timeout=10, what="%s to drop the objects of others' shards" % name)
