@@ -158,7 +158,8 @@ uint32_t kcm_shards_held(const struct kcm_shards *s);
 /* Drain and release every shard, then the member Lease; on_stopped runs
  * once, from the loop, when done. */
 void kcm_shards_stop(struct kcm_shards *s, void (*on_stopped)(struct kcm_shards *s));
-/* kcm_shards_held, kcm_shards_share, kcm_shards_live_instances (gauges),
+/* kcm_shards_held, kcm_shards_share, kcm_shards_live_instances,
+ * kcm_shards_server_selected (gauges),
  * kcm_shard_moves_total{move="taken|released|lost"} and
  * kcm_shard_unowned_seconds_total{shard} in the text format. */
 int kcm_shards_metrics(const struct kcm_shards *s, struct kcm_buf *out);

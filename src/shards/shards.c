@@ -518,12 +518,16 @@ int kcm_shards_metrics(const struct kcm_shards *s, struct kcm_buf *out) {
       {"kcm_shards_share", "Shards this instance aims to hold.", s->share},
       {"kcm_shards_live_instances", "Instances whose member Lease is live, this one included.",
        s->live},
+      {"kcm_shards_server_selected",
+       "1 when the API server sends only this instance's shards (shard selectors), 0 when "
+       "kcm reads every namespace's objects and drops those of other shards.",
+       0},
   };
   char labels[128];
   uint32_t i;
   int err = 0;
 
-  for (i = 0; !err && i < 3; i++)
+  for (i = 0; !err && i < sizeof(gauges) / sizeof(gauges[0]); i++)
     if (!(err = kcm_metrics_family(out, gauges[i].name, "gauge", gauges[i].help)))
       err = kcm_metrics_sample(out, gauges[i].name, "", gauges[i].value);
   if (!err)

@@ -161,6 +161,9 @@ def _check_caches(ctx, prefix, spaces, started, ids):
         # No instance leads: the alerts on leader election must not count
         # three leaders.
         assert _metric(kcm, "leader_election_master_status") is None, name
+        # It says it drops the others' objects itself, as its log does.
+        assert _metric(kcm, "kcm_shards_server_selected") == 0, name
+        assert "the objects of other namespaces are dropped as they are read" in kcm.text()
         if any(_shard_of(s.ns) not in mine for s in spaces):
             wait_for(lambda: _metric(kcm, "kcm_shards_objects_dropped_total") > 0,
                      timeout=10, what="%s to drop the objects of others' shards" % name)
