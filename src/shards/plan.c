@@ -31,6 +31,9 @@ uint32_t kcm_shards_share(uint32_t count, uint32_t live) {
   return (count + live - 1) / live;
 }
 
+/* Free, and neither held nor being taken or drained by this instance. */
+static bool takable(const struct kcm_shards_seen *s) { return s->free && !s->held && !s->moving; }
+
 uint32_t kcm_shards_plan(const struct kcm_shards_seen *seen, uint32_t count, uint32_t live,
                          uint32_t rank, enum kcm_shards_move *out) {
   uint32_t share = kcm_shards_share(count, live), have = 0, keep = 0, nfree = 0, skip, start, i;
@@ -41,8 +44,7 @@ uint32_t kcm_shards_plan(const struct kcm_shards_seen *seen, uint32_t count, uin
       keep++;
     if (seen[i].held || seen[i].moving)
       have++;
-    if (seen[i].free && !seen[i].held && !seen[i].moving)
-      nfree++;
+    nfree += takable(&seen[i]);
   }
   /* over the share: drain the highest held ones */
   for (i = count; i-- > 0 && keep > share;) {
@@ -55,11 +57,11 @@ uint32_t kcm_shards_plan(const struct kcm_shards_seen *seen, uint32_t count, uin
    * that instances that agree on what is free try for different ones */
   skip = live ? (uint32_t)((uint64_t)(rank % live) * nfree / live) : 0;
   for (start = 0; start < count; start++)
-    if (seen[start].free && !seen[start].held && !seen[start].moving && skip-- == 0)
+    if (takable(&seen[start]) && skip-- == 0)
       break;
   for (i = 0; i < count && have < share; i++) {
     uint32_t k = (start + i) % count;
-    if (seen[k].free && !seen[k].held && !seen[k].moving) {
+    if (takable(&seen[k])) {
       out[k] = KCM_SHARDS_TAKE;
       have++;
     }

@@ -318,9 +318,7 @@ static uint32_t count_live(const struct kcm_shards *s, uint64_t now, uint32_t *r
 static void move(struct kcm_shards *s, uint64_t now) {
   struct kcm_shards_seen seen[KCM_SHARDS_MAX];
   enum kcm_shards_move moves[KCM_SHARDS_MAX];
-  uint32_t i;
-
-  uint32_t rank;
+  uint32_t i, rank;
 
   for (i = 0; i < s->count; i++) {
     struct kcm_shard *sh = &s->shard[i];
