@@ -1,4 +1,11 @@
-# Build: docker build -t kcm:0.1.0 .
+# The kcm image. The build has no .git, so the commit comes in as an
+# argument, as the release workflow passes it:
+#   docker build -t ghcr.io/kcm-project/kcm:0.1.0 \
+#     --build-arg KCM_GIT_COMMIT="$(git rev-parse HEAD)" \
+#     --build-arg KCM_GIT_TREE_STATE="$(test -z "$(git status --porcelain)" && echo clean || echo dirty)" \
+#     --build-arg SOURCE_DATE_EPOCH="$(git log -1 --format=%ct)" .
+# `kcm --version` and the kcm_build_info metric report them; without them,
+# the commit reads "unknown".
 FROM debian:bookworm AS build
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
@@ -8,9 +15,15 @@ WORKDIR /src
 COPY CMakeLists.txt ./
 COPY include include
 COPY src src
+COPY manifests manifests
+ARG KCM_GIT_COMMIT=unknown
+ARG KCM_GIT_TREE_STATE=unknown
+ARG SOURCE_DATE_EPOCH
 RUN cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF \
- && cmake --build build -j"$(nproc)" \
- && strip build/kcm
+      -DKCM_GIT_COMMIT="${KCM_GIT_COMMIT}" -DKCM_GIT_TREE_STATE="${KCM_GIT_TREE_STATE}" \
+ && cmake --build build -j"$(nproc)" --target kcm \
+ && strip build/kcm \
+ && build/kcm --version
 
 FROM debian:bookworm-slim
 RUN apt-get update \
@@ -18,5 +31,11 @@ RUN apt-get update \
       libcurl4 libssl3 libjson-c5 libyaml-0-2 libuv1 ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=build /src/build/kcm /usr/local/bin/kcm
+ARG KCM_GIT_COMMIT=unknown
+LABEL org.opencontainers.image.title="kcm" \
+      org.opencontainers.image.description="Kubernetes controller-manager for Deployments and ReplicaSets" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.source="https://github.com/kcm-project/kcm" \
+      org.opencontainers.image.revision="${KCM_GIT_COMMIT}"
 USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/kcm"]

@@ -10,7 +10,9 @@
 #
 # PATTERN: recreate, ramped, ramped-fast, blue-green, canary, canary-native,
 # or all (each in turn, a namespace each). KCM_BIN=path runs that kcm binary
-# instead of building one.
+# instead of building one. KCM_DEMO_API_PORT and KCM_DEMO_SECURE_PORT choose
+# the ports of the local API server and of kcm's secure port on 127.0.0.1
+# (default: free ones).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -23,10 +25,18 @@ if [ -n "$pattern" ] && [[ " ${patterns[*]} all " != *" $pattern "* ]]; then
   exit 2
 fi
 
+for port in "${KCM_DEMO_API_PORT:-0}" "${KCM_DEMO_SECURE_PORT:-0}"; do
+  if ! [[ $port =~ ^[0-9]+$ ]] || ((port > 65535)); then
+    echo "demo: '$port' is not a port (KCM_DEMO_API_PORT, KCM_DEMO_SECURE_PORT: 1-65535)" >&2
+    exit 2
+  fi
+done
+
 if [ -n "${KCM_BIN:-}" ]; then
   kcm=$KCM_BIN
 else
-  bash "$root/tests/setup.sh" >/dev/null
+  echo "== building kcm (tests/setup.sh kcm: the packages it needs, then the build)"
+  bash "$root/tests/setup.sh" kcm | sed -u 's/^/   /'
   kcm=$build/kcm
 fi
 rm -rf "$demo"
@@ -52,6 +62,7 @@ wait_for_line() { # file pattern seconds
 
 echo "== starting the local API server with its fake kubelet"
 python3 "$root/tests/sim/apiserver.py" --dir "$demo/apiserver" --kubelet \
+  --port "${KCM_DEMO_API_PORT:-0}" \
   >"$demo/apiserver.log" 2>&1 &
 pids+=($!)
 wait_for_line "$demo/apiserver.log" '^READY' 20
@@ -61,7 +72,10 @@ kubectl() { command kubectl --cache-dir "$demo/kubectl-cache" ${ns:+-n "$ns"} "$
 echo "   $(cat "$demo/apiserver.log")"
 
 echo "== starting kcm --kubeconfig $KUBECONFIG"
-secure_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+secure_port=${KCM_DEMO_SECURE_PORT:-0}
+if [ "$secure_port" = 0 ]; then
+  secure_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+fi
 "$kcm" --kubeconfig "$KUBECONFIG" --bind-address=127.0.0.1 --secure-port="$secure_port" \
   >"$demo/kcm.log" 2>&1 &
 pids+=($!)

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Build kcm and run every test: unit tests, the local API server's own
-# tests, the e2e scenarios against the local API server (kcm, with a kcm in
-# --shadow beside it that must agree and write nothing), and the demo; then
+# tests, the Debian package (built, checked by lintian, installed, run and
+# purged: tests/package/run.sh), the e2e scenarios against the local API
+# server (kcm, with a kcm in --shadow beside it that must agree and write
+# nothing), and the demo; then
 # the unit tests and the e2e scenarios again in a build with
 # AddressSanitizer and UndefinedBehaviorSanitizer (leak checks included:
 # every kcm the scenarios start and stop must exit with nothing leaked),
@@ -68,6 +70,7 @@ if [ "$real" = 1 ]; then
 fi
 if [ -z "${KCM_NO_FUZZ:-}" ]; then
   echo "== fuzz targets, ${KCM_FUZZ_SECONDS:-15} s each"
+  bash "$root/tests/setup.sh" fuzz
   KCM_FUZZ_BUILD_DIR="$build-fuzz" bash "$root/tests/fuzz/run.sh" "${KCM_FUZZ_SECONDS:-15}"
 fi
 echo "tests: everything passed in $(($(date +%s) - start)) s"
