@@ -213,7 +213,8 @@ static void raise_descriptor_limit(void) {
 }
 
 /* The process-wide settings (descriptor limit, logging) and the leader
- * election's or the shards', checked: 0, or 2 (the exit status) when they are wrong. */
+ * election's or the shards', checked: 0, or the exit status of a flag
+ * error when they are wrong. */
 static int apply_flags(struct app *a, const struct kcm_options *f) {
   char foreign[1024];
   const char *why;

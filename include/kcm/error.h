@@ -17,7 +17,7 @@ enum kcm_error {
   KCM_EIO = -4,        /* reading a file or running a command failed */
   KCM_ENOTFOUND = -5,  /* a named thing does not exist (404, missing key) */
   KCM_ECONFLICT = -6,  /* optimistic-concurrency conflict or already exists (409) */
-  KCM_EFORBIDDEN = -7, /* refused: 401 or 403 */
+  KCM_EFORBIDDEN = -7, /* 403: authenticated, but not allowed */
   KCM_EINVALID = -8,   /* the server rejected the object (400, 422) */
   KCM_ETHROTTLED = -9, /* 429: slow down */
   KCM_ESERVER = -10,   /* 5xx */
@@ -25,6 +25,7 @@ enum kcm_error {
   KCM_ETIMEOUT = -12,  /* a deadline passed */
   KCM_EGONE = -13,     /* 410: the resourceVersion is too old */
   KCM_ECANCELED = -14, /* the operation was stopped by its owner */
+  KCM_EUNAUTHORIZED = -15, /* 401: credentials refused, or none to send */
 };
 
 /* A short description of a KCM_E* code. */

@@ -53,6 +53,8 @@ enum kcm_log_format {
 };
 
 void kcm_log_set_format(enum kcm_log_format f);
+/* The format lines are written in; KCM_LOG_TEXT until set. */
+enum kcm_log_format kcm_log_get_format(void);
 
 /* Info lines at level <= v are written; default 0. */
 void kcm_log_set_verbosity(int v);

@@ -9,8 +9,11 @@
  * those kcm implements keep its meaning and default, those of controllers
  * and features kcm does not have are listed in o->ignored for one warning,
  * so that kubeadm's and k3s's argument lists can be reused unchanged. A bad flag is reported as "invalid value "x" for flag --name:
- * why" (or "unknown flag: ..."); the caller prints it with the usage and
- * exits 2, as kube-controller-manager does.
+ * why" (or "unknown flag: ..."); as kube-controller-manager does, the
+ * usage is printed first and "Error: why" last, where a terminal still
+ * shows it, and the exit status is 1. With --logging-format=json, wherever
+ * it stands on the command line, the error is one JSON line instead, with
+ * no usage.
  */
 #ifndef KCM_OPTIONS_H
 #define KCM_OPTIONS_H
@@ -56,7 +59,8 @@ struct kcm_options {
   const char *client_ca_file, *authn_kubeconfig, *authz_kubeconfig;
   uint64_t token_ttl_ms, allow_ttl_ms, deny_ttl_ms;
   const char *always_allow_paths;
-  /* plain HTTP, for local runs: "0" when off; ":port" means loopback */
+  /* plain HTTP, for local runs: "0" when off; ":port" or "port" means
+   * loopback (see kcm_options_local_address()) */
   const char *health_address, *metrics_address;
   /* logs */
   int verbosity;
@@ -82,12 +86,20 @@ enum kcm_options_result {
 enum kcm_options_result kcm_options_parse(struct kcm_options *o, int argc, char **argv,
                                           char *err, size_t err_len);
 
+/* The exit status of a flag error, kube-controller-manager's. */
+#define KCM_OPTIONS_EXIT_FAILURE 1
+
 /* Parse argv as the program does: --help and --version answered on
- * stdout (0), a flag error on stderr with the usage (2). Returns -1 to
- * run, or the exit status. */
+ * stdout (0), a flag error on stderr (see kcm_options_fail()). JSON logs,
+ * when argv asks for them, are turned on first. Returns -1 to run, or the
+ * exit status. */
 int kcm_options_main(struct kcm_options *o, int argc, char **argv);
-/* A flag error found after parsing, printed as kcm_options_main() prints
- * one; returns 2, the exit status. */
+/* Whether argv asks for JSON logs: its last valid --logging-format is
+ * json, read past any bad flag (a flag's value is not taken for one). */
+bool kcm_options_json_logs(int argc, char **argv);
+/* A flag error: on stderr the usage, then "Error: " and the message as the
+ * last line; with JSON logs on, only an error line "command failed" with
+ * the message as its err. Returns KCM_OPTIONS_EXIT_FAILURE. */
 int kcm_options_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Warn, once each, of the flags, controllers (foreign_controllers, from
  * kcm_options_unlisted_controllers()) and feature gates given that kcm
@@ -108,8 +120,9 @@ const char *kcm_options_inert_gates(const struct kcm_options *o, char *buf, size
 /* The usage text, every flag with its section, value and default. */
 void kcm_options_usage(FILE *out);
 
-/* A plain-HTTP address as served: "0" stays off, ":8081" becomes
- * "127.0.0.1:8081" (enabled without an address: loopback only). */
+/* A plain-HTTP address as served: "0" stays off, a port alone (":8081"
+ * or "8081") becomes "127.0.0.1:8081" (enabled without an address:
+ * loopback only). */
 const char *kcm_options_local_address(const char *addr, char *buf, size_t len);
 
 /* A Go duration ("15s", "1m30s", "1.5s", "500ms", "0") in milliseconds.

@@ -268,6 +268,7 @@ int kcm_client_status_error(long status) {
     return 0;
   switch (status) {
   case 401:
+    return KCM_EUNAUTHORIZED;
   case 403:
     return KCM_EFORBIDDEN;
   case 404:

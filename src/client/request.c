@@ -363,7 +363,7 @@ void kcm_client_creds_ready(struct kcm_client *c) {
     if (ok)
       admit_gated(r, false);
     else
-      fail_later(r, KCM_EFORBIDDEN,
+      fail_later(r, KCM_EUNAUTHORIZED,
                  c->creds.error ? c->creds.error : "the exec plugin gave no usable credentials");
   }
 }

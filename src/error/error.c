@@ -18,6 +18,7 @@ const char *kcm_strerror(int err) {
   case KCM_ETIMEOUT: return "timed out";
   case KCM_EGONE: return "resource version too old";
   case KCM_ECANCELED: return "canceled";
+  case KCM_EUNAUTHORIZED: return "unauthorized";
   }
   return "unknown error";
 }

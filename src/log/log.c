@@ -22,6 +22,8 @@ static enum kcm_log_format format;
 
 void kcm_log_set_format(enum kcm_log_format f) { format = f; }
 
+enum kcm_log_format kcm_log_get_format(void) { return format; }
+
 /* --vmodule: a copy of the list, and a generation that changes with it or
  * with the verbosity, so that call sites look their level up again. */
 static char *vmodule;

@@ -21,7 +21,7 @@ enum kind {
   RATE,      /* a number >= 0 */
   DURATION,  /* a Go duration */
   BOOLEAN,   /* true/false, or alone for true */
-  ADDRESS,   /* [host]:port, or 0 for off */
+  ADDRESS,   /* [host]:port, a port alone, or 0 for off */
   IP,        /* an IP address */
   LOG_FORMAT,
   CONTENT_TYPE,
@@ -167,11 +167,12 @@ static const struct flag flags[] = {
     {"Plain HTTP flags (local runs)", "health-probe-bind-address", "ADDR", ADDRESS,
      AT(health_address),
      "serve /healthz, /livez and /readyz without TLS or authorization\n"
-     "at [host]:port (a port alone: loopback); 0 turns it off\n"
-     "(default 0)"},
+     "at [host]:port; a port alone (8081 or :8081) is served on\n"
+     "loopback, 127.0.0.1; 0 turns it off (default 0)"},
     {NULL, "metrics-bind-address", "ADDR", ADDRESS, AT(metrics_address),
-     "serve /metrics without TLS or authorization at [host]:port (a\n"
-     "port alone: loopback); 0 turns it off (default 0)"},
+     "serve /metrics without TLS or authorization at [host]:port; a\n"
+     "port alone (8080 or :8080) is served on loopback, 127.0.0.1; 0\n"
+     "turns it off (default 0)"},
 
     {"Logs flags", "v", "N", LEVEL, AT(verbosity), "log verbosity (default 0)"},
     {NULL, "logging-format", "F", LOG_FORMAT, AT(json_logs),
@@ -456,6 +457,13 @@ static bool gate_on(const char *list, const char *name, bool dflt) {
   return dflt;
 }
 
+/* Whether s is a port alone, 1 to 65535, in decimal without a leading
+ * zero ("0" alone turns a listener off). */
+static bool port_alone(const char *s) {
+  size_t n = strspn(s, "0123456789");
+  return n && n <= 5 && !s[n] && s[0] != '0' && atol(s) <= 65535;
+}
+
 static const char *set(const struct flag *f, const char *value, struct kcm_options *o) {
   void *field = (char *)o + f->offset;
   const char *why;
@@ -491,8 +499,9 @@ static const char *set(const struct flag *f, const char *value, struct kcm_optio
       return "must be true or false";
     return NULL;
   case ADDRESS:
-    if (strcmp(value, "0") && kcm_server_parse_address(value, host, sizeof(host), &port))
-      return "must be [host]:port or 0";
+    if (strcmp(value, "0") && !port_alone(value) &&
+        kcm_server_parse_address(value, host, sizeof(host), &port))
+      return "must be [host]:port, a port alone or 0";
     *(const char **)field = value;
     return NULL;
   case IP: {
@@ -783,19 +792,34 @@ enum kcm_options_result kcm_options_parse(struct kcm_options *o, int argc, char 
   return together(o, err, err_len);
 }
 
+bool kcm_options_json_logs(int argc, char **argv) {
+  struct kcm_options o = defaults;
+  char err[8];
+  int i;
+  for (i = 1; i < argc; i++)
+    argument(&o, argc, argv, &i, err, sizeof(err));
+  return o.json_logs;
+}
+
 int kcm_options_fail(const char *fmt, ...) {
+  char why[1024];
   va_list ap;
-  fprintf(stderr, "kcm: ");
   va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
+  vsnprintf(why, sizeof(why), fmt, ap);
   va_end(ap);
-  fprintf(stderr, "\n\n");
-  kcm_options_usage(stderr);
-  return 2;
+  if (kcm_log_get_format() == KCM_LOG_JSON) {
+    kcm_error("command failed err=\"%s\"", why);
+  } else {
+    kcm_options_usage(stderr);
+    fprintf(stderr, "\nError: %s\n", why);
+  }
+  return KCM_OPTIONS_EXIT_FAILURE;
 }
 
 int kcm_options_main(struct kcm_options *o, int argc, char **argv) {
   char err[512];
+  if (kcm_options_json_logs(argc, argv))
+    kcm_log_set_format(KCM_LOG_JSON);
   switch (kcm_options_parse(o, argc, argv, err, sizeof(err))) {
   case KCM_OPTIONS_HELP:
     kcm_options_usage(stdout);
@@ -829,8 +853,11 @@ void kcm_options_warn(const struct kcm_options *o, const char *foreign_controlle
 }
 
 const char *kcm_options_local_address(const char *addr, char *buf, size_t len) {
-  if (addr[0] != ':')
+  if (port_alone(addr))
+    snprintf(buf, len, "127.0.0.1:%s", addr);
+  else if (addr[0] == ':')
+    snprintf(buf, len, "127.0.0.1%s", addr);
+  else
     return addr;
-  snprintf(buf, len, "127.0.0.1%s", addr);
   return buf;
 }

@@ -11,8 +11,8 @@ import urllib.error
 import urllib.request
 import time
 
-from harness import (MANIFEST_VARIANTS, ROOT, Kcm, Skip, manifest_objects, manifest_yaml,
-                     scenario, suite_kcm_stopped, wait_for)
+from harness import (MANIFEST_VARIANTS, ROOT, Kcm, Skip, free_port, manifest_objects,
+                     manifest_yaml, scenario, suite_kcm_stopped, wait_for)
 
 
 @scenario("kcm connects to the API server and keeps running")
@@ -148,6 +148,55 @@ def untrusted_server(ctx):
     assert code == 0, "kcm exited %s" % code
 
 
+def _token_kcm(ctx, subdir, token, extra=()):
+    """The server URL, and a kcm of the scenario's own against the local API
+    server with a bearer token (None: the server's own) in the directory
+    subdir."""
+    if not ctx.env.is_kcm:
+        raise Skip("kcm itself is run and inspected")
+    d, server, ca, own = _sim_setting(ctx, subdir)
+    path = os.path.join(d, "kubeconfig")
+    _kubeconfig(path, server, ca, "    token: %s\n" % (token or own))
+    return server, Kcm(ctx.env.kcm_binary, path, d, log_name="kcm-%s.log" % subdir, extra=extra)
+
+
+@scenario("a token the server refuses is reported as unauthorized, not as forbidden or "
+          "unreachable", needs_sim="it uses the server's certificates")
+def refused_token(ctx):
+    server, kcm = _token_kcm(ctx, "refused-token", "not-a-token-of-this-server")
+    try:
+        line = wait_for(lambda: next((ln for ln in kcm.text().splitlines()
+                                      if "/version" in ln or "the API server" in ln), None),
+                        timeout=30, what="kcm to report the refused token")
+        assert "unauthorized: the API server refused kcm's credentials" in line, line
+        assert "token or client certificate in the kubeconfig" in line, line
+        assert 'server="%s"' % server in line and "status=401" in line, line
+        wait_for(lambda: "list failed" in kcm.text(), timeout=30, what="a list refused")
+        text = kcm.text()
+        assert "forbidden" not in text.lower() and "cannot reach" not in text, text[-3000:]
+    finally:
+        code = kcm.stop()
+    assert code == 0, "kcm exited %s" % code
+
+
+@scenario("a port alone given to --metrics-bind-address or --health-probe-bind-address is "
+          "served on loopback", needs_sim="it uses the server's certificates and token")
+def port_alone(ctx):
+    metrics_port, health_port = free_port(), free_port()
+    _, kcm = _token_kcm(ctx, "port-alone", None,
+                        extra=["--metrics-bind-address=%d" % metrics_port,
+                               "--health-probe-bind-address", str(health_port)])
+    try:
+        metrics, health = _served(kcm, "metrics"), _served(kcm, "health probes")
+        assert metrics == "http://127.0.0.1:%d" % metrics_port, metrics
+        assert health == "http://127.0.0.1:%d" % health_port, health
+        assert _get(metrics + "/metrics")[0] == 200
+        assert _get(health + "/healthz/ping") == (200, "ok")
+    finally:
+        code = kcm.stop()
+    assert code == 0, "kcm exited %s" % code
+
+
 WRITE = re.compile(r"\] (POST|PUT|PATCH|DELETE) (\S+) ")
 
 
@@ -241,7 +290,7 @@ def leader_election(ctx):
             ctx.k.run("delete", "lease", ctx.ns, "-n", "kube-system", check=False)
 
 
-@scenario("bad flags are refused with exit status 2, the reason and the usage")
+@scenario("bad flags are refused with exit status 1, the usage, then the reason last")
 def bad_flags(ctx):
     binary = ctx.env.kcm_binary
     if not ctx.env.is_kcm:
@@ -283,16 +332,29 @@ def bad_flags(ctx):
         ("--failed-pod-backoff=-1s",):
             'invalid value "-1s" for flag --failed-pod-backoff: must be a duration',
         ("--logging-format=xml",): 'invalid value "xml" for flag --logging-format',
-        ("--metrics-bind-address=8080",):
-            'invalid value "8080" for flag --metrics-bind-address: must be [host]:port or 0',
+        ("--metrics-bind-address=70000",):
+            'invalid value "70000" for flag --metrics-bind-address: must be [host]:port, '
+            'a port alone or 0',
         ("--health-probe-bind-address", ":99999"):
             'invalid value ":99999" for flag --health-probe-bind-address',
     }
     for args, message in refused.items():
         p = run(*args)
-        assert p.returncode == 2, (args, p.returncode, p.stderr)
-        assert message in p.stderr, (args, p.stderr)
-        assert "Usage: kcm [flags]" in p.stderr, (args, p.stderr)
+        assert p.returncode == 1, (args, p.returncode, p.stderr)
+        # As kube-controller-manager: the usage first, the error on the last
+        # line, where a terminal still shows it.
+        usage, _, last = p.stderr.rstrip("\n").rpartition("\n")
+        assert last.startswith("Error: ") and message in last, (args, p.stderr[-500:])
+        assert usage.startswith("Usage: kcm [flags]\n"), (args, p.stderr[:500])
+    # With --logging-format=json, before or after the bad flag, the error is
+    # one JSON line and the whole of stderr: no usage.
+    for args in (("--bogus", "--logging-format=json"), ("--logging-format", "json", "--bogus")):
+        p = run(*args)
+        assert p.returncode == 1, (args, p.returncode, p.stderr)
+        lines = [json.loads(line) for line in p.stderr.splitlines()]
+        assert len(lines) == 1 and lines[0]["err"] == "unknown flag: --bogus", (args, p.stderr)
+    p = run("--leader-elect-lease-duration=5s", "--logging-format=json")
+    assert p.returncode == 1 and "renew deadline" in json.loads(p.stderr)["err"], p.stderr
     # Accepted flags get past parsing and fail later, on the missing kubeconfig.
     for args in (("--leader-elect=false", "--leader-elect-lease-duration=5s"),
                  ("--leader-elect", "--leader-elect-retry-period=8s"),
@@ -300,6 +362,7 @@ def bad_flags(ctx):
                   "--leader-elect-retry-period=1.5s", "--shutdown-grace-period=0"),
                  ("--leader-elect-resource-namespace=ops", "--leader-elect-resource-name=x"),
                  ("--health-probe-bind-address=0", "--metrics-bind-address=[::1]:0"),
+                 ("--health-probe-bind-address=8081", "--metrics-bind-address", "19113"),
                  ("--controllers=*,-deployment", "--min-resync-period=1h30m"),
                  ("--logging-format=json",)):
         p = run("--kubeconfig", missing, *args)
@@ -774,6 +837,10 @@ def _server_dry_run(ctx, variant):
     return skipped
 
 
+def _image(pod):
+    return next(c["image"] for c in pod["containers"] if c["name"] == "kcm")
+
+
 @scenario("the manifests install kcm with least privilege, probes and a hardened pod")
 def manifests(ctx):
     builds = {v: manifest_objects(v) for v in MANIFEST_VARIANTS}
@@ -853,6 +920,18 @@ def manifests(ctx):
     assert all(_lease_name(renamed[v]) == "kcm-other" for v in VARIANT_OBJECTS)
     assert {v: _leader_elect_name(p) for v, p in _workloads(renamed).items()} == dict.fromkeys(
         pods, "kcm-other")
+    # One image, named in one place: base/image's entry.
+    image = "ghcr.io/kcm-project/kcm:0.1.0"
+    assert {v: _image(p) for v, p in pods.items()} == dict.fromkeys(pods, image)
+    entry = os.path.join(copy, "base", "image", "kustomization.yaml")
+    with open(entry) as f:
+        text = f.read()
+    with open(entry, "w") as f:
+        f.write(text.replace("newName: ghcr.io/kcm-project/kcm\n", "newName: registry.test/kcm\n")
+                .replace("newTag: 0.1.0\n", "newTag: v9\n"))
+    assert {v: _image(p) for v, p in _workloads(
+        {v: manifest_objects(v, copy) for v in pods}).items()} == dict.fromkeys(
+            pods, "registry.test/kcm:v9")
     # kcm accepts each variant's arguments: it gets past its flags to the
     # missing kubeconfig.
     if ctx.env.is_kcm:

@@ -329,24 +329,28 @@ static void server_without_a_host_is_refused(void **state) {
   kcm_client_config_release(&cfg);
 }
 
+/* What was written to f, which is then closed (caller frees). */
+static char *read_back(FILE *f) {
+  size_t len = (size_t)ftell(f);
+  char *text = calloc(1, len + 1);
+  assert_non_null(text);
+  rewind(f);
+  assert_int_equal(fread(text, 1, len, f), len);
+  fclose(f);
+  return text;
+}
+
 /* Load name and return what was logged (caller frees). */
 static char *load_logging(const char *name) {
   struct kcm_client_config cfg;
-  char *errmsg = NULL, *text;
-  size_t len;
+  char *errmsg = NULL;
   FILE *log = tmpfile();
   assert_non_null(log);
   kcm_log_set_output(log);
   assert_int_equal(load(&cfg, path_of(name), NULL, NULL, &errmsg), 0);
   kcm_log_set_output(NULL);
   kcm_client_config_release(&cfg);
-  len = (size_t)ftell(log);
-  text = calloc(1, len + 1);
-  assert_non_null(text);
-  rewind(log);
-  assert_int_equal(fread(text, 1, len, log), len);
-  fclose(log);
-  return text;
+  return read_back(log);
 }
 
 static void shared_credential_files_are_warned_of(void **state) {
@@ -687,8 +691,8 @@ static void status_codes_map_to_errors(void **state) {
   assert_int_equal(r.status, 400);
 }
 
-static void wrong_token_is_refused(void **state) {
-  struct result r;
+/* The server's kubeconfig with a token it refuses, written as name. */
+static void write_refused_token_config(const char *name) {
   char cfg[4096];
   FILE *f = fopen(sim_file("kubeconfig"), "r");
   size_t n = fread(cfg, 1, sizeof(cfg) - 1, f);
@@ -698,11 +702,78 @@ static void wrong_token_is_refused(void **state) {
   tok = strstr(cfg, "token: ");
   assert_non_null(tok);
   strcpy(tok, "token: wrong\n");
-  write_file("wrong-token", cfg);
+  write_file(name, cfg);
+}
+
+static void wrong_token_is_refused(void **state) {
+  struct result r;
+  write_refused_token_config("wrong-token");
   request(path_of("wrong-token"), "GET", "/api/v1/namespaces", NULL, 0, &r);
-  assert_int_equal(r.err, KCM_EFORBIDDEN);
+  assert_int_equal(r.err, KCM_EUNAUTHORIZED);
   assert_int_equal(r.status, 401);
   assert_string_equal(r.message, "Unauthorized");
+}
+
+static void set_faults(const char *json) {
+  struct result r;
+  request(sim_file("kubeconfig"), "POST", "/_sim/faults", json, 0, &r);
+  assert_int_equal(r.err, 0);
+}
+
+static bool something_logged(void *arg) { return ftell((FILE *)arg) > 0; }
+
+/* What the first contact with the server (kcm_client_reach) logs of its
+ * first answer, with the settings of kubeconfig (caller frees). */
+static char *first_contact_logged(const char *kubeconfig) {
+  struct kcm_client_config cfg;
+  struct kcm_client_reach reach;
+  struct kcm_client *c;
+  uv_loop_t loop;
+  char *err = NULL;
+  FILE *log = tmpfile();
+  assert_non_null(log);
+  assert_int_equal(load(&cfg, kubeconfig, NULL, NULL, &err), 0);
+  uv_loop_init(&loop);
+  assert_int_equal(kcm_client_new(&c, &loop, &cfg), 0);
+  kcm_log_set_output(log);
+  kcm_client_reach_start(&reach, &loop, c, cfg.server);
+  assert_true(support_run_until(&loop, something_logged, log, 10000));
+  kcm_log_set_output(NULL);
+  kcm_client_reach_stop(&reach);
+  close_client(&loop, c);
+  kcm_client_config_release(&cfg);
+  return read_back(log);
+}
+
+/* A 401 reached the server: its credentials were refused, which is said,
+ * with where to look; it is neither "forbidden" nor "cannot reach". */
+static void refused_credentials_are_named_unauthorized(void **state) {
+  char *logged;
+  write_refused_token_config("refused-token");
+  logged = first_contact_logged(path_of("refused-token"));
+  if (!contains(logged, "] unauthorized: the API server refused kcm's credentials") ||
+      !contains(logged, "the token or client certificate in the kubeconfig") ||
+      !contains(logged, "service account token") || !contains(logged, " status=401 ") ||
+      contains(logged, "cannot reach") || contains(logged, "forbidden"))
+    fail_msg("%s", logged);
+  free(logged);
+}
+
+/* A 403: authenticated, but authorization refuses; the verb and what was
+ * asked for are named, with the server's message. */
+static void refused_access_is_named_forbidden(void **state) {
+  char *logged;
+  set_faults("{\"rules\":[{\"path\":\"/version\",\"code\":403,\"count\":1,\"message\":"
+             "\"forbidden: User \\\"kcm\\\" cannot get path \\\"/version\\\"\"}]}");
+  logged = first_contact_logged(sim_file("kubeconfig"));
+  set_faults("{\"clear\":true}");
+  if (!contains(logged, "] forbidden: the API server authenticated kcm but refuses the request") ||
+      !contains(logged, "ClusterRole") || !contains(logged, " status=403 ") ||
+      !contains(logged, " verb=\"get\" path=\"/version\" ") ||
+      !contains(logged, "err=\"forbidden: User \\\"kcm\\\" cannot get path") ||
+      contains(logged, "cannot reach") || contains(logged, "nauthorized"))
+    fail_msg("%s", logged);
+  free(logged);
 }
 
 static void untrusted_server_certificate_is_refused(void **state) {
@@ -737,12 +808,6 @@ static void body_over_limit_is_refused(void **state) {
   struct result r;
   request(sim_file("kubeconfig"), "GET", "/api/v1/namespaces", NULL, 64, &r);
   assert_int_equal(r.err, KCM_ETOOBIG);
-}
-
-static void set_faults(const char *json) {
-  struct result r;
-  request(sim_file("kubeconfig"), "POST", "/_sim/faults", json, 0, &r);
-  assert_int_equal(r.err, 0);
 }
 
 /* A server URL on loopback where nothing listens: a port just freed. */
@@ -1358,7 +1423,7 @@ static void exec_plugin_failures_are_clear(void **state) {
                         "      command: ./failing\n      interactiveMode: Never\n"
                         "      installHint: install the cloud CLI\n");
   two_requests(path_of("failing-config"), &a, &a, &runs);
-  assert_int_equal(a.err, KCM_EFORBIDDEN);
+  assert_int_equal(a.err, KCM_EUNAUTHORIZED);
   assert_non_null(strstr(a.message, "exited with status 3"));
   assert_non_null(strstr(a.message, "install the cloud CLI"));
   write_plugin("garbage", "#!/bin/sh\necho 'Please log in at https://example.com'\n");
@@ -1366,19 +1431,19 @@ static void exec_plugin_failures_are_clear(void **state) {
                         "    exec: {apiVersion: client.authentication.k8s.io/v1, "
                         "command: ./garbage, interactiveMode: Never}\n");
   two_requests(path_of("garbage-config"), &a, &a, &runs);
-  assert_int_equal(a.err, KCM_EFORBIDDEN);
+  assert_int_equal(a.err, KCM_EUNAUTHORIZED);
   assert_non_null(strstr(a.message, "no ExecCredential JSON"));
   write_user_kubeconfig("missing-config",
                         "    exec: {apiVersion: client.authentication.k8s.io/v1, "
                         "command: ./no-such-plugin, interactiveMode: Never}\n");
   two_requests(path_of("missing-config"), &a, &a, &runs);
-  assert_int_equal(a.err, KCM_EFORBIDDEN);
+  assert_int_equal(a.err, KCM_EUNAUTHORIZED);
   assert_non_null(strstr(a.message, "no-such-plugin"));
   write_user_kubeconfig("interactive-config",
                         "    exec: {apiVersion: client.authentication.k8s.io/v1, "
                         "command: ./garbage, interactiveMode: Always}\n");
   two_requests(path_of("interactive-config"), &a, &a, &runs);
-  assert_int_equal(a.err, KCM_EFORBIDDEN);
+  assert_int_equal(a.err, KCM_EUNAUTHORIZED);
   assert_non_null(strstr(a.message, "interactive"));
 }
 
@@ -1989,7 +2054,6 @@ static void url_credentials_stay_secret(void **state) {
   uv_loop_t loop;
   char url[128], kc[512], value[128], *err = NULL, *page, *head, *logged;
   FILE *log = tmpfile();
-  long len;
 
   peer_start(&peer, answers, 2);
   snprintf(url, sizeof(url), "http://admin:%s%%40x@127.0.0.1:%u/", secret, peer.port);
@@ -2033,11 +2097,7 @@ static void url_credentials_stay_secret(void **state) {
 
   kcm_log_set_verbosity(0);
   kcm_log_set_output(NULL);
-  len = ftell(log);
-  logged = calloc(1, (size_t)len + 1);
-  rewind(log);
-  assert_int_equal(fread(logged, 1, (size_t)len, log), (size_t)len);
-  fclose(log);
+  logged = read_back(log);
   assert_true(contains(logged, "GET http://127.0.0.1:")); /* the -v 6 request lines */
   if (contains(logged, secret))
     fail_msg("the password was logged:\n%s", logged);
@@ -2109,6 +2169,8 @@ int main(void) {
       cmocka_unit_test(client_certificate_authenticates),
       cmocka_unit_test(status_codes_map_to_errors),
       cmocka_unit_test(wrong_token_is_refused),
+      cmocka_unit_test(refused_credentials_are_named_unauthorized),
+      cmocka_unit_test(refused_access_is_named_forbidden),
       cmocka_unit_test(untrusted_server_certificate_is_refused),
       cmocka_unit_test(body_over_limit_is_refused),
       cmocka_unit_test(unanswered_requests_are_told_apart),

@@ -11,7 +11,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "kcm/log.h"
 #include "kcm/options.h"
 
 /* The names of kcm's two controllers, as their table rows give them. */
@@ -139,8 +141,11 @@ static void refusals_name_the_flag(void **state) {
       {{"--kube-api-content-type=application/yaml"},
        "invalid value \"application/yaml\" for flag --kube-api-content-type: must be "
        "application/vnd.kubernetes.protobuf or application/json"},
-      {{"--metrics-bind-address=8080"},
-       "invalid value \"8080\" for flag --metrics-bind-address: must be [host]:port or 0"},
+      {{"--metrics-bind-address=70000"},
+       "invalid value \"70000\" for flag --metrics-bind-address: must be [host]:port, a port "
+       "alone or 0"},
+      {{"--metrics-bind-address=08080"}, "invalid value \"08080\" for flag --metrics-bind"},
+      {{"--health-probe-bind-address=-1"}, "invalid value \"-1\" for flag --health-probe"},
       {{"--min-resync-period=1e300h"}, "invalid value \"1e300h\" for flag --min-resync-period"},
       {{"--controllers=endpoints"}, "\"endpoints\" is not in the list of known controllers"},
       {{"--controllers=*,-bogus"}, "\"bogus\" is not in the list of known controllers"},
@@ -190,6 +195,117 @@ static void local_addresses_default_to_loopback(void **state) {
   assert_string_equal(kcm_options_local_address("0.0.0.0:8081", buf, sizeof(buf)),
                       "0.0.0.0:8081");
   assert_string_equal(kcm_options_local_address("[::1]:0", buf, sizeof(buf)), "[::1]:0");
+}
+
+/* A port alone, with or without its colon, is served on loopback, as the
+ * usage says. */
+static void a_port_alone_binds_loopback(void **state) {
+  struct kcm_options o;
+  char err[256], buf[64];
+  assert_int_equal(parse(&o, err, sizeof(err), "--metrics-bind-address=19113",
+                         "--health-probe-bind-address", "8081", NULL),
+                   KCM_OPTIONS_RUN);
+  assert_string_equal(kcm_options_local_address(o.metrics_address, buf, sizeof(buf)),
+                      "127.0.0.1:19113");
+  assert_string_equal(kcm_options_local_address(o.health_address, buf, sizeof(buf)),
+                      "127.0.0.1:8081");
+  assert_int_equal(parse(&o, err, sizeof(err), "--metrics-bind-address=65535", NULL),
+                   KCM_OPTIONS_RUN);
+  assert_string_equal(kcm_options_local_address(o.metrics_address, buf, sizeof(buf)),
+                      "127.0.0.1:65535");
+  /* 0 alone stays off. */
+  assert_int_equal(parse(&o, err, sizeof(err), "--metrics-bind-address=0", NULL),
+                   KCM_OPTIONS_RUN);
+  assert_string_equal(o.metrics_address, "0");
+}
+
+/* What kcm_options_main() writes to stderr for argv (NULL-ended), and its
+ * result in *rc; the text lasts until the next call. */
+static const char *main_stderr(int *rc, ...) {
+  static char name[] = "kcm", text[1 << 16];
+  char *argv[16] = {name};
+  int argc = 1, saved;
+  struct kcm_options o;
+  FILE *f = tmpfile();
+  va_list ap;
+  va_start(ap, rc);
+  while (argc < 15 && (argv[argc] = va_arg(ap, char *)))
+    argc++;
+  va_end(ap);
+  assert_non_null(f);
+  fflush(stderr);
+  saved = dup(2);
+  dup2(fileno(f), 2);
+  *rc = kcm_options_main(&o, argc, argv);
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  kcm_log_set_format(KCM_LOG_TEXT);
+  rewind(f);
+  text[fread(text, 1, sizeof(text) - 1, f)] = '\0';
+  fclose(f);
+  return text;
+}
+
+/* The last line of text (which ends with a newline). */
+static const char *last_line(const char *text) {
+  size_t n = strlen(text);
+  assert_true(n > 0 && text[n - 1] == '\n');
+  while (n > 1 && text[n - 2] != '\n')
+    n--;
+  return text + n - 1;
+}
+
+/* As kube-controller-manager: the usage, then the error last, where a
+ * terminal still shows it; exit status 1. */
+static void a_bad_flag_prints_the_usage_then_the_error(void **state) {
+  int rc;
+  const char *text = main_stderr(&rc, "--foo", NULL);
+  assert_int_equal(rc, 1);
+  assert_true(!strncmp(text, "Usage: kcm [flags]\n", 19));
+  assert_string_equal(last_line(text), "Error: unknown flag: --foo\n");
+  assert_non_null(strstr(text, "print this help and exit\n\nError: "));
+  text = main_stderr(&rc, "--kube-api-qps=fast", "-v", "2", NULL);
+  assert_int_equal(rc, 1);
+  assert_string_equal(last_line(text), "Error: invalid value \"fast\" for flag --kube-api-qps: "
+                                       "must be a non-negative number\n");
+}
+
+/* A JSON line holding the error (and no usage), the whole of stderr. */
+static void assert_one_json_error(const char *text, const char *err) {
+  char field[256];
+  assert_true(!strncmp(text, "{\"ts\":", 6));
+  assert_ptr_equal(strchr(text, '\n'), text + strlen(text) - 1);
+  assert_string_equal(text + strlen(text) - 2, "}\n");
+  assert_non_null(strstr(text, "\"msg\":\"command failed\""));
+  snprintf(field, sizeof(field), "\"err\":\"%s\"", err);
+  if (!strstr(text, field))
+    fail_msg("want %s in %s", field, text);
+  assert_null(strstr(text, "Usage"));
+}
+
+/* With --logging-format=json, given before or after the bad flag, the
+ * error is a JSON line; a value of another flag that reads like it is
+ * not taken for it. */
+static void flag_errors_are_json_under_json_logs(void **state) {
+  int rc;
+  const char *text = main_stderr(&rc, "--foo", "--logging-format=json", NULL);
+  assert_int_equal(rc, 1);
+  assert_one_json_error(text, "unknown flag: --foo");
+  text = main_stderr(&rc, "--logging-format", "json", "--kube-api-burst=0", NULL);
+  assert_int_equal(rc, 1);
+  assert_one_json_error(text, "invalid value \\\"0\\\" for flag --kube-api-burst: must be a "
+                              "positive integer");
+  text = main_stderr(&rc, "--shadow", "--use-service-account-credentials",
+                     "--logging_format=json", NULL);
+  assert_int_equal(rc, 1);
+  assert_one_json_error(text, "--shadow sends no write, so it needs no controller credentials: "
+                              "drop --use-service-account-credentials");
+  /* --kubeconfig takes it as its value; the last format given counts. */
+  text = main_stderr(&rc, "--kubeconfig", "--logging-format=json", "--foo", NULL);
+  assert_string_equal(last_line(text), "Error: unknown flag: --foo\n");
+  text = main_stderr(&rc, "--logging-format=json", "--foo", "--logging-format=text", NULL);
+  assert_string_equal(last_line(text), "Error: unknown flag: --foo\n");
 }
 
 static void usage_lists_every_flag_in_sections(void **state) {
@@ -334,6 +450,9 @@ int main(void) {
       cmocka_unit_test(durations),
       cmocka_unit_test(local_addresses_default_to_loopback),
       cmocka_unit_test(usage_lists_every_flag_in_sections),
+      cmocka_unit_test(a_port_alone_binds_loopback),
+      cmocka_unit_test(a_bad_flag_prints_the_usage_then_the_error),
+      cmocka_unit_test(flag_errors_are_json_under_json_logs),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
