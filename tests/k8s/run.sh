@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The real-server tier: kcm against the Kubernetes tests/k8s/go.mod pins,
-# on clusters of tests/k8s/cluster.sh.
+# on clusters of tests/k8s/cluster.sh. First, tests/k8s/flags.py: kcm takes
+# every flag and controller name kube-controller-manager --help lists.
 #   (a) the project's e2e suite, kcm as kubeadm runs kube-controller-manager
 #       (--use-service-account-credentials), a --shadow kcm beside it; the
 #       scenarios that need the local API server are skipped, each saying why;
@@ -59,6 +60,8 @@ suite() { # DIR RUN.PY-ARGS...
 
 failed=0
 start=$(date +%s)
+echo "== kcm takes kube-controller-manager $version's flags and controller names"
+python3 "$here/flags.py" "$kcm" "$bin/kube-controller-manager" || failed=1
 echo "== (a) the e2e suite against kube-apiserver $version"
 up a "*,-deployment,-replicaset"
 suite "$work/a" --kcm "$suite_kcm" --kcm-arg=--use-service-account-credentials \
