@@ -49,16 +49,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-wait_for_line() { # file pattern seconds
-  local i
-  for ((i = 0; i < $3 * 10; i++)); do
-    if grep -q "$2" "$1" 2>/dev/null; then return 0; fi
-    sleep 0.1
-  done
-  echo "demo: timed out waiting for '$2' in $1:" >&2
-  cat "$1" >&2
-  exit 1
-}
+# shellcheck source=tests/wait_for_line.sh
+source "$root/tests/wait_for_line.sh"
 
 echo "== starting the local API server with its fake kubelet"
 python3 "$root/tests/sim/apiserver.py" --dir "$demo/apiserver" --kubelet \

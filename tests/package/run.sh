@@ -39,15 +39,8 @@ fail() {
   echo "package: $*" >&2
   exit 1
 }
-wait_for_line() { # file pattern seconds
-  local i
-  for ((i = 0; i < $3 * 10; i++)); do
-    if grep -q "$2" "$1" 2>/dev/null; then return 0; fi
-    sleep 0.1
-  done
-  cat "$1" >&2
-  fail "no '$2' in $1 within $3 s"
-}
+# shellcheck source=tests/wait_for_line.sh
+source "$root/tests/wait_for_line.sh"
 
 echo "== cmake --build $build --target package"
 cmake --build "$build" --target package >"$work/cpack.log" 2>&1 || { cat "$work/cpack.log"; fail "CPack failed"; }
@@ -56,8 +49,10 @@ deb=$build/kcm_${version}_$(dpkg --print-architecture).deb
 [ -f "$deb" ] || fail "CPack made no $deb"
 
 echo "== lintian $(basename "$deb")"
-lintian --fail-on error,warning "$deb" 2>&1 | grep -v "running with root privileges" | sed 's/^/   /' || true
-lintian --fail-on error,warning "$deb" >/dev/null 2>&1 || fail "lintian found errors or warnings"
+rc=0
+lintian --fail-on error,warning "$deb" >"$work/lintian.log" 2>&1 || rc=$?
+grep -v "running with root privileges" "$work/lintian.log" | sed 's/^/   /' || true
+[ "$rc" = 0 ] || fail "lintian found errors or warnings"
 
 echo "== dpkg --install"
 $sudo dpkg --install "$deb" >"$work/dpkg.log" 2>&1 || { cat "$work/dpkg.log"; fail "dpkg --install failed"; }
