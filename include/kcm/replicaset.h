@@ -59,6 +59,12 @@ bool kcm_replicaset_pod_available(const struct kcm_pod *p, int32_t min_ready, ui
  * such pod). The sync is due again then. */
 int64_t kcm_replicaset_next_available_ms(struct kcm_pod *const *pods, size_t n,
                                          int32_t min_ready, uint64_t now_ms);
+/* Whether the pod a delete answered with (JSON, body[0..len)) is still
+ * there terminating, as upstream counts status.terminatingReplicas: its
+ * deletionTimestamp set with a grace period running or finalizers left,
+ * and not finished. False for a pod deleted at once, or a body that is no
+ * pod (a Status). j is scratch. */
+bool kcm_replicaset_pod_left_terminating(struct kcm_json *j, const char *body, size_t len);
 
 /* Which pods a ReplicaSet owns after adoption and release. Arrays are
  * owned by the claim (free with kcm_replicaset_claim_release); the pods
@@ -179,9 +185,11 @@ bool kcm_replicaset_status_changed(const struct kcm_replicaset *rs,
  * status would see more than there is. */
 bool kcm_replicaset_status_only_gains(const struct kcm_replicaset *rs,
                                       const struct kcm_replicaset_status *s);
-/* Whether s reports the spec met: the generation observed, and as many
- * pods, all available, as spec.replicas asks. Such a status ends a
- * rollout's step, so it is written at once, never paced. */
+/* Whether s reports the spec met: the generation observed, as many pods,
+ * all available, as spec.replicas asks, and none left terminating. Such a
+ * status ends a rollout's step, so it is written at once, never paced;
+ * while pods removed by a step are still terminating, each one gone is a
+ * count that may wait. */
 bool kcm_replicaset_status_meets_spec(const struct kcm_replicaset *rs,
                                       const struct kcm_replicaset_status *s);
 void kcm_replicaset_status_release(struct kcm_replicaset_status *s);

@@ -512,6 +512,29 @@ static void rs_status_after_deletes(void **state) {
   assert_int_equal(f->rc.rt.stats.errors, 0);
 }
 
+/* A pod the delete left terminating (its grace period running) is counted
+ * in status.terminatingReplicas by the status written after the deletes,
+ * so its deletionTimestamp arriving from the watch changes nothing more;
+ * one deleted at once (grace period 0: not scheduled, or finished) is not. */
+static void rs_status_counts_pods_left_terminating(void **state) {
+  struct fixture *f = *state;
+  const char *graceful = "{\"kind\":\"Pod\",\"metadata\":{\"name\":\"a\",\"deletionTimestamp\":"
+                         "\"2026-01-01T00:00:30Z\",\"deletionGracePeriodSeconds\":30},"
+                         "\"spec\":{\"nodeName\":\"n1\"},\"status\":{\"phase\":\"Running\"}}",
+             *at_once = "{\"kind\":\"Pod\",\"metadata\":{\"name\":\"b\",\"deletionTimestamp\":"
+                        "\"2026-01-01T00:00:00Z\",\"deletionGracePeriodSeconds\":0},"
+                        "\"spec\":{},\"status\":{\"phase\":\"Pending\"}}";
+  two_deletes_sent(f);
+  fake_writer_answer(&f->fw, fake_writer_find(&f->fw, "DELETE", "/pods/"), 200, graceful);
+  fake_writer_answer(&f->fw, fake_writer_find(&f->fw, "DELETE", "/pods/"), 200, at_once);
+  assert_non_null(status_patch(f));
+  assert_non_null(strstr(status_patch(f), "\"replicas\":1,"));
+  assert_non_null(strstr(status_patch(f), "\"terminatingReplicas\":1"));
+  fake_writer_answer(&f->fw, fake_writer_find(&f->fw, "PATCH", "/status"), 200, "{}");
+  fake_writer_events(&f->fw);
+  assert_int_equal(f->rc.rt.stats.errors, 0);
+}
+
 /* The ReplicaSet at resourceVersion rv wanting 3 pods, with `ready` of
  * them reported ready. */
 static void put_rs_reporting(struct fixture *f, int rv, int ready) {
@@ -1036,6 +1059,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(rs_status_conflict, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(rs_delete_errors, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(rs_status_after_deletes, setup_rs, teardown),
+      cmocka_unit_test_setup_teardown(rs_status_counts_pods_left_terminating, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(rs_gains_paced_until_spec_met, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(rs_failure_logged, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(rs_adoption_checks_first, setup_rs, teardown),

@@ -647,6 +647,23 @@ static void status_only_gains_may_wait(void **state) {
   assert_true(kcm_replicaset_status_only_gains(rs, &st));
   assert_true(kcm_replicaset_status_meets_spec(rs, &st)); /* but ends a step: at once */
   kcm_replicaset_status_release(&st);
+  /* The spec met with pods still terminating: each one gone may wait,
+   * the last one is written at once. */
+  {
+    struct kcm_replicaset *draining = make_rs(
+        2, NULL, 0,
+        "{\"replicas\":2,\"fullyLabeledReplicas\":2,\"readyReplicas\":2,"
+        "\"availableReplicas\":2,\"observedGeneration\":3,\"terminatingReplicas\":5}");
+    assert_int_equal(kcm_replicaset_status(draining, both, 2, 0, 0, false, NULL, NOW_MS, &st), 0);
+    st.terminating = 3;
+    assert_true(kcm_replicaset_status_changed(draining, &st));
+    assert_true(kcm_replicaset_status_only_gains(draining, &st));
+    assert_false(kcm_replicaset_status_meets_spec(draining, &st));
+    st.terminating = 0;
+    assert_true(kcm_replicaset_status_meets_spec(draining, &st));
+    kcm_replicaset_status_release(&st);
+    kcm_api_unref(&draining->o, &pool);
+  }
   /* Fewer pods: written at once. */
   assert_int_equal(kcm_replicaset_status(rs, both, 1, 0, 0, false, NULL, NOW_MS, &st), 0);
   assert_false(kcm_replicaset_status_only_gains(rs, &st));
@@ -783,8 +800,50 @@ static void pods_from_the_template(void **state) {
   kcm_api_unref(&rs->o, &pool);
 }
 
+/* What a delete's answer says of the pod: still there terminating while a
+ * grace period runs or finalizers are left, unless it finished; not when
+ * deleted at once, nor for a Status or a body that is no JSON. */
+static void deleted_pod_left_terminating(void **state) {
+  static const struct {
+    const char *body;
+    bool terminating;
+  } cases[] = {
+      {"{\"kind\":\"Pod\",\"metadata\":{\"name\":\"a\",\"deletionTimestamp\":\"2026-01-01T00:00:30Z\","
+       "\"deletionGracePeriodSeconds\":30},\"status\":{\"phase\":\"Running\"}}",
+       true},
+      {"{\"metadata\":{\"deletionGracePeriodSeconds\":0,\"finalizers\":[\"x/y\"],"
+       "\"deletionTimestamp\":\"2026-01-01T00:00:00Z\"},\"kind\":\"Pod\"}",
+       true},
+      {"{\"kind\":\"Pod\",\"metadata\":{\"deletionTimestamp\":\"2026-01-01T00:00:00Z\","
+       "\"deletionGracePeriodSeconds\":0,\"finalizers\":[]}}",
+       false},
+      {"{\"kind\":\"Pod\",\"metadata\":{\"deletionTimestamp\":\"2026-01-01T00:00:30Z\","
+       "\"deletionGracePeriodSeconds\":30},\"status\":{\"phase\":\"Succeeded\"}}",
+       false},
+      {"{\"kind\":\"Pod\",\"metadata\":{\"deletionGracePeriodSeconds\":30}}", false},
+      {"{\"kind\":\"Status\",\"status\":\"Success\",\"metadata\":{\"deletionTimestamp\":"
+       "\"x\",\"deletionGracePeriodSeconds\":30}}",
+       false},
+      {"{\"kind\":\"Pod\",\"metadata\":{\"deletionTimestamp\":\"2026-01-01T00:00:30Z\","
+       "\"deletionGracePeriodSeconds\":30",
+       false},
+      {"", false},
+  };
+  struct kcm_json j;
+  size_t i;
+  (void)state;
+  kcm_json_init(&j);
+  for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+    if (kcm_replicaset_pod_left_terminating(&j, cases[i].body, strlen(cases[i].body)) !=
+        cases[i].terminating)
+      fail_msg("case %zu: %s", i, cases[i].body);
+  assert_false(kcm_replicaset_pod_left_terminating(&j, NULL, 0));
+  kcm_json_release(&j);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(deleted_pod_left_terminating),
       cmocka_unit_test(diff_and_burst),
       cmocka_unit_test(pod_names_as_the_server_makes_them),
       cmocka_unit_test(slow_start_batches),

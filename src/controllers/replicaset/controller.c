@@ -188,6 +188,7 @@ struct rs_job {
   uint32_t manage_group; /* the creates' or deletes' */
   int32_t created;     /* successful creates */
   int32_t made;        /* creates the API server answered with the pod */
+  int32_t left_terminating; /* deleted pods the server keeps, terminating */
   struct kcm_buf pod_body; /* the pod to create, its name the name_len bytes at name_at */
   size_t name_at, name_len;
   struct pod_name *drawn; /* the names this sync's creates drew */
@@ -401,6 +402,10 @@ static void on_delete(const struct kcm_client_response *resp, void *data) {
     j->gone[call->at] = true; /* terminating or gone: no longer a replica */
   if (!resp->err) {
     c->stats.deletes++;
+    /* counted in this sync's status, so the pod's deletionTimestamp
+     * arriving from the watch changes nothing more */
+    j->left_terminating +=
+        kcm_replicaset_pod_left_terminating(&c->json, resp->body, resp->body_len);
     RECORD(j, false, "SuccessfulDelete", "Deleted pod: %s", call->pod->o.name);
   } else {
     /* It will not be observed as deleted by us. */
@@ -548,7 +553,7 @@ static void write_status(struct rs_job *j, struct kcm_pod *const *live, size_t n
   kcm_runtime_field_seen(&c->terminating, j->rs->status.terminating);
   if (c->terminating.kept > 0 ||
       (!rt->writer->dry && (j->probe = kcm_runtime_field_ask(&c->terminating))))
-    st.terminating = j->plan.claim.terminating;
+    st.terminating = j->plan.claim.terminating + j->left_terminating;
   /* Ready pods not yet available: synced again the moment the next one is,
    * or after minReadySeconds if none can be told (as upstream since 1.35). */
   if (!j->manage_failed && j->rs->min_ready_seconds > 0 && st.ready != st.available) {

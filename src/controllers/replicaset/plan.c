@@ -27,6 +27,56 @@ bool kcm_replicaset_pod_available(const struct kcm_pod *p, int32_t min_ready, ui
   return p->ready_since && (uint64_t)(p->ready_since + min_ready) * 1000 <= now_ms;
 }
 
+/* Members of the pod a delete answered with: metadata's deletion fields
+ * and finalizers, status.phase. */
+static void read_deleted(struct kcm_json *j, bool *marked, bool *stays, bool *finished) {
+  const char *s;
+  size_t n;
+  int64_t grace;
+  bool meta = kcm_json_key_is(j, "metadata");
+  if (!kcm_json_object(j)) {
+    kcm_json_skip(j);
+    return;
+  }
+  while (kcm_json_member(j)) {
+    if (meta && kcm_json_key_is(j, "deletionTimestamp") && kcm_json_string(j, &s, &n)) {
+      *marked = n > 0;
+    } else if (meta && kcm_json_key_is(j, "deletionGracePeriodSeconds") &&
+               !kcm_json_int(j, &grace)) {
+      *stays |= grace > 0;
+    } else if (meta && kcm_json_key_is(j, "finalizers") && kcm_json_array(j)) {
+      for (; kcm_json_element(j); *stays = true)
+        if (!kcm_json_skip(j))
+          return;
+    } else if (!meta && kcm_json_key_is(j, "phase") && kcm_json_string(j, &s, &n)) {
+      *finished = kcm_api_pod_phase(s) == KCM_POD_SUCCEEDED ||
+                  kcm_api_pod_phase(s) == KCM_POD_FAILED;
+    } else if (!kcm_json_skip(j)) {
+      return;
+    }
+  }
+}
+
+bool kcm_replicaset_pod_left_terminating(struct kcm_json *j, const char *body, size_t len) {
+  bool pod = false, marked = false, stays = false, finished = false;
+  const char *s;
+  size_t n;
+  if (!body)
+    return false;
+  kcm_json_start(j, body, len);
+  if (!kcm_json_object(j))
+    return false;
+  while (kcm_json_member(j)) {
+    if (kcm_json_key_is(j, "kind"))
+      pod = kcm_json_string(j, &s, &n) && !strcmp(s, "Pod");
+    else if (kcm_json_key_is(j, "metadata") || kcm_json_key_is(j, "status"))
+      read_deleted(j, &marked, &stays, &finished);
+    else if (!kcm_json_skip(j))
+      break;
+  }
+  return !j->err && pod && marked && stays && !finished;
+}
+
 int64_t kcm_replicaset_next_available_ms(struct kcm_pod *const *pods, size_t n,
                                          int32_t min_ready, uint64_t now_ms) {
   int64_t next = -1;
@@ -291,7 +341,7 @@ bool kcm_replicaset_status_only_gains(const struct kcm_replicaset *rs,
 bool kcm_replicaset_status_meets_spec(const struct kcm_replicaset *rs,
                                       const struct kcm_replicaset_status *s) {
   return s->observed_generation >= rs->o.generation && s->replicas == rs->replicas &&
-         s->available == rs->replicas;
+         s->available == rs->replicas && s->terminating <= 0;
 }
 
 int kcm_replicaset_status_patch(const struct kcm_replicaset *rs,
