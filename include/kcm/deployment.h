@@ -217,9 +217,11 @@ bool kcm_deployment_status_changed(const struct kcm_deployment *d,
                                    const struct kcm_deployment_plan *p);
 /* Whether the plan's status only reports a rollout's progress: counts
  * moved, with the same observed generation, collision count, revision
- * and conditions (but the Progressing one's lastUpdateTime), and neither
- * the cached status nor the planned one complete. Such a write may wait;
- * a departure from a complete status, or an arrival at one, may not. */
+ * and conditions (but the Progressing one's lastUpdateTime), and either
+ * neither the cached status nor the planned one complete, or both, with
+ * only fewer pods terminating, some still. Such a write may wait; a
+ * departure from a complete status, an arrival at one, or the last
+ * terminating pod gone, may not. */
 bool kcm_deployment_status_progress(const struct kcm_deployment *d,
                                     const struct kcm_deployment_plan *p);
 

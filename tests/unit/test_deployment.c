@@ -566,6 +566,34 @@ static void terminating_replicas_sum(void **state) {
   assert_int_equal(r.plan.nsteps, 0);
   done(&r);
 
+  /* Complete, and fewer old pods left terminating: a count that may wait,
+   * while the last one gone, or more terminating, may not. */
+  {
+    static const struct {
+      const char *written, *old_rs;
+      bool progress;
+    } cases[] = {
+        {",\"terminatingReplicas\":5", ",\"terminatingReplicas\":2", true},
+        {",\"terminatingReplicas\":5", ",\"terminatingReplicas\":0", false},
+        {",\"terminatingReplicas\":1", ",\"terminatingReplicas\":2", false},
+    };
+    size_t i;
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+      r = (struct run){.terminating_kept = 1};
+      steady_state(&r, cases[i].written, cases[i].old_rs, ",\"terminatingReplicas\":0");
+      plan(&r);
+      assert_true(kcm_deployment_status_changed(r.d, &r.plan));
+      if (kcm_deployment_status_progress(r.d, &r.plan) != cases[i].progress)
+        fail_msg("case %zu: progress-only should be %d", i, cases[i].progress);
+      kcm_deployment_plan_release(&r.plan);
+      r.status_wait_ms = 700;
+      plan(&r);
+      assert_int_equal(r.plan.paced_ms, cases[i].progress ? 700 : 0);
+      assert_int_equal(has_step(&r, KCM_DEPLOYMENT_STEP_STATUS) == NULL, cases[i].progress);
+      done(&r);
+    }
+  }
+
   /* A synced ReplicaSet without it: the sum is unset, and null removes it. */
   r = (struct run){.terminating_kept = 1};
   steady_state(&r, ",\"terminatingReplicas\":3", NULL, ",\"terminatingReplicas\":2");

@@ -634,8 +634,14 @@ bool kcm_deployment_status_progress(const struct kcm_deployment *d,
   if (revision_changes(d, p))
     return false;
   dp_cached_status(d, &cached);
-  return p->status.observed_generation == cached.observed_generation &&
-         p->status.collision_count == cached.collision_count &&
-         !dp_deployment_complete(d, &cached) && !dp_deployment_complete(d, &p->status) &&
-         conditions_same_but_progress_time(&p->status.conditions, &cached.conditions);
+  if (p->status.observed_generation != cached.observed_generation ||
+      p->status.collision_count != cached.collision_count ||
+      !conditions_same_but_progress_time(&p->status.conditions, &cached.conditions))
+    return false;
+  if (!dp_deployment_complete(d, &cached) && !dp_deployment_complete(d, &p->status))
+    return true;
+  /* complete, and only fewer of the old pods left terminating, some still */
+  return dp_deployment_complete(d, &cached) && dp_deployment_complete(d, &p->status) &&
+         p->status.ready == cached.ready && p->status.unavailable == cached.unavailable &&
+         p->status.terminating > 0 && p->status.terminating < cached.terminating;
 }
