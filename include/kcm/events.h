@@ -41,6 +41,7 @@ struct kcm_event_cache {
   struct kcm_map map;                   /* key -> entry (entries owned) */
   struct kcm_event_entry *head, *tail; /* most recently used first */
   size_t limit;
+  bool names; /* the logger's: each entry owns its event's name */
 };
 
 /* client-go's EventCorrelator state: spam buckets per source and object,

@@ -14,21 +14,26 @@
 #define SPAM_BURST 25.0           /* defaultSpamBurst */
 #define SPAM_REFILL_MS 300000.0   /* defaultSpamQPS: one token every 5 minutes */
 
+/* An entry of one of the three caches; each cache uses its own part. */
 struct kcm_event_entry {
   struct kcm_event_entry *prev, *next; /* most recently used first */
-  uint64_t hash;
   char *key;
-  /* spam filter */
-  double tokens;
-  uint64_t refilled_ms;
-  /* aggregator */
-  uint64_t locals[AGGREGATE_MAX];
-  size_t nlocals;
-  uint64_t seen_ms;
-  /* logger */
-  uint32_t count;
-  char first[32];
-  char name[400];
+  union {
+    struct { /* spam filter */
+      double tokens;
+      uint64_t refilled_ms;
+    } spam;
+    struct { /* aggregator */
+      uint64_t locals[AGGREGATE_MAX];
+      uint64_t seen_ms;
+      size_t n;
+    } agg;
+    struct { /* logger */
+      char *name; /* the event's, owned; NULL until first logged */
+      uint32_t count;
+      char first[32];
+    } log;
+  } u;
 };
 
 static uint64_t hash_str(const char *s) {
@@ -41,10 +46,11 @@ static bool entry_match(const void *key, const void *entry) {
 }
 static const struct kcm_map_type entry_type = {entry_hash, entry_match};
 
-static void cache_init(struct kcm_event_cache *c) {
+static void cache_init(struct kcm_event_cache *c, bool names) {
   memset(c, 0, sizeof(*c));
   kcm_map_init(&c->map, &entry_type);
   c->limit = CACHE_ENTRIES;
+  c->names = names;
 }
 
 static void unlink_entry(struct kcm_event_cache *c, struct kcm_event_entry *e) {
@@ -68,7 +74,9 @@ static void push_front(struct kcm_event_cache *c, struct kcm_event_entry *e) {
     c->tail = e;
 }
 
-static void free_entry(struct kcm_event_entry *e) {
+static void free_entry(const struct kcm_event_cache *c, struct kcm_event_entry *e) {
+  if (c->names)
+    free(e->u.log.name);
   free(e->key);
   free(e);
 }
@@ -94,7 +102,7 @@ static struct kcm_event_entry *lookup(struct kcm_event_cache *c, const char *key
     struct kcm_event_entry *old = c->tail;
     unlink_entry(c, old);
     kcm_map_remove(&c->map, old->key);
-    free_entry(old);
+    free_entry(c, old);
   }
   return e;
 }
@@ -103,16 +111,16 @@ static void cache_release(struct kcm_event_cache *c) {
   struct kcm_event_entry *e = c->head, *next;
   for (; e; e = next) {
     next = e->next;
-    free_entry(e);
+    free_entry(c, e);
   }
   kcm_map_release(&c->map);
   memset(c, 0, sizeof(*c));
 }
 
 void kcm_event_correlator_init(struct kcm_event_correlator *k) {
-  cache_init(&k->spam);
-  cache_init(&k->aggregate);
-  cache_init(&k->log);
+  cache_init(&k->spam, false);
+  cache_init(&k->aggregate, false);
+  cache_init(&k->log, true);
 }
 
 void kcm_event_correlator_release(struct kcm_event_correlator *k) {
@@ -148,17 +156,17 @@ int kcm_event_correlate(struct kcm_event_correlator *k, const struct kcm_event_f
     goto done;
   /* Aggregate: similar events (all but the message) past the threshold
    * within the interval become one "(combined from similar events)" event. */
-  if (now_ms - agg->seen_ms > AGGREGATE_INTERVAL_MS || !agg->seen_ms)
-    agg->nlocals = 0;
-  agg->seen_ms = now_ms ? now_ms : 1;
-  for (i = 0; i < agg->nlocals && agg->locals[i] != local; i++)
+  if (now_ms - agg->u.agg.seen_ms > AGGREGATE_INTERVAL_MS || !agg->u.agg.seen_ms)
+    agg->u.agg.n = 0;
+  agg->u.agg.seen_ms = now_ms ? now_ms : 1;
+  for (i = 0; i < agg->u.agg.n && agg->u.agg.locals[i] != local; i++)
     ;
-  if (i == agg->nlocals)
-    agg->locals[agg->nlocals++] = local;
-  if (agg->nlocals < AGGREGATE_MAX) {
+  if (i == agg->u.agg.n)
+    agg->u.agg.locals[agg->u.agg.n++] = local;
+  if (agg->u.agg.n < AGGREGATE_MAX) {
     cache_key = event_key;
   } else {
-    agg->nlocals--; /* keep the set below the threshold, as client-go's PopAny does */
+    agg->u.agg.n--; /* keep the set below the threshold, as client-go's PopAny does */
     out->aggregated = true;
     cache_key = agg_key;
   }
@@ -166,32 +174,33 @@ int kcm_event_correlate(struct kcm_event_correlator *k, const struct kcm_event_f
    * count, lastTimestamp and message. */
   if (!(log = lookup(&k->log, cache_key)))
     goto done;
-  if (log->count > 0) {
+  if (log->u.log.count > 0) {
     out->repeat = true;
-    out->count = log->count + 1;
-    snprintf(out->first, sizeof(out->first), "%s", log->first);
-    snprintf(out->name, sizeof(out->name), "%s", log->name);
+    out->count = log->u.log.count + 1;
+    snprintf(out->first, sizeof(out->first), "%s", log->u.log.first);
+    snprintf(out->name, sizeof(out->name), "%s", log->u.log.name);
   } else {
     out->count = 1;
     snprintf(out->first, sizeof(out->first), "%s", now);
     snprintf(out->name, sizeof(out->name), "%s.%llx", f->name, (unsigned long long)f->nanos);
+    if (!(log->u.log.name = strdup(out->name)))
+      goto done;
+    snprintf(log->u.log.first, sizeof(log->u.log.first), "%s", out->first);
   }
-  log->count = out->count;
-  snprintf(log->first, sizeof(log->first), "%s", out->first);
-  snprintf(log->name, sizeof(log->name), "%s", out->name);
+  log->u.log.count = out->count;
   /* Spam filter: a bucket of 25 per source and object, one more every 5 minutes. */
   if (!(spam_key = join(f, false, NULL)) || !(spam = lookup(&k->spam, spam_key)))
     goto done;
-  if (!spam->refilled_ms) {
-    spam->tokens = SPAM_BURST;
-    spam->refilled_ms = now_ms;
+  if (!spam->u.spam.refilled_ms) {
+    spam->u.spam.tokens = SPAM_BURST;
+    spam->u.spam.refilled_ms = now_ms;
   }
-  spam->tokens += (double)(now_ms - spam->refilled_ms) / SPAM_REFILL_MS;
-  if (spam->tokens > SPAM_BURST)
-    spam->tokens = SPAM_BURST;
-  spam->refilled_ms = now_ms;
-  if (spam->tokens >= 1.0)
-    spam->tokens -= 1.0;
+  spam->u.spam.tokens += (double)(now_ms - spam->u.spam.refilled_ms) / SPAM_REFILL_MS;
+  if (spam->u.spam.tokens > SPAM_BURST)
+    spam->u.spam.tokens = SPAM_BURST;
+  spam->u.spam.refilled_ms = now_ms;
+  if (spam->u.spam.tokens >= 1.0)
+    spam->u.spam.tokens -= 1.0;
   else
     out->skip = true;
   err = 0;
