@@ -249,6 +249,15 @@ class PodWatch(ObjectWatch):
         for t in self.workers + [self.reader]:
             t.start()
 
+    def terminating(self):
+        """How many pods are terminating (seen with a deletionTimestamp,
+        not yet deleted)."""
+        while True:
+            try:
+                return sum(1 for v in list(self.state.values()) if v == "gone")
+            except RuntimeError:  # the watch changed the dict meanwhile
+                continue
+
     @staticmethod
     def start(pod):
         """How a new pod starts: "run" (to Ready) or "pull" (stays Pending)."""
@@ -644,7 +653,11 @@ def cpu_run(args, server, ns, cm, nd, reps, pods, deploys):
                  what="the Deployments to %s" % phase)
         wall = time.monotonic() - t0
         if phase == "roll" and args.audit_log:
-            time.sleep(5)  # the last status writes, after the rollout is done
+            # The old pods' end (the kubelet removes them) and the status
+            # writes reporting it, after the rollout is done.
+            wait_for(lambda: not pods.terminating(), timeout=600, interval=1,
+                     what="the old pods to go")
+            time.sleep(5)
         stale = deploys.staleness(pods, ["d%d" % i for i in range(nd)], image)
         phases.append((phase, cm.cpu() - c0, server.cpu() - s0, wall, (a0, time.time()), stale))
     return phases
@@ -691,9 +704,11 @@ def audit_writes(path, wanted):
     (Unix times) from the program `agent` (the first word of the
     User-Agent), by verb and resource[/subresource]; and each Deployment's
     status staleness in seconds, from the last change of its pods (a pod
-    status write, or the agent's pod delete) to the agent's last write of
-    the Deployment's status, as the server completed each. One pass over
-    the log; the benchmark's pods are named after their Deployment."""
+    status write, or a pod delete that succeeded: the agent's, which
+    starts a pod terminating, or the kubelet's, which removes it and so
+    changes terminatingReplicas) to the agent's last write of the
+    Deployment's status, as the server completed each. One pass over the
+    log; the benchmark's pods are named after their Deployment."""
     counts = [{} for _ in wanted]
     changed = [{} for _ in wanted]  # Deployment -> its pods' last change
     written = [{} for _ in wanted]  # Deployment -> its status's last write
@@ -705,13 +720,16 @@ def audit_writes(path, wanted):
         res = ref.get("resource", "") + ("/" + ref["subresource"] if ref.get("subresource") else "")
         when = None
         for i, (span, who) in enumerate(wanted):
-            if agent != who and res != "pods/status":
+            pod_change = res == "pods/status" or (
+                res == "pods" and e["verb"] == "delete" and
+                e.get("responseStatus", {}).get("code") == 200)
+            if agent != who and not pod_change:
                 continue
             when = when or audit_time(e["requestReceivedTimestamp"])
             if not span[0] <= when <= span[1]:
                 continue
             name, done = ref.get("name", ""), audit_time(e["stageTimestamp"])
-            if res == "pods/status" or (res == "pods" and e["verb"] == "delete" and agent == who):
+            if pod_change:
                 changed[i][name.split("-", 1)[0]] = done
             if agent != who:
                 continue
