@@ -148,16 +148,18 @@ static const struct flag flags[] = {
      "kube-controller-manager (default 1s; longer while many move)"},
     {NULL, "deployment-status-interval", "D", DURATION, AT(deployment_status_interval_ms),
      "a Deployment status write that only reports a rollout's progress\n"
-     "(counts, neither the last status nor the new one complete) waits\n"
-     "until D after the last one; 0 writes it at once, as\n"
+     "(counts, neither the last status nor the new one complete, or\n"
+     "fewer old pods terminating once complete) waits until D after the\n"
+     "last one; 0 writes it at once, as\n"
      "kube-controller-manager (default 1s; longer while many move)"},
 
     {"ReplicaSet controller flags", "concurrent-replicaset-syncs", "N", POSITIVE,
      AT(replicaset_workers), "ReplicaSets synced at once (default 5)"},
     {NULL, "status-write-interval", "D", DURATION, AT(status_interval_ms),
      "a ReplicaSet status write that only reports more pods (created,\n"
-     "ready, available), short of its spec, waits until D after the last\n"
-     "one; 0 writes it at once, as kube-controller-manager (default 1s;\n"
+     "ready, available) or fewer terminating, short of its spec, waits\n"
+     "until D after the last one; 0 writes it at once, as\n"
+     "kube-controller-manager (default 1s;\n"
      "longer while many move)"},
     {NULL, "failed-pod-backoff", "D", DURATION, AT(failed_pod_backoff_ms),
      "when a ReplicaSet's pods keep failing, wait 1s, 2s, 4s, ... up to\n"
