@@ -185,11 +185,12 @@ bool kcm_replicaset_status_changed(const struct kcm_replicaset *rs,
  * status would see more than there is. */
 bool kcm_replicaset_status_only_gains(const struct kcm_replicaset *rs,
                                       const struct kcm_replicaset_status *s);
-/* Whether s reports the spec met: the generation observed, as many pods,
- * all available, as spec.replicas asks, and none left terminating. Such a
- * status ends a rollout's step, so it is written at once, never paced;
- * while pods removed by a step are still terminating, each one gone is a
- * count that may wait. */
+/* Whether s reports the spec met: the generation observed and as many
+ * pods, all available, as spec.replicas asks, where the written status did
+ * not, or with none left terminating. Such a status ends a rollout's step,
+ * so it is written at once, never paced; once the spec is met, while pods
+ * a step removed are still terminating, each one gone is a count that may
+ * wait. */
 bool kcm_replicaset_status_meets_spec(const struct kcm_replicaset *rs,
                                       const struct kcm_replicaset_status *s);
 void kcm_replicaset_status_release(struct kcm_replicaset_status *s);

@@ -664,6 +664,21 @@ static void status_only_gains_may_wait(void **state) {
     kcm_replicaset_status_release(&st);
     kcm_api_unref(&draining->o, &pool);
   }
+  /* The spec reached (one more available) while a pod is terminating: a
+   * step's end, written at once. */
+  {
+    struct kcm_replicaset *replacing = make_rs(
+        2, NULL, 0,
+        "{\"replicas\":2,\"fullyLabeledReplicas\":2,\"readyReplicas\":1,"
+        "\"availableReplicas\":1,\"observedGeneration\":3,\"terminatingReplicas\":1}");
+    assert_int_equal(kcm_replicaset_status(replacing, both, 2, 0, 0, false, NULL, NOW_MS, &st),
+                     0);
+    st.terminating = 1;
+    assert_true(kcm_replicaset_status_only_gains(replacing, &st));
+    assert_true(kcm_replicaset_status_meets_spec(replacing, &st));
+    kcm_replicaset_status_release(&st);
+    kcm_api_unref(&replacing->o, &pool);
+  }
   /* Fewer pods: written at once. */
   assert_int_equal(kcm_replicaset_status(rs, both, 1, 0, 0, false, NULL, NOW_MS, &st), 0);
   assert_false(kcm_replicaset_status_only_gains(rs, &st));

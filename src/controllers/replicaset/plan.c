@@ -42,8 +42,8 @@ static void read_deleted(struct kcm_json *j, bool *marked, bool *stays, bool *fi
     if (meta && kcm_json_key_is(j, "deletionTimestamp") && kcm_json_string(j, &s, &n)) {
       *marked = n > 0;
     } else if (meta && kcm_json_key_is(j, "deletionGracePeriodSeconds") &&
-               !kcm_json_int(j, &grace)) {
-      *stays |= grace > 0;
+               kcm_json_peek(j) == KCM_JSON_NUMBER) {
+      *stays |= !kcm_json_int(j, &grace) && grace > 0; /* a number is read either way */
     } else if (meta && kcm_json_key_is(j, "finalizers") && kcm_json_array(j)) {
       for (; kcm_json_element(j); *stays = true)
         if (!kcm_json_skip(j))
@@ -338,10 +338,20 @@ bool kcm_replicaset_status_only_gains(const struct kcm_replicaset *rs,
          s->ready >= rs->status.ready && s->available >= rs->status.available;
 }
 
+/* The generation observed, and as many pods as the spec asks, all available. */
+static bool counts_met(const struct kcm_replicaset *rs, int64_t observed, int32_t replicas,
+                       int32_t available) {
+  return observed >= rs->o.generation && replicas == rs->replicas && available == rs->replicas;
+}
+
 bool kcm_replicaset_status_meets_spec(const struct kcm_replicaset *rs,
                                       const struct kcm_replicaset_status *s) {
-  return s->observed_generation >= rs->o.generation && s->replicas == rs->replicas &&
-         s->available == rs->replicas && s->terminating <= 0;
+  if (!counts_met(rs, s->observed_generation, s->replicas, s->available))
+    return false;
+  /* met now: a step's end, unless it was met already and only pods are
+   * still going away */
+  return s->terminating <= 0 || !counts_met(rs, rs->status.observed_generation,
+                                             rs->status.replicas, rs->status.available);
 }
 
 int kcm_replicaset_status_patch(const struct kcm_replicaset *rs,
