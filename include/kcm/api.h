@@ -67,6 +67,16 @@ struct kcm_object {
   struct kcm_object *ns_prev, *ns_next, *own_prev, *own_next;
 };
 
+/* The most bytes of one object's JSON kcm reads (a watch event, a list
+ * item, an answer). What kube-apiserver stores is bounded by etcd's request
+ * limit (--max-request-bytes, 1.5 MiB by default) and its own 3 MiB on a
+ * request body, but what it serves can be larger: as JSON, a stored byte
+ * can take six ("\u003c" for '<', "\u0001" for a control byte), and it
+ * adds managedFields. 64 MiB holds an object at etcd's limit raised to
+ * 10 MiB; it only bounds what a broken or hostile server could make kcm
+ * buffer. */
+#define KCM_API_OBJECT_MAX (64u << 20)
+
 /* The longest object name: a DNS-1123 subdomain. */
 #define KCM_API_NAME_MAX 253
 

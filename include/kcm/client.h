@@ -147,7 +147,7 @@ struct kcm_client_request_options {
   const char *accept;       /* the Accept header; default application/json */
   long timeout_ms;          /* whole-request limit; 0: 60 s (30 min when streaming) */
   long idle_timeout_ms;     /* fail if no byte arrives for this long; 0: no limit */
-  size_t max_body;          /* cap on a buffered response (default 16 MiB) */
+  size_t max_body;          /* cap on a buffered response (default KCM_API_OBJECT_MAX) */
   kcm_client_chunk_cb on_chunk; /* if set the body is streamed, not buffered */
   bool watch;               /* a watch: left out of the latency histogram */
   kcm_client_done_cb done;  /* always called exactly once, on the loop */

@@ -25,8 +25,14 @@
  *     without failures); a 410 on a watch relists at the last version;
  *   - a relist removes objects that vanished meanwhile (their deletion is
  *     reported with final_state_unknown);
- *   - malformed objects and events are logged with kind, namespace and
- *     name where known, counted, and skipped.
+ *   - an object the cache cannot read (kube-apiserver served it, so this
+ *     is rare: a field kcm relies on with a type it does not expect) is
+ *     counted (stats.unreadable), logged once while it stays unreadable,
+ *     and its last readable copy is kept: it is never reported deleted for
+ *     being unreadable, a relist keeps it, and an update after it is not
+ *     successive (kcm_informer_successive). A DELETED event is applied
+ *     whenever its object's namespace and name can be read. Events that
+ *     are not events at all are logged, counted and skipped.
  *
  * Handlers run on the loop, in order of registration, for every change
  * after the change is in the cache. Objects passed to handlers are
@@ -62,7 +68,8 @@ struct kcm_informer_options {
   enum kcm_kind kind;
   const char *namespace;       /* NULL: all namespaces */
   uint32_t page_size;          /* default 500 */
-  size_t max_event_bytes;      /* cap on a watch event or a list item; default 3 MiB */
+  size_t max_event_bytes;      /* cap on a watch event or a list item; default
+                                  KCM_API_OBJECT_MAX */
   uint64_t resync_ms;          /* periodic resync; 0 disables */
   uint32_t backoff_initial_ms; /* default 800 */
   uint32_t backoff_max_ms;     /* default 30000 */
@@ -81,6 +88,7 @@ struct kcm_informer_stats {
   uint64_t events;        /* watch events applied */
   uint64_t bookmarks;
   uint64_t decode_errors; /* objects or events skipped as malformed */
+  uint64_t unreadable;    /* of them, objects whose last readable copy was kept */
   uint64_t filtered;      /* objects read and dropped: of a namespace not kept */
   uint64_t failures;      /* failed lists and watches */
 };
@@ -104,6 +112,11 @@ struct kcm_informer {
   uint32_t nhandlers;
   struct kcm_map objects;  /* (namespace, name) -> struct kcm_object */
   struct kcm_map behind;   /* (namespace, name) -> versions written, not yet cached */
+  struct kcm_map unreadable; /* (namespace, name) of the objects whose latest version
+                              * could not be read: their cached copy is older */
+  bool blind;              /* a change of an object of no readable name was skipped
+                            * since the last list: any cached copy may be older */
+  bool successive;         /* the update being delivered follows its cached copy */
   struct kcm_map by_ns;    /* namespace -> bucket */
   struct kcm_map by_owner; /* controller uid -> bucket */
   struct kcm_informer_stats stats;
@@ -136,6 +149,8 @@ struct kcm_informer {
   char *cont;
   struct kcm_object **pending;
   size_t npending, cap_pending;
+  struct kcm_map list_unreadable; /* its objects that could not be read, as `unreadable` */
+  bool list_blind;        /* it had an unreadable item of no readable name */
   /* the watch in flight */
   struct kcm_client_request *req;
   void *framer;           /* struct kcm_framer, internal */
@@ -205,6 +220,16 @@ size_t kcm_informer_len(const struct kcm_informer *inf);
 #define KCM_INFORMER_BEHIND_TTL_MS 60000
 void kcm_informer_written(struct kcm_informer *inf, const char *ns, const char *name,
                           uint64_t rv);
+/* Called from a handler's `updated`: whether this update is a watch event
+ * that follows the cached copy directly (nothing between them the cache
+ * could not read), so that what differs between them is what one write
+ * changed. False for a relist, a streamed list's objects, a resync, and a
+ * copy kept while newer versions were unreadable. The object may still
+ * have been deleted and created again under its name: compare uids. */
+bool kcm_informer_successive(const struct kcm_informer *inf);
+/* Objects held at most in `unreadable`; past it the informer is blind. */
+#define KCM_INFORMER_UNREADABLE_MAX 4096
+
 /* Whether o, an object of this cache, is older than a version written to it. */
 bool kcm_informer_behind(struct kcm_informer *inf, const struct kcm_object *o);
 /* Whether the cache has seen resourceVersion rv of its kind: its last list,

@@ -12,6 +12,9 @@
  * The reader checks the JSON grammar of everything it passes, skipped
  * values included, and stops at the first error: j->err then holds a static
  * description and j->err_at its byte offset, and every later call fails.
+ * It takes any depth of nesting (kube-apiserver stores 10,000 levels in a
+ * managedFields entry), without recursion: skipping a value costs its
+ * length in time and its depth in bytes.
  *
  *   kcm_json_start(&j, text, len);
  *   if (kcm_json_object(&j))
@@ -31,6 +34,37 @@
 
 #include "kcm/buf.h"
 
+/* The open containers of a reader: a stack of '{' and '[' with no depth
+ * limit but memory (a level costs a byte of input, so it never holds more
+ * than the text has bytes). The first levels live inline; deeper ones in
+ * `high`, grown as needed and kept for reuse. */
+#define KCM_JSON_NEST_INLINE 64
+struct kcm_json_nest {
+  uint8_t low[KCM_JSON_NEST_INLINE];
+  uint8_t *high; /* owned: levels from KCM_JSON_NEST_INLINE on */
+  size_t cap;    /* of high */
+  size_t depth;
+};
+
+/* Push c ('{' or '['): 0, or KCM_ENOMEM with nothing pushed. */
+int kcm_json_nest_grow(struct kcm_json_nest *n, uint8_t c);
+static inline int kcm_json_nest_push(struct kcm_json_nest *n, uint8_t c) {
+  if (n->depth < KCM_JSON_NEST_INLINE) {
+    n->low[n->depth++] = c;
+    return 0;
+  }
+  return kcm_json_nest_grow(n, c);
+}
+/* The innermost open container ('{' or '['); 0 when none is open. */
+static inline uint8_t kcm_json_nest_top(const struct kcm_json_nest *n) {
+  size_t d = n->depth;
+  if (!d)
+    return 0;
+  return d <= KCM_JSON_NEST_INLINE ? n->low[d - 1] : n->high[d - 1 - KCM_JSON_NEST_INLINE];
+}
+/* Free the deep levels' memory; the stack is empty. */
+void kcm_json_nest_release(struct kcm_json_nest *n);
+
 enum kcm_json_type {
   KCM_JSON_NONE, /* end of input or an error */
   KCM_JSON_OBJECT,
@@ -49,12 +83,9 @@ struct kcm_json {
                                   in `keys` when it had escapes); not NUL-terminated */
   size_t keylen;
   struct kcm_buf keys, strs;   /* owned scratch for names and string values */
-  uint8_t nest[64];            /* open containers: '{' or '[' */
-  unsigned depth;
+  struct kcm_json_nest nest;   /* open containers, any depth */
   bool first;                  /* no member or element read yet in the open container */
 };
-
-#define KCM_JSON_MAX_DEPTH 64
 
 void kcm_json_init(struct kcm_json *j);
 /* Point the cursor at text[0..len); keeps the scratch memory. */
@@ -107,5 +138,20 @@ bool kcm_json_find(struct kcm_json *j, const char *const *path);
  * member. False when absent. */
 bool kcm_json_member_span(struct kcm_json *j, const char *const *parent, const char *key,
                           size_t *from, size_t *to);
+
+/* --- json-c trees --------------------------------------------------------------------- */
+
+struct json_object;
+
+/* A json-c tree of text[0..len), whatever its depth: json-c's tokener
+ * refuses what nests deeper than it was made for (32 levels by default),
+ * so it is made for the depth the text has. Caller frees with
+ * json_object_put(); NULL for text that is not one JSON value, or out of
+ * memory. For any text kcm did not write itself: a server's answer, an
+ * object's parts. */
+struct json_object *kcm_json_tree(const char *text, size_t len);
+/* The deepest nesting of arrays and objects in text[0..len) (strings
+ * skipped; the grammar is not checked). */
+size_t kcm_json_deepest(const char *text, size_t len);
 
 #endif

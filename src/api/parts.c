@@ -428,8 +428,8 @@ bool kcm_api_template_equal(const char *a, const char *b) {
   if (equal_as_text(a, b))
     return true;
   /* Else compare as upstream does (an empty label map counts as none). */
-  ta = json_tokener_parse(a);
-  tb = json_tokener_parse(b);
+  ta = kcm_json_tree(a, strlen(a));
+  tb = kcm_json_tree(b, strlen(b));
   if (ta && tb && !canonical_without_hash(ta, &ba) && !canonical_without_hash(tb, &bb))
     equal = ba.len == bb.len && memcmp(ba.data, bb.data, ba.len) == 0;
   kcm_buf_release(&ba);
@@ -442,7 +442,7 @@ bool kcm_api_template_equal(const char *a, const char *b) {
 /* --- answers from the API server ----------------------------------------------------- */
 
 const char *kcm_api_recheck(const char *body, const struct kcm_uid *uid) {
-  struct json_object *doc = json_tokener_parse(body), *meta, *v;
+  struct json_object *doc = kcm_json_tree(body, strlen(body)), *meta, *v;
   struct kcm_uid got;
   const char *why = NULL;
 

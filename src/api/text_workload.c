@@ -287,7 +287,6 @@ static int spec_parts(struct tctx *t, struct kcm_object *o, const struct parts *
                       struct kcm_api_memo *memo) {
   static const char *const root[] = {NULL};
   struct kcm_buf b = KCM_BUF_INIT(w->selector_len + w->tmpl_len + 64);
-  struct json_tokener *tok;
   struct json_object *spec;
   const char *canonical = NULL;
   uint64_t hash = 0, key = 0;
@@ -322,19 +321,15 @@ static int spec_parts(struct tctx *t, struct kcm_object *o, const struct parts *
   }
   if (!rc && kcm_buf_append(&b, "}", 1))
     rc = KCM_ENOMEM;
-  if (!rc && !(tok = json_tokener_new_ex(KCM_JSON_MAX_DEPTH)))
-    rc = KCM_ENOMEM;
   if (rc) {
     kcm_buf_release(&b);
     return rc;
   }
-  spec = json_tokener_parse_ex(tok, b.data, (int)(b.len > INT32_MAX ? INT32_MAX : b.len));
-  if (!spec || json_tokener_get_parse_end(tok) != b.len)
-    rc = bad(t, "(json)", json_tokener_error_desc(json_tokener_get_error(tok)));
+  if (!(spec = kcm_json_tree(b.data, b.len)))
+    rc = bad(t, "(json)", "spec.selector or spec.template is not valid JSON");
   else
     rc = kcm_api_decode_spec_parts(o, spec, t->pool, canonical, key, t->err);
   json_object_put(spec);
-  json_tokener_free(tok);
   kcm_buf_release(&b);
   if (memo && w->tmpl && w->tmpl_object) {
     if (canonical)

@@ -11,6 +11,7 @@
 
 #include "../api/internal.h"
 #include "kcm/error.h"
+#include "kcm/json.h"
 #include "kcm/log.h"
 
 #define MAX_CACHED 4096
@@ -286,14 +287,10 @@ static const char *string_at(struct json_object *o, const char *k) {
 /* Read a TokenReview's status into e. Returns 0, or -1 for an answer that
  * is not one. */
 static int read_token_review(struct entry *e, const char *body, size_t len) {
-  struct json_object *doc = NULL, *status, *user, *v, *groups;
-  struct json_tokener *tok = json_tokener_new();
+  struct json_object *doc = kcm_json_tree(body, len), *status, *user, *v, *groups;
   const char **list = NULL, *name;
   int rc = -1;
   size_t i, n;
-  if (tok)
-    doc = json_tokener_parse_ex(tok, body, len > INT32_MAX ? INT32_MAX : (int)len);
-  json_tokener_free(tok);
   if (!doc || !json_object_object_get_ex(doc, "status", &status) ||
       !json_object_is_type(status, json_type_object))
     goto out;
@@ -483,7 +480,7 @@ static char *review_doc(const struct check *x) {
     json_object_array_add(groups, json_object_new_string(*g));
   json_object_object_add(spec, "groups", groups);
   groups = NULL;
-  if (x->user.extra && (extra = json_tokener_parse(x->user.extra)))
+  if (x->user.extra && (extra = kcm_json_tree(x->user.extra, strlen(x->user.extra))))
     json_object_object_add(spec, "extra", extra);
   if (*x->user.uid)
     json_object_object_add(spec, "uid", json_object_new_string(x->user.uid));
@@ -506,13 +503,9 @@ static void review_answer(struct check *x, const struct entry *e) {
 }
 
 static int read_access_review(struct entry *e, const char *body, size_t len) {
-  struct json_object *doc = NULL, *status, *v;
-  struct json_tokener *tok = json_tokener_new();
+  struct json_object *doc = kcm_json_tree(body, len), *status, *v;
   const char *reason;
   int rc = -1;
-  if (tok)
-    doc = json_tokener_parse_ex(tok, body, len > INT32_MAX ? INT32_MAX : (int)len);
-  json_tokener_free(tok);
   if (doc && json_object_object_get_ex(doc, "status", &status) &&
       json_object_is_type(status, json_type_object)) {
     e->yes = json_object_object_get_ex(status, "allowed", &v) &&

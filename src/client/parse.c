@@ -14,6 +14,7 @@
 #include "internal.h"
 #include "kcm/api.h"
 #include "kcm/error.h"
+#include "kcm/json.h"
 #include "kcm/pb.h"
 
 static bool blank(char c) { return c == ' ' || c == '\t'; }
@@ -304,7 +305,6 @@ static char *protobuf_message(const char *body, size_t len) {
 }
 
 char *kcm_client_error_message(const char *body, size_t len) {
-  struct json_tokener *tok;
   struct json_object *obj, *msg;
   char *out = NULL;
   size_t i, n;
@@ -313,10 +313,7 @@ char *kcm_client_error_message(const char *body, size_t len) {
     return strdup("");
   if ((out = protobuf_message(body, len)))
     return out;
-  tok = json_tokener_new();
-  obj = tok ? json_tokener_parse_ex(tok, body, (int)(len > INT32_MAX ? INT32_MAX : len)) : NULL;
-  if (tok)
-    json_tokener_free(tok);
+  obj = kcm_json_tree(body, len);
   if (obj && json_object_object_get_ex(obj, "message", &msg) &&
       json_object_is_type(msg, json_type_string))
     out = strdup(json_object_get_string(msg));

@@ -3,6 +3,7 @@
 
 #include "kcm/client.h"
 #include "kcm/error.h"
+#include "kcm/json.h"
 #include "kcm/log.h"
 #include "kcm/ratelimit.h"
 
@@ -47,7 +48,7 @@ static void on_version(const struct kcm_client_response *resp, void *data) {
     uv_timer_start(&r->retry, on_retry, wait, 0);
     return;
   }
-  obj = json_tokener_parse(resp->body);
+  obj = kcm_json_tree(resp->body, strlen(resp->body));
   kcm_info("connected to the API server server=\"%s\" version=\"%s\"", r->server,
            obj && json_object_object_get_ex(obj, "gitVersion", &ver)
                ? json_object_get_string(ver)

@@ -21,7 +21,6 @@
 #include "kcm/log.h"
 #include "kcm/version.h"
 
-#define DEFAULT_MAX_BODY (16u << 20)
 #define MAX_RETRIES 10
 #define DEFAULT_TIMEOUT_MS 60000L
 #define STREAM_TIMEOUT_MS (30L * 60 * 1000)
@@ -456,7 +455,7 @@ int kcm_client_request(struct kcm_client *c, const struct kcm_client_request_opt
   r->created = uv_now(c->loop);
   r->deadline = r->created + o->delay_ms + (uint64_t)timeout_ms;
   snprintf(r->method, sizeof(r->method), "%s", o->method);
-  kcm_buf_init(&r->resp, o->max_body ? o->max_body : DEFAULT_MAX_BODY);
+  kcm_buf_init(&r->resp, o->max_body ? o->max_body : KCM_API_OBJECT_MAX);
   r->easy = kcm_client_easy_take(c);
   if (!r->easy || request_options(r, o) != 0) {
     free_request(r);

@@ -6,7 +6,8 @@
  * watch (to relist on 410).
  * A protobuf watch (pods, when asked for) holds one WatchEvent message per
  * frame instead of a JSON line, its object in the protobuf envelope.
- * Malformed events are logged, counted and skipped.
+ * Events that are not events are logged, counted and skipped; an object
+ * that cannot be read keeps its last copy (kcm_informer_unreadable).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 #include <json-c/json.h>
 
 #include "internal.h"
+#include "kcm/json.h"
 #include "kcm/log.h"
 #include "kcm/pb.h"
 
@@ -34,13 +36,10 @@ static int watch_stopped(struct kcm_informer *inf, int64_t c, const char *m) {
 }
 
 static int watch_error(struct kcm_informer *inf, const char *text, size_t len) {
-  struct json_tokener *tok = json_tokener_new();
-  struct json_object *obj = tok ? json_tokener_parse_ex(tok, text, (int)len) : NULL, *code, *msg;
+  struct json_object *obj = kcm_json_tree(text, len), *code, *msg;
   const char *m = "";
   int64_t c = 0;
   int rc;
-  if (tok)
-    json_tokener_free(tok);
   /* A Status code is an integer (json-c would also read "410" or 410.9). */
   if (json_object_object_get_ex(obj, "code", &code) && json_object_is_type(code, json_type_int))
     c = json_object_get_int64(code);
@@ -145,6 +144,10 @@ static void read_bookmark(struct kcm_informer *inf, const char *obj, size_t len,
 
 static void malformed_event(struct kcm_informer *inf, const char *why) {
   inf->stats.decode_errors++;
+  if (inf->streaming)
+    inf->list_blind = true; /* whose change it was cannot be told */
+  else
+    inf->blind = true;
   kcm_error("skipping a malformed watch event kind=\"%s\" problem=\"%s\"",
             kcm_api_kind_name(inf->opts.kind), why);
 }
@@ -212,9 +215,14 @@ static int apply_event(struct kcm_informer *inf, const char *type, const char *o
   } else if (is_change(type)) {
     inf->watch_events++;
     inf->stats.events++;
-    if (!decoded)
-      o = inf->watch_proto ? kcm_informer_decode_proto(inf, obj, objlen, false, "watch")
-                           : kcm_informer_decode(inf, obj, objlen, "watch");
+    if (!decoded) {
+      struct kcm_informer_bad bad;
+      o = inf->watch_proto ? kcm_informer_decode_proto(inf, obj, objlen, false, &bad)
+                           : kcm_informer_decode(inf, obj, objlen, &bad);
+      if (!o)
+        kcm_informer_unreadable(inf, &bad, inf->streaming ? "stream" : "watch", inf->streaming,
+                                !strcmp(type, "DELETED"));
+    }
     if (o && !kept(inf, o, type))
       o = NULL;
     if (o && inf->streaming) {
@@ -234,7 +242,12 @@ static int apply_event(struct kcm_informer *inf, const char *type, const char *o
         kcm_informer_delete(inf, o->ns, o->name, o, false);
         kcm_api_unref(o, inf->pool);
       } else {
+        /* what this event changed is what differs from the cached copy,
+         * unless a change in between could not be read */
+        inf->successive =
+            !inf->blind && !kcm_informer_keys_has(&inf->unreadable, o->ns, o->name);
         kcm_informer_upsert(inf, o);
+        inf->successive = false;
       }
     }
   } else {

@@ -19,7 +19,6 @@
 #include "kcm/pb.h"
 
 #define DEFAULT_PAGE 500
-#define DEFAULT_EVENT_BYTES (3u << 20)
 #define SHORT_WATCH_MS 1000
 
 /* --- paths ----------------------------------------------------------------------------- */
@@ -51,19 +50,14 @@ static void meta_string(const char *text, size_t len, const char *key, char *out
 }
 
 struct kcm_object *kcm_informer_decode(struct kcm_informer *inf, const char *text, size_t len,
-                                       const char *where) {
+                                       struct kcm_informer_bad *bad) {
   struct kcm_object *o = NULL;
-  struct kcm_api_error e;
-  char ns[64], name[256];
   int err = kcm_api_decode_text(inf->opts.kind, text, len, &inf->item, &inf->memo, inf->pool,
-                                &o, &e);
+                                &o, &bad->e);
   if (err) {
     inf->stats.decode_errors++;
-    meta_string(text, len, "namespace", ns, sizeof(ns));
-    meta_string(text, len, "name", name, sizeof(name));
-    kcm_error("skipping a malformed object kind=\"%s\" namespace=\"%s\" name=\"%s\" in=\"%s\" "
-              "field=\"%s\" problem=\"%s\"", kcm_api_kind_name(inf->opts.kind), ns, name, where,
-              e.field, e.problem);
+    meta_string(text, len, "namespace", bad->ns, sizeof(bad->ns));
+    meta_string(text, len, "name", bad->name, sizeof(bad->name));
     return NULL;
   }
   return o;
@@ -84,28 +78,64 @@ static void pb_meta_string(const void *msg, size_t len, uint32_t field, char *ou
 }
 
 struct kcm_object *kcm_informer_decode_proto(struct kcm_informer *inf, const void *msg,
-                                             size_t len, bool bare, const char *where) {
+                                             size_t len, bool bare, struct kcm_informer_bad *bad) {
   struct kcm_object *o = NULL;
-  struct kcm_api_error e;
-  char ns[64], name[256];
   const uint8_t *kind, *raw = msg;
   size_t kind_len, raw_len = len;
   const char *why;
-  int err = bare ? kcm_api_decode_pod_proto(msg, len, inf->pool, &o, &e)
-                 : kcm_api_decode_proto(inf->opts.kind, msg, len, inf->pool, &o, &e);
+  int err = bare ? kcm_api_decode_pod_proto(msg, len, inf->pool, &o, &bad->e)
+                 : kcm_api_decode_proto(inf->opts.kind, msg, len, inf->pool, &o, &bad->e);
   if (err) {
     inf->stats.decode_errors++;
     if (!bare && !kcm_pb_unwrap(msg, len, &kind, &kind_len, &raw, &raw_len, &why))
       raw_len = 0;
-    pb_meta_string(raw, raw_len, 3, ns, sizeof(ns));
-    pb_meta_string(raw, raw_len, 1, name, sizeof(name));
-    kcm_error("skipping a malformed object kind=\"%s\" namespace=\"%s\" name=\"%s\" in=\"%s\" "
-              "field=\"%s\" problem=\"%s\"", kcm_api_kind_name(inf->opts.kind), ns, name, where,
-              e.field, e.problem);
+    pb_meta_string(raw, raw_len, 3, bad->ns, sizeof(bad->ns));
+    pb_meta_string(raw, raw_len, 1, bad->name, sizeof(bad->name));
     return NULL;
   }
   return o;
 }
+
+void kcm_informer_unreadable(struct kcm_informer *inf, const struct kcm_informer_bad *bad,
+                             const char *where, bool in_list, bool deleted) {
+  struct kcm_map *set = in_list ? &inf->list_unreadable : &inf->unreadable;
+  bool named = bad->name[0] != '\0', fresh = true;
+  int added = 0;
+
+  inf->stats.unreadable++;
+  if (named && inf->keep && !inf->keep(inf->keep_ctx, bad->ns, strlen(bad->ns)))
+    return; /* of a namespace not kept: nothing to keep */
+  if (deleted && named) {
+    /* Gone, whatever its last state: that is known. */
+    if (in_list)
+      kcm_informer_gather_gone(inf, bad->ns, bad->name);
+    else
+      kcm_informer_delete(inf, bad->ns, bad->name, NULL, false);
+    return;
+  }
+  if (deleted)
+    return;
+  if (named && set->len < KCM_INFORMER_UNREADABLE_MAX) {
+    fresh = !kcm_informer_keys_has(&inf->unreadable, bad->ns, bad->name);
+    added = kcm_informer_keys_add(set, bad->ns, bad->name);
+    fresh = fresh && added == 1;
+  }
+  if (added < 0 || !named || set->len >= KCM_INFORMER_UNREADABLE_MAX) {
+    /* Which copy is old cannot be told: all may be. */
+    fresh = in_list ? !inf->list_blind : !inf->blind;
+    if (in_list)
+      inf->list_blind = true;
+    else
+      inf->blind = true;
+  }
+  if (fresh)
+    kcm_error("cannot read an object; keeping its last copy kind=\"%s\" namespace=\"%s\" "
+              "name=\"%s\" in=\"%s\" field=\"%s\" problem=\"%s\"",
+              kcm_api_kind_name(inf->opts.kind), bad->ns, bad->name, where, bad->e.field,
+              bad->e.problem);
+}
+
+bool kcm_informer_successive(const struct kcm_informer *inf) { return inf->successive; }
 
 bool kcm_informer_is_proto(const char *content_type) {
   static const char media[] = "application/vnd.kubernetes.protobuf";
@@ -332,7 +362,7 @@ int kcm_informer_init(struct kcm_informer *inf, uv_loop_t *loop, struct kcm_clie
   if (!inf->opts.page_size)
     inf->opts.page_size = DEFAULT_PAGE;
   if (!inf->opts.max_event_bytes)
-    inf->opts.max_event_bytes = DEFAULT_EVENT_BYTES;
+    inf->opts.max_event_bytes = KCM_API_OBJECT_MAX;
   if (!inf->opts.backoff_initial_ms)
     inf->opts.backoff_initial_ms = 800;
   if (!inf->opts.backoff_max_ms)

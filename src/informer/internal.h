@@ -34,13 +34,26 @@ void kcm_informer_start_watch(struct kcm_informer *inf);
 void kcm_informer_start_stream(struct kcm_informer *inf);
 /* Append name=value, the value percent-encoded. */
 int kcm_informer_query_param(struct kcm_buf *b, const char *name, const char *value);
-/* Decode one object from its text; log and count it when malformed (NULL). */
+/* An object that could not be decoded: its namespace and name as far as
+ * they could be read ("" otherwise), and why. */
+struct kcm_informer_bad {
+  char ns[64], name[KCM_API_NAME_MAX + 1];
+  struct kcm_api_error e;
+};
+/* Decode one object from its text; NULL when it cannot be read, *bad then
+ * saying what and why (counted; logged by kcm_informer_unreadable). */
 struct kcm_object *kcm_informer_decode(struct kcm_informer *inf, const char *text, size_t len,
-                                       const char *where);
+                                       struct kcm_informer_bad *bad);
 /* The same for an object in protobuf: a bare Pod message (a list's item)
  * or one in its envelope (a watch event's). */
 struct kcm_object *kcm_informer_decode_proto(struct kcm_informer *inf, const void *msg,
-                                             size_t len, bool bare, const char *where);
+                                             size_t len, bool bare, struct kcm_informer_bad *bad);
+/* An object read `where` ("list", "watch") could not be read: keep its
+ * last copy. In a list being assembled it is recorded there; else (a
+ * watch event, `deleted` for DELETED) it is marked unreadable, or deleted.
+ * Logs once per object while it stays unreadable. */
+void kcm_informer_unreadable(struct kcm_informer *inf, const struct kcm_informer_bad *bad,
+                             const char *where, bool in_list, bool deleted);
 /* Is this Content-Type protobuf? And the Accept header to send. */
 bool kcm_informer_is_proto(const char *content_type);
 const char *kcm_informer_accept(const struct kcm_informer *inf);
@@ -59,6 +72,8 @@ void kcm_informer_list_release(struct kcm_informer *inf);
 void kcm_informer_start_list(struct kcm_informer *inf);
 /* A streamed list's object (taking over the reference), or its deletion. */
 int kcm_informer_gather(struct kcm_informer *inf, struct kcm_object *o, bool deleted);
+/* A streamed list's object ns/name is gone. */
+void kcm_informer_gather_gone(struct kcm_informer *inf, const char *ns, const char *name);
 /* The initial-events-end bookmark: the objects gathered replace the cache;
  * the stream goes on as the watch. */
 void kcm_informer_stream_done(struct kcm_informer *inf);
@@ -66,7 +81,7 @@ void kcm_informer_stream_done(struct kcm_informer *inf);
  * reason, at_once whether it ended in under a second with no events. */
 void kcm_informer_stream_ended(struct kcm_informer *inf, const struct kcm_client_response *resp,
                                int reason, bool at_once);
-/* Drop the objects of the list being assembled. */
+/* Drop the objects of the list being assembled, and what it could not read. */
 void kcm_informer_drop_pending(struct kcm_informer *inf);
 
 /* --- event.c ----------------------------------------------------------------------------- */
@@ -86,8 +101,17 @@ void kcm_informer_upsert(struct kcm_informer *inf, struct kcm_object *o);
 void kcm_informer_delete(struct kcm_informer *inf, const char *ns, const char *name,
                          struct kcm_object *final, bool unknown);
 /* Apply a full list objs[0..n) (taking over their references): upsert
- * everything in it, delete what it lacks. */
+ * everything in it, delete what it lacks but list_unreadable names (all
+ * of it with list_blind), which becomes the set of unreadable objects. */
 void kcm_informer_replace(struct kcm_informer *inf, struct kcm_object **objs, size_t n);
+/* The set of objects by (namespace, name) that `unreadable` and
+ * `list_unreadable` are. Adding returns 1 when added, 0 when already
+ * there, KCM_ENOMEM. */
+void kcm_informer_keys_init(struct kcm_map *m);
+int kcm_informer_keys_add(struct kcm_map *m, const char *ns, const char *name);
+bool kcm_informer_keys_has(const struct kcm_map *m, const char *ns, const char *name);
+void kcm_informer_keys_remove(struct kcm_map *m, const char *ns, const char *name);
+void kcm_informer_keys_clear(struct kcm_map *m);
 /* The resync timer's callback: every cached object to the handlers. */
 void kcm_informer_resync(uv_timer_t *t);
 

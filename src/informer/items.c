@@ -39,13 +39,19 @@ void kcm_items_init(struct kcm_items *s, size_t max_bytes, kcm_items_cb cb, void
   s->first = true;
 }
 
-void kcm_items_release(struct kcm_items *s) { kcm_buf_release(&s->part); }
+void kcm_items_release(struct kcm_items *s) {
+  kcm_buf_release(&s->part);
+  kcm_json_nest_release(&s->nest);
+}
 
 void kcm_items_reset(struct kcm_items *s) {
   struct kcm_buf part = s->part;
+  struct kcm_json_nest nest = s->nest;
   kcm_items_init(s, s->max_bytes, s->cb, s->data);
   s->part = part;
   kcm_buf_reset(&s->part);
+  s->nest = nest; /* its deep levels' memory, kept */
+  s->nest.depth = 0;
 }
 
 static int fail(struct kcm_items *s, const char *why) {
@@ -114,7 +120,7 @@ static size_t scan(struct kcm_items *s, const char *p, size_t n, size_t i, bool 
         continue;
       }
       s->in_string = false;
-      if (!s->depth) {
+      if (!s->nest.depth) {
         *ended = true;
         return i;
       }
@@ -131,17 +137,16 @@ static size_t scan(struct kcm_items *s, const char *p, size_t n, size_t i, bool 
     if (c == '"') {
       s->in_string = true;
     } else if (c == '{' || c == '[') {
-      if (s->depth == KCM_ITEMS_MAX_DEPTH) {
-        fail(s, "the list response is nested too deeply");
+      if (kcm_json_nest_push(&s->nest, (uint8_t)c)) {
+        fail(s, "out of memory");
         return n;
       }
-      s->nest[s->depth++] = (uint8_t)c;
     } else if (c == '}' || c == ']') {
-      if (!s->depth || s->nest[s->depth - 1] != (c == '}' ? '{' : '[')) {
+      if (kcm_json_nest_top(&s->nest) != (c == '}' ? '{' : '[')) {
         fail(s, "the list response's brackets do not match");
         return n;
       }
-      if (!--s->depth) {
+      if (!--s->nest.depth) {
         *ended = true;
         return i + 1;
       }
@@ -157,7 +162,7 @@ static int begin_value(struct kcm_items *s, char c, uint8_t value) {
     return fail(s, "the list response is not valid JSON");
   s->state = ST_SCAN;
   s->value = value;
-  s->depth = 0;
+  s->nest.depth = 0;
   s->in_string = s->escaped = s->oversize = false;
   s->scalar = scalar_char(c);
   return 0;

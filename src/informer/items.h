@@ -7,8 +7,9 @@
  * "metadata" to the callback as text, and skips every other member. Memory
  * is bounded by one item (its text is handed straight from the chunk when
  * it lies in one, else from a buffer holding the pieces), never by the
- * body. The reader checks the list's structure (brackets, strings,
- * separators); the callback checks each value's grammar, so one broken item
+ * body. Items may nest to any depth (kube-apiserver stores managedFields
+ * entries 10,000 levels deep). The reader checks the list's structure
+ * (brackets, strings, separators); the callback checks each value's grammar, so one broken item
  * costs that item only. An item longer than the cap is reported (NULL text
  * with a reason) and skipped; a "metadata" longer than the cap fails the
  * list.
@@ -23,8 +24,7 @@
 #include <stdint.h>
 
 #include "kcm/buf.h"
-
-#define KCM_ITEMS_MAX_DEPTH 128 /* nesting of arrays and objects inside one item */
+#include "kcm/json.h"
 
 enum kcm_items_part { KCM_ITEMS_ITEM, KCM_ITEMS_METADATA };
 
@@ -45,8 +45,7 @@ struct kcm_items {
   bool in_string, escaped, scalar, oversize, seen_items;
   char key[16];         /* the member's key, when short and plain */
   uint8_t key_len;      /* sizeof(key) for a key too long or escaped */
-  unsigned depth;       /* nesting inside the value being scanned */
-  uint8_t nest[KCM_ITEMS_MAX_DEPTH];
+  struct kcm_json_nest nest; /* open containers inside the value being scanned, any depth */
 };
 
 void kcm_items_init(struct kcm_items *s, size_t max_bytes, kcm_items_cb cb, void *data);

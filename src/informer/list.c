@@ -13,6 +13,7 @@
  * (event.c) gather here until the initial-events-end bookmark; a stream
  * refused or broken falls back to the list above (see kcm/informer.h).
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -196,14 +197,20 @@ static int on_list_part(enum kcm_items_part part, const char *text, size_t len,
 
   if (part == KCM_ITEMS_METADATA)
     return read_metadata(inf, text, len);
-  if (!text) {
+  if (!text) { /* over the size cap: which object it is cannot be told */
+    struct kcm_informer_bad bad = {.e = {"", ""}};
     inf->stats.decode_errors++;
-    kcm_error("skipping a malformed list item kind=\"%s\" problem=\"%s\"",
-              kcm_api_kind_name(inf->opts.kind), why);
+    snprintf(bad.e.problem, sizeof(bad.e.problem), "%s", why);
+    kcm_informer_unreadable(inf, &bad, "list", true, false);
     return 0;
   }
-  o = inf->list_proto ? kcm_informer_decode_proto(inf, text, len, true, "list")
-                      : kcm_informer_decode(inf, text, len, "list");
+  {
+    struct kcm_informer_bad bad;
+    o = inf->list_proto ? kcm_informer_decode_proto(inf, text, len, true, &bad)
+                        : kcm_informer_decode(inf, text, len, &bad);
+    if (!o)
+      kcm_informer_unreadable(inf, &bad, "list", true, false);
+  }
   if (o && !kcm_informer_kept(inf, o))
     return 0;
   if (o && (err = add_pending(inf, o))) {
@@ -268,23 +275,29 @@ static void list_done(struct kcm_informer *inf) {
 /* --- a list streamed as watch events ------------------------------------------------------ */
 
 int kcm_informer_gather(struct kcm_informer *inf, struct kcm_object *o, bool deleted) {
-  size_t i, kept = 0;
   int err;
+  kcm_informer_keys_remove(&inf->list_unreadable, o->ns, o->name); /* read again */
   if (!deleted) { /* a later entry of the same name wins when they replace the cache */
     if ((err = add_pending(inf, o)))
       kcm_api_unref(o, inf->pool);
     return err;
   }
+  kcm_informer_gather_gone(inf, o->ns, o->name);
+  kcm_api_unref(o, inf->pool);
+  return 0;
+}
+
+void kcm_informer_gather_gone(struct kcm_informer *inf, const char *ns, const char *name) {
+  size_t i, kept = 0;
   for (i = 0; i < inf->npending; i++) {
     struct kcm_object *p = inf->pending[i];
-    if (!strcmp(p->name, o->name) && !strcmp(p->ns, o->ns))
+    if (!strcmp(p->name, name) && !strcmp(p->ns, ns))
       kcm_api_unref(p, inf->pool);
     else
       inf->pending[kept++] = p;
   }
   inf->npending = kept;
-  kcm_api_unref(o, inf->pool);
-  return 0;
+  kcm_informer_keys_remove(&inf->list_unreadable, ns, name);
 }
 
 void kcm_informer_stream_done(struct kcm_informer *inf) {
@@ -387,5 +400,7 @@ void kcm_informer_drop_pending(struct kcm_informer *inf) {
   for (i = 0; i < inf->npending; i++)
     kcm_api_unref(inf->pending[i], inf->pool);
   inf->npending = 0;
+  kcm_informer_keys_clear(&inf->list_unreadable);
+  inf->list_blind = false;
 }
 

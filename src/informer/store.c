@@ -42,8 +42,69 @@ static bool match_behind(const void *key, const void *entry) {
   return strcmp(k->name, b->name) == 0 && strcmp(k->ns, b->ns) == 0;
 }
 
+/* An object known by its namespace and name alone. */
+struct key {
+  char *ns, *name; /* owned */
+};
+
+static bool match_key(const void *key, const void *entry) {
+  const struct objkey *k = key;
+  const struct key *e = entry;
+  return strcmp(k->name, e->name) == 0 && strcmp(k->ns, e->ns) == 0;
+}
+
 static const struct kcm_map_type obj_type = {hash_objkey, match_obj};
 static const struct kcm_map_type behind_type = {hash_objkey, match_behind};
+static const struct kcm_map_type key_type = {hash_objkey, match_key};
+
+void kcm_informer_keys_init(struct kcm_map *m) { kcm_map_init(m, &key_type); }
+
+int kcm_informer_keys_add(struct kcm_map *m, const char *ns, const char *name) {
+  struct objkey k = {ns, name};
+  struct key *e;
+  if (kcm_map_get(m, &k))
+    return 0;
+  if (!(e = malloc(sizeof(*e))))
+    return KCM_ENOMEM;
+  e->ns = strdup(ns);
+  e->name = strdup(name);
+  if (!e->ns || !e->name || kcm_map_put(m, &k, e, NULL)) {
+    free(e->ns);
+    free(e->name);
+    free(e);
+    return KCM_ENOMEM;
+  }
+  return 1;
+}
+
+bool kcm_informer_keys_has(const struct kcm_map *m, const char *ns, const char *name) {
+  struct objkey k = {ns, name};
+  return m->len && kcm_map_get(m, &k);
+}
+
+static void free_key(struct key *e) {
+  if (e) {
+    free(e->ns);
+    free(e->name);
+    free(e);
+  }
+}
+
+void kcm_informer_keys_remove(struct kcm_map *m, const char *ns, const char *name) {
+  struct objkey k = {ns, name};
+  if (m->len)
+    free_key(kcm_map_remove(m, &k));
+}
+
+void kcm_informer_keys_clear(struct kcm_map *m) {
+  struct kcm_map_iter it;
+  struct key *e;
+  kcm_map_iter_init(&it, m);
+  while ((e = kcm_map_next(&it)))
+    free_key(e);
+  kcm_map_release(m);
+  kcm_map_init(m, &key_type);
+}
 
 static void free_behind(struct behind *b) {
   if (b) {
@@ -80,6 +141,7 @@ void kcm_informer_upsert(struct kcm_informer *inf, struct kcm_object *o) {
     kcm_informer_unlink(inf, prev);
   kcm_informer_link(inf, o);
   caught_up(inf, o->ns, o->name, o->rv);
+  kcm_informer_keys_remove(&inf->unreadable, o->ns, o->name); /* read again */
   for (i = 0; i < inf->nhandlers; i++) {
     struct kcm_informer_handler *h = &inf->handlers[i];
     if (prev && h->updated)
@@ -102,6 +164,7 @@ void kcm_informer_delete(struct kcm_informer *inf, const char *ns, const char *n
     return;
   kcm_informer_unlink(inf, old);
   caught_up(inf, ns, name, 0);
+  kcm_informer_keys_remove(&inf->unreadable, ns, name);
   report = final ? final : old;
   for (i = 0; i < inf->nhandlers; i++) {
     struct kcm_informer_handler *h = &inf->handlers[i];
@@ -111,7 +174,8 @@ void kcm_informer_delete(struct kcm_informer *inf, const char *ns, const char *n
   kcm_api_unref(old, inf->pool);
 }
 
-/* Apply a full list: upsert everything in it, delete what it lacks. */
+/* Apply a full list: upsert everything in it, delete what it lacks and
+ * could read. */
 void kcm_informer_replace(struct kcm_informer *inf, struct kcm_object **objs, size_t n) {
   struct kcm_map present;
   struct kcm_map_iter it;
@@ -127,9 +191,9 @@ void kcm_informer_replace(struct kcm_informer *inf, struct kcm_object **objs, si
     kcm_error("relist: out of memory finding vanished objects kind=\"%s\"",
               kcm_api_kind_name(inf->opts.kind));
   kcm_map_iter_init(&it, &inf->objects);
-  while (gone && (o = kcm_map_next(&it))) {
+  while (gone && !inf->list_blind && (o = kcm_map_next(&it))) {
     struct objkey k = {o->ns, o->name};
-    if (!kcm_map_get(&present, &k))
+    if (!kcm_map_get(&present, &k) && !kcm_informer_keys_has(&inf->list_unreadable, o->ns, o->name))
       gone[ngone++] = o;
   }
   kcm_map_release(&present);
@@ -138,6 +202,12 @@ void kcm_informer_replace(struct kcm_informer *inf, struct kcm_object **objs, si
   free(gone);
   for (i = 0; i < n; i++)
     kcm_informer_upsert(inf, objs[i]);
+  /* What the list could not read is what is unreadable now. */
+  kcm_informer_keys_clear(&inf->unreadable);
+  inf->unreadable = inf->list_unreadable;
+  kcm_informer_keys_init(&inf->list_unreadable);
+  inf->blind = inf->list_blind;
+  inf->list_blind = false;
 }
 
 size_t kcm_informer_purge(struct kcm_informer *inf) {
@@ -180,6 +250,8 @@ size_t kcm_informer_purge(struct kcm_informer *inf) {
 void kcm_informer_store_init(struct kcm_informer *inf) {
   kcm_map_init(&inf->objects, &obj_type);
   kcm_map_init(&inf->behind, &behind_type);
+  kcm_informer_keys_init(&inf->unreadable);
+  kcm_informer_keys_init(&inf->list_unreadable);
 }
 
 void kcm_informer_store_release(struct kcm_informer *inf) {
@@ -195,6 +267,10 @@ void kcm_informer_store_release(struct kcm_informer *inf) {
   while ((bh = kcm_map_next(&it)))
     free_behind(bh);
   kcm_map_release(&inf->behind);
+  kcm_informer_keys_clear(&inf->unreadable);
+  kcm_informer_keys_clear(&inf->list_unreadable);
+  kcm_map_release(&inf->unreadable);
+  kcm_map_release(&inf->list_unreadable);
 }
 
 int kcm_informer_add_handler(struct kcm_informer *inf, const struct kcm_informer_handler *h) {

@@ -1,10 +1,13 @@
 /* json — a pull reader over a complete JSON text; see kcm/json.h. */
 #include "kcm/json.h"
 
+#include <stdlib.h>
 #include <string.h>
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
+
+#include <json-c/json.h>
 
 #include "kcm/error.h"
 
@@ -21,13 +24,35 @@ void kcm_json_start(struct kcm_json *j, const char *text, size_t len) {
   j->err_at = 0;
   j->key = "";
   j->keylen = 0;
-  j->depth = 0;
+  j->nest.depth = 0;
   j->first = false;
 }
 
 void kcm_json_release(struct kcm_json *j) {
   kcm_buf_release(&j->keys);
   kcm_buf_release(&j->strs);
+  kcm_json_nest_release(&j->nest);
+}
+
+int kcm_json_nest_grow(struct kcm_json_nest *n, uint8_t c) {
+  size_t at = n->depth - KCM_JSON_NEST_INLINE;
+  if (at == n->cap) {
+    size_t cap = n->cap ? n->cap * 2 : 256;
+    uint8_t *grown = realloc(n->high, cap);
+    if (!grown)
+      return KCM_ENOMEM;
+    n->high = grown;
+    n->cap = cap;
+  }
+  n->high[at] = c;
+  n->depth++;
+  return 0;
+}
+
+void kcm_json_nest_release(struct kcm_json_nest *n) {
+  free(n->high);
+  n->high = NULL;
+  n->cap = n->depth = 0;
 }
 
 static bool fail(struct kcm_json *j, const char *why) {
@@ -312,9 +337,8 @@ int kcm_json_int(struct kcm_json *j, int64_t *out) {
 /* --- containers --------------------------------------------------------------------- */
 
 static bool enter(struct kcm_json *j, char open) {
-  if (j->depth == KCM_JSON_MAX_DEPTH)
-    return fail(j, "nested too deeply");
-  j->nest[j->depth++] = (uint8_t)open;
+  if (kcm_json_nest_push(&j->nest, (uint8_t)open))
+    return fail(j, "out of memory");
   j->p++;
   j->first = true;
   return true;
@@ -334,14 +358,14 @@ static bool next_item(struct kcm_json *j, char open) {
   char close = open == '{' ? '}' : ']';
   if (j->err)
     return false;
-  if (!j->depth || j->nest[j->depth - 1] != (uint8_t)open)
+  if (kcm_json_nest_top(&j->nest) != (uint8_t)open)
     return fail(j, "read past the end of a container");
   ws(j);
   if (j->p == j->end)
     return fail(j, open == '{' ? "unterminated object" : "unterminated array");
   if (*j->p == close) {
     j->p++;
-    j->depth--;
+    j->nest.depth--;
     j->first = false;
     return false;
   }
@@ -386,7 +410,7 @@ bool kcm_json_element(struct kcm_json *j) { return next_item(j, '['); }
 /* --- skipping ----------------------------------------------------------------------- */
 
 bool kcm_json_skip(struct kcm_json *j) {
-  unsigned base = j->depth;
+  size_t base = j->nest.depth;
   do {
     bool integer;
     switch (kcm_json_peek(j)) {
@@ -415,13 +439,14 @@ bool kcm_json_skip(struct kcm_json *j) {
       return fail(j, "expected a value");
     }
     /* Close finished containers; stop at the next value to skip. */
-    while (j->depth > base) {
-      bool more = j->nest[j->depth - 1] == '{' ? next_item(j, '{') : next_item(j, '[');
+    while (j->nest.depth > base) {
+      uint8_t open = kcm_json_nest_top(&j->nest);
+      bool more = next_item(j, (char)open);
       if (j->err)
         return false;
       if (!more)
         continue;
-      if (j->nest[j->depth - 1] == '{') {
+      if (open == '{') {
         /* A member name, checked without being kept. */
         if (j->p == j->end || *j->p != '"')
           return fail(j, "expected a member name");
@@ -434,7 +459,7 @@ bool kcm_json_skip(struct kcm_json *j) {
       }
       break;
     }
-  } while (j->depth > base);
+  } while (j->nest.depth > base);
   j->first = false;
   return true;
 }
@@ -503,4 +528,59 @@ bool kcm_json_member_span(struct kcm_json *j, const char *const *parent, const c
     before = j->p;
   }
   return false;
+}
+
+/* --- json-c trees ------------------------------------------------------------------- */
+
+size_t kcm_json_deepest(const char *text, size_t len) {
+  const char *p = text, *end = text + len;
+  size_t depth = 0, deepest = 0;
+  while (p < end) {
+    const char *q = p;
+    while (q < end && *q != '"' && *q != '{' && *q != '[' && *q != '}' && *q != ']')
+      q++;
+    if (q == end)
+      break;
+    p = q + 1;
+    switch (*q) {
+    case '"': /* to the closing quote, escapes skipped */
+      while (p < end && *p != '"')
+        p += *p == '\\' ? 2 : 1;
+      p++;
+      break;
+    case '{':
+    case '[':
+      if (++depth > deepest)
+        deepest = depth;
+      break;
+    default:
+      if (depth)
+        depth--;
+    }
+  }
+  return deepest;
+}
+
+struct json_object *kcm_json_tree(const char *text, size_t len) {
+  size_t deepest = kcm_json_deepest(text, len);
+  struct json_tokener *tok;
+  struct json_object *doc;
+  if (!text || len > INT32_MAX || deepest > INT32_MAX - 2)
+    return NULL;
+  /* json-c counts the top value as a level too */
+  if (!(tok = json_tokener_new_ex(deepest + 2 > JSON_TOKENER_DEFAULT_DEPTH
+                                      ? (int)deepest + 2
+                                      : JSON_TOKENER_DEFAULT_DEPTH)))
+    return NULL;
+  if ((doc = json_tokener_parse_ex(tok, text, (int)len))) {
+    const char *rest = text + json_tokener_get_parse_end(tok); /* blanks only */
+    while (rest < text + len && is_space(*rest))
+      rest++;
+    if (rest < text + len) {
+      json_object_put(doc);
+      doc = NULL;
+    }
+  }
+  json_tokener_free(tok);
+  return doc;
 }

@@ -1,4 +1,5 @@
 /* leader — leader election on a Lease; see include/kcm/leader.h. */
+#include "kcm/json.h"
 #include "kcm/leader.h"
 
 #include <stdio.h>
@@ -221,7 +222,7 @@ static int send_lease(struct kcm_leader *l, const char *method, bool named,
 
 /* Keep the Lease the server answered with. */
 static int take_answer(struct kcm_leader *l, const struct kcm_client_response *resp) {
-  struct json_object *o = json_tokener_parse(resp->body);
+  struct json_object *o = kcm_json_tree(resp->body, strlen(resp->body));
   struct kcm_lease_record r;
   if (!o || kcm_leader_parse(o, &r)) {
     json_object_put(o);

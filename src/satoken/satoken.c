@@ -12,6 +12,7 @@
 #include "../api/internal.h"
 #include "kcm/api.h"
 #include "kcm/error.h"
+#include "kcm/json.h"
 #include "kcm/log.h"
 #include "kcm/satoken.h"
 
@@ -66,7 +67,7 @@ static void failed(struct kcm_satoken *t, const char *what, const char *why) {
 
 /* A TokenRequest's answer: the token, and its life from now. */
 static int read_answer(const char *body, char **token, int64_t *life_s) {
-  struct json_object *doc = json_tokener_parse(body), *status, *tok, *exp;
+  struct json_object *doc = kcm_json_tree(body, strlen(body)), *status, *tok, *exp;
   int64_t expires;
   int err = KCM_EINVAL;
   if (doc && json_object_object_get_ex(doc, "status", &status) &&

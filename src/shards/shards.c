@@ -12,6 +12,7 @@
 #include "../leader/internal.h"
 #include "kcm/api.h"
 #include "kcm/error.h"
+#include "kcm/json.h"
 #include "kcm/log.h"
 #include "kcm/metrics.h"
 #include "kcm/shards.h"
@@ -248,7 +249,7 @@ static void forget_unlisted(struct kcm_shards *s, const bool *listed, uint64_t n
 }
 
 static int take_listing(struct kcm_shards *s, const char *body, uint64_t now) {
-  struct json_object *doc = json_tokener_parse(body), *items, *it, *meta, *name;
+  struct json_object *doc = kcm_json_tree(body, strlen(body)), *items, *it, *meta, *name;
   struct kcm_shards_peer *peers = NULL;
   size_t npeers = 0, i, n;
   bool *listed = calloc(s->count, sizeof(*listed));

@@ -316,9 +316,7 @@ static int splice_status(struct splice *s, struct json_object *status) {
   if (!once(s, top, "status"))
     return KCM_WRITER_WHOLE;
   if (value_at(s, path, &at, &len)) {
-    struct json_tokener *tok = json_tokener_new();
-    now = tok ? json_tokener_parse_ex(tok, s->j.start + at, (int)len) : NULL;
-    json_tokener_free(tok);
+    now = kcm_json_tree(s->j.start + at, len);
     if (!now && strncmp(s->j.start + at, "null", 4))
       return KCM_WRITER_WHOLE;
     now = merge(now, status);
@@ -393,7 +391,7 @@ static void on_got(const struct kcm_client_response *resp, void *data) {
     finish(u, resp);
     return;
   }
-  patch = json_tokener_parse(u->patch);
+  patch = kcm_json_tree(u->patch, strlen(u->patch));
   if (patch && !u->json_patch) {
     /* A status write: the object's text kept, its status replaced. */
     struct kcm_buf body = KCM_BUF_INIT((size_t)-1);
@@ -413,7 +411,7 @@ static void on_got(const struct kcm_client_response *resp, void *data) {
     }
     kcm_buf_release(&body);
   }
-  doc = json_tokener_parse(resp->body);
+  doc = kcm_json_tree(resp->body, strlen(resp->body));
   if (!doc || !patch) {
     err = KCM_EINVAL;
   } else if (u->json_patch) {

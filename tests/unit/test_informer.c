@@ -812,6 +812,9 @@ struct wire {
   bool closed;
 };
 
+/* Added to the next wire's informer when set. */
+static const struct kcm_informer_handler *wire_handler;
+
 /* lengths: of the answers' bodies when binary (NULL: text). */
 static void wire_start_with(struct wire *w, const struct peer_answer *answers,
                             const size_t *lengths, size_t n, const char *ns, unsigned how) {
@@ -829,6 +832,8 @@ static void wire_start_with(struct wire *w, const struct peer_answer *answers,
   io.protobuf = how & WIRE_PROTOBUF;
   io.watch_list = how & WIRE_STREAM;
   assert_int_equal(kcm_informer_init(&w->inf, &w->loop, w->client, &w->pool, &io), 0);
+  if (wire_handler)
+    assert_int_equal(kcm_informer_add_handler(&w->inf, wire_handler), 0);
   kcm_informer_start(&w->inf);
 }
 
@@ -1431,6 +1436,97 @@ static void protobuf_bad_events_are_skipped(void **state) {
   free(watch);
 }
 
+/* --- objects the cache cannot read ---------------------------------------------------- */
+
+/* A pod kcm cannot read: restartCount of the wrong type. */
+#define BAD_POD(name, rv)                                                                      \
+  "{\"metadata\":{\"name\":\"" name "\",\"namespace\":\"default\",\"uid\":"                     \
+  "\"6f3c1f0e-1d2a-4b5c-8d9e-0a1b2c3d4e51\",\"resourceVersion\":\"" rv "\"},\"status\":"        \
+  "{\"containerStatuses\":[{\"name\":\"c\",\"restartCount\":\"x\"}]}}"
+#define POD(name, rv)                                                                          \
+  "{\"metadata\":{\"name\":\"" name "\",\"namespace\":\"default\",\"uid\":"                     \
+  "\"6f3c1f0e-1d2a-4b5c-8d9e-0a1b2c3d4e51\",\"resourceVersion\":\"" rv "\"}}"
+#define EVENT(type, obj) "{\"type\":\"" type "\",\"object\":" obj "}\n"
+
+/* What the handlers were told: "+name@rv", "~name@rv" for an update
+ * (with "!" when successive), "-name@rv" for a deletion. */
+static struct kcm_buf told;
+static struct kcm_informer *telling;
+static void tell_added(void *ctx, struct kcm_object *o) {
+  kcm_buf_appendf(&told, "+%s@%llu ", o->name, (unsigned long long)o->rv);
+}
+static void tell_updated(void *ctx, struct kcm_object *old, struct kcm_object *cur) {
+  kcm_buf_appendf(&told, "~%s@%llu%s ", cur->name, (unsigned long long)cur->rv,
+                  kcm_informer_successive(telling) ? "!" : "");
+}
+static void tell_deleted(void *ctx, struct kcm_object *o, bool unknown) {
+  kcm_buf_appendf(&told, "-%s@%llu ", o->name, (unsigned long long)o->rv);
+}
+static const struct kcm_informer_handler teller = {tell_added, tell_updated, tell_deleted, NULL};
+
+/* An object the cache cannot read keeps its last copy: a watch event of
+ * it changes nothing, a relist does not delete it, and the update that
+ * follows it is not successive (what changed between the copies is more
+ * than one write). A DELETED event of it deletes it. A list item whose
+ * name cannot be read either makes the relist delete nothing. */
+static void unreadable_objects_keep_their_last_copy_in(unsigned how) {
+  static const char *const first = "{\"metadata\":{\"resourceVersion\":\"6\"},\"items\":["
+      POD("a", "5") "," POD("b", "6") "]}";
+  static const char *const relist = "{\"metadata\":{\"resourceVersion\":\"10\"},\"items\":["
+      POD("a", "9") "," BAD_POD("b", "10") "]}";
+  static const char *const blind = "{\"metadata\":{\"resourceVersion\":\"20\"},\"items\":["
+      "{\"metadata\":{\"namespace\":\"default\"},\"status\":{\"phase\":7}}]}";
+  struct peer_answer answers[] = {
+      {OK_JSON, first},
+      {OK_JSON, EVENT("MODIFIED", BAD_POD("b", "7")) EVENT("MODIFIED", POD("a", "8"))},
+      {GONE, GONE_BODY},
+      {OK_JSON, relist},
+      {OK_JSON, EVENT("MODIFIED", POD("b", "11")) EVENT("MODIFIED", POD("b", "12"))
+                    EVENT("MODIFIED", BAD_POD("a", "13")) EVENT("DELETED", BAD_POD("b", "14"))
+                        EVENT("MODIFIED", POD("a", "15"))},
+      {GONE, GONE_BODY},
+      {OK_JSON, blind},
+      {OK_JSON, ""},
+  };
+  struct wire w;
+  const size_t n = sizeof(answers) / sizeof(answers[0]);
+  kcm_buf_init(&told, 1 << 16);
+  if (how & WIRE_STREAM) { /* the lists streamed: each list's objects, then its bookmark */
+    answers[0].body = EVENT("ADDED", POD("a", "5")) EVENT("ADDED", POD("b", "6")) END_MARK("6")
+        EVENT("MODIFIED", BAD_POD("b", "7")) EVENT("MODIFIED", POD("a", "8"));
+    answers[1] = (struct peer_answer){GONE, GONE_BODY};
+    answers[2] = (struct peer_answer){
+        OK_JSON, EVENT("ADDED", POD("a", "9")) EVENT("ADDED", BAD_POD("b", "10")) END_MARK("10")
+                     EVENT("MODIFIED", POD("b", "11")) EVENT("MODIFIED", POD("b", "12"))
+                         EVENT("MODIFIED", BAD_POD("a", "13")) EVENT("DELETED", BAD_POD("b", "14"))
+                             EVENT("MODIFIED", POD("a", "15"))};
+    answers[3] = (struct peer_answer){GONE, GONE_BODY};
+    answers[4] = (struct peer_answer){
+        OK_JSON, EVENT("ADDED", "{\"metadata\":{\"namespace\":\"default\"},\"status\":{\"phase\":7}}")
+                     END_MARK("20")};
+    answers[5] = (struct peer_answer){OK_JSON, ""};
+  }
+  wire_handler = &teller;
+  telling = &w.inf;
+  wire_answer_all_with(&w, answers, NULL, how & WIRE_STREAM ? 6 : n, "default", how);
+  wire_handler = NULL;
+  assert_string_equal(told.data, "+a@5 +b@6 ~a@8! ~a@9 ~b@11 ~b@12! -b@12 ~a@15 ");
+  /* the last list deleted nothing: it had an item whose name is unknown */
+  assert_non_null(kcm_informer_get(&w.inf, "default", "a"));
+  assert_true(w.inf.blind);
+  assert_int_equal(w.inf.stats.unreadable, 5);
+  wire_stop(&w);
+  kcm_buf_release(&told);
+}
+
+static void unreadable_objects_keep_their_last_copy(void **state) {
+  unreadable_objects_keep_their_last_copy_in(0);
+}
+
+static void unreadable_objects_keep_their_last_copy_streamed(void **state) {
+  unreadable_objects_keep_their_last_copy_in(WIRE_STREAM);
+}
+
 /* --- list responses, split into items ------------------------------------------------ */
 
 /* What the reader handed out, as "I:<item>\n", "M:<metadata>\n" and
@@ -1594,21 +1690,39 @@ static void items_malformed_lists_fail(void **state) {
   }
 }
 
-static void items_nesting_is_bounded(void **state) {
-  struct kcm_buf deep = KCM_BUF_INIT(1 << 20);
-  char *got;
-  int i;
-  kcm_buf_append_str(&deep, "{\"items\":[");
-  for (i = 0; i < KCM_ITEMS_MAX_DEPTH; i++)
-    kcm_buf_append_str(&deep, "[");
-  got = whole_list(deep.data, 1 << 20); /* as deep as allowed: not over, only unfinished */
-  assert_non_null(strstr(got, "the list response ended early"));
-  free(got);
-  kcm_buf_append_str(&deep, "[");
-  got = whole_list(deep.data, 1 << 20);
-  assert_non_null(strstr(got, "the list response is nested too deeply"));
-  free(got);
-  kcm_buf_release(&deep);
+/* Items nest to any depth (kube-apiserver keeps managedFields 10,000
+ * levels deep): a deep item is passed whole, the list goes on, and a
+ * bracket of the wrong kind deep inside still fails the list. */
+static void items_nest_to_any_depth(void **state) {
+  static const int depths[] = {300, 10000};
+  size_t k;
+  for (k = 0; k < 2; k++) {
+    struct kcm_buf deep = KCM_BUF_INIT(1 << 20);
+    int i, n = depths[k];
+    char *got, *want;
+    kcm_buf_append_str(&deep, "{\"items\":[");
+    for (i = 0; i < n; i++)
+      kcm_buf_append_str(&deep, "[");
+    for (i = 0; i < n; i++)
+      kcm_buf_append_str(&deep, "]");
+    kcm_buf_append_str(&deep, ",{\"n\":1}]}");
+    got = whole_list(deep.data, 1 << 20);
+    want = malloc(2 * (size_t)n + 64);
+    assert_non_null(want);
+    strcpy(want, "I:");
+    memcpy(want + 2, deep.data + 10, 2 * (size_t)n);
+    strcpy(want + 2 + 2 * n, "\nI:{\"n\":1}\n=0:");
+    assert_string_equal(got, want);
+    free(got);
+    free(want);
+    if (n < 1000) /* at every split: quadratic in the length */
+      expect_same_split(deep.data, 1 << 20);
+    deep.data[10 + n + n / 2] = '}';
+    got = whole_list(deep.data, 1 << 20);
+    assert_non_null(strstr(got, "the list response's brackets do not match"));
+    free(got);
+    kcm_buf_release(&deep);
+  }
 }
 
 static void items_over_the_cap_are_skipped(void **state) {
@@ -1826,7 +1940,9 @@ int main(void) {
       cmocka_unit_test(items_at_every_split),
       cmocka_unit_test(items_empty_and_null_lists),
       cmocka_unit_test(items_malformed_lists_fail),
-      cmocka_unit_test(items_nesting_is_bounded),
+      cmocka_unit_test(items_nest_to_any_depth),
+      cmocka_unit_test(unreadable_objects_keep_their_last_copy),
+      cmocka_unit_test(unreadable_objects_keep_their_last_copy_streamed),
       cmocka_unit_test(items_over_the_cap_are_skipped),
       cmocka_unit_test(items_callback_stops_the_reader),
       cmocka_unit_test(pbitems_at_every_split),

@@ -9,7 +9,9 @@
 #include <stdint.h>
 
 #include <cmocka.h>
+#include <json-c/json.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kcm/error.h"
@@ -60,19 +62,72 @@ static void errors_say_what_and_where(void **state) {
   kcm_json_release(&j);
 }
 
-static void depth_is_limited(void **state) {
-  char deep[2 * KCM_JSON_MAX_DEPTH + 3];
+/* "{"a":{"a":...1...}}" nested n levels, then a member "b":2 at the top. */
+static char *nested(size_t n, const char *inner) {
+  size_t len = n * 5 + strlen(inner) + n + 16, i, at = 0;
+  char *text = malloc(len);
+  assert_non_null(text);
+  for (i = 0; i < n; i++)
+    at += (size_t)sprintf(text + at, "{\"a\":");
+  at += (size_t)sprintf(text + at, "%s", inner);
+  for (i = 0; i < n; i++)
+    text[at++] = '}';
+  text[at] = '\0';
+  return text;
+}
+
+/* kube-apiserver stores managedFields 10,000 levels deep: the reader takes
+ * any depth, skips it without recursion, and still checks the brackets. */
+static void any_depth_is_read(void **state) {
+  static const size_t depths[] = {63, 64, 65, 200, 10000, 100000};
   size_t i;
-  for (i = 0; i < KCM_JSON_MAX_DEPTH; i++) {
-    deep[i] = '[';
-    deep[KCM_JSON_MAX_DEPTH + i] = ']';
+  for (i = 0; i < sizeof(depths) / sizeof(depths[0]); i++) {
+    char *inner = nested(depths[i], "[1,{\"x\":[true]}]"), *text = malloc(strlen(inner) + 64);
+    struct kcm_json j;
+    const char *s;
+    size_t n;
+    assert_non_null(text);
+    sprintf(text, "{\"deep\":%s,\"name\":\"after\"}", inner);
+    assert_true(valid(inner));
+    kcm_json_init(&j);
+    kcm_json_start(&j, text, strlen(text));
+    assert_true(kcm_json_object(&j));
+    assert_true(kcm_json_member(&j));
+    assert_true(kcm_json_skip(&j));
+    assert_true(kcm_json_member(&j));
+    assert_true(kcm_json_key_is(&j, "name"));
+    assert_true(kcm_json_string(&j, &s, &n));
+    assert_string_equal(s, "after");
+    assert_false(kcm_json_member(&j));
+    assert_true(kcm_json_done(&j));
+    assert_int_equal(kcm_json_deepest(text, strlen(text)), depths[i] + 4);
+    /* a bracket of the wrong kind, however deep, is refused */
+    inner[strlen(inner) - depths[i] / 2] = ']';
+    assert_false(valid(inner));
+    kcm_json_release(&j);
+    free(inner);
+    free(text);
   }
-  deep[2 * KCM_JSON_MAX_DEPTH] = '\0';
-  assert_true(valid(deep));
-  memmove(deep + 1, deep, 2 * KCM_JSON_MAX_DEPTH + 1);
-  deep[0] = '[';
-  strcat(deep, "]");
-  assert_false(valid(deep));
+}
+
+/* json-c trees of text of any depth, and nothing but one value. */
+static void trees_of_any_depth(void **state) {
+  char *text = nested(10000, "7");
+  struct json_object *doc = kcm_json_tree(text, strlen(text)), *v = doc;
+  size_t levels = 0;
+  assert_non_null(doc);
+  while (json_object_is_type(v, json_type_object) && json_object_object_get_ex(v, "a", &v))
+    levels++;
+  assert_int_equal(levels, 10000);
+  assert_int_equal(json_object_get_int(v), 7);
+  json_object_put(doc);
+  free(text);
+  assert_null(kcm_json_tree("{} {}", 5));
+  assert_null(kcm_json_tree("{\"a\":", 5));
+  assert_non_null(doc = kcm_json_tree("{\"a\":\"[{\"} \n", 12));
+  json_object_put(doc);
+  /* brackets inside strings are not nesting */
+  assert_int_equal(kcm_json_deepest("[\"[[[\\\"[\",{}]", 13), 2);
 }
 
 static void strings_unescape(void **state) {
@@ -260,7 +315,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(grammar),
       cmocka_unit_test(errors_say_what_and_where),
-      cmocka_unit_test(depth_is_limited),
+      cmocka_unit_test(any_depth_is_read),
+      cmocka_unit_test(trees_of_any_depth),
       cmocka_unit_test(strings_unescape),
       cmocka_unit_test(special_bytes_found_anywhere),
       cmocka_unit_test(integers),

@@ -12,6 +12,7 @@
 #include "../../api/internal.h"
 #include "kcm/deployment.h"
 #include "kcm/error.h"
+#include "kcm/json.h"
 
 static struct json_object *meta_with_rv(uint64_t rv) {
   struct json_object *meta = json_object_new_object();
@@ -78,7 +79,7 @@ int kcm_deployment_scale_body(const struct kcm_deployment_plan *p,
 
 int kcm_deployment_rollback_body(const struct kcm_deployment_plan *p, uint64_t resource_version,
                                  struct kcm_buf *out) {
-  struct json_object *ops = json_tokener_parse(p->rollback_ops), *all, *test;
+  struct json_object *ops = kcm_json_tree(p->rollback_ops, strlen(p->rollback_ops)), *all, *test;
   size_t i;
   if (!ops || !json_object_is_type(ops, json_type_array)) {
     json_object_put(ops);

@@ -15,6 +15,7 @@
 #include "kcm/buf.h"
 #include "kcm/deployment.h"
 #include "kcm/error.h"
+#include "kcm/json.h"
 #include "kcm/labels.h"
 #include "kcm/log.h"
 #include "kcm/runtime.h"
@@ -249,7 +250,7 @@ static const struct kcm_deployment_rs *step_rs(struct dp_job *j,
 
 /* The resourceVersion (and the rest) of a written object. */
 static struct json_object *answer(const struct kcm_client_response *resp, uint64_t *rv) {
-  struct json_object *doc = json_tokener_parse(resp->body);
+  struct json_object *doc = kcm_json_tree(resp->body, strlen(resp->body));
   uint64_t v = doc ? kcm_api_resource_version(doc) : 0;
   if (v)
     *rv = v;
@@ -395,7 +396,7 @@ static void on_dry_run(const struct kcm_client_response *resp, void *data) {
 }
 
 static void dry_run(struct dp_job *j) {
-  struct json_object *doc = json_tokener_parse(j->plan.create_body), *meta;
+  struct json_object *doc = kcm_json_tree(j->plan.create_body, strlen(j->plan.create_body)), *meta;
   struct kcm_write req;
   char prefix[300];
   char *body;

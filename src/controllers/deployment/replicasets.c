@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "kcm/buf.h"
+#include "kcm/json.h"
 #include "internal.h"
 
 /* --- annotations -------------------------------------------------------------------------- */
@@ -240,8 +241,8 @@ static int build_create_body(struct dp_sync *s, const struct kcm_deployment_rs *
   const struct kcm_deployment *d = s->d;
   struct json_object *rs = json_object_new_object(), *meta = json_object_new_object();
   struct json_object *spec = json_object_new_object(), *ann = json_object_new_object();
-  struct json_object *tmpl = json_tokener_parse(d->template);
-  struct json_object *sel = d->selector_json ? json_tokener_parse(d->selector_json) : NULL;
+  struct json_object *tmpl = kcm_json_tree(d->template, strlen(d->template));
+  struct json_object *sel = d->selector_json ? kcm_json_tree(d->selector_json, strlen(d->selector_json)) : NULL;
   struct json_object *tmeta, *labels, *refs, *ml, *rslabels = NULL;
   uint32_t i;
   int err = 0;

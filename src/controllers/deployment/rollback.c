@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "kcm/json.h"
 
 /* --- legacy rollback ------------------------------------------------------------------------ */
 
@@ -65,7 +66,7 @@ static void rollback_update(struct dp_sync *s, const char *template_json,
   kcm_api_pairs_remove(&want, KCM_DEPLOYMENT_ROLLBACK_TO);
 
   if (template_json) {
-    struct json_object *t = json_tokener_parse(template_json), *restore;
+    struct json_object *t = kcm_json_tree(template_json, strlen(template_json)), *restore;
     if (!t) {
       s->err = KCM_EINVAL;
     } else {

@@ -12,6 +12,7 @@
 #include "../../api/internal.h"
 #include "kcm/buf.h"
 #include "kcm/error.h"
+#include "kcm/json.h"
 #include "kcm/labels.h"
 #include "kcm/replicaset.h"
 
@@ -377,7 +378,7 @@ int kcm_replicaset_status_patch(const struct kcm_replicaset *rs,
 int kcm_replicaset_pod_body(const struct kcm_replicaset *rs, struct kcm_buf *out,
                             size_t *name_at, size_t *name_len) {
   static const char name_key[] = "\"metadata\":{\"name\":\"";
-  struct json_object *tmpl = json_tokener_parse(rs->template), *tmeta = NULL, *v;
+  struct json_object *tmpl = kcm_json_tree(rs->template, strlen(rs->template)), *tmeta = NULL, *v;
   struct json_object *pod, *meta, *refs;
   char prefix[300], name[KCM_REPLICASET_NAME_MAX + 1];
   const char *at, *end;

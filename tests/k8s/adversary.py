@@ -1,0 +1,1071 @@
+"""A hostile tenant against kcm on a cluster of tests/k8s/cluster.sh: seeded,
+replayable sequences of what a namespace user may write (forged
+managedFields, objects at the server's limits, odd names and values,
+foreign ownerReferences, finalizers, overlapping selectors, scale and status
+writes, bursts), sent straight to kube-apiserver with a ServiceAccount's
+token, and checked between steps in a namespace the tenant cannot read:
+
+  1. a victim Deployment there scales (2 -> 4 and back) and rolls out
+     within --bound seconds;
+  2. kcm holds no namespace but the tenant's, and never stands aside in
+     every namespace (log, kcm_conflicting_controller);
+  3. nothing the tenant chose (every name, value and manager holds a marker,
+     advx<seed>) reaches /metrics, a log line's message or an unquoted
+     value, or an event outside the tenant's namespaces; no log line is
+     4 KiB or longer;
+  4. kcm runs and its /healthz answers.
+
+    python3 tests/k8s/adversary.py --kcm build/kcm --work /tmp/adv [--seed 1]
+        [--ops 16] [--minutes 60] [--rights edit|edit+status|both]
+        [--kcm-arg=--feature-gates=WatchListClient=false]
+    python3 tests/k8s/adversary.py --kcm build/kcm --replay-file /tmp/adv/shrunk-1.json
+
+Each sequence starts on a clean state (tenant and victim namespaces made
+anew, kcm restarted) and ends with kcm restarted once more, the tenant's
+objects in place, and checked again. Without --seed, the seeds 1, 2 and 3
+run (about 4 minutes on two cores); with --minutes, new seeds run until the
+time is up. With "both" rights sets, odd seeds run as the tenant with the
+ClusterRole edit, even ones with edit and the status subresources. On a
+failure, the sequence is printed, then shrunk (delta debugging, each try on
+a clean state, for at most --shrink-minutes) to the shortest sequence that
+still fails the same way, printed as one JSON line that --replay takes.
+Exits non-zero when an invariant fails.
+"""
+
+import argparse
+import copy
+import http.client
+import json
+import os
+import random
+import re
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+import uuid
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from specs import CONTROLLERS, start_kcm, stop  # noqa: E402
+
+TENANT = ("adv-t1", "adv-t2", "adv-t3")
+VICTIM_NS, VICTIM = "adv-victim", "victim"
+HOME = "adv-home"  # where the tenant's ServiceAccounts live
+SA = {"edit": "adv-edit", "edit+status": "adv-edit-status"}
+IMAGE = "registry.k8s.io/pause:3.10"
+FINALIZER = "adv.example/hold"
+SEEDS = (1, 2, 3)
+# Nesting of a forged fieldsV1, in levels of objects; kube-apiserver 1.37
+# takes up to 9,994 in an object (its decoder's 10,000 less the object's own).
+DEPTHS = (65, 130, 140, 1000, 5000, 9994)
+HELD = "another controller writes the status of what kcm's "
+EVERYWHERE = "standing aside in every namespace"
+LONG_LINE = 4096
+# A failure's kinds, the first found naming it.
+ORDER = ("kcm-exited", "healthz", "stand-aside", "held-outside", "victim-scale",
+         "victim-rollout", "log-long", "log-marker", "metrics-marker", "event-marker")
+
+KINDS = {"deploy": ("/apis/apps/v1", "deployments", "Deployment", "apps/v1"),
+         "rs": ("/apis/apps/v1", "replicasets", "ReplicaSet", "apps/v1"),
+         "pod": ("/api/v1", "pods", "Pod", "v1")}
+
+
+# --- JSON deeper than Python's decoder goes ----------------------------------------------------
+# Objects nested deeper than CUT levels are held as their text behind a
+# placeholder string, and written back as that text.
+CUT = 100
+RAW = {}
+RAW_REF = re.compile(r'"\\u0000adv-raw:(\d+)"')
+TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\]]')
+
+
+def raw(text):
+    RAW[len(RAW)] = text
+    return "\x00adv-raw:%d" % (len(RAW) - 1)
+
+
+def is_raw(v):
+    return isinstance(v, str) and v.startswith("\x00adv-raw:")
+
+
+def nested(depth):
+    """fieldsV1 of `depth` levels of objects."""
+    return raw('{"f:a":' * (depth - 1) + "{}" + "}" * (depth - 1))
+
+
+def loads(text):
+    try:
+        return json.loads(text)
+    except RecursionError:
+        pass
+    out, last, depth, start = [], 0, 0, None
+    for m in TOKEN.finditer(text):
+        c = m.group()
+        if c in "{[":
+            depth += 1
+            if depth == CUT and start is None:
+                start = m.start()
+        elif c in "}]":
+            if depth == CUT and start is not None:
+                out += [text[last:start], json.dumps(raw(text[start:m.end()]))]
+                last, start = m.end(), None
+            depth -= 1
+    return json.loads("".join(out) + text[last:])
+
+
+def dumps(obj):
+    return RAW_REF.sub(lambda m: RAW[int(m.group(1))], json.dumps(obj))
+
+
+def depth_of(v):
+    if is_raw(v):
+        return CUT
+    if isinstance(v, dict):
+        return 1 + max((depth_of(x) for x in v.values()), default=0)
+    if isinstance(v, list):
+        return 1 + max((depth_of(x) for x in v), default=0)
+    return 0
+
+
+# --- the API server over HTTPS -----------------------------------------------------------------
+def kubeconfig(path):
+    """(server, CA file, token) of a kubeconfig cluster.sh wrote."""
+    text = open(path).read()
+    return tuple(re.search(r"^\s*%s: (\S+)" % k, text, re.M).group(1)
+                 for k in ("server", "certificate-authority", "token"))
+
+
+class Api:
+    def __init__(self, server, ca, token, agent):
+        u = urllib.parse.urlsplit(server)
+        self.host, self.port = u.hostname, u.port
+        self.ctx = ssl.create_default_context(cafile=ca)
+        self.headers = {"Authorization": "Bearer " + token, "Accept": "application/json",
+                        "User-Agent": agent}
+        self.conn = None
+        self.codes = {}
+
+    def call(self, method, path, body=None, ctype="application/json", timeout=60):
+        """(status, parsed body or None)."""
+        data = None if body is None else body if isinstance(body, bytes) else dumps(
+            body).encode()
+        headers = dict(self.headers, **({"Content-Type": ctype} if data is not None else {}))
+        for attempt in range(3):
+            try:
+                if not self.conn:
+                    self.conn = http.client.HTTPSConnection(self.host, self.port,
+                                                            context=self.ctx, timeout=timeout)
+                self.conn.request(method, path, body=data, headers=headers)
+                r = self.conn.getresponse()
+                text = r.read()
+                break
+            except (OSError, http.client.HTTPException):
+                if self.conn:
+                    self.conn.close()
+                self.conn = None
+                if attempt == 2:
+                    raise
+                time.sleep(0.5)
+        self.codes[r.status] = self.codes.get(r.status, 0) + 1
+        try:
+            return r.status, loads(text.decode("utf-8", "replace")) if text else None
+        except ValueError:
+            return r.status, None
+
+
+def path(kind, ns, name=None, sub=None, query=None):
+    prefix, plural = KINDS[kind][:2]
+    p = "%s/namespaces/%s/%s" % (prefix, ns, plural)
+    if name is not None:
+        p += "/" + urllib.parse.quote(name, safe="")
+    if sub:
+        p += "/" + sub
+    return p + ("?" + urllib.parse.urlencode(query) if query else "")
+
+
+# --- the tenant's objects and writes -----------------------------------------------------------
+def stamp(when):
+    t = time.time() + {"past": -86400, "now": 0, "future": 86400}[when]
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+def entry(kind, manager, when, sub, depth):
+    """A managedFields entry as a tenant may forge it."""
+    if depth:
+        fields = nested(depth)
+    elif sub:
+        fields = {"f:status": {"f:replicas": {}}}
+    else:
+        fields = {"f:metadata": {"f:annotations": {}}}
+    e = {"manager": manager, "operation": "Update", "apiVersion": KINDS[kind][3],
+         "time": stamp(when), "fieldsType": "FieldsV1", "fieldsV1": fields}
+    if sub:
+        e["subresource"] = sub
+    return e
+
+
+def base(kind, name, marker, app, replicas=1):
+    labels = {"adv": marker, "app": app}
+    spec = {"containers": [{"name": "c", "image": IMAGE}], "terminationGracePeriodSeconds": 0}
+    meta = {"name": name, "labels": dict(labels)}
+    if kind == "pod":
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+    return {"apiVersion": "apps/v1", "kind": KINDS[kind][2], "metadata": meta,
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": app}},
+                     "template": {"metadata": {"labels": dict(labels)}, "spec": spec}}}
+
+
+def pod_spec(kind, obj):
+    return obj["spec"] if kind == "pod" else obj["spec"]["template"]["spec"]
+
+
+def shallow(obj):
+    """obj without its deep managedFields entries; whether it had one."""
+    mf = obj["metadata"].get("managedFields") or []
+    keep = [e for e in mf if depth_of(e.get("fieldsV1")) < 20]
+    obj["metadata"]["managedFields"] = keep
+    return len(keep) != len(mf)
+
+
+class Tenant:
+    """Runs ops as one ServiceAccount of the tenant; counts what it sent."""
+
+    def __init__(self, api, admin, marker, log):
+        self.api, self.admin, self.marker, self.log = api, admin, marker, log
+        self.requests = 0
+
+    def call(self, *a, **kw):
+        self.requests += 1
+        return self.api.call(*a, **kw)
+
+    def uid_of(self, target, fallback):
+        if target == "victim":
+            st, d = self.admin.call("GET", path("deploy", VICTIM_NS, VICTIM))
+            return "Deployment", VICTIM, (d or {}).get("metadata", {}).get("uid", fallback)
+        if target == "invented":
+            return "ReplicaSet", self.marker + "-nobody", fallback
+        kind, ns, name = target
+        st, o = self.call("GET", path(kind, TENANT[ns - 1], name))
+        uid = o["metadata"]["uid"] if st == 200 else fallback
+        return KINDS[kind][2], name, uid
+
+    def mutate(self, kind, obj, muts):
+        meta = obj.setdefault("metadata", {})
+        for m in muts:
+            what, args = m[0], m[1:]
+            if what == "mf":
+                meta.setdefault("managedFields", []).append(entry(kind, *args))
+            elif what == "mf-shallow":
+                shallow(obj)
+            elif what == "mf-reset":
+                meta["managedFields"] = []
+            elif what == "tmpl-mf" and kind != "pod":
+                obj["spec"]["template"]["metadata"]["managedFields"] = [
+                    entry(kind, self.marker + "-tmpl", "now", "", args[0])]
+            elif what == "annotation":
+                meta.setdefault("annotations", {})["adv.example/" + self.marker] = args[0]
+            elif what == "big" and args[0] == "annotation":
+                meta.setdefault("annotations", {})["adv.example/big"] = (
+                    self.marker + "b" * args[1])[:args[1]]
+            elif what == "big":
+                c = pod_spec(kind, obj)["containers"][0]
+                c["env"] = [{"name": "BIG", "value": (self.marker + "e" * args[1])[:args[1]]}]
+            elif what == "owner":
+                target, controller, fallback = args
+                okind, oname, uid = self.uid_of(target, fallback)
+                meta["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": okind,
+                                            "name": oname, "uid": uid,
+                                            "controller": controller}]
+            elif what == "finalizer":
+                if FINALIZER not in meta.get("finalizers", []):
+                    meta.setdefault("finalizers", []).append(FINALIZER)
+            elif what == "label":
+                meta.setdefault("labels", {})[args[0]] = args[1]
+            elif what == "selector":
+                meta.setdefault("labels", {})["app"] = args[0]
+                if kind != "pod":
+                    obj["spec"]["selector"] = {"matchLabels": {"app": args[0]}}
+                    obj["spec"]["template"]["metadata"].setdefault("labels", {})["app"] = args[0]
+            elif what == "replicas" and kind != "pod":
+                obj["spec"]["replicas"] = args[0]
+            elif what == "image":
+                pod_spec(kind, obj)["containers"][0]["image"] = args[0]
+        return obj
+
+    def write(self, op):
+        """Run one op; the status codes of its requests."""
+        do = op["do"]
+        if do == "burst":
+            return [c for _ in range(op["n"]) for c in self.write(op["op"])]
+        if do == "hide":
+            return self.hide(op)
+        kind, name = op.get("kind"), op.get("name")
+        ns = TENANT[op["ns"] - 1] if "ns" in op else None
+        q = {"fieldManager": op["fm"]} if op.get("fm") else None
+        if do == "create":
+            obj = self.mutate(kind, base(kind, name, self.marker, op["app"], op["replicas"]),
+                              op["with"])
+            return [self.call("POST", path(kind, ns, query=q), obj)[0]]
+        if do in ("update", "patch"):
+            codes = []
+            for _ in range(2):  # once more after a conflict
+                st, obj = self.call("GET", path(kind, ns, name))
+                codes.append(st)
+                if st != 200:
+                    return codes
+                new = self.mutate(kind, copy.deepcopy(obj), op["with"])
+                if do == "update":
+                    st = self.call("PUT", path(kind, ns, name, query=q), new)[0]
+                else:
+                    patch = merge_patch(obj, new)
+                    if not patch:
+                        return codes
+                    st = self.call("PATCH", path(kind, ns, name, query=q), patch,
+                                   "application/merge-patch+json")[0]
+                codes.append(st)
+                if st != 409:
+                    return codes
+            return codes
+        if do == "delete":
+            return [self.call("DELETE", path(kind, ns, name),
+                              {"propagationPolicy": op["policy"]})[0]]
+        if do == "recreate":
+            codes = [self.call("DELETE", path(kind, ns, name))[0]]
+            obj = self.mutate(kind, base(kind, name, self.marker, op["app"], op["replicas"]),
+                              op["with"])
+            return codes + [self.call("POST", path(kind, ns, query=q), obj)[0]]
+        if do == "scale":
+            if op["how"] == "patch":
+                return [self.call("PATCH", path(kind, ns, name, "scale", q),
+                                  {"spec": {"replicas": op["replicas"]}},
+                                  "application/merge-patch+json")[0]]
+            st, sc = self.call("GET", path(kind, ns, name, "scale"))
+            if st != 200:
+                return [st]
+            sc["spec"]["replicas"] = op["replicas"]
+            return [st, self.call("PUT", path(kind, ns, name, "scale", q), sc)[0]]
+        if do == "status":
+            st, obj = self.call("GET", path(kind, ns, name))
+            if st != 200:
+                return [st]
+            obj["status"] = op["status"]
+            return [st, self.call("PUT", path(kind, ns, name, "status", q), obj)[0]]
+        raise ValueError("unknown op %r" % do)
+
+    def hide(self, op):
+        """Objects kcm has synced, made deep (kcm skips the update), deleted
+        (skipped too), made again under the same names with a forged status
+        entry of another manager, then made shallow."""
+        kind, codes = op["kind"], []
+        objs = [(TENANT[n - 1], name) for n in op["ns"] for name in op["names"]]
+        for ns, name in objs:
+            codes.append(self.call("POST", path(kind, ns),
+                                   base(kind, name, self.marker, name, 1))[0])
+        deadline = time.monotonic() + 15
+        for ns, name in objs:  # until kcm has written their status
+            while time.monotonic() < deadline:
+                st, o = self.call("GET", path(kind, ns, name))
+                if st != 200 or (o.get("status") or {}).get("observedGeneration", 0) >= 1:
+                    break
+                time.sleep(0.2)
+        for ns, name in objs:
+            st, o = self.call("GET", path(kind, ns, name))
+            if st == 200:
+                o["metadata"].setdefault("managedFields", []).append(
+                    entry(kind, op["manager"], "now", "", op["depth"]))
+                st = self.call("PUT", path(kind, ns, name), o)[0]
+            codes.append(st)
+        for ns, name in objs:
+            codes.append(self.call("DELETE", path(kind, ns, name))[0])
+        for ns, name in objs:
+            o = base(kind, name, self.marker, name, 1)
+            o["metadata"]["managedFields"] = [entry(kind, op["manager"], "now", "status", 0)]
+            if op["deep"]:
+                o["metadata"]["managedFields"].append(
+                    entry(kind, op["manager"], "now", "", op["depth"]))
+            codes.append(self.call("POST", path(kind, ns), o)[0])
+        for ns, name in objs if op["deep"] else ():
+            st, o = self.call("GET", path(kind, ns, name))
+            if st == 200 and shallow(o):
+                st = self.call("PUT", path(kind, ns, name), o)[0]
+            codes.append(st)
+        return codes
+
+
+def merge_patch(old, new):
+    """The JSON merge patch that makes old new."""
+    out = {}
+    for k, v in new.items():
+        if k not in old:
+            out[k] = v
+        elif old[k] != v:
+            out[k] = merge_patch(old[k], v) if isinstance(v, dict) and isinstance(
+                old[k], dict) else v
+    for k in old:
+        if k not in new:
+            out[k] = None
+    return out
+
+
+# --- drawing sequences ---------------------------------------------------------------------------
+def weighted(rnd, table):
+    total = sum(w for _, w in table)
+    x = rnd.uniform(0, total)
+    for v, w in table:
+        x -= w
+        if x <= 0:
+            return v
+    return table[-1][0]
+
+
+class Draw:
+    """Op descriptions (JSON-serialisable dicts) drawn from a seed."""
+
+    def __init__(self, seed):
+        self.rnd, self.m = random.Random(seed), "advx%d" % seed
+        short = {"deploy": "d", "rs": "r", "pod": "p"}
+        self.names = {k: ["%s-%s%d" % (self.m, s, i) for i in range(3)] for k, s in short.items()}
+        self.apps = ["%s-a%d" % (self.m, i) for i in range(3)]
+        self.made = set()
+
+    def manager(self):
+        r = self.rnd
+        if r.random() < 0.5:
+            return r.choice(("kube-controller-manager", "other", "kcm"))
+        n = r.choice((8, 40, 128 - len(self.m), 140))  # 140: longer than the server takes
+        tail = "".join(chr(r.randint(0x20, 0x7e)) for _ in range(n))
+        if r.random() < 0.3:
+            tail = ' namespace="kube-system" x=' + tail
+        return (self.m + tail)[:max(n, len(self.m))]
+
+    def text(self):
+        """An annotation value: anything goes there."""
+        parts = ['"quoted"', "back\\slash\\", "new\nline\r\n", "\x1b[31mred\x1b[0m",
+                 "\u2028line sep", "\u202ebidi\u202c", "nul\x00byte", ' key="forged" ',
+                 ' namespace="kube-system"', "%s%n%d", "\u00e9\u4e2d\U0001f600", "\t\x7f\x01"]
+        return self.m + "".join(self.rnd.sample(parts, self.rnd.randint(1, 5)))
+
+    def label(self):
+        r = self.rnd
+        key = r.choice(("adv-l", "adv.example/l", "app"))
+        if r.random() < 0.15:  # refused: too long, or a quote
+            return [key, self.m + r.choice(("x" * 60, '"q"'))]
+        alphabet = "abcXYZ019-_."
+        v = self.m + "".join(r.choice(alphabet) for _ in range(r.randint(0, 63 - len(self.m))))
+        return [key, v.rstrip("-_.") or self.m]
+
+    def target(self):
+        r = self.rnd
+        what = weighted(r, (("object", 5), ("victim", 2), ("invented", 3)))
+        if what != "object":
+            return what
+        kind = r.choice(("deploy", "rs"))
+        return [kind, r.randint(1, 3), r.choice(self.names[kind])]
+
+    def mutation(self, kind):
+        r = self.rnd
+        what = weighted(r, (("mf", 25), ("annotation", 12), ("big", 5), ("owner", 8),
+                            ("finalizer", 5), ("label", 8), ("selector", 6), ("replicas", 10),
+                            ("image", 4), ("tmpl-mf", 4), ("mf-shallow", 4), ("mf-reset", 2)))
+        if what == "mf":
+            return ["mf", self.manager(), weighted(r, (("past", 2), ("now", 6), ("future", 2))),
+                    "status" if r.random() < 0.6 else "",
+                    0 if r.random() < 0.55 else r.choice(DEPTHS)]
+        if what == "tmpl-mf":
+            return ["tmpl-mf", r.choice((0, 3) + DEPTHS[:4])]
+        if what == "annotation":
+            return ["annotation", self.text()]
+        if what == "big":
+            if r.random() < 0.5:  # annotations may hold 256 KiB in all
+                return ["big", "annotation", r.choice((200000, 262000, 262144, 300000))]
+            return ["big", "env", r.choice((500000, 1000000, 1400000, 1600000, 3200000))]
+        if what == "owner":
+            return ["owner", self.target(), r.random() < 0.6, str(uuid.UUID(int=r.getrandbits(128)))]
+        if what == "label":
+            return ["label"] + self.label()
+        if what == "selector":
+            return ["selector", r.choice(self.apps)]
+        if what == "replicas":
+            return ["replicas", r.randint(0, 4)]
+        if what == "image":
+            return ["image", r.choice((IMAGE, "registry.k8s.io/pause:3.9", self.m + "/none:1"))]
+        return [what]
+
+    def mutations(self, kind, lo, hi):
+        return [self.mutation(kind) for _ in range(self.rnd.randint(lo, hi))]
+
+    def name(self, kind, existing):
+        r = self.rnd
+        made = sorted(n for k, n in self.made if k == kind)
+        if existing and made and r.random() < 0.75:
+            return made[r.randrange(len(made))]
+        if r.random() < 0.12:
+            return r.choice((self.m + "." + "n" * (252 - len(self.m)),  # 253, the longest
+                             self.m + "-x.y.z", self.m + "_Bad"))
+        return r.choice(self.names[kind])
+
+    def one(self, small=False):
+        r = self.rnd
+        if small:
+            do = weighted(r, (("patch", 4), ("scale", 3), ("status", 2)))
+        else:
+            do = weighted(r, (("create", 20), ("update", 10), ("patch", 10), ("delete", 5),
+                              ("recreate", 5), ("scale", 8), ("status", 8), ("burst", 5),
+                              ("hide", 6), ("restart", 2)))
+        if do == "restart":
+            return {"do": "restart"}
+        if do == "burst":
+            return {"do": "burst", "n": r.randint(10, 50), "op": self.one(small=True)}
+        if do == "hide":
+            kind = "rs" if r.random() < 0.7 else "deploy"
+            return {"do": "hide", "kind": kind,
+                    "ns": [1, 2, 3] if r.random() < 0.75 else [r.randint(1, 3)],
+                    "names": ["%s-h%s%d" % (self.m, kind[0], i) for i in range(r.choice((1, 2, 2, 3)))],
+                    "depth": r.choice(DEPTHS[1:]), "manager": self.manager(),
+                    "deep": r.random() < 0.5}
+        kinds = ("deploy", "rs") if do == "scale" else ("deploy", "rs", "pod")
+        kind = weighted(r, tuple((k, {"deploy": 35, "rs": 40, "pod": 25}[k]) for k in kinds))
+        op = {"do": do, "kind": kind, "ns": r.randint(1, 3),
+              "name": self.name(kind, do not in ("create", "recreate"))}
+        if do in ("create", "recreate"):
+            self.made.add((kind, op["name"]))
+            op.update(app=r.choice(self.apps), replicas=r.randint(0, 3),
+                      **{"with": self.mutations(kind, 0, 3)})
+        elif do in ("update", "patch"):
+            op["with"] = self.mutations(kind, 1, 3)
+        elif do == "delete":
+            op["policy"] = r.choice(("Background", "Foreground", "Orphan"))
+        elif do == "scale":
+            op.update(replicas=r.randint(0, 5), how=r.choice(("put", "patch")))
+        elif do == "status":
+            n = r.randint(0, 9)
+            op["status"] = ({"phase": "Running", "conditions": [
+                {"type": "Ready", "status": r.choice(("True", "False"))}]} if kind == "pod" else
+                {"replicas": n, "readyReplicas": r.randint(0, n),
+                 "availableReplicas": r.randint(0, n), "observedGeneration": r.randint(0, 9)})
+        if do != "delete" and r.random() < 0.3:
+            op["fm"] = self.manager()
+        return op
+
+
+def generate(seed, count):
+    d = Draw(seed)
+    return [d.one() for _ in range(count)]
+
+
+def describe(op):
+    if op["do"] == "burst":
+        return "burst %dx %s" % (op["n"], describe(op["op"]))
+    if op["do"] == "hide":
+        return "hide %s %s in t%s (depth %d, manager %.30r, %s)" % (
+            len(op["names"]), op["kind"], ",t".join(map(str, op["ns"])), op["depth"],
+            op["manager"], "re-made deep" if op["deep"] else "re-made shallow")
+    if op["do"] == "restart":
+        return "restart kcm"
+    muts = ",".join(m[0] + ("%d" % m[4] if m[0] == "mf" and m[4] else "") for m in
+                    op.get("with", []))
+    return "%s %s t%d %.40s%s%s" % (op["do"], op["kind"], op["ns"], op["name"],
+                                    " [%s]" % muts if muts else "",
+                                    " fm=%.20r" % op["fm"] if op.get("fm") else "")
+
+
+# --- the cluster, kcm and the checks -------------------------------------------------------------
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def http_get(port, p, timeout=5):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request("GET", p)
+        r = conn.getresponse()
+        return r.status, r.read()
+    finally:
+        conn.close()
+
+
+def quoted_spans(line, start):
+    """Where the key="value" values of a log line are, past its message."""
+    spans, i, first = [], start, None
+    key = re.compile(r' [A-Za-z_][A-Za-z0-9_.\-]*=')
+    while True:
+        m = key.search(line, i)
+        if not m:
+            return spans, first
+        first = m.start() if first is None else first
+        j = m.end()
+        if j < len(line) and line[j] == '"':
+            k = j + 1
+            while k < len(line) and line[k] != '"':
+                k += 2 if line[k] == "\\" else 1
+            spans.append((j, k + 1))
+            i = k + 1
+        else:
+            i = j
+
+
+class Env:
+    """The cluster, the tenant's identities and kcm."""
+
+    def __init__(self, args, work):
+        self.args, self.work = args, work
+        self.dir = os.path.join(work, "cluster")
+        self.kcm, self.logs, self.started = None, [], 0
+        self.victim_replicas, self.rollouts = 2, 0
+
+    def up(self):
+        subprocess.run(["bash", os.path.join(HERE, "cluster.sh"), "up", self.dir,
+                        CONTROLLERS["kcm"]], check=True)
+        server, ca, token = kubeconfig(os.path.join(self.dir, "kubeconfig"))
+        self.server, self.ca = server, ca
+        self.admin = Api(server, ca, token, "adversary-admin")
+        self.k("create", "namespace", HOME)
+        self.tokens = {}
+        for rights, sa in SA.items():
+            self.k("-n", HOME, "create", "serviceaccount", sa)
+            self.tokens[rights] = self.k("-n", HOME, "create", "token", sa,
+                                         "--duration=24h").strip()
+        self.ok(self.admin.call("POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles", {
+            "metadata": {"name": "adv-status"},
+            "rules": [{"apiGroups": ["apps"], "verbs": ["update", "patch"],
+                       "resources": ["deployments/status", "replicasets/status"]},
+                      {"apiGroups": [""], "verbs": ["update", "patch"],
+                       "resources": ["pods/status"]}]}))
+
+    def down(self):
+        self.stop_kcm()
+        subprocess.run(["bash", os.path.join(HERE, "cluster.sh"), "down", self.dir])
+
+    def k(self, *args):
+        return subprocess.run(["kubectl", "--kubeconfig", os.path.join(self.dir, "kubeconfig"),
+                               *args], check=True, capture_output=True, text=True).stdout
+
+    @staticmethod
+    def ok(res, also=()):
+        if res[0] >= 300 and res[0] not in also:
+            raise RuntimeError("the API server answered %d: %s" % (res[0], dumps(res[1])[:300]))
+        return res[1]
+
+    def tenant(self, rights, marker, log):
+        api = Api(self.server, self.ca, self.tokens[rights], "adversary/" + marker)
+        return Tenant(api, self.admin, marker, log)
+
+    # kcm
+    def start_kcm(self):
+        self.started += 1
+        self.health, self.metrics = free_port(), free_port()
+        name = "kcm-%d" % self.started
+        self.logs.append(os.path.join(self.dir, name + ".log"))
+        self.kcm = start_kcm(os.path.abspath(self.args.kcm), self.dir, name, (
+            "--metrics-bind-address=127.0.0.1:%d" % self.metrics,
+            "--health-probe-bind-address=127.0.0.1:%d" % self.health,
+            "--conflict-quiet-period=%ds" % self.args.quiet, *self.args.kcm_arg))
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and self.kcm.poll() is None:
+            try:
+                http_get(self.health, "/healthz", 1)
+                return
+            except OSError:
+                time.sleep(0.1)
+
+    def stop_kcm(self):
+        stop(self.kcm)
+        self.kcm = None
+
+    # the clean state
+    def strip_finalizers(self, ns):
+        for kind in KINDS:
+            st, lst = self.admin.call("GET", path(kind, ns))
+            for o in (lst or {}).get("items") or [] if st == 200 else ():
+                if o["metadata"].get("finalizers"):
+                    self.admin.call("PATCH", path(kind, ns, o["metadata"]["name"]),
+                                    {"metadata": {"finalizers": None}},
+                                    "application/merge-patch+json")
+
+    def reset(self):
+        """Tenant and victim namespaces made anew, kcm restarted, the victim
+        available."""
+        self.stop_kcm()
+        nss = TENANT + (VICTIM_NS,)
+        for ns in nss:
+            self.strip_finalizers(ns)
+            self.admin.call("DELETE", "/api/v1/namespaces/" + ns)
+        deadline = time.monotonic() + 180
+        while True:
+            left = [ns for ns in nss if self.admin.call("GET", "/api/v1/namespaces/" + ns)[0]
+                    != 404]
+            if not left:
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError("namespaces %s were not deleted within 180 s" % left)
+            for ns in left:
+                self.strip_finalizers(ns)
+            time.sleep(1)
+        for ns in nss:
+            self.ok(self.admin.call("POST", "/api/v1/namespaces", {"metadata": {"name": ns}}))
+        rb = "/apis/rbac.authorization.k8s.io/v1/namespaces/%s/rolebindings"
+        for ns in TENANT:
+            for name, role, sas in (("adv-edit", "edit", SA.values()),
+                                    ("adv-status", "adv-status", [SA["edit+status"]])):
+                self.ok(self.admin.call("POST", rb % ns, {
+                    "metadata": {"name": name},
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                "name": role},
+                    "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": HOME}
+                                 for sa in sas]}))
+        for ns in nss:  # pods need the namespace's default ServiceAccount
+            for _ in range(300):
+                if self.admin.call("GET", "/api/v1/namespaces/%s/serviceaccounts/default"
+                                   % ns)[0] == 200:
+                    break
+                time.sleep(0.1)
+        self.logs = []
+        self.start_kcm()
+        self.victim_replicas, self.rollouts = 2, 0
+        d = base("deploy", VICTIM, "victim", VICTIM, 2)
+        d["metadata"]["labels"] = {"app": VICTIM}
+        d["spec"]["template"]["metadata"]["labels"] = {"app": VICTIM}
+        self.ok(self.admin.call("POST", path("deploy", VICTIM_NS), d))
+        if not self.complete(60):
+            raise RuntimeError("the victim Deployment is not available on a clean state within "
+                               "60 s; kcm's log: %s" % self.logs[-1])
+
+    # the checks
+    def victim(self):
+        return self.admin.call("GET", path("deploy", VICTIM_NS, VICTIM))[1] or {}
+
+    def complete(self, bound):
+        deadline = time.monotonic() + bound
+        while True:
+            d = self.victim()
+            st, want = d.get("status") or {}, (d.get("spec") or {}).get("replicas")
+            if (st.get("observedGeneration", 0) >= d.get("metadata", {}).get("generation", 1) and
+                    st.get("updatedReplicas", 0) == st.get("availableReplicas", 0) ==
+                    st.get("replicas", 0) == want):
+                return None
+            if time.monotonic() > deadline:
+                return "spec.replicas %s, generation %s, status %s" % (
+                    want, d.get("metadata", {}).get("generation"), json.dumps(st)[:400])
+            time.sleep(0.25)
+
+    def check(self, marker):
+        """[(kind, detail)] of the invariants that fail now."""
+        out = []
+        if self.kcm is None or self.kcm.poll() is not None:
+            out.append(("kcm-exited", "kcm exited with %s" % (self.kcm and self.kcm.returncode)))
+        else:
+            try:
+                st, body = http_get(self.health, "/healthz")
+                if st != 200:
+                    out.append(("healthz", "/healthz answered %d: %.200r" % (st, body)))
+            except OSError as e:
+                out.append(("healthz", "/healthz: %s" % e))
+            self.victim_replicas = 6 - self.victim_replicas
+            self.ok(self.admin.call("PATCH", path("deploy", VICTIM_NS, VICTIM, "scale"),
+                                    {"spec": {"replicas": self.victim_replicas}},
+                                    "application/merge-patch+json"))
+            bad = self.complete(self.args.bound)
+            if bad:
+                out.append(("victim-scale", "the victim was not scaled to %d within %d s: %s" % (
+                    self.victim_replicas, self.args.bound, bad)))
+            else:
+                self.rollouts += 1
+                self.ok(self.admin.call("PATCH", path("deploy", VICTIM_NS, VICTIM), {
+                    "spec": {"template": {"metadata": {"annotations": {
+                        "adv.example/rollout": str(self.rollouts)}}}}},
+                    "application/merge-patch+json"))
+                bad = self.complete(self.args.bound)
+                if bad:
+                    out.append(("victim-rollout", "the victim's rollout %d did not complete "
+                                "within %d s: %s" % (self.rollouts, self.args.bound, bad)))
+            try:
+                st, body = http_get(self.metrics, "/metrics")
+                text = body.decode("utf-8", "replace")
+                if marker in text:
+                    out.append(("metrics-marker", "/metrics: %.300r" % next(
+                        l for l in text.splitlines() if marker in l)))
+                for line in text.splitlines():
+                    if line.startswith("kcm_conflicting_controller{") and float(
+                            line.rsplit(" ", 1)[1]) != 0:
+                        out.append(("stand-aside", "/metrics: " + line))
+            except OSError as e:
+                out.append(("healthz", "/metrics: %s" % e))
+        out += self.check_log(marker) + self.check_events(marker)
+        return out
+
+    def check_log(self, marker):
+        out, header = [], re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ \S+:\d+\] ")
+        for p in self.logs:
+            with open(p, "rb") as f:
+                for n, raw_line in enumerate(f, 1):
+                    where = "%s:%d" % (os.path.basename(p), n)
+                    line = raw_line.decode("utf-8", "replace").rstrip("\n")
+                    if len(raw_line) >= LONG_LINE:
+                        out.append(("log-long", "%s is %d bytes: %.200r" % (
+                            where, len(raw_line), line)))
+                    if HELD in line:
+                        if EVERYWHERE in line:
+                            out.append(("stand-aside", "%s: %.400s" % (where, line)))
+                        ns = re.search(r' namespace="([^"\\]*)"', line)
+                        if ns and ns.group(1) not in TENANT:
+                            out.append(("held-outside", "%s: %.400s" % (where, line)))
+                    if marker in line:
+                        h = header.match(line)
+                        spans, first = quoted_spans(line, h.end() if h else 0)
+                        for m in re.finditer(re.escape(marker), line):
+                            if not any(a < m.start() and m.end() <= b for a, b in spans):
+                                out.append(("log-marker", "%s: the tenant's text outside a "
+                                            "quoted value: %.400r" % (where, line)))
+                                break
+        return out
+
+    def check_events(self, marker):
+        out, cont = [], ""
+        while True:
+            st, lst = self.admin.call("GET", "/api/v1/events?limit=500" + (
+                "&continue=" + urllib.parse.quote(cont) if cont else ""))
+            for e in (lst or {}).get("items") or []:
+                ns = e["metadata"].get("namespace")
+                if ns not in TENANT and marker in json.dumps(e, ensure_ascii=False):
+                    out.append(("event-marker", "event %s/%s by %s: %s %.300r" % (
+                        ns, e["metadata"]["name"],
+                        e.get("reportingComponent") or (e.get("source") or {}).get("component"),
+                        e.get("reason"), e.get("message"))))
+            cont = ((lst or {}).get("metadata") or {}).get("continue")
+            if not cont:
+                return out
+
+
+# --- running, shrinking ---------------------------------------------------------------------------
+class Stats:
+    def __init__(self):
+        self.sequences, self.ops, self.requests, self.codes = 0, 0, 0, {}
+
+
+def count(op):
+    return op["n"] if op["do"] == "burst" else 1
+
+
+def run(env, ops, rights, marker, stats, quiet=False):
+    """Run ops on a clean state, checking every --check-every ops, at the
+    end, and once more after kcm restarts; the failures of the first check
+    that finds any, [] when none does."""
+    say = (lambda *a: None) if quiet else print
+    env.reset()
+    tenant = env.tenant(rights, marker, say)
+    stats.sequences += 1
+    failures = []
+    try:
+        for i, op in enumerate(ops, 1):
+            if op["do"] == "restart":
+                env.stop_kcm()
+                env.start_kcm()
+                codes = []
+            else:
+                codes = tenant.write(op)
+            stats.ops += count(op)
+            for c in codes:
+                if c >= 300:
+                    stats.codes[c] = stats.codes.get(c, 0) + 1
+            summary = {}
+            for c in codes:
+                summary[c] = summary.get(c, 0) + 1
+            say("  %3d %s -> %s" % (i, describe(op), " ".join(
+                "%d" % c if n == 1 else "%dx%d" % (c, n) for c, n in summary.items()) or "-"),
+                flush=True)
+            if i % env.args.check_every == 0 or i == len(ops):
+                failures = env.check(marker)
+                say("      check after op %d: %s" % (i, "ok" if not failures else "FAIL"),
+                    flush=True)
+                if failures:
+                    return failures
+        if not ops:
+            failures = env.check(marker)
+            if failures:
+                return failures
+        env.stop_kcm()
+        env.start_kcm()
+        failures = env.check(marker)
+        say("      check after kcm restarted with the tenant's objects: %s" % (
+            "ok" if not failures else "FAIL"), flush=True)
+        return failures
+    finally:
+        stats.requests += tenant.requests
+
+
+def primary(failures):
+    kinds = {k for k, _ in failures}
+    return next(k for k in ORDER if k in kinds)
+
+
+def shrink(env, ops, rights, marker, kind, stats, minutes):
+    """The shortest sublist of ops found, within minutes, that fails with
+    kind (delta debugging: chunks, then single ops, removed)."""
+    deadline, tries = time.monotonic() + minutes * 60, 0
+    n = 2
+    while len(ops) > 1 and time.monotonic() < deadline:
+        n = min(n, len(ops))
+        size = (len(ops) + n - 1) // n
+        removed = False
+        for start in range(0, len(ops), size):
+            if time.monotonic() > deadline:
+                break
+            trial = ops[:start] + ops[start + size:]
+            tries += 1
+            failures = run(env, trial, rights, marker, stats, quiet=True)
+            found = [k for k, _ in failures]
+            print("  shrink try %d: %d ops -> %s" % (
+                tries, len(trial), "fails (%s)" % kind if kind in found else
+                "passes" if not found else "other (%s)" % ",".join(sorted(set(found)))),
+                flush=True)
+            if kind in found:
+                ops, removed = trial, True
+                break
+        if removed:
+            n = max(n - 1, 2)
+        elif n >= len(ops):
+            break
+        else:
+            n = min(n * 2, len(ops))
+    return ops, tries
+
+
+def parse_replay(text):
+    """Ops from a printed sequence: its JSON line, a JSON list, or JSON
+    objects separated by ';'."""
+    text = text.strip()
+    try:
+        v = json.loads(text)
+        if isinstance(v, dict) and "ops" in v:
+            return v["ops"], v.get("marker"), v.get("rights")
+        if isinstance(v, list):
+            return v, None, None
+        return [v], None, None
+    except ValueError:
+        pass
+    ops, dec, i = [], json.JSONDecoder(), 0
+    while i < len(text):
+        while i < len(text) and text[i] in "; \n\t":
+            i += 1
+        if i < len(text):
+            op, i = dec.raw_decode(text, i)
+            ops.append(op)
+    return ops, None, None
+
+
+def rights_of(seed, choice):
+    if choice != "both":
+        return choice
+    return "edit" if seed % 2 else "edit+status"
+
+
+def report(env, args, seed, rights, marker, ops, failures, stats):
+    kind = primary(failures)
+    print("FAIL seed %s, rights %s: %s" % (seed, rights, kind))
+    for k, detail in failures:
+        print("  %s: %s" % (k, detail))
+    print("sequence (%d ops): %s" % (len(ops), json.dumps(
+        {"marker": marker, "rights": rights, "ops": ops})))
+    shrunk, tries = ops, 0
+    if args.shrink_minutes > 0 and len(ops) > 1:
+        print("shrinking (at most %g min) ..." % args.shrink_minutes, flush=True)
+        shrunk, tries = shrink(env, ops, rights, marker, kind, stats, args.shrink_minutes)
+    line = json.dumps({"marker": marker, "rights": rights, "ops": shrunk})
+    name = os.path.join(args.work, "shrunk-%s.json" % seed)
+    with open(name, "w") as f:
+        f.write(line + "\n")
+    print("shortest failing sequence (%d ops, %d shrink tries; %s):" % (len(shrunk), tries, kind))
+    for i, op in enumerate(shrunk, 1):
+        print("  %3d %s" % (i, describe(op)))
+    print(line)
+    extra = "".join(" --kcm-arg=%s" % a for a in args.kcm_arg)
+    print("replay: python3 %s --kcm %s%s --replay-file %s" % (
+        os.path.relpath(__file__), args.kcm, extra, name))
+    return shrunk
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--kcm", required=True)
+    p.add_argument("--work", default=None)
+    p.add_argument("--seed", type=int, action="append",
+                   help="a seed to run (repeatable; default %s)" % ",".join(map(str, SEEDS)))
+    p.add_argument("--ops", type=int, default=16, help="operations per sequence")
+    p.add_argument("--minutes", type=float, default=0,
+                   help="run new seeds, from --seed or 1, until this many minutes pass")
+    p.add_argument("--replay", help="a printed sequence: its JSON line, or op;op;...")
+    p.add_argument("--replay-file")
+    p.add_argument("--rights", choices=("edit", "edit+status", "both"), default="both")
+    p.add_argument("--kcm-arg", action="append", default=[], help="an extra kcm argument")
+    p.add_argument("--check-every", type=int, default=5)
+    p.add_argument("--bound", type=int, default=30,
+                   help="seconds a victim scale or rollout may take")
+    p.add_argument("--quiet", type=int, default=20, help="kcm's --conflict-quiet-period, s")
+    p.add_argument("--shrink-minutes", type=float, default=10)
+    p.add_argument("--keep-going", action="store_true",
+                   help="run the other seeds after a failure")
+    args = p.parse_args()
+    args.work = os.path.abspath(args.work or tempfile.mkdtemp(prefix="kcm-adversary-"))
+    os.makedirs(args.work, exist_ok=True)
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+
+    jobs = []  # (seed, rights, marker, ops)
+    if args.replay or args.replay_file:
+        ops, marker, rights = parse_replay(args.replay or open(args.replay_file).read())
+        if not marker:
+            m = re.search(r"advx\d+", json.dumps(ops))
+            marker = m.group() if m else "advx0"
+        rights = rights if rights and args.rights == "both" else rights_of(1, args.rights)
+        jobs.append(("replay", rights, marker, ops))
+    started = time.monotonic()
+
+    def seeds():
+        if args.minutes:
+            s = (args.seed or [1])[0]
+            while time.monotonic() - started < args.minutes * 60:
+                yield s
+                s += 1
+        else:
+            yield from args.seed or SEEDS
+
+    env, stats, failed = Env(args, args.work), Stats(), []
+    try:
+        env.up()
+        for job in jobs or ((s, rights_of(s, args.rights), "advx%d" % s,
+                             generate(s, args.ops)) for s in seeds()):
+            seed, rights, marker, ops = job
+            print("adversary: seed %s, rights %s, %d ops" % (seed, rights, len(ops)), flush=True)
+            failures = run(env, ops, rights, marker, stats)
+            if failures:
+                failed.append((seed, primary(failures),
+                               report(env, args, seed, rights, marker, ops, failures, stats)))
+                if not args.keep_going:
+                    break
+    except KeyboardInterrupt:
+        print("adversary: interrupted", flush=True)
+        failed.append(("interrupted", "", []))
+    finally:
+        env.down()
+    codes = ", ".join("%d: %d" % kv for kv in sorted(stats.codes.items())) or "none"
+    for seed, kind, shrunk in failed:
+        if kind:
+            print("adversary: seed %s fails (%s), shortest sequence %d ops" % (
+                seed, kind, len(shrunk)))
+    print("adversary: %d sequences, %d operations (%d requests; refused by status: %s), "
+          "%.0f s: %s; work directory %s" % (
+              stats.sequences, stats.ops, stats.requests, codes, time.monotonic() - started,
+              "FAIL" if failed else "PASS", args.work))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
