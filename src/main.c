@@ -229,6 +229,9 @@ static int apply_flags(struct app *a, const struct kcm_options *f) {
   if (f->json_logs)
     kcm_log_set_format(KCM_LOG_JSON);
   kcm_options_warn(f, kcm_controllers_foreign(f, foreign, sizeof(foreign)));
+  if ((why = kcm_conflict_system_problem(f->conflict_system_namespaces)))
+    return kcm_options_fail("invalid value \"%s\" for flag --conflict-system-namespaces: %s",
+                            f->conflict_system_namespaces, why);
   if ((why = kcm_campaign_check(f)))
     return kcm_options_fail("invalid %s settings: %s", f->shards ? "--shards" : "leader election",
                             why);
@@ -300,8 +303,9 @@ static int setup_controllers(struct app *a, const struct kcm_options *f) {
   a->ctl.on_stopped = controllers_stopped;
   a->ctl.data = a;
   kcm_conflict_guard_init(&a->guard, a->loop, kcm_client_program(), f->conflict_quiet_ms,
-                          (uint32_t)f->conflict_cluster_namespaces, f->stand_aside,
-                          f->lease_namespace, f->lease_name);
+                          (uint32_t)f->conflict_cluster_namespaces,
+                          f->conflict_system_namespaces, f->stand_aside,
+                          kcm_campaign_lease_namespace(f), f->lease_name);
   if (!f->shadow && kcm_controllers_guard(&a->ctl, &a->guard)) {
     kcm_error("cannot set up a controller name=\"conflict-guard\" err=\"out of memory\"");
     return KCM_ENOMEM;

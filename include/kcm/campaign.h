@@ -34,6 +34,13 @@ struct kcm_campaign {
   void *data;
 };
 
+/* Where the Leases are without --leader-elect-resource-namespace: the
+ * leader's in kube-system, as kube-controller-manager's; the shards' in a
+ * namespace of their own, where only kcm writes Leases (see
+ * kcm_shards_check). */
+#define KCM_CAMPAIGN_LEADER_NAMESPACE "kube-system"
+#define KCM_CAMPAIGN_SHARDS_NAMESPACE "kcm-shards"
+const char *kcm_campaign_lease_namespace(const struct kcm_options *f);
 /* Whether the flags' leader election or shard settings are wrong: NULL,
  * or what is wrong (static). */
 const char *kcm_campaign_check(const struct kcm_options *f);

@@ -8,7 +8,9 @@
  * objects. What tells it:
  *
  * A foreign status write is a watch update of a ReplicaSet or Deployment
- * in which
+ * that follows the cached copy directly (kcm_informer_successive: no
+ * relist, no streamed list, nothing unreadable in between), of the same
+ * object (uid), in which
  *   - a count its controller keeps changed (observedGeneration, replicas,
  *     fullyLabeled/updated/ready/available/unavailable/terminating
  *     replicas, collisionCount): kube-apiserver keeps the status as it was on a
@@ -22,16 +24,22 @@
  * carries them cannot change the counts, and on a status write the server
  * stamps only the writer's own entry, so through kcm's own writes every
  * other entry stays as it was or goes. Conditions alone (a tool's or a
- * test's marker) and creates are no evidence.
+ * test's marker), creates, and an object deleted and created again are no
+ * evidence: each is a change a namespace user makes with no status right.
  *
  * Scope. Writing status needs rights in the object's namespace, so
- * evidence counts where it was seen. An area is a kind whose status a
- * controller of kcm's writes (enum kcm_kind: the ReplicaSet controller's
- * is KCM_KIND_REPLICASET); it stands
- * aside in a namespace from the KCM_CONFLICT_WRITES-th foreign status
- * write there within quiet_s (a one-off write holds nothing), until
- * quiet_s passes without one. It stands aside in every namespace once
- * `cluster_at` namespaces are held at once (0: never), and until none is.
+ * evidence counts where it was seen, and holds at most that namespace. An
+ * area is a kind whose status a controller of kcm's writes (enum kcm_kind:
+ * the ReplicaSet controller's is KCM_KIND_REPLICASET); it stands aside in a
+ * namespace from the KCM_CONFLICT_WRITES-th foreign status write there
+ * within quiet_s (a one-off write holds nothing), until quiet_s passes
+ * without one. It stands aside in every namespace while
+ *   - a system namespace is held: one only the cluster's administrators
+ *     write (kube-system by default), where no tenant can make evidence;
+ *   - or, when the operator asks for it (cluster_at > 0), cluster_at
+ *     namespaces are held at once: a tenant with status rights in that many
+ *     namespaces can bring that about;
+ * and no longer than that holds.
  *
  * Manager names are the writers' to choose: they are classed into a
  * bounded set (kcm_conflict_manager_class) before reaching an event or a
@@ -50,6 +58,7 @@
 
 #define KCM_CONFLICT_WRITES 2     /* foreign status writes that hold a namespace */
 #define KCM_CONFLICT_SPACES 4096  /* namespaces tracked per area; evidence beyond is dropped */
+#define KCM_CONFLICT_SYSTEM_MAX 8 /* system namespaces */
 
 /* One namespace of an area with a foreign status write within quiet_s. */
 struct kcm_conflict_space {
@@ -58,11 +67,13 @@ struct kcm_conflict_space {
   int64_t last;     /* its latest */
   uint32_t writes;  /* in this spell */
   bool held;        /* the area stands aside here */
+  bool system;      /* a system namespace */
 };
 
 struct kcm_conflict_state {
   struct kcm_map spaces; /* namespace -> struct kcm_conflict_space (owned) */
   uint32_t held;         /* spaces held */
+  uint32_t held_system;  /* of them, system namespaces */
   bool cluster;          /* standing aside in every namespace */
   int64_t cluster_since;
   const char *manager;   /* class of the latest foreign writer; "" before any */
@@ -75,6 +86,8 @@ struct kcm_conflict {
   int64_t leading;     /* writes stamped before are history; 0: not leading */
   int64_t quiet_s;     /* a spell ends after this long without a foreign write */
   uint32_t cluster_at; /* held namespaces that hold every namespace; 0: never */
+  char system[KCM_CONFLICT_SYSTEM_MAX][64]; /* system namespaces: one held holds every one */
+  unsigned nsystem;
   unsigned watched;    /* areas whose controller kcm runs (1 << kind); others are
                           another's to write (--controllers=replicaset leaves the
                           Deployment controller's writes to kube-controller-manager) */
@@ -90,22 +103,27 @@ struct kcm_conflict_change {
   bool cluster;             /* every namespace is held from this write on */
 };
 
-/* own: kcm's field manager (kcm_client_program()). */
+/* own: kcm's field manager (kcm_client_program()); system: the system
+ * namespaces, comma-separated (kcm_conflict_system_problem() checked). */
 void kcm_conflict_init(struct kcm_conflict *c, const char *own, int64_t quiet_s,
-                       uint32_t cluster_at);
+                       uint32_t cluster_at, const char *system);
+/* What is wrong with a list of system namespaces (NULL: nothing): at most
+ * KCM_CONFLICT_SYSTEM_MAX namespace names, comma-separated; "" for none. */
+const char *kcm_conflict_system_problem(const char *system);
 /* Free every namespace's record. */
 void kcm_conflict_release(struct kcm_conflict *c);
 /* kcm leads from now on (0: it stopped leading, and every area is clear). */
 void kcm_conflict_lead(struct kcm_conflict *c, int64_t now);
 
 /* A ReplicaSet or Deployment updated by a watch event from `old` to
- * `cur`; ch says what it brought (ch->area -1 for nothing). */
+ * `cur`, successive as kcm_informer_successive() says; ch says what it
+ * brought (ch->area -1 for nothing). */
 void kcm_conflict_observe(struct kcm_conflict *c, const struct kcm_object *old,
-                          const struct kcm_object *cur, int64_t now,
+                          const struct kcm_object *cur, bool successive, int64_t now,
                           struct kcm_conflict_change *ch);
 /* End the spells quiet for quiet_s at `now`: each namespace ending a held
  * spell is told to ended(data, area, ns) (may be NULL), and an area held
- * everywhere is released once no namespace is held. Returns a bit
+ * everywhere is released once what held it no longer does. Returns a bit
  * (1 << area) for each area that holds less than before. */
 unsigned kcm_conflict_expire(struct kcm_conflict *c, int64_t now,
                              void (*ended)(void *data, int area, const char *ns), void *data);
@@ -140,6 +158,10 @@ struct kcm_conflict_guard {
   struct kcm_conflict c;
   uv_timer_t timer;
   struct kcm_runtime *rt[KCM_KIND_COUNT]; /* borrowed, by area; NULL: controller off */
+  struct kcm_conflict_watch {             /* each watched cache's handler context */
+    struct kcm_conflict_guard *g;
+    const struct kcm_informer *inf;       /* borrowed */
+  } watches[KCM_KIND_COUNT];
   struct kcm_conflict_gate {              /* what each area's gate is given */
     struct kcm_conflict_guard *g;
     enum kcm_kind area;
@@ -151,8 +173,8 @@ struct kcm_conflict_guard {
 };
 
 void kcm_conflict_guard_init(struct kcm_conflict_guard *g, uv_loop_t *loop, const char *own,
-                             uint64_t quiet_ms, uint32_t cluster_at, bool stand_aside,
-                             const char *lease_ns, const char *lease_name);
+                             uint64_t quiet_ms, uint32_t cluster_at, const char *system,
+                             bool stand_aside, const char *lease_ns, const char *lease_name);
 /* The controller of an area (NULL: off, and that area's writes are left to
  * another); before kcm_conflict_guard_lead(). */
 void kcm_conflict_guard_area(struct kcm_conflict_guard *g, enum kcm_kind a,

@@ -41,14 +41,16 @@ struct kcm_options {
   uint64_t failed_pod_backoff_ms;
   bool stand_aside;      /* --stand-aside-on-conflict */
   uint64_t conflict_quiet_ms;
-  int conflict_cluster_namespaces; /* 0: never stand aside everywhere */
+  const char *conflict_system_namespaces; /* comma-separated; "" for none */
+  int conflict_cluster_namespaces; /* 0: never stand aside everywhere by count */
   int shards;                   /* virtual shards shared by active instances; 0: off */
   bool shadow;           /* --shadow: write nothing, report the differences */
   uint64_t shadow_window_ms;
   /* leader election */
   bool leader_elect;
   uint64_t lease_ms, renew_ms, retry_ms;
-  const char *lease_namespace, *lease_name;
+  const char *lease_namespace; /* NULL: not given (kcm_campaign_lease_namespace) */
+  const char *lease_name;
   uint64_t grace_ms;
   /* secure serving */
   int secure_port; /* 0: off */

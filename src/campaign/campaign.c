@@ -10,15 +10,22 @@
 #include "kcm/error.h"
 #include "kcm/log.h"
 
+const char *kcm_campaign_lease_namespace(const struct kcm_options *f) {
+  if (f->lease_namespace)
+    return f->lease_namespace;
+  return f->shards ? KCM_CAMPAIGN_SHARDS_NAMESPACE : KCM_CAMPAIGN_LEADER_NAMESPACE;
+}
+
 static struct kcm_leader_options leader_options(const struct kcm_options *f) {
-  return (struct kcm_leader_options){f->lease_namespace, f->lease_name, NULL, f->lease_ms,
-                                     f->renew_ms, f->retry_ms, KCM_LEADER_LIMITER};
+  return (struct kcm_leader_options){kcm_campaign_lease_namespace(f), f->lease_name, NULL,
+                                     f->lease_ms, f->renew_ms, f->retry_ms,
+                                     KCM_LEADER_LIMITER};
 }
 
 static struct kcm_shards_options shards_options(const struct kcm_options *f) {
-  return (struct kcm_shards_options){(uint32_t)f->shards, f->lease_namespace, f->lease_name,
-                                     NULL, f->lease_ms, f->renew_ms, f->retry_ms,
-                                     KCM_LEADER_LIMITER};
+  return (struct kcm_shards_options){(uint32_t)f->shards, kcm_campaign_lease_namespace(f),
+                                     f->lease_name, NULL, f->lease_ms, f->renew_ms,
+                                     f->retry_ms, KCM_LEADER_LIMITER};
 }
 
 const char *kcm_campaign_check(const struct kcm_options *f) {

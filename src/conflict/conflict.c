@@ -29,13 +29,53 @@ static bool space_match(const void *key, const void *entry) {
 
 static const struct kcm_map_type space_type = {space_hash, space_match};
 
+/* The next name of a comma-separated list from *p: [*from, *to). False
+ * at its end. */
+static bool next_name(const char **p, const char **from, const char **to) {
+  if (!**p)
+    return false;
+  *from = *p;
+  *to = strchr(*p, ',');
+  if (!*to)
+    *to = *p + strlen(*p);
+  *p = **to ? *to + 1 : *to;
+  return true;
+}
+
+/* A namespace name: a DNS-1123 label. */
+static bool is_label(const char *s, size_t n) {
+  size_t i;
+  if (!n || n > 63 || s[0] == '-' || s[n - 1] == '-')
+    return false;
+  for (i = 0; i < n; i++)
+    if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
+      return false;
+  return true;
+}
+
+const char *kcm_conflict_system_problem(const char *system) {
+  const char *p = system, *from, *to;
+  unsigned n = 0;
+  while (next_name(&p, &from, &to)) {
+    if (!is_label(from, (size_t)(to - from)))
+      return "each must be a namespace name (lower-case letters, digits and '-', at most 63)";
+    if (++n > KCM_CONFLICT_SYSTEM_MAX)
+      return "at most 8 namespaces";
+  }
+  return NULL;
+}
+
 void kcm_conflict_init(struct kcm_conflict *c, const char *own, int64_t quiet_s,
-                       uint32_t cluster_at) {
+                       uint32_t cluster_at, const char *system) {
+  const char *p = system ? system : "", *from, *to;
   int a;
   memset(c, 0, sizeof(*c));
   snprintf(c->own, sizeof(c->own), "%s", own);
   c->quiet_s = quiet_s > 0 ? quiet_s : 1;
   c->cluster_at = cluster_at;
+  while (c->nsystem < KCM_CONFLICT_SYSTEM_MAX && next_name(&p, &from, &to))
+    if (is_label(from, (size_t)(to - from)))
+      snprintf(c->system[c->nsystem++], sizeof(c->system[0]), "%.*s", (int)(to - from), from);
   c->watched = (1u << KCM_KIND_COUNT) - 1;
   for (a = 0; a < KCM_KIND_COUNT; a++) {
     kcm_map_init(&c->area[a].spaces, &space_type);
@@ -52,8 +92,29 @@ static void clear(struct kcm_conflict_state *s) {
     free(sp);
   }
   kcm_map_release(&s->spaces);
-  s->held = 0;
+  s->held = s->held_system = 0;
   s->cluster = false;
+}
+
+static bool is_system(const struct kcm_conflict *c, const char *ns, size_t n) {
+  unsigned i;
+  for (i = 0; i < c->nsystem; i++)
+    if (!strncmp(c->system[i], ns, n) && !c->system[i][n])
+      return true;
+  return false;
+}
+
+/* Whether the area stands aside in every namespace now: while a system
+ * namespace is held, or (when asked for) cluster_at namespaces are. Sets
+ * s->cluster; true when it changed. */
+static bool settle(const struct kcm_conflict *c, struct kcm_conflict_state *s, int64_t now) {
+  bool everywhere = s->held_system || (c->cluster_at && s->held >= c->cluster_at);
+  if (everywhere == s->cluster)
+    return false;
+  s->cluster = everywhere;
+  if (everywhere)
+    s->cluster_since = now;
+  return true;
 }
 
 void kcm_conflict_release(struct kcm_conflict *c) {
@@ -109,7 +170,7 @@ static const char *foreign_status_write(const struct kcm_conflict *c,
   const struct kcm_writers *w = kcm_api_writers_of(cur), *before = kcm_api_writers_of(old);
   uint8_t i;
   if (!c->leading || !w || !before || old->kind != cur->kind || w->more || before->more ||
-      !counts_changed(old, cur))
+      !kcm_api_uid_equal(&old->uid, &cur->uid) || !counts_changed(old, cur))
     return NULL;
   for (i = 0; i < w->n; i++) {
     const struct kcm_status_writer *e = &w->status[i];
@@ -120,7 +181,7 @@ static const char *foreign_status_write(const struct kcm_conflict *c,
 }
 
 void kcm_conflict_observe(struct kcm_conflict *c, const struct kcm_object *old,
-                          const struct kcm_object *cur, int64_t now,
+                          const struct kcm_object *cur, bool successive, int64_t now,
                           struct kcm_conflict_change *ch) {
   enum kcm_kind a = cur->kind < KCM_KIND_COUNT ? (enum kcm_kind)cur->kind : KCM_KIND_POD;
   struct kcm_conflict_state *s = &c->area[a];
@@ -129,7 +190,8 @@ void kcm_conflict_observe(struct kcm_conflict *c, const struct kcm_object *old,
 
   memset(ch, 0, sizeof(*ch));
   ch->area = -1;
-  if (!old || !(c->watched & (1u << a)) || !(ch->manager = foreign_status_write(c, old, cur)))
+  if (!old || !successive || !(c->watched & (1u << a)) ||
+      !(ch->manager = foreign_status_write(c, old, cur)))
     return;
   ch->area = (int)a;
   s->writes++;
@@ -144,6 +206,7 @@ void kcm_conflict_observe(struct kcm_conflict *c, const struct kcm_object *old,
       return;
     }
     sp->since = now;
+    sp->system = is_system(c, key.s, key.n);
   }
   sp->last = now;
   sp->writes++;
@@ -151,10 +214,8 @@ void kcm_conflict_observe(struct kcm_conflict *c, const struct kcm_object *old,
   if (!sp->held && sp->writes >= KCM_CONFLICT_WRITES) {
     sp->held = ch->held = true;
     s->held++;
-    if (c->cluster_at && !s->cluster && s->held >= c->cluster_at) {
-      s->cluster = ch->cluster = true;
-      s->cluster_since = now;
-    }
+    s->held_system += sp->system;
+    ch->cluster = settle(c, s, now);
   }
 }
 
@@ -166,6 +227,7 @@ static unsigned drop(struct kcm_conflict_state *s, int a, struct kcm_conflict_sp
   kcm_map_remove(&s->spaces, &key);
   if (sp->held) {
     s->held--;
+    s->held_system -= sp->system;
     less = 1u << a;
     if (ended)
       ended(data, a, sp->ns);
@@ -196,10 +258,8 @@ unsigned kcm_conflict_expire(struct kcm_conflict *c, int64_t now,
       less |= drop(s, a, quiet[i], ended, data);
     free(quiet);
   cluster:
-    if (s->cluster && !s->held) {
-      s->cluster = false;
+    if (s->cluster && settle(c, s, now))
       less |= 1u << a;
-    }
   }
   return less;
 }

@@ -21,10 +21,10 @@
 static int64_t wall_now(void) { return (int64_t)time(NULL); }
 
 void kcm_conflict_guard_init(struct kcm_conflict_guard *g, uv_loop_t *loop, const char *own,
-                             uint64_t quiet_ms, uint32_t cluster_at, bool stand_aside,
-                             const char *lease_ns, const char *lease_name) {
+                             uint64_t quiet_ms, uint32_t cluster_at, const char *system,
+                             bool stand_aside, const char *lease_ns, const char *lease_name) {
   memset(g, 0, sizeof(*g));
-  kcm_conflict_init(&g->c, own, (int64_t)((quiet_ms + 999) / 1000), cluster_at);
+  kcm_conflict_init(&g->c, own, (int64_t)((quiet_ms + 999) / 1000), cluster_at, system);
   g->stand_aside = stand_aside;
   snprintf(g->lease_ns, sizeof(g->lease_ns), "%s", lease_ns);
   snprintf(g->lease_name, sizeof(g->lease_name), "%s", lease_name);
@@ -76,15 +76,16 @@ static void held_everywhere(struct kcm_conflict_guard *g, enum kcm_kind a) {
   struct kcm_event_object lease = {"Lease", "coordination.k8s.io/v1", g->lease_ns,
                                    g->lease_name, {{0}}, 0};
   const char *action = g->stand_aside ? "standing aside in every namespace" : "writing on";
+  const char *where = s->held_system ? "a system namespace among them" : "as many as set";
   kcm_error("another controller writes the status of what kcm's %s controller manages in "
-            "%u namespaces; %s manager=\"%s\"",
-            kcm_conflict_area_name(a), s->held, action, s->manager);
+            "%u namespaces, %s; %s manager=\"%s\"",
+            kcm_conflict_area_name(a), s->held, where, action, s->manager);
   g->ever[a] = true;
   kcm_events_record(&g->rt[a]->events, &lease, true, "ConflictingController",
-                    "Another controller (%s) writes %s status in %u namespaces; kcm's %s "
+                    "Another controller (%s) writes %s status in %u namespaces, %s; kcm's %s "
                     "controller is %s",
-                    s->manager, kcm_conflict_area_kind(a), s->held, kcm_conflict_area_name(a),
-                    action);
+                    s->manager, kcm_conflict_area_kind(a), s->held, where,
+                    kcm_conflict_area_name(a), action);
   if (g->stand_aside)
     kcm_runtime_pause(g->rt[a], true);
 }
@@ -92,9 +93,10 @@ static void held_everywhere(struct kcm_conflict_guard *g, enum kcm_kind a) {
 static void on_added(void *ctx, struct kcm_object *o) {}
 
 static void on_updated(void *ctx, struct kcm_object *old, struct kcm_object *cur) {
-  struct kcm_conflict_guard *g = ctx;
+  const struct kcm_conflict_watch *w = ctx;
+  struct kcm_conflict_guard *g = w->g;
   struct kcm_conflict_change ch;
-  kcm_conflict_observe(&g->c, old, cur, g->now(), &ch);
+  kcm_conflict_observe(&g->c, old, cur, kcm_informer_successive(w->inf), g->now(), &ch);
   if (ch.area < 0)
     return;
   if (ch.held)
@@ -106,7 +108,10 @@ static void on_updated(void *ctx, struct kcm_object *old, struct kcm_object *cur
 static void on_deleted(void *ctx, struct kcm_object *o, bool unknown) {}
 
 int kcm_conflict_guard_watch(struct kcm_conflict_guard *g, struct kcm_informer *inf) {
-  struct kcm_informer_handler h = {on_added, on_updated, on_deleted, g};
+  struct kcm_conflict_watch *w = &g->watches[inf->opts.kind];
+  struct kcm_informer_handler h = {on_added, on_updated, on_deleted, w};
+  w->g = g;
+  w->inf = inf;
   return kcm_informer_add_handler(inf, &h) ? KCM_ENOMEM : 0;
 }
 

@@ -61,9 +61,16 @@ static const struct flag flags[] = {
     {NULL, "conflict-quiet-period", "D", DURATION, AT(conflict_quiet_ms),
      "how long without another controller's status writes ends a\n"
      "conflict in a namespace (default 2m)"},
+    {NULL, "conflict-system-namespaces", "LIST", STRING, AT(conflict_system_namespaces),
+     "namespaces only the cluster's administrators write, comma-separated\n"
+     "(at most 8): a conflict in one makes a controller stand aside in\n"
+     "every namespace while it lasts; empty never does (default\n"
+     "kube-system)"},
     {NULL, "conflict-cluster-namespaces", "N", LEVEL, AT(conflict_cluster_namespaces),
-     "namespaces in conflict at once that make a controller stand aside\n"
-     "in every namespace, until none is; 0 never does (default 3)"},
+     "namespaces in conflict at once that also make a controller stand\n"
+     "aside in every namespace, while that many are; a tenant with\n"
+     "status rights in N namespaces can bring that about, so 0, never,\n"
+     "unless no one has (default 0)"},
     {NULL, "shadow", NULL, BOOLEAN, AT(shadow),
      "run beside the live controllers and write nothing: every sync is\n"
      "planned, its writes only recorded, and where the live controller\n"
@@ -96,7 +103,8 @@ static const struct flag flags[] = {
     {NULL, "leader-elect-resource-lock", "KIND", LOCK, 0,
      "leases, the only kind kcm holds (default leases)"},
     {NULL, "leader-elect-resource-namespace", "NS", STRING, AT(lease_namespace),
-     "namespace of the Lease (default kube-system)"},
+     "namespace of the Lease (default kube-system; with --shards,\n"
+     "kcm-shards, a namespace where only kcm may write Leases)"},
     {NULL, "leader-elect-resource-name", "NAME", STRING, AT(lease_name),
      "name of the Lease (default kcm)"},
     {NULL, "shutdown-grace-period", "D", DURATION, AT(grace_ms),
@@ -295,13 +303,12 @@ static const struct kcm_options defaults = {
     .failed_pod_backoff_ms = 300000,
     .stand_aside = true,
     .conflict_quiet_ms = 120000,
-    .conflict_cluster_namespaces = 3,
+    .conflict_system_namespaces = "kube-system",
     .shadow_window_ms = 60000,
     .leader_elect = true,
     .lease_ms = 15000,
     .renew_ms = 10000,
     .retry_ms = 2000,
-    .lease_namespace = "kube-system",
     .lease_name = "kcm",
     .grace_ms = 30000,
     .secure_port = 10257,

@@ -28,6 +28,13 @@ int kcm_shards_check(const struct kcm_shards_options *o, const char **err) {
     *err = "the Lease name must be at most 48 characters with --shards";
     return KCM_EINVAL;
   }
+  if (o->ns && (!strncmp(o->ns, "kube-", 5) || !strcmp(o->ns, "default"))) {
+    *err = "the shards' Leases need a namespace where only kcm writes Leases: whoever may "
+           "create a Lease beside them can add members and shrink every instance's share, "
+           "and components write Leases in kube-system, kube-node-lease and default; give "
+           "--leader-elect-resource-namespace a namespace of their own (kcm-shards by default)";
+    return KCM_EINVAL;
+  }
   return kcm_leader_check(&lo, err);
 }
 
@@ -197,6 +204,17 @@ static void on_released(struct kcm_leader *l) {
 
 /* --- the listing ------------------------------------------------------------------------------ */
 
+/* "member-" and eight lower-case hex digits, as members name their Lease. */
+static bool is_member_name(const char *name) {
+  size_t i;
+  if (strncmp(name, "member-", 7) || strlen(name) != 15)
+    return false;
+  for (i = 7; i < 15; i++)
+    if (!((name[i] >= '0' && name[i] <= '9') || (name[i] >= 'a' && name[i] <= 'f')))
+      return false;
+  return true;
+}
+
 /* Keep what the listing shows of one Lease: a shard's (returns its index)
  * or a member's (returns -1, as for any other Lease). */
 static long saw(struct kcm_shards *s, const char *name, const struct kcm_lease_record *r,
@@ -210,8 +228,12 @@ static long saw(struct kcm_shards *s, const char *name, const struct kcm_lease_r
     return -1;
   name += plen + 1;
   if (!strncmp(name, "shard-", 6)) {
+    char exact[32];
+    /* only the name this instance would give the shard: not "shard-003",
+     * "shard-+3" or "shard- 3" beside "shard-03" */
     k = strtoul(name + 6, &end, 10);
-    if (*end || end == name + 6 || k >= s->count)
+    if (*end || end == name + 6 || k >= s->count ||
+        (snprintf(exact, sizeof(exact), "shard-%02lu", k), strcmp(exact, name)))
       return -1;
     if (memcmp(&s->shard[k].seen, r, sizeof(*r)) || !s->shard[k].seen_at) {
       s->shard[k].seen = *r;
@@ -223,7 +245,7 @@ static long saw(struct kcm_shards *s, const char *name, const struct kcm_lease_r
     s->member_listed = s->member.leading;
     return -1;
   }
-  if (strncmp(name, "member-", 7))
+  if (!is_member_name(name))
     return -1;
   for (i = 0, p = NULL; i < s->npeers && !p; i++)
     if (!strcmp(s->peers[i].name, name - plen - 1))

@@ -337,6 +337,17 @@ def bad_flags(ctx):
             'a port alone or 0',
         ("--health-probe-bind-address", ":99999"):
             'invalid value ":99999" for flag --health-probe-bind-address',
+        ("--conflict-system-namespaces=kube_system",):
+            'invalid value "kube_system" for flag --conflict-system-namespaces: each must be a '
+            'namespace name',
+        ("--conflict-system-namespaces=a,b,c,d,e,f,g,h,i",):
+            'invalid value "a,b,c,d,e,f,g,h,i" for flag --conflict-system-namespaces: at most 8',
+        # Where others write Leases, they could shrink every instance's share.
+        ("--shards=4", "--leader-elect-resource-namespace=kube-system"):
+            "invalid --shards settings: the shards' Leases need a namespace where only kcm "
+            "writes Leases",
+        ("--shards=4", "--leader-elect-resource-namespace=default"):
+            "invalid --shards settings: the shards' Leases need a namespace where only kcm",
     }
     for args, message in refused.items():
         p = run(*args)
@@ -361,6 +372,8 @@ def bad_flags(ctx):
                  ("--leader-elect-lease-duration=1m30s", "--leader-elect-renew-deadline=1m",
                   "--leader-elect-retry-period=1.5s", "--shutdown-grace-period=0"),
                  ("--leader-elect-resource-namespace=ops", "--leader-elect-resource-name=x"),
+                 ("--shards=4",), ("--conflict-system-namespaces=",),
+                 ("--conflict-system-namespaces=kube-system,platform",),
                  ("--health-probe-bind-address=0", "--metrics-bind-address=[::1]:0"),
                  ("--health-probe-bind-address=8081", "--metrics-bind-address", "19113"),
                  ("--controllers=*,-deployment", "--min-resync-period=1h30m"),

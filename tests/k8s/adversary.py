@@ -61,8 +61,9 @@ IMAGE = "registry.k8s.io/pause:3.10"
 FINALIZER = "adv.example/hold"
 SEEDS = (1, 2, 3)
 # Nesting of a forged fieldsV1, in levels of objects; kube-apiserver 1.37
-# takes up to 9,994 in an object (its decoder's 10,000 less the object's own).
-DEPTHS = (65, 130, 140, 1000, 5000, 9994)
+# takes up to 9,996 in metadata.managedFields (its decoder stops at 10,000
+# levels in all).
+DEPTHS = (65, 130, 140, 1000, 5000, 9996)
 HELD = "another controller writes the status of what kcm's "
 EVERYWHERE = "standing aside in every namespace"
 LONG_LINE = 4096
@@ -77,8 +78,9 @@ KINDS = {"deploy": ("/apis/apps/v1", "deployments", "Deployment", "apps/v1"),
 
 # --- JSON deeper than Python's decoder goes ----------------------------------------------------
 # Objects nested deeper than CUT levels are held as their text behind a
-# placeholder string, and written back as that text.
-CUT = 100
+# placeholder string, and written back as that text: Python's decoder,
+# deepcopy and comparisons recurse.
+CUT = 50
 RAW = {}
 RAW_REF = re.compile(r'"\\u0000adv-raw:(\d+)"')
 TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\]]')
@@ -99,10 +101,8 @@ def nested(depth):
 
 
 def loads(text):
-    try:
+    if text.count("{") + text.count("[") < CUT:
         return json.loads(text)
-    except RecursionError:
-        pass
     out, last, depth, start = [], 0, 0, None
     for m in TOKEN.finditer(text):
         c = m.group()
@@ -123,10 +123,11 @@ def dumps(obj):
 
 
 def depth_of(v):
+    """Levels of objects and arrays in v; CUT or more for one cut."""
     if is_raw(v):
         return CUT
     if isinstance(v, dict):
-        return 1 + max((depth_of(x) for x in v.values()), default=0)
+        v = list(v.values())
     if isinstance(v, list):
         return 1 + max((depth_of(x) for x in v), default=0)
     return 0
@@ -235,8 +236,8 @@ def shallow(obj):
 class Tenant:
     """Runs ops as one ServiceAccount of the tenant; counts what it sent."""
 
-    def __init__(self, api, admin, marker, log):
-        self.api, self.admin, self.marker, self.log = api, admin, marker, log
+    def __init__(self, api, admin, marker):
+        self.api, self.admin, self.marker = api, admin, marker
         self.requests = 0
 
     def call(self, *a, **kw):
@@ -270,7 +271,7 @@ class Tenant:
             elif what == "annotation":
                 meta.setdefault("annotations", {})["adv.example/" + self.marker] = args[0]
             elif what == "big" and args[0] == "annotation":
-                meta.setdefault("annotations", {})["adv.example/big"] = (
+                meta.setdefault("annotations", {})["adv.example/%s-big" % self.marker] = (
                     self.marker + "b" * args[1])[:args[1]]
             elif what == "big":
                 c = pod_spec(kind, obj)["containers"][0]
@@ -483,7 +484,7 @@ class Draw:
         if what == "big":
             if r.random() < 0.5:  # annotations may hold 256 KiB in all
                 return ["big", "annotation", r.choice((200000, 262000, 262144, 300000))]
-            return ["big", "env", r.choice((500000, 1000000, 1400000, 1600000, 3200000))]
+            return ["big", "env", r.choice((500000, 1000000, 1400000, 1550000, 1600000, 3200000))]
         if what == "owner":
             return ["owner", self.target(), r.random() < 0.6, str(uuid.UUID(int=r.getrandbits(128)))]
         if what == "label":
@@ -655,9 +656,9 @@ class Env:
             raise RuntimeError("the API server answered %d: %s" % (res[0], dumps(res[1])[:300]))
         return res[1]
 
-    def tenant(self, rights, marker, log):
+    def tenant(self, rights, marker):
         api = Api(self.server, self.ca, self.tokens[rights], "adversary/" + marker)
-        return Tenant(api, self.admin, marker, log)
+        return Tenant(api, self.admin, marker)
 
     # kcm
     def start_kcm(self):
@@ -735,9 +736,10 @@ class Env:
         d["metadata"]["labels"] = {"app": VICTIM}
         d["spec"]["template"]["metadata"]["labels"] = {"app": VICTIM}
         self.ok(self.admin.call("POST", path("deploy", VICTIM_NS), d))
-        if not self.complete(60):
+        bad = self.complete(60)
+        if bad:
             raise RuntimeError("the victim Deployment is not available on a clean state within "
-                               "60 s; kcm's log: %s" % self.logs[-1])
+                               "60 s (%s); kcm's log: %s" % (bad, self.logs[-1]))
 
     # the checks
     def victim(self):
@@ -861,7 +863,7 @@ def run(env, ops, rights, marker, stats, quiet=False):
     that finds any, [] when none does."""
     say = (lambda *a: None) if quiet else print
     env.reset()
-    tenant = env.tenant(rights, marker, say)
+    tenant = env.tenant(rights, marker)
     stats.sequences += 1
     failures = []
     try:

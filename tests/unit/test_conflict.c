@@ -1,9 +1,11 @@
 /*
  * Tests for telling another controller's status writes from kcm's own and
  * from what a tenant can forge: a write counts only when the status counts
- * changed and a status entry of another's came with it; a namespace is held from the second such write within the
- * quiet period, every namespace once enough are, and all of it ends after
- * a quiet spell.
+ * changed and a status entry of another's came with it, in a watch event
+ * that follows its cached copy, of the same object; a namespace is held
+ * from the second such write within the quiet period, every namespace
+ * while a system namespace is held (or enough namespaces, when asked for),
+ * and all of it ends after a quiet spell.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,20 +23,23 @@
 
 static struct kcm_intern pool;
 
-/* A ReplicaSet (or Deployment) web-1 in ns with managedFields `fields`
- * and readyReplicas `ready`. */
-static struct kcm_object *object(enum kcm_kind kind, const char *ns, const char *fields,
-                                 int ready) {
+#define UID "30478c2c-7480-4d2d-a623-3c83746df9f3"
+#define OTHER_UID "30478c2c-7480-4d2d-a623-3c83746df9f4"
+
+/* A ReplicaSet (or Deployment) web-1 of that uid in ns with managedFields
+ * `fields` and readyReplicas `ready`. */
+static struct kcm_object *object_of(enum kcm_kind kind, const char *ns, const char *uid,
+                                    const char *fields, int ready) {
   char text[4096];
   struct kcm_object *o = NULL;
   struct kcm_api_error err;
   snprintf(text, sizeof(text),
            "{\"metadata\":{\"name\":\"web-1\",\"namespace\":\"%s\",\"uid\":"
-           "\"30478c2c-7480-4d2d-a623-3c83746df9f3\",\"resourceVersion\":\"7\","
+           "\"%s\",\"resourceVersion\":\"7\","
            "\"creationTimestamp\":\"2026-11-20T09:00:00Z\",\"managedFields\":[%s]},"
            "\"spec\":{\"selector\":{},\"template\":{}},"
            "\"status\":{\"replicas\":3,\"readyReplicas\":%d,\"observedGeneration\":1}}",
-           ns, fields, ready);
+           ns, uid, fields, ready);
   if (kcm_api_decode_text(kind, text, strlen(text), NULL, NULL, &pool, &o, &err))
     fail_msg("%s %s", err.field, err.problem);
   return o;
@@ -48,14 +53,16 @@ static struct kcm_object *object(enum kcm_kind kind, const char *ns, const char 
 #define UPSTREAM_1 STATUS("kube-controller-manager", "2026-11-20T10:05:00Z")
 #define UPSTREAM_2 STATUS("kube-controller-manager", "2026-11-20T10:07:00Z")
 
-/* The change from a (ready ra) to b (ready rb), both of kind in ns. */
-static struct kcm_conflict_change step(struct kcm_conflict *c, enum kcm_kind kind,
-                                       const char *ns, const char *a, int ra, const char *b,
-                                       int rb, int64_t now) {
-  struct kcm_object *old = object(kind, ns, a, ra), *cur = object(kind, ns, b, rb);
+/* The change from a (ready ra) to b (ready rb, of uid b_uid), both of kind
+ * in ns, as a watch event that follows its cached copy or not. */
+static struct kcm_conflict_change step_as(struct kcm_conflict *c, enum kcm_kind kind,
+                                          const char *ns, const char *a, int ra, const char *b,
+                                          int rb, int64_t now, bool successive,
+                                          const char *b_uid) {
+  struct kcm_object *old = object_of(kind, ns, UID, a, ra), *cur = object_of(kind, ns, b_uid, b, rb);
   struct kcm_conflict_change ch;
   static char manager[129];
-  kcm_conflict_observe(c, old, cur, now, &ch);
+  kcm_conflict_observe(c, old, cur, successive, now, &ch);
   if (ch.manager) /* pooled: gone with the object */
     ch.manager = strcpy(manager, ch.manager);
   kcm_api_unref(old, &pool);
@@ -63,8 +70,14 @@ static struct kcm_conflict_change step(struct kcm_conflict *c, enum kcm_kind kin
   return ch;
 }
 
+static struct kcm_conflict_change step(struct kcm_conflict *c, enum kcm_kind kind,
+                                       const char *ns, const char *a, int ra, const char *b,
+                                       int rb, int64_t now) {
+  return step_as(c, kind, ns, a, ra, b, rb, now, true, UID);
+}
+
 static void lead(struct kcm_conflict *c, uint32_t cluster_at) {
-  kcm_conflict_init(c, "kcm", 60, cluster_at);
+  kcm_conflict_init(c, "kcm", 60, cluster_at, "kube-system,platform");
   kcm_conflict_lead(c, LEAD);
 }
 
@@ -131,7 +144,7 @@ static void terminating_replicas_is_a_count(void **state) {
     if (kcm_api_decode_text(kind, a, strlen(a), NULL, NULL, &pool, &old, &err) ||
         kcm_api_decode_text(kind, b, strlen(b), NULL, NULL, &pool, &cur, &err))
       fail_msg("%s: %s %s", kinds[k], err.field, err.problem);
-    kcm_conflict_observe(&c, old, cur, LEAD + 100, &ch);
+    kcm_conflict_observe(&c, old, cur, true, LEAD + 100, &ch);
     assert_int_equal(ch.area, k ? KCM_KIND_DEPLOYMENT : KCM_KIND_REPLICASET);
     kcm_api_unref(old, &pool);
     kcm_api_unref(cur, &pool);
@@ -194,7 +207,7 @@ static void forged_managed_fields_are_no_evidence(void **state) {
  * nothing counts. */
 static void only_while_leading_and_watched(void **state) {
   struct kcm_conflict c;
-  kcm_conflict_init(&c, "kcm", 60, 1);
+  kcm_conflict_init(&c, "kcm", 60, 1, "kube-system");
   assert_int_equal(step(&c, KCM_KIND_REPLICASET, "a", KCM_1, 2, UPSTREAM_1, 3, LEAD + 9).area,
                    -1);
   kcm_conflict_lead(&c, LEAD);
@@ -215,8 +228,8 @@ static void on_ended(void *data, int area, const char *ns) {
   snprintf(ended_ns, sizeof(ended_ns), "%s", ns);
 }
 
-/* Held namespaces in cluster_at namespaces hold every namespace, until
- * none is held; each namespace ends quiet_s after its last write; a
+/* Held namespaces in cluster_at namespaces hold every namespace, while
+ * that many are held; each namespace ends quiet_s after its last write; a
  * single write's record ends too, without a word. */
 static void enough_namespaces_hold_every_namespace(void **state) {
   static const char *const spaces[] = {"a", "b", "c"};
@@ -240,14 +253,22 @@ static void enough_namespaces_hold_every_namespace(void **state) {
                    1u << KCM_KIND_REPLICASET);
   assert_int_equal(ended_calls, 1);
   assert_string_equal(ended_ns, "a");
-  assert_true(c.area[KCM_KIND_REPLICASET].cluster); /* until none is held */
+  /* two held of three: no longer every namespace, though two still are */
+  assert_false(c.area[KCM_KIND_REPLICASET].cluster);
+  assert_false(kcm_conflict_holds(&c, KCM_KIND_REPLICASET, "elsewhere", 9));
+  assert_true(kcm_conflict_holds(&c, KCM_KIND_REPLICASET, "b", 1));
+  /* a third held again: every namespace again */
+  step(&c, KCM_KIND_REPLICASET, "e", KCM_1, 2, UPSTREAM_1, 3, LEAD + 161);
+  ch = step(&c, KCM_KIND_REPLICASET, "e", UPSTREAM_1 "," KCM_2, 2, UPSTREAM_2 "," KCM_2, 3,
+            LEAD + 162);
+  assert_true(ch.cluster);
   assert_int_equal(kcm_conflict_expire(&c, LEAD + 200, on_ended, NULL),
                    1u << KCM_KIND_REPLICASET);
   assert_int_equal(ended_calls, 3);
   assert_false(c.area[KCM_KIND_REPLICASET].cluster);
-  assert_int_equal(c.area[KCM_KIND_REPLICASET].spaces.len, 0); /* "d" is gone too */
+  assert_int_equal(c.area[KCM_KIND_REPLICASET].spaces.len, 1); /* "d" is gone; "e" is not */
   assert_false(kcm_conflict_holds(&c, KCM_KIND_REPLICASET, "a", 1));
-  /* 0: never every namespace */
+  /* 0: never every namespace by count */
   kcm_conflict_release(&c);
   lead(&c, 0);
   for (i = 0; i < 3; i++) {
@@ -261,6 +282,82 @@ static void enough_namespaces_hold_every_namespace(void **state) {
   kcm_conflict_lead(&c, 0);
   assert_false(kcm_conflict_holds(&c, KCM_KIND_REPLICASET, "a", 1));
   kcm_conflict_release(&c);
+}
+
+/* A system namespace held holds every namespace, while it is held: no
+ * tenant can write there. Without system namespaces it holds only itself. */
+static void a_system_namespace_holds_every_namespace(void **state) {
+  struct kcm_conflict c;
+  struct kcm_conflict_change ch;
+  lead(&c, 0);
+  step(&c, KCM_KIND_DEPLOYMENT, "kube-system", KCM_1, 2, UPSTREAM_1, 3, LEAD + 100);
+  ch = step(&c, KCM_KIND_DEPLOYMENT, "kube-system", UPSTREAM_1 "," KCM_2, 2,
+            UPSTREAM_2 "," KCM_2, 3, LEAD + 110);
+  assert_true(ch.held);
+  assert_true(ch.cluster);
+  assert_true(kcm_conflict_holds(&c, KCM_KIND_DEPLOYMENT, "tenant", 6));
+  assert_false(kcm_conflict_holds(&c, KCM_KIND_REPLICASET, "tenant", 6));
+  assert_int_equal(c.area[KCM_KIND_DEPLOYMENT].held_system, 1);
+  /* a namespace whose name begins like one is not one */
+  step(&c, KCM_KIND_REPLICASET, "kube-systems", KCM_1, 2, UPSTREAM_1, 3, LEAD + 100);
+  ch = step(&c, KCM_KIND_REPLICASET, "kube-systems", UPSTREAM_1 "," KCM_2, 2,
+            UPSTREAM_2 "," KCM_2, 3, LEAD + 110);
+  assert_true(ch.held);
+  assert_false(ch.cluster);
+  /* the second system namespace of the list counts as well */
+  step(&c, KCM_KIND_REPLICASET, "platform", KCM_1, 2, UPSTREAM_1, 3, LEAD + 100);
+  ch = step(&c, KCM_KIND_REPLICASET, "platform", UPSTREAM_1 "," KCM_2, 2,
+            UPSTREAM_2 "," KCM_2, 3, LEAD + 110);
+  assert_true(ch.cluster);
+  assert_int_equal(kcm_conflict_expire(&c, LEAD + 170, NULL, NULL),
+                   (1u << KCM_KIND_DEPLOYMENT) | (1u << KCM_KIND_REPLICASET));
+  assert_false(c.area[KCM_KIND_DEPLOYMENT].cluster);
+  assert_false(c.area[KCM_KIND_REPLICASET].cluster);
+  assert_int_equal(c.area[KCM_KIND_DEPLOYMENT].held_system, 0);
+  kcm_conflict_release(&c);
+  kcm_conflict_init(&c, "kcm", 60, 0, "");
+  kcm_conflict_lead(&c, LEAD);
+  step(&c, KCM_KIND_DEPLOYMENT, "kube-system", KCM_1, 2, UPSTREAM_1, 3, LEAD + 100);
+  ch = step(&c, KCM_KIND_DEPLOYMENT, "kube-system", UPSTREAM_1 "," KCM_2, 2,
+            UPSTREAM_2 "," KCM_2, 3, LEAD + 110);
+  assert_true(ch.held);
+  assert_false(ch.cluster);
+  kcm_conflict_release(&c);
+}
+
+/* What a namespace user does with no status right is no evidence, however
+ * it reaches kcm: an object deleted and made again under its name (a new
+ * uid), or an update that does not follow its cached copy (a relist, a
+ * streamed list, or a copy kept while newer ones were unreadable). */
+static void a_new_uid_or_a_gap_is_no_evidence(void **state) {
+  struct kcm_conflict c;
+  int k;
+  lead(&c, 1);
+  for (k = 0; k < 2; k++) {
+    enum kcm_kind kind = k ? KCM_KIND_DEPLOYMENT : KCM_KIND_REPLICASET;
+    assert_int_equal(step_as(&c, kind, "tenant", KCM_1, 2, UPSTREAM_1, 3, LEAD + 100, true,
+                             OTHER_UID).area, -1);
+    assert_int_equal(step_as(&c, kind, "tenant", KCM_1, 2, UPSTREAM_1, 3, LEAD + 100, false,
+                             UID).area, -1);
+    /* the same change, successive and of the same object, is evidence */
+    assert_int_equal(step(&c, kind, "tenant", KCM_1, 2, UPSTREAM_1, 3, LEAD + 100).area,
+                     (int)kind);
+  }
+  kcm_conflict_release(&c);
+}
+
+/* The list of system namespaces: names, at most KCM_CONFLICT_SYSTEM_MAX. */
+static void system_namespaces_are_checked(void **state) {
+  static const char *const good[] = {"", "kube-system", "kube-system,platform", "a,b,c,d,e,f,g,h"};
+  static const char *const bad[] = {"kube_system", "Kube", ",", "a,,b", "-a", "a-",
+                                    "a,b,c,d,e,f,g,h,i",
+                                    "a234567890123456789012345678901234567890123456789012345678901234"};
+  size_t i;
+  for (i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+    assert_null(kcm_conflict_system_problem(good[i]));
+  for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+    if (!kcm_conflict_system_problem(bad[i]))
+      fail_msg("accepted %s", bad[i]);
 }
 
 /* Namespaces are tracked up to KCM_CONFLICT_SPACES per area; writes in
@@ -313,6 +410,9 @@ int main(void) {
       cmocka_unit_test(forged_managed_fields_are_no_evidence),
       cmocka_unit_test(only_while_leading_and_watched),
       cmocka_unit_test(enough_namespaces_hold_every_namespace),
+      cmocka_unit_test(a_system_namespace_holds_every_namespace),
+      cmocka_unit_test(a_new_uid_or_a_gap_is_no_evidence),
+      cmocka_unit_test(system_namespaces_are_checked),
       cmocka_unit_test(namespaces_tracked_are_bounded),
       cmocka_unit_test(managers_are_classed),
   };

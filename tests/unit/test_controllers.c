@@ -145,7 +145,7 @@ static void a_taken_shard_is_acted_on_once_every_cache_is_whole(void **state) {
   struct kcm_caches c;
   struct kcm_intern pool;
   struct kcm_shards sh;
-  struct kcm_shards_options so = {4, "kube-system", "kcm", "me", 15000, 10000, 2000, 0};
+  struct kcm_shards_options so = {4, "kcm-shards", "kcm", "me", 15000, 10000, 2000, 0};
   struct kcm_buf out = KCM_BUF_INIT(1 << 16);
   const char *ns = "team-a";
   uint32_t k = kcm_shards_of(ns, strlen(ns), 4), kind, last = 0;

@@ -54,7 +54,7 @@ static void defaults_are_kube_controller_managers(void **state) {
   assert_int_equal(o.lease_ms, 15000);
   assert_int_equal(o.renew_ms, 10000);
   assert_int_equal(o.retry_ms, 2000);
-  assert_string_equal(o.lease_namespace, "kube-system");
+  assert_null(o.lease_namespace); /* kube-system, or kcm-shards with --shards */
   assert_true(o.qps == 20);
   assert_int_equal(o.burst, 30);
   assert_int_equal(o.deployment_workers, 5);

@@ -110,9 +110,20 @@ static void rounds_aim_at_the_share(void **state) {
 }
 
 static void options_are_checked(void **state) {
-  struct kcm_shards_options o = {8, "kube-system", "kcm", NULL, 15000, 10000, 2000, 0};
+  static const char *const shared[] = {"kube-system", "kube-node-lease", "kube-public",
+                                       "default"};
+  struct kcm_shards_options o = {8, "kcm-shards", "kcm", NULL, 15000, 10000, 2000, 0};
   const char *why = NULL;
+  size_t i;
   assert_int_equal(kcm_shards_check(&o, &why), 0);
+  /* namespaces where others write Leases are refused, saying why */
+  for (i = 0; i < sizeof(shared) / sizeof(shared[0]); i++) {
+    o.ns = shared[i];
+    why = NULL;
+    assert_int_equal(kcm_shards_check(&o, &why), KCM_EINVAL);
+    assert_non_null(strstr(why, "shrink every instance's share"));
+  }
+  o.ns = "kcm-shards";
   o.count = 0;
   assert_int_equal(kcm_shards_check(&o, &why), KCM_EINVAL);
   assert_non_null(strstr(why, "--shards"));
@@ -303,19 +314,25 @@ static bool b_listed(void *arg) {
   return f->b.member_listed && f->b.listed_at;
 }
 
-/* A member Lease renewed at `renew`, as another instance's. */
-static void member_lease(struct fixture *f, const char *name, const char *renew) {
+/* A Lease held by `holder` for duration_s, renewed at `renew`. */
+static void lease(struct fixture *f, const char *name, const char *holder, int duration_s,
+                  const char *renew) {
   struct support_result r = {0};
   char path[160], body[512];
   snprintf(path, sizeof(path), "/apis/coordination.k8s.io/v1/namespaces/%s/leases", f->ns);
   snprintf(body, sizeof(body),
            "{\"apiVersion\":\"coordination.k8s.io/v1\",\"kind\":\"Lease\","
            "\"metadata\":{\"name\":\"%s\"},\"spec\":{\"holderIdentity\":\"%s\","
-           "\"leaseDurationSeconds\":2,\"renewTime\":\"%s\"}}",
-           name, name, renew);
+           "\"leaseDurationSeconds\":%d,\"renewTime\":\"%s\"}}",
+           name, holder, duration_s, renew);
   support_request(&f->loop, f->client, "POST", path, body, &r);
   assert_int_equal(r.status, 201);
   support_result_free(&r);
+}
+
+/* A member Lease renewed at `renew`, as another instance's. */
+static void member_lease(struct fixture *f, const char *name, const char *renew) {
+  lease(f, name, name, 2, renew);
 }
 
 /* A member Lease last renewed longer ago than its duration, by the wall
@@ -327,12 +344,33 @@ static void a_member_lease_long_unrenewed_is_not_counted(void **state) {
   char now[40];
   fixture_init(&f);
   kcm_leader_now(now, sizeof(now));
-  member_lease(&f, "kcm-member-0dead", "2020-01-01T00:00:00.000000Z");
-  member_lease(&f, "kcm-member-0live", now);
+  member_lease(&f, "kcm-member-0000dead", "2020-01-01T00:00:00.000000Z");
+  member_lease(&f, "kcm-member-0000beef", now);
   kcm_shards_start(&f.b);
   assert_true(support_run_until(&f.loop, b_listed, &f, 3000));
   assert_int_equal(f.b.live, 2);
   assert_int_equal(f.b.share, SHARDS / 2);
+  fixture_close(&f);
+}
+
+/* Leases whose names read as a shard's or a member's only loosely are
+ * neither: shard 3 stays free beside "kcm-shard-003" and "kcm-shard-3",
+ * and members named
+ * otherwise than instances name theirs do not shrink the share. */
+static void only_exact_lease_names_count(void **state) {
+  static const char *const names[] = {"kcm-shard-003", "kcm-shard-3", "kcm-shard-0003",
+                                      "kcm-shard-03x", "kcm-member-0000dea", "kcm-member-0000beex",
+                                      "kcm-member-0000beef0", "kcm-membership"};
+  struct fixture f;
+  char now[40];
+  size_t i;
+  fixture_init(&f);
+  kcm_leader_now(now, sizeof(now));
+  for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) /* held for an hour */
+    lease(&f, names[i], "squatter", 3600, now);
+  kcm_shards_start(&f.a);
+  assert_true(support_run_until(&f.loop, a_holds_all, &f, 3000));
+  assert_int_equal(f.a.live, 1);
   fixture_close(&f);
 }
 
@@ -351,6 +389,7 @@ int main(void) {
       cmocka_unit_test(a_vanished_instance_s_shards_are_taken_after_expiry),
       cmocka_unit_test(an_outage_loses_the_shards_and_they_come_back),
       cmocka_unit_test(a_member_lease_long_unrenewed_is_not_counted),
+      cmocka_unit_test(only_exact_lease_names_count),
   };
   return cmocka_run_group_tests(tests, start_sim, stop_sim);
 }
