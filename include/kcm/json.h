@@ -139,6 +139,16 @@ bool kcm_json_find(struct kcm_json *j, const char *const *path);
 bool kcm_json_member_span(struct kcm_json *j, const char *const *parent, const char *key,
                           size_t *from, size_t *to);
 
+/* text[0..len), a JSON text, into out with every \u escape of a printable
+ * character (not '"', '\\' or a control character; a surrogate pair as
+ * one) written as that character in UTF-8: the same value, as short as
+ * JSON lets it be. kube-apiserver writes '<', '>', '&', U+2028 and U+2029
+ * as \u escapes, so an object it stored at 1.4 MiB can be served as more
+ * JSON than its 3 MiB limit on a request takes back; shortened, it fits
+ * again. Only strings are rewritten; the grammar is not checked. 0,
+ * KCM_ENOMEM or KCM_ETOOBIG (out's limit). */
+int kcm_json_shorten_escapes(const char *text, size_t len, struct kcm_buf *out);
+
 /* --- json-c trees --------------------------------------------------------------------- */
 
 struct json_object;

@@ -530,6 +530,59 @@ bool kcm_json_member_span(struct kcm_json *j, const char *const *parent, const c
   return false;
 }
 
+/* --- shorter escapes ---------------------------------------------------------------- */
+
+int kcm_json_shorten_escapes(const char *text, size_t len, struct kcm_buf *out) {
+  const char *p = text, *end = text + len, *run = text;
+  bool in_string = false;
+  int err = 0;
+  while (p < end && !err) {
+    const char *u;
+    int hi, lo;
+    unsigned cp;
+    if (!in_string) {
+      if (!(u = memchr(p, '"', (size_t)(end - p))))
+        break;
+      p = u + 1;
+      in_string = true;
+      continue;
+    }
+    while (p < end && *p != '"' && *p != '\\')
+      p++;
+    if (p == end)
+      break;
+    if (*p == '"') {
+      p++;
+      in_string = false;
+      continue;
+    }
+    /* an escape: only \uXXXX of a printable character is rewritten */
+    if (end - p < 6 || p[1] != 'u' || (hi = hex4(p + 2)) < 0) {
+      p += end - p < 2 ? 1 : 2;
+      continue;
+    }
+    u = p;
+    p += 6;
+    cp = (unsigned)hi;
+    if (hi >= 0xd800 && hi < 0xdc00) {
+      if (end - p < 6 || p[0] != '\\' || p[1] != 'u' || (lo = hex4(p + 2)) < 0xdc00 ||
+          lo >= 0xe000)
+        continue; /* a lone surrogate stays as it is */
+      cp = 0x10000 + (((unsigned)hi - 0xd800) << 10) + ((unsigned)lo - 0xdc00);
+      p += 6;
+    } else if ((hi >= 0xdc00 && hi < 0xe000) || cp < 0x20 || cp == '"' || cp == '\\' ||
+               cp == 0x7f) {
+      continue;
+    }
+    if (!(err = kcm_buf_append(out, run, (size_t)(u - run))))
+      err = put_utf8(out, cp);
+    run = p;
+  }
+  if (!err)
+    err = kcm_buf_append(out, run, (size_t)(end - run));
+  return err;
+}
+
 /* --- json-c trees ------------------------------------------------------------------- */
 
 size_t kcm_json_deepest(const char *text, size_t len) {

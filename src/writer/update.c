@@ -393,9 +393,13 @@ static void on_got(const struct kcm_client_response *resp, void *data) {
   }
   patch = kcm_json_tree(u->patch, strlen(u->patch));
   if (patch && !u->json_patch) {
-    /* A status write: the object's text kept, its status replaced. */
-    struct kcm_buf body = KCM_BUF_INIT((size_t)-1);
-    err = kcm_writer_splice_merge(resp->body, resp->body_len, patch, &body);
+    /* A status write: the object's text kept, its status replaced; its
+     * escapes shortened, so that what the server took it takes back. */
+    struct kcm_buf body = KCM_BUF_INIT((size_t)-1), read = KCM_BUF_INIT((size_t)-1);
+    err = kcm_json_shorten_escapes(resp->body, resp->body_len, &read);
+    if (!err)
+      err = kcm_writer_splice_merge(read.data, read.len, patch, &body);
+    kcm_buf_release(&read);
     if (err != KCM_WRITER_WHOLE) {
       json_object_put(patch);
       if (!err) {

@@ -99,6 +99,31 @@ def _events(ctx, ns, **match):
             and all(e["involvedObject"].get(k) == v for k, v in match.items())]
 
 
+def _leading_kcm(ctx, d, log_name, *extra):
+    """kcm of the scenario's own, leading with a Lease named after the
+    namespace, once it says it leads."""
+    kcm = ctx.env.own_kcm(d, log_name, extra=(
+        "--leader-elect-resource-name=" + ctx.ns, "--leader-elect-lease-duration=3s",
+        "--leader-elect-renew-deadline=2s", "--leader-elect-retry-period=0.5s", *extra))
+    wait_for(lambda: "starting controller" in kcm.text(), timeout=30, what="kcm to lead")
+    return kcm
+
+
+def _stand_in(ctx, d, log_name):
+    """A copy of kcm under kube-controller-manager's name, which the API
+    server records as its field manager, writing without a lease or
+    standing aside (as kube-controller-manager's controllers turned back on
+    would); once its caches are synced."""
+    stand_in = os.path.join(d, STAND_IN)
+    if not os.path.exists(stand_in):
+        os.symlink(os.path.abspath(ctx.env.kcm_binary), stand_in)
+    other = ctx.env.own_kcm(d, log_name, binary=stand_in, extra=(
+        "--leader-elect=false", "--stand-aside-on-conflict=false",
+        "--status-write-interval=0", "--deployment-sync-interval=0"))
+    wait_for(lambda: "caches synced" in other.text(), timeout=30, what="the stand-in to sync")
+    return other
+
+
 def _made_pods(ctx, last, ns):
     """Pods kcm created in ns since request `last` of the local API server."""
     return [r for r in ctx.api.get("/_sim/requests?since=%d" % last).json()["items"]
@@ -118,21 +143,13 @@ def second_controller(ctx):
     env.allow_lease(ctx.ns)
     with suite_kcm_stopped(ctx, "kcm-after-conflict.log") as d, \
             extra_namespaces(ctx, "b", "c") as (b, c):
-        # kcm, leading with a lease of its own; and a copy of it under
-        # kube-controller-manager's name, which the API server records as
-        # its field manager, writing without a lease or standing aside (as
-        # kube-controller-manager's controllers turned back on would).
-        stand_in = os.path.join(d, STAND_IN)
-        os.symlink(os.path.abspath(env.kcm_binary), stand_in)
-        kcm = env.own_kcm(d, "conflict-kcm.log", extra=(
-            "--leader-elect-resource-name=" + ctx.ns, "--leader-elect-lease-duration=3s",
-            "--leader-elect-renew-deadline=2s", "--leader-elect-retry-period=0.5s",
-            "--conflict-quiet-period=20s", "--conflict-system-namespaces=" + b.ns))
+        # kcm, leading with a lease of its own; then a stand-in for
+        # kube-controller-manager.
+        kcm = _leading_kcm(ctx, d, "conflict-kcm.log", "--conflict-quiet-period=20s",
+                           "--conflict-system-namespaces=" + b.ns)
         other = None
         try:
             health, metrics = plain_port(kcm, "health probes"), plain_port(kcm, "metrics")
-            wait_for(lambda: "starting controller" in kcm.text(), timeout=30,
-                     what="kcm to lead")
             for x, n in ((ctx, 2), (b, 2), (c, 1)):
                 x.apply(deployment("web", n))
             for x, n in ((ctx, 2), (b, 2), (c, 1)):
@@ -146,11 +163,7 @@ def second_controller(ctx):
             assert HELD not in kcm.text(), kcm.text()[-3000:]
             assert http_get(health, "/readyz")[0] == 200
 
-            other = env.own_kcm(d, "stand-in.log", binary=stand_in, extra=(
-                "--leader-elect=false", "--stand-aside-on-conflict=false",
-                "--status-write-interval=0", "--deployment-sync-interval=0"))
-            wait_for(lambda: "caches synced" in other.text(), timeout=30,
-                     what="the stand-in to sync")
+            other = _stand_in(ctx, d, "stand-in.log")
 
             # One namespace: held there, nowhere else; kcm stays ready.
             _race(ctx, kcm, "web")
@@ -389,3 +402,174 @@ def tenant_cannot_switch_kcm_off(ctx):
             tenant.run("delete", "deployment/mine", check=False)
             tenant.run("delete", "rs", "-l", "decoy", check=False)
             ctx.k.run("delete", "namespace", own, "--wait=false", check=False, namespaced=False)
+
+
+# --- what kcm cannot have seen is no evidence -------------------------------------------------
+
+def _deep_entry(depth=140):
+    """A managedFields entry nested deeper than kcm once read."""
+    v = {}
+    for _ in range(depth):
+        v = {"f:a": v}
+    return {"manager": "tenant", "operation": "Update", "apiVersion": "apps/v1",
+            "time": _in(0), "fieldsType": "FieldsV1", "fieldsV1": v}
+
+
+def _tenant_rs(name):
+    labels = {"app": name}
+    return {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": name},
+            "spec": {"replicas": 1, "selector": {"matchLabels": labels},
+                     "template": {"metadata": {"labels": labels},
+                                  "spec": {"containers": [{"name": "c", "image": "nginx"}],
+                                           "terminationGracePeriodSeconds": 1}}}}
+
+
+def _all_ready(kubectls, names, what):
+    """Wait for kcm to report each ReplicaSet of names ready in each namespace."""
+    for k in kubectls:
+        for name in names:
+            wait_for(lambda: k.json("get", "rs", name)["status"].get("readyReplicas") == 1,
+                     timeout=60, what="kcm to report %s %s ready" % (what, name))
+
+
+def _scales_unheld(ctx):
+    """The Deployment web of ctx's namespace scales from 2 to 4 within 30 s,
+    and the suite's kcm holds no namespace."""
+    start = time.monotonic()
+    ctx.k("scale", "deployment/web", "--replicas=4")
+    _complete(ctx, "web", 4, timeout=30)
+    print("    the Deployment elsewhere scaled 2 to 4 in %.1f s" % (time.monotonic() - start))
+    log = ctx.env.kcm.text()
+    assert HELD not in log, [ln for ln in log.splitlines() if HELD in ln][:3]
+
+
+def _tenant_in(ctx, spaces, rights="edit"):
+    """kubectl for each namespace as one ServiceAccount bound to `rights`
+    (a ClusterRole) in each of them, and nowhere else."""
+    home = spaces[0].ns
+    ctx.k("create", "serviceaccount", "tenant", "-n", home, namespaced=False)
+    for x in spaces:
+        ctx.k("create", "rolebinding", "tenant", "--clusterrole=" + rights,
+              "--serviceaccount=%s:tenant" % home, "-n", x.ns, namespaced=False)
+    token = ctx.k("create", "token", "tenant", "-n", home, namespaced=False).strip()
+    return [ctx.env.token_kubectl(token, x.ns) for x in spaces]
+
+
+@scenario("a tenant's hidden re-creates stand nothing aside: with edit rights in three "
+          "namespaces, its ReplicaSets made deeper than kcm once read, deleted, made again "
+          "with a forged status writer and made shallow again hold none of them, and a "
+          "Deployment in a namespace it cannot read scales at once")
+def hidden_recreates(ctx):
+    env = ctx.env
+    if env.kcm is None or not env.is_kcm:
+        raise Skip("kcm itself is run and inspected")
+    if not env.real:
+        raise Skip("the tenant is a ServiceAccount with the edit ClusterRole of kube-apiserver")
+    ctx.apply(deployment("web", 2))
+    _complete(ctx, "web", 2)
+    with extra_namespaces(ctx, "t1", "t2", "t3") as spaces:
+        tenants = _tenant_in(ctx, spaces)
+        names = ("r1", "r2")
+        for t in tenants:
+            for name in names:
+                t("create", "-f", "-", stdin=json.dumps(_tenant_rs(name)))
+        _all_ready(tenants, names, "the tenant's")
+        forged = _forged("other", _in(0), "replicas")
+        for t in tenants:
+            for name in names:
+                rs = t.json("get", "rs", name, "--show-managed-fields")
+                rs["metadata"]["managedFields"].append(_deep_entry())
+                t("replace", "-f", "-", stdin=json.dumps(rs))
+                t("delete", "rs", name, "--wait=true")
+                again = _tenant_rs(name)
+                again["metadata"]["managedFields"] = [forged, _deep_entry()]
+                t("create", "-f", "-", stdin=json.dumps(again))
+                rs = t.json("get", "rs", name, "--show-managed-fields")
+                rs["metadata"]["managedFields"] = [e for e in rs["metadata"]["managedFields"]
+                                                   if e["manager"] != "tenant"]
+                t("replace", "-f", "-", stdin=json.dumps(rs))
+        _scales_unheld(ctx)
+
+
+@scenario("a relist is no evidence: ReplicaSets deleted and made again with a forged status "
+          "writer in three namespaces while kcm's watches are held back, then found by the "
+          "relist a 410 starts, hold no namespace, and a Deployment elsewhere scales at once",
+          needs_sim="it holds kcm's watches back and compacts the server's history")
+def relisted_recreates(ctx):
+    env = ctx.env
+    if env.kcm is None or not env.is_kcm:
+        raise Skip("kcm itself is run and inspected")
+    ctx.apply(deployment("web", 2))
+    _complete(ctx, "web", 2)
+    names = ("r1", "r2")
+    with extra_namespaces(ctx, "t1", "t2", "t3") as spaces:
+        for x in spaces:
+            for name in names:
+                x.k("create", "-f", "-", stdin=json.dumps(_tenant_rs(name)))
+        _all_ready([x.k for x in spaces], names, "the first")
+        try:
+            ctx.api.faults(watchDelayMs=120000)  # kcm sees none of what follows
+            forged = _forged("other", _in(0), "replicas")
+            for x in spaces:
+                for name in names:
+                    x.k("delete", "rs", name, "--wait=false")
+                    again = _tenant_rs(name)
+                    again["metadata"]["managedFields"] = [forged]
+                    x.k("create", "-f", "-", stdin=json.dumps(again))
+            # Its watches dropped and history gone: kcm relists.
+            ctx.api.faults(watchDelayMs=0, dropWatches=True, compact=True)
+        finally:
+            ctx.api.faults(clear=True)
+        _all_ready([x.k for x in spaces], names, "after the relist")
+        _scales_unheld(ctx)
+
+
+@scenario("standing aside in every namespace lasts only while its cause does: held in two "
+          "namespaces with --conflict-cluster-namespaces=2, kcm writes again everywhere but "
+          "there once one of them is quiet, though another controller keeps writing in the other",
+          needs_sim="it counts each controller's writes in the server's request log")
+def everywhere_lifts_with_its_cause(ctx):
+    env = ctx.env
+    if env.kcm is None or not env.is_kcm:
+        raise Skip("kcm itself is run and inspected")
+    env.allow_lease(ctx.ns)
+    quiet = 15
+    with suite_kcm_stopped(ctx, "kcm-after-lift.log") as d, extra_namespaces(ctx, "b") as (b,):
+        kcm = _leading_kcm(ctx, d, "lift-kcm.log", "--conflict-quiet-period=%ds" % quiet,
+                           "--conflict-cluster-namespaces=2")
+        other = None
+        try:
+            metrics = plain_port(kcm, "metrics")
+            for x in (ctx, b):
+                x.apply(deployment("web", 2))
+            for x in (ctx, b):
+                exactly(x, "web", 2)
+            other = _stand_in(ctx, d, "lift-stand-in.log")
+            _race(ctx, kcm, "web")
+            _race(b, kcm, "web")
+            wait_for(lambda: _everywhere(metrics).get("ReplicaSet", ("", 0))[1] == 1,
+                     timeout=10, what="kcm to stand aside in every namespace")
+            # Both controllers go on writing in ctx's namespace, none in b's.
+            rs = [r for r in ctx.k.json("get", "rs", "-l", "app=web")["items"]
+                  if r["spec"]["replicas"]][0]["metadata"]["name"]
+            pod = [p["metadata"]["name"]
+                   for p in ctx.api.get("/api/v1/namespaces/%s/pods" % ctx.ns).json()["items"]
+                   if p["metadata"]["name"].startswith(rs)][0]
+            start, ready, lifted = time.monotonic(), False, None
+            while time.monotonic() - start < quiet + 25:
+                _set_ready(ctx, pod, ready)
+                ready = not ready
+                time.sleep(1)
+                if all(v == 0 for _, v in _everywhere(metrics).values()):
+                    lifted = time.monotonic() - start
+                    break
+            assert lifted is not None, "still standing aside everywhere %d s on: %s" % (
+                quiet + 25, _everywhere(metrics))
+            held = _held_namespaces(metrics)
+            assert held.get("ReplicaSet", 0) >= 1, held
+            print("    every namespace lifted %.0f s after both were held, "
+                  "with %s still held" % (lifted, held))
+        finally:
+            for p in (other, kcm):
+                if p:
+                    p.stop()

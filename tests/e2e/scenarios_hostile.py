@@ -7,8 +7,8 @@ import os
 import threading
 import time
 
-from harness import scenario
-from scenarios_deployment import IMAGE, IMAGE2
+from harness import Skip, extra_namespaces, scenario, suite_kcm_stopped, wait_for
+from scenarios_deployment import IMAGE, IMAGE2, complete, deployment, wait_state
 from scenarios_serving import _cpu_seconds, _kcm_port, _percentile, https_get
 
 ANNOTATION_LIMIT = 256 * 1024  # bytes of keys and values, as the API server counts them
@@ -132,3 +132,108 @@ def big_annotations(ctx):
     assert all(status == 200 and seconds < PROBE_SECONDS for status, seconds in results), \
         [r for r in results if r[0] != 200 or r[1] >= PROBE_SECONDS][:5]
     assert cpu is None or cpu < 30, "kcm used %.1f s of CPU" % cpu
+
+
+# --- objects as deep and as large as the API server keeps ----------------------------------
+
+# kube-apiserver 1.37 decodes JSON to 10,000 levels and keeps managedFields
+# entries as sent when they decode, so fieldsV1 may nest nearly that deep,
+# on the object and on its pod template; etcd (1.5 MiB a request by
+# default) keeps an object of 1.4 MiB, which the server serves as JSON six
+# times as large when its strings are all '<' ("\u003c").
+DEEP = 9990
+BIG_VALUE = 1400 * 1024
+
+
+def _managed(depth):
+    """A managedFields entry whose fieldsV1 nests `depth` levels, as JSON
+    text (Python's json module recurses per level)."""
+    return ('{"manager":"tenant","operation":"Update","apiVersion":"apps/v1",'
+            '"time":"2026-12-01T00:00:00Z","fieldsType":"FieldsV1","fieldsV1":%s%s%s}'
+            % ('{"f:a":' * depth, "{}", "}" * depth))
+
+
+def _replicaset_text(name, replicas, meta_depth=0, template_depth=0, env=None):
+    """A ReplicaSet as JSON text: managedFields meta_depth deep on it,
+    template_depth deep on its pod template, an env value `env`."""
+    labels = {"app": name}
+    container = {"name": "c", "image": IMAGE}
+    if env:
+        container["env"] = [{"name": "E", "value": env}]
+    template = json.dumps({"metadata": {"labels": labels},
+                           "spec": {"containers": [container],
+                                    "terminationGracePeriodSeconds": 1}})
+    if template_depth:
+        template = template.replace('{"metadata": {', '{"metadata": {"managedFields": [%s], '
+                                    % _managed(template_depth), 1)
+    meta = '{"name": "%s"%s}' % (name, ', "managedFields": [%s]' % _managed(meta_depth)
+                                 if meta_depth else "")
+    return ('{"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": %s, "spec": '
+            '{"replicas": %d, "selector": {"matchLabels": %s}, "template": %s}}'
+            % (meta, replicas, json.dumps(labels), template))
+
+
+def _ready_rs(ctx, name, n, timeout=60):
+    """Wait for kcm to report n ready pods of the ReplicaSet (read with a
+    JSONPath: a deep template is more than Python's json module reads)."""
+    want = "%d %d" % (n, n)
+    wait_for(lambda: ctx.k.jsonpath("get", "rs", name,
+                                    expr="{.status.readyReplicas} {.status.replicas}") == want,
+             timeout=timeout, what="ReplicaSet %s with %d ready pods" % (name, n))
+
+
+@scenario("objects as deep and as large as the API server keeps them are read in paged lists, "
+          "streamed lists and watches: ReplicaSets whose managedFields nest 9,990 levels, on "
+          "themselves and on their pod template, and one served as 8 MiB of JSON get their "
+          "pods, one made deep by an update is scaled, and a Deployment beside them rolls out")
+def deep_and_large_objects(ctx):
+    env = ctx.env
+    if env.kcm is None or not env.is_kcm:
+        raise Skip("kcm itself is run and inspected")
+    if not env.real:
+        raise Skip("kube-apiserver is the measure of what is stored and served")
+    base = "/apis/apps/v1/namespaces/%s/replicasets" % ctx.ns
+    for name, text in (
+            ("deep", _replicaset_text("deep", 1, meta_depth=DEEP)),
+            ("deep-template", _replicaset_text("deep-template", 1, template_depth=DEEP)),
+            ("big", _replicaset_text("big", 1, env="<" * BIG_VALUE)),
+            ("later", _replicaset_text("later", 1))):
+        ctx.k("create", "--raw", base, "-f", "-", stdin=text, namespaced=False)
+    served = ctx.k("get", "--raw", base + "/big", namespaced=False)
+    assert len(served) > 6 * BIG_VALUE, len(served)
+    with suite_kcm_stopped(ctx, "kcm-after-deep.log") as d, \
+            extra_namespaces(ctx, "b") as (b,):
+        for gates in ("WatchListClient=false", "WatchListClient=true"):
+            kcm = env.own_kcm(d, "deep-kcm-%s.log" % gates[-4:], extra=(
+                "--leader-elect=false", "--feature-gates=" + gates))
+            try:
+                wait_for(lambda: "caches synced" in kcm.text() or not kcm.alive(), timeout=60,
+                         what="kcm to sync its caches (%s)" % gates)
+                assert kcm.alive(), kcm.text()[-3000:]
+                for name in ("deep", "deep-template", "big", "later"):
+                    _ready_rs(ctx, name, 1 if gates.endswith("false") else 2)
+                if gates.endswith("false"):
+                    b.apply(deployment("web", 2))
+                    wait_state(b, "web", lambda dp, rses: complete(dp), "web to complete",
+                               timeout=60)
+                    # Watched: each ReplicaSet scaled, "later" made deep in
+                    # the same update.
+                    for name in ("deep", "deep-template", "big"):
+                        ctx.k("scale", "rs", name, "--replicas=2")
+                    later = ctx.k.json("get", "rs", "later")
+                    patch = ('{"metadata":{"managedFields":[%s]},"spec":{"replicas":2}}'
+                             % _managed(DEEP))
+                    ctx.k("patch", "rs", "later", "--type=merge", "-p", patch)
+                    assert ctx.k.json("get", "rs", "later")["metadata"]["resourceVersion"] != \
+                        later["metadata"]["resourceVersion"]
+                    for name in ("deep", "deep-template", "big", "later"):
+                        _ready_rs(ctx, name, 2)
+                else:
+                    b.k("scale", "deployment/web", "--replicas=3")
+                    wait_state(b, "web", lambda dp, rses: complete(dp) and
+                               dp["spec"]["replicas"] == 3, "web to complete with 3", timeout=60)
+                log = kcm.text()
+                assert "cannot read an object" not in log and "malformed" not in log, \
+                    [ln for ln in log.splitlines() if "read" in ln][:5]
+            finally:
+                assert kcm.stop() == 0, kcm.text()[-3000:]

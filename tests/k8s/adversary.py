@@ -238,11 +238,14 @@ class Tenant:
 
     def __init__(self, api, admin, marker):
         self.api, self.admin, self.marker = api, admin, marker
-        self.requests = 0
+        self.requests, self.why = 0, ""  # the first refusal's message of an op
 
     def call(self, *a, **kw):
         self.requests += 1
-        return self.api.call(*a, **kw)
+        st, body = self.api.call(*a, **kw)
+        if st >= 300 and st not in (404, 409) and not self.why:
+            self.why = str((body or {}).get("message", ""))
+        return st, body
 
     def uid_of(self, target, fallback):
         if target == "victim":
@@ -305,6 +308,8 @@ class Tenant:
             return [c for _ in range(op["n"]) for c in self.write(op["op"])]
         if do == "hide":
             return self.hide(op)
+        if do == "storm":
+            return self.storm(op)
         kind, name = op.get("kind"), op.get("name")
         ns = TENANT[op["ns"] - 1] if "ns" in op else None
         q = {"fieldManager": op["fm"]} if op.get("fm") else None
@@ -358,22 +363,43 @@ class Tenant:
             return [st, self.call("PUT", path(kind, ns, name, "status", q), obj)[0]]
         raise ValueError("unknown op %r" % do)
 
+    def made(self, kind, objs, codes):
+        """objs made (when missing), once kcm has written their status."""
+        for ns, name in objs:
+            codes.append(self.call("POST", path(kind, ns),
+                                   base(kind, name, self.marker, name, 1))[0])
+        deadline = time.monotonic() + 15
+        for ns, name in objs:
+            while time.monotonic() < deadline:
+                st, o = self.call("GET", path(kind, ns, name))
+                if st != 200 or (o.get("status") or {}).get("observedGeneration", 0) >= 1:
+                    break
+                time.sleep(0.2)
+
+    def storm(self, op):
+        """Status writes, as another controller makes them, to objects in
+        each namespace, `writes` times over."""
+        kind, codes = op["kind"], []
+        objs = [(TENANT[n - 1], name) for n in op["ns"] for name in op["names"]]
+        self.made(kind, objs, codes)
+        q = {"fieldManager": op["fm"]} if op.get("fm") else None
+        for w in range(op["writes"]):
+            for ns, name in objs:
+                st, o = self.call("GET", path(kind, ns, name))
+                if st == 200:
+                    o["status"] = {"replicas": 5 + w, "readyReplicas": w, "availableReplicas": w,
+                                   "observedGeneration": o["metadata"]["generation"]}
+                    st = self.call("PUT", path(kind, ns, name, "status", q), o)[0]
+                codes.append(st)
+        return codes
+
     def hide(self, op):
         """Objects kcm has synced, made deep (kcm skips the update), deleted
         (skipped too), made again under the same names with a forged status
         entry of another manager, then made shallow."""
         kind, codes = op["kind"], []
         objs = [(TENANT[n - 1], name) for n in op["ns"] for name in op["names"]]
-        for ns, name in objs:
-            codes.append(self.call("POST", path(kind, ns),
-                                   base(kind, name, self.marker, name, 1))[0])
-        deadline = time.monotonic() + 15
-        for ns, name in objs:  # until kcm has written their status
-            while time.monotonic() < deadline:
-                st, o = self.call("GET", path(kind, ns, name))
-                if st != 200 or (o.get("status") or {}).get("observedGeneration", 0) >= 1:
-                    break
-                time.sleep(0.2)
+        self.made(kind, objs, codes)
         for ns, name in objs:
             st, o = self.call("GET", path(kind, ns, name))
             if st == 200:
@@ -438,7 +464,7 @@ class Draw:
         r = self.rnd
         if r.random() < 0.5:
             return r.choice(("kube-controller-manager", "other", "kcm"))
-        n = r.choice((8, 40, 128 - len(self.m), 140))  # 140: longer than the server takes
+        n = weighted(r, ((8, 3), (40, 3), (128 - len(self.m), 3), (140, 1)))  # 140: too long
         tail = "".join(chr(r.randint(0x20, 0x7e)) for _ in range(n))
         if r.random() < 0.3:
             tail = ' namespace="kube-system" x=' + tail
@@ -486,7 +512,8 @@ class Draw:
                 return ["big", "annotation", r.choice((200000, 262000, 262144, 300000))]
             return ["big", "env", r.choice((500000, 1000000, 1400000, 1550000, 1600000, 3200000))]
         if what == "owner":
-            return ["owner", self.target(), r.random() < 0.6, str(uuid.UUID(int=r.getrandbits(128)))]
+            return ["owner", self.target(), r.random() < 0.6,
+                    str(uuid.UUID(int=r.getrandbits(128)))]
         if what == "label":
             return ["label"] + self.label()
         if what == "selector":
@@ -500,24 +527,28 @@ class Draw:
     def mutations(self, kind, lo, hi):
         return [self.mutation(kind) for _ in range(self.rnd.randint(lo, hi))]
 
-    def name(self, kind, existing):
+    def place(self, kind, existing):
+        """(namespace index, name): mostly one made before, for ops on one."""
         r = self.rnd
-        made = sorted(n for k, n in self.made if k == kind)
-        if existing and made and r.random() < 0.75:
+        made = sorted((ns, n) for k, ns, n in self.made if k == kind)
+        if existing and made and r.random() < 0.85:
             return made[r.randrange(len(made))]
         if r.random() < 0.12:
-            return r.choice((self.m + "." + "n" * (252 - len(self.m)),  # 253, the longest
+            name = r.choice((self.m + "." + "n" * (252 - len(self.m)),  # 253, the longest
                              self.m + "-x.y.z", self.m + "_Bad"))
-        return r.choice(self.names[kind])
+        else:
+            name = r.choice(self.names[kind])
+        return r.randint(1, 3), name
 
     def one(self, small=False):
         r = self.rnd
         if small:
             do = weighted(r, (("patch", 4), ("scale", 3), ("status", 2)))
         else:
-            do = weighted(r, (("create", 20), ("update", 10), ("patch", 10), ("delete", 5),
+            do = weighted(r, (("create", 20 if len(self.made) > 3 else 40), ("update", 10),
+                              ("patch", 10), ("delete", 5),
                               ("recreate", 5), ("scale", 8), ("status", 8), ("burst", 5),
-                              ("hide", 6), ("restart", 2)))
+                              ("hide", 8), ("storm", 4), ("restart", 4)))
         if do == "restart":
             return {"do": "restart"}
         if do == "burst":
@@ -525,16 +556,26 @@ class Draw:
         if do == "hide":
             kind = "rs" if r.random() < 0.7 else "deploy"
             return {"do": "hide", "kind": kind,
-                    "ns": [1, 2, 3] if r.random() < 0.75 else [r.randint(1, 3)],
-                    "names": ["%s-h%s%d" % (self.m, kind[0], i) for i in range(r.choice((1, 2, 2, 3)))],
+                    "ns": [1, 2, 3] if r.random() < 0.85 else [r.randint(1, 3)],
+                    "names": ["%s-h%s%d" % (self.m, kind[0], i)
+                              for i in range(weighted(r, ((1, 1), (2, 4), (3, 2))))],
                     "depth": r.choice(DEPTHS[1:]), "manager": self.manager(),
                     "deep": r.random() < 0.5}
+        if do == "storm":
+            kind = "rs" if r.random() < 0.7 else "deploy"
+            op = {"do": "storm", "kind": kind,
+                  "ns": [1, 2, 3] if r.random() < 0.75 else [r.randint(1, 3)],
+                  "names": ["%s-s%s%d" % (self.m, kind[0], i) for i in range(r.randint(1, 2))],
+                  "writes": r.randint(1, 3)}
+            if r.random() < 0.7:
+                op["fm"] = self.manager()
+            return op
         kinds = ("deploy", "rs") if do == "scale" else ("deploy", "rs", "pod")
         kind = weighted(r, tuple((k, {"deploy": 35, "rs": 40, "pod": 25}[k]) for k in kinds))
-        op = {"do": do, "kind": kind, "ns": r.randint(1, 3),
-              "name": self.name(kind, do not in ("create", "recreate"))}
+        ns, name = self.place(kind, do not in ("create", "recreate"))
+        op = {"do": do, "kind": kind, "ns": ns, "name": name}
         if do in ("create", "recreate"):
-            self.made.add((kind, op["name"]))
+            self.made.add((kind, ns, name))
             op.update(app=r.choice(self.apps), replicas=r.randint(0, 3),
                       **{"with": self.mutations(kind, 0, 3)})
         elif do in ("update", "patch"):
@@ -566,6 +607,10 @@ def describe(op):
         return "hide %s %s in t%s (depth %d, manager %.30r, %s)" % (
             len(op["names"]), op["kind"], ",t".join(map(str, op["ns"])), op["depth"],
             op["manager"], "re-made deep" if op["deep"] else "re-made shallow")
+    if op["do"] == "storm":
+        return "storm %dx status of %d %s in t%s%s" % (
+            op["writes"], len(op["names"]), op["kind"], ",t".join(map(str, op["ns"])),
+            " fm=%.20r" % op["fm"] if op.get("fm") else "")
     if op["do"] == "restart":
         return "restart kcm"
     muts = ",".join(m[0] + ("%d" % m[4] if m[0] == "mf" and m[4] else "") for m in
@@ -657,7 +702,8 @@ class Env:
         return res[1]
 
     def tenant(self, rights, marker):
-        api = Api(self.server, self.ca, self.tokens[rights], "adversary/" + marker)
+        # The manager of writes without fieldManager is the agent's first word.
+        api = Api(self.server, self.ca, self.tokens[rights], marker + "-tenant/1.0")
         return Tenant(api, self.admin, marker)
 
     # kcm
@@ -859,9 +905,9 @@ def count(op):
 
 def run(env, ops, rights, marker, stats, quiet=False):
     """Run ops on a clean state, checking every --check-every ops, at the
-    end, and once more after kcm restarts; the failures of the first check
-    that finds any, [] when none does."""
-    say = (lambda *a: None) if quiet else print
+    end, and once more after kcm restarts; (the failures of the first check
+    that finds any, [] when none does; the ops run until then)."""
+    say = (lambda *a, **kw: None) if quiet else print
     env.reset()
     tenant = env.tenant(rights, marker)
     stats.sequences += 1
@@ -873,6 +919,7 @@ def run(env, ops, rights, marker, stats, quiet=False):
                 env.start_kcm()
                 codes = []
             else:
+                tenant.why = ""
                 codes = tenant.write(op)
             stats.ops += count(op)
             for c in codes:
@@ -881,25 +928,26 @@ def run(env, ops, rights, marker, stats, quiet=False):
             summary = {}
             for c in codes:
                 summary[c] = summary.get(c, 0) + 1
-            say("  %3d %s -> %s" % (i, describe(op), " ".join(
-                "%d" % c if n == 1 else "%dx%d" % (c, n) for c, n in summary.items()) or "-"),
+            say("  %3d %s -> %s%s" % (i, describe(op), " ".join(
+                "%d" % c if n == 1 else "%dx%d" % (c, n) for c, n in summary.items()) or "-",
+                " (%.90r)" % tenant.why if op["do"] != "restart" and tenant.why else ""),
                 flush=True)
             if i % env.args.check_every == 0 or i == len(ops):
                 failures = env.check(marker)
                 say("      check after op %d: %s" % (i, "ok" if not failures else "FAIL"),
                     flush=True)
                 if failures:
-                    return failures
+                    return failures, ops[:i]
         if not ops:
             failures = env.check(marker)
             if failures:
-                return failures
+                return failures, ops
         env.stop_kcm()
         env.start_kcm()
         failures = env.check(marker)
         say("      check after kcm restarted with the tenant's objects: %s" % (
             "ok" if not failures else "FAIL"), flush=True)
-        return failures
+        return failures, ops
     finally:
         stats.requests += tenant.requests
 
@@ -923,14 +971,14 @@ def shrink(env, ops, rights, marker, kind, stats, minutes):
                 break
             trial = ops[:start] + ops[start + size:]
             tries += 1
-            failures = run(env, trial, rights, marker, stats, quiet=True)
+            failures, ran = run(env, trial, rights, marker, stats, quiet=True)
             found = [k for k, _ in failures]
             print("  shrink try %d: %d ops -> %s" % (
                 tries, len(trial), "fails (%s)" % kind if kind in found else
                 "passes" if not found else "other (%s)" % ",".join(sorted(set(found)))),
                 flush=True)
             if kind in found:
-                ops, removed = trial, True
+                ops, removed = ran, True
                 break
         if removed:
             n = max(n - 1, 2)
@@ -1001,7 +1049,7 @@ def main():
     p.add_argument("--work", default=None)
     p.add_argument("--seed", type=int, action="append",
                    help="a seed to run (repeatable; default %s)" % ",".join(map(str, SEEDS)))
-    p.add_argument("--ops", type=int, default=16, help="operations per sequence")
+    p.add_argument("--ops", type=int, default=20, help="operations per sequence")
     p.add_argument("--minutes", type=float, default=0,
                    help="run new seeds, from --seed or 1, until this many minutes pass")
     p.add_argument("--replay", help="a printed sequence: its JSON line, or op;op;...")
@@ -1046,8 +1094,11 @@ def main():
                              generate(s, args.ops)) for s in seeds()):
             seed, rights, marker, ops = job
             print("adversary: seed %s, rights %s, %d ops" % (seed, rights, len(ops)), flush=True)
-            failures = run(env, ops, rights, marker, stats)
+            failures, ran = run(env, ops, rights, marker, stats)
             if failures:
+                if len(ran) < len(ops):
+                    print("  (ops %d to %d did not run)" % (len(ran) + 1, len(ops)))
+                ops = ran
                 failed.append((seed, primary(failures),
                                report(env, args, seed, rights, marker, ops, failures, stats)))
                 if not args.keep_going:

@@ -311,12 +311,39 @@ static void member_spans_take_one_comma(void **state) {
   kcm_json_release(&j);
 }
 
+/* Escapes of printable characters written as the characters: the same
+ * values, fewer bytes; control characters, quotes, backslashes and lone
+ * surrogates stay escaped, and text outside strings is untouched. */
+static void escapes_are_shortened(void **state) {
+  static const struct {
+    const char *in, *out;
+  } cases[] = {
+      {"{\"a\":\"\\u003c\\u003e\\u0026\"}", "{\"a\":\"<>&\"}"},
+      {"[\"\\u2028\\u2029\\u00e9\"]", "[\"\xe2\x80\xa8\xe2\x80\xa9\xc3\xa9\"]"},
+      {"\"\\u0001\\u001f\\u007f\\u0022\\u005c\\n\\\"\\\\\"",
+       "\"\\u0001\\u001f\\u007f\\u0022\\u005c\\n\\\"\\\\\""},
+      {"\"\\ud83d\\ude00|\\ud800x|\\udc00|\\ud800\\u0041\"",
+       "\"\xf0\x9f\x98\x80|\\ud800x|\\udc00|\\ud800A\""},
+      {"{\"\\u003ck\":[1, true, \"\\\\u003c\"]}", "{\"<k\":[1, true, \"\\\\u003c\"]}"},
+      {"\"cut \\u00", "\"cut \\u00"},
+      {"", ""},
+  };
+  size_t i;
+  for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    struct kcm_buf out = KCM_BUF_INIT(1 << 16);
+    assert_int_equal(kcm_json_shorten_escapes(cases[i].in, strlen(cases[i].in), &out), 0);
+    assert_string_equal(out.data ? out.data : "", cases[i].out);
+    kcm_buf_release(&out);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(grammar),
       cmocka_unit_test(errors_say_what_and_where),
       cmocka_unit_test(any_depth_is_read),
       cmocka_unit_test(trees_of_any_depth),
+      cmocka_unit_test(escapes_are_shortened),
       cmocka_unit_test(strings_unescape),
       cmocka_unit_test(special_bytes_found_anywhere),
       cmocka_unit_test(integers),
