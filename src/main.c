@@ -91,6 +91,7 @@ static int metrics(void *data, struct kcm_buf *out) {
       (err = kcm_controllers_shard_metrics(&a->ctl, out)) ||
       (err = kcm_version_metrics(out)) ||
       (err = kcm_conflict_guard_metrics(&a->guard, out)) ||
+      (err = kcm_caches_metrics(&a->caches, out)) ||
       (a->opt->shadow && (err = kcm_controllers_shadow_metrics(&a->ctl, out))) ||
       (err = kcm_metrics_process(out)))
     return err;

@@ -16,6 +16,7 @@
 #include <uv.h>
 
 #include "kcm/api.h"
+#include "kcm/buf.h"
 #include "kcm/client.h"
 #include "kcm/informer.h"
 #include "kcm/intern.h"
@@ -46,6 +47,8 @@ size_t kcm_caches_len(const struct kcm_caches *c, enum kcm_kind k);
 /* Stop every informer; on_closed (may be NULL) runs once all are closed
  * (at once when none was set up). */
 void kcm_caches_stop(struct kcm_caches *c, void (*on_closed)(struct kcm_caches *c));
+/* Append kcm_cache_unreadable_objects_total{kind}. 0 or KCM_ENOMEM. */
+int kcm_caches_metrics(const struct kcm_caches *c, struct kcm_buf *out);
 /* Drop the caches, after on_closed. */
 void kcm_caches_release(struct kcm_caches *c);
 

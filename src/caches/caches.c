@@ -7,6 +7,7 @@
 #include "kcm/caches.h"
 #include "kcm/error.h"
 #include "kcm/log.h"
+#include "kcm/metrics.h"
 
 #define EACH(c, k)                                                                             \
   for ((k) = 0; (k) < KCM_KIND_COUNT; (k)++)                                                   \
@@ -103,4 +104,21 @@ void kcm_caches_release(struct kcm_caches *c) {
   EACH(c, k) {
     kcm_informer_release(&c->informers[k]);
   }
+}
+
+int kcm_caches_metrics(const struct kcm_caches *c, struct kcm_buf *out) {
+  char labels[64];
+  int k;
+  if (kcm_metrics_family(out, "kcm_cache_unreadable_objects_total", "counter",
+                         "Objects of kind `kind` read from a list or a watch event that kcm "
+                         "could not decode; the cache kept their last readable copy."))
+    return KCM_ENOMEM;
+  EACH(c, k) {
+    const char *pairs[] = {"kind", kcm_api_kind_name((enum kcm_kind)k), NULL};
+    if (kcm_metrics_labels(labels, sizeof(labels), pairs) ||
+        kcm_metrics_sample(out, "kcm_cache_unreadable_objects_total", labels,
+                           (double)c->informers[k].stats.unreadable))
+      return KCM_ENOMEM;
+  }
+  return 0;
 }
