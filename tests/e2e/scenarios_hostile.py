@@ -216,6 +216,15 @@ def deep_and_large_objects(ctx):
                     b.apply(deployment("web", 2))
                     wait_state(b, "web", lambda dp, rses: complete(dp), "web to complete",
                                timeout=60)
+                    # A Deployment of a deep template: its ReplicaSet and pod.
+                    text = _replicaset_text("deep-deployment", 1, template_depth=DEEP).replace(
+                        '"kind": "ReplicaSet"', '"kind": "Deployment"', 1)
+                    ctx.k("create", "--raw", base.replace("replicasets", "deployments"), "-f",
+                          "-", stdin=text, namespaced=False)
+                    wait_for(lambda: ctx.k.jsonpath(
+                        "get", "deployment", "deep-deployment",
+                        expr="{.status.availableReplicas}") == "1", timeout=60,
+                        what="the Deployment of a deep template to roll out")
                     # Watched: each ReplicaSet scaled, "later" made deep in
                     # the same update.
                     for name in ("deep", "deep-template", "big"):

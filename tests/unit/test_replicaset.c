@@ -815,6 +815,41 @@ static void pods_from_the_template(void **state) {
   kcm_api_unref(&rs->o, &pool);
 }
 
+/* kube-apiserver keeps a pod template's own managedFields 9,990 levels
+ * deep: the ReplicaSet is read, its template kept whole, and its pods are
+ * made from it without them, as upstream takes only labels, annotations
+ * and finalizers from the template's metadata. */
+static void pods_from_a_deep_template(void **state) {
+  const int depth = 9990;
+  struct kcm_buf text = KCM_BUF_INIT(1 << 20), b = KCM_BUF_INIT(1 << 20);
+  struct kcm_object *o = NULL;
+  struct kcm_replicaset *rs;
+  struct kcm_api_error err;
+  size_t at, len;
+  int i;
+  kcm_buf_append_str(&text, "{\"metadata\":{\"name\":\"rs\",\"namespace\":\"ns\",\"uid\":\"" RS_UID
+                            "\",\"resourceVersion\":\"5\"},\"spec\":{\"replicas\":1,\"selector\":"
+                            "{\"matchLabels\":{\"app\":\"web\"}},\"template\":{\"metadata\":{"
+                            "\"labels\":{\"app\":\"web\"},\"managedFields\":[{\"manager\":\"t\","
+                            "\"fieldsType\":\"FieldsV1\",\"fieldsV1\":");
+  for (i = 0; i < depth; i++)
+    kcm_buf_append_str(&text, "{\"f:a\":");
+  kcm_buf_append_str(&text, "{}");
+  for (i = 0; i < depth; i++)
+    kcm_buf_append_str(&text, "}");
+  kcm_buf_append_str(&text, "}]},\"spec\":{\"containers\":[{\"name\":\"c\",\"image\":\"x\"}]}}}}");
+  if (kcm_api_decode_text(KCM_KIND_REPLICASET, text.data, text.len, NULL, NULL, &pool, &o, &err))
+    fail_msg("decode: %s %s", err.field, err.problem);
+  rs = (struct kcm_replicaset *)o;
+  assert_non_null(strstr(rs->template, "\"managedFields\""));
+  assert_int_equal(kcm_replicaset_pod_body(rs, &b, &at, &len), 0);
+  assert_null(strstr(b.data, "managedFields"));
+  assert_non_null(strstr(b.data, "\"labels\":{\"app\":\"web\"}"));
+  kcm_api_unref(o, &pool);
+  kcm_buf_release(&text);
+  kcm_buf_release(&b);
+}
+
 /* What a delete's answer says of the pod: still there terminating while a
  * grace period runs or finalizers are left, unless it finished; not when
  * deleted at once, nor for a Status or a body that is no JSON. */
@@ -875,6 +910,7 @@ int main(void) {
       cmocka_unit_test(status_unchanged_is_not_written),
       cmocka_unit_test(status_only_gains_may_wait),
       cmocka_unit_test(pods_from_the_template),
+      cmocka_unit_test(pods_from_a_deep_template),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
