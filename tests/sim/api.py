@@ -470,6 +470,8 @@ class Api:
             raise ApiError(415, "UnsupportedMediaType", "415: Unsupported Media Type", {})
         try:
             patch_doc = json.loads(raw)
+        except RecursionError:  # see decode_body
+            raise bad_request("json parse error: exceeded max depth")
         except (ValueError, UnicodeDecodeError) as e:
             if content_type != "application/json-patch+json":
                 raise bad_request("Invalid JSON Patch")

@@ -705,6 +705,11 @@ class Handler(BaseHTTPRequestHandler):
                            "application/vnd.kubernetes.protobuf")
         try:
             return json.loads(raw)
+        except RecursionError:
+            # Python's reader stops near 1,000 levels; kube-apiserver's at 10,000.
+            raise bad_request("the object provided is unrecognized (must be of type %s): "
+                              "couldn't get version/kind; json parse error: exceeded max depth"
+                              % kind)
         except (ValueError, UnicodeDecodeError) as e:
             text = raw.decode("utf-8", "replace")
             shown = text if text else "<empty>"

@@ -536,6 +536,10 @@ class Basics(SimTestCase):
     def test_bad_input_gets_status_codes(self):
         r = self.c.post(APPS % self.ns, b'{"kind":')
         self.assertStatus(r, 400, "BadRequest")
+        # Nesting past the reader's depth (10,000 levels for kube-apiserver)
+        body = self.assertStatus(self.c.post(APPS % self.ns, b"[" * 10001 + b"]" * 10001), 400,
+                                 "BadRequest")
+        self.assertIn("exceeded max depth", body["message"])
         r = self.c.post(APPS % self.ns, b"name: x", content_type="text/plain")
         self.assertStatus(r, 415, "UnsupportedMediaType")
         body = self.assertStatus(self.c.post(APPS % self.ns, pod("p")), 400, "BadRequest")
