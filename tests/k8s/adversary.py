@@ -3,33 +3,54 @@ replayable sequences of what a namespace user may write (forged
 managedFields, objects at the server's limits, odd names and values,
 foreign ownerReferences, finalizers, overlapping selectors, scale and status
 writes, bursts), sent straight to kube-apiserver with a ServiceAccount's
-token, and checked between steps in a namespace the tenant cannot read:
+token, and checked every --check-every ops against a namespace the tenant
+cannot read:
 
-  1. a victim Deployment there scales (2 -> 4 and back) and rolls out
+  1. a victim Deployment there scales (2 -> 4, or back) and rolls out, each
      within --bound seconds;
   2. kcm holds no namespace but the tenant's, and never stands aside in
-     every namespace (log, kcm_conflicting_controller);
-  3. nothing the tenant chose (every name, value and manager holds a marker,
-     advx<seed>) reaches /metrics, a log line's message or an unquoted
+     every namespace (its log, kcm_conflicting_controller);
+  3. nothing the tenant chose (each name, label value, annotation and
+     manager name holds a marker, advx<seed>, but the managers it
+     impersonates) reaches /metrics, a log line's message or an unquoted
      value, or an event outside the tenant's namespaces; no log line is
      4 KiB or longer;
-  4. kcm runs and its /healthz answers.
+  4. kcm runs, its /healthz answers, and its log has no sanitizer report
+     (built with AddressSanitizer and UndefinedBehaviorSanitizer).
 
     python3 tests/k8s/adversary.py --kcm build/kcm --work /tmp/adv [--seed 1]
-        [--ops 16] [--minutes 60] [--rights edit|edit+status|both]
+        [--ops 30] [--minutes 60] [--rights edit|edit+status|both]
         [--kcm-arg=--feature-gates=WatchListClient=false]
     python3 tests/k8s/adversary.py --kcm build/kcm --replay-file /tmp/adv/shrunk-1.json
+    python3 tests/k8s/adversary.py --kcm build/kcm --replay 'OP;OP;...'  # JSON objects
 
-Each sequence starts on a clean state (tenant and victim namespaces made
-anew, kcm restarted) and ends with kcm restarted once more, the tenant's
-objects in place, and checked again. Without --seed, the seeds 1, 2 and 3
-run (about 4 minutes on two cores); with --minutes, new seeds run until the
-time is up. With "both" rights sets, odd seeds run as the tenant with the
-ClusterRole edit, even ones with edit and the status subresources. On a
-failure, the sequence is printed, then shrunk (delta debugging, each try on
-a clean state, for at most --shrink-minutes) to the shortest sequence that
-still fails the same way, printed as one JSON line that --replay takes.
-Exits non-zero when an invariant fails.
+Ops: create, update (read, modify, write), patch (JSON merge patch),
+delete, recreate, scale and status writes of Deployments, ReplicaSets and
+pods, with what they change drawn too: forged managedFields entries (any
+manager, time and subresource, fieldsV1 nested up to the 9,996 levels
+kube-apiserver takes), managedFields in pod templates, annotations of any
+text or near 256 KiB, env values of up to 3 MiB, ownerReferences,
+finalizers, labels, selectors, replicas, images; bursts of one of them;
+"hide" (objects kcm has synced made deep, deleted, made again under their
+names with a forged status entry, made shallow); "storm" (status writes in
+each namespace, as another controller makes them); "restart" (of kcm).
+
+The tenant has three namespaces, adv-t1..3; as "edit" its ServiceAccount
+holds the ClusterRole edit there, as "edit+status" also update and patch
+of deployments/status, replicasets/status and pods/status. With "both"
+(the default), odd seeds run as "edit", even ones as "edit+status". Each
+sequence starts on a clean state (the namespaces and the victim made anew,
+kcm restarted) and ends with kcm restarted once more, the tenant's objects
+in place, and checked again; a "restart" op restarts kcm mid-sequence.
+Without --seed, seeds 1 to 4 run, 30 ops each (about 2.5 minutes on two
+cores when they pass); with --minutes, new seeds run until the time is up.
+
+On a failure, the seed, rights set and sequence are printed, then the
+sequence is shrunk (delta debugging, each try on a clean state, for at
+most --shrink-minutes) to the shortest one found that still fails the same
+way, printed as one JSON line that --replay takes, with the command that
+replays it. The run stops at the first failing seed unless --keep-going.
+Prints a summary; exits non-zero when an invariant fails.
 """
 
 import argparse
@@ -39,6 +60,7 @@ import json
 import os
 import random
 import re
+import shlex
 import signal
 import socket
 import ssl
@@ -59,7 +81,7 @@ HOME = "adv-home"  # where the tenant's ServiceAccounts live
 SA = {"edit": "adv-edit", "edit+status": "adv-edit-status"}
 IMAGE = "registry.k8s.io/pause:3.10"
 FINALIZER = "adv.example/hold"
-SEEDS = (2, 3, 5)
+SEEDS = (1, 2, 3, 4)
 # Nesting of a forged fieldsV1, in levels of objects; kube-apiserver 1.37
 # takes up to 9,996 in metadata.managedFields (its decoder stops at 10,000
 # levels in all).
@@ -67,8 +89,10 @@ DEPTHS = (65, 130, 140, 1000, 5000, 9996)
 HELD = "another controller writes the status of what kcm's "
 EVERYWHERE = "standing aside in every namespace"
 LONG_LINE = 4096
+# A build with AddressSanitizer and UndefinedBehaviorSanitizer reports so.
+SANITIZER = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
 # A failure's kinds, the first found naming it.
-ORDER = ("kcm-exited", "healthz", "stand-aside", "held-outside", "victim-scale",
+ORDER = ("kcm-exited", "sanitizer", "healthz", "stand-aside", "held-outside", "victim-scale",
          "victim-rollout", "log-long", "log-marker", "metrics-marker", "event-marker")
 
 KINDS = {"deploy": ("/apis/apps/v1", "deployments", "Deployment", "apps/v1"),
@@ -81,14 +105,16 @@ KINDS = {"deploy": ("/apis/apps/v1", "deployments", "Deployment", "apps/v1"),
 # placeholder string, and written back as that text: Python's decoder,
 # deepcopy and comparisons recurse.
 CUT = 50
-RAW = {}
+RAW, RAW_ID = [], {}  # the texts, and each one's index
 RAW_REF = re.compile(r'"\\u0000adv-raw:(\d+)"')
-TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\]]')
+TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[{}\[\]]')
 
 
 def raw(text):
-    RAW[len(RAW)] = text
-    return "\x00adv-raw:%d" % (len(RAW) - 1)
+    if text not in RAW_ID:
+        RAW_ID[text] = len(RAW)
+        RAW.append(text)
+    return "\x00adv-raw:%d" % RAW_ID[text]
 
 
 def is_raw(v):
@@ -149,7 +175,6 @@ class Api:
         self.headers = {"Authorization": "Bearer " + token, "Accept": "application/json",
                         "User-Agent": agent}
         self.conn = None
-        self.codes = {}
 
     def call(self, method, path, body=None, ctype="application/json", timeout=60):
         """(status, parsed body or None)."""
@@ -172,7 +197,6 @@ class Api:
                 if attempt == 2:
                     raise
                 time.sleep(0.5)
-        self.codes[r.status] = self.codes.get(r.status, 0) + 1
         try:
             return r.status, loads(text.decode("utf-8", "replace")) if text else None
         except ValueError:
@@ -248,6 +272,8 @@ class Tenant:
         return st, body
 
     def uid_of(self, target, fallback):
+        """(kind, name, uid) an ownerReference names: the victim's (a uid
+        learnt elsewhere), an invented one, or another tenant object's."""
         if target == "victim":
             st, d = self.admin.call("GET", path("deploy", VICTIM_NS, VICTIM))
             return "Deployment", VICTIM, (d or {}).get("metadata", {}).get("uid", fallback)
@@ -403,12 +429,15 @@ class Tenant:
         objs = [(TENANT[n - 1], name) for n in op["ns"] for name in op["names"]]
         self.made(kind, objs, codes)
         for ns, name in objs:
-            st, o = self.call("GET", path(kind, ns, name))
-            if st == 200:
-                o["metadata"].setdefault("managedFields", []).append(
-                    entry(kind, op["manager"], "now", "", op["depth"]))
-                st = self.call("PUT", path(kind, ns, name), o)[0]
-            codes.append(st)
+            for _ in range(3):  # again after a conflict with kcm's writes
+                st, o = self.call("GET", path(kind, ns, name))
+                if st == 200:
+                    o["metadata"].setdefault("managedFields", []).append(
+                        entry(kind, op["manager"], "now", "", op["depth"]))
+                    st = self.call("PUT", path(kind, ns, name), o)[0]
+                codes.append(st)
+                if st != 409:
+                    break
         for ns, name in objs:
             codes.append(self.call("DELETE", path(kind, ns, name))[0])
         for ns, name in objs:
@@ -496,11 +525,13 @@ class Draw:
         kind = r.choice(("deploy", "rs"))
         return [kind, r.randint(1, 3), r.choice(self.names[kind])]
 
-    def mutation(self, kind):
+    def mutation(self, kind, small=False):
         r = self.rnd
         what = weighted(r, (("mf", 25), ("annotation", 12), ("big", 5), ("owner", 8),
                             ("finalizer", 5), ("label", 8), ("selector", 6), ("replicas", 10),
                             ("image", 4), ("tmpl-mf", 4), ("mf-shallow", 4), ("mf-reset", 2)))
+        if what == "big" and small:  # a burst of megabytes loads the server, not kcm
+            what = "replicas"
         if what == "mf":
             return ["mf", self.manager(), weighted(r, (("past", 2), ("now", 6), ("future", 2))),
                     "status" if r.random() < 0.6 else "",
@@ -526,8 +557,8 @@ class Draw:
             return ["image", r.choice((IMAGE, "registry.k8s.io/pause:3.9", self.m + "/none:1"))]
         return [what]
 
-    def mutations(self, kind, lo, hi):
-        return [self.mutation(kind) for _ in range(self.rnd.randint(lo, hi))]
+    def mutations(self, kind, lo, hi, small=False):
+        return [self.mutation(kind, small) for _ in range(self.rnd.randint(lo, hi))]
 
     def place(self, kind, existing):
         """(namespace index, name): mostly one made before, for ops on one."""
@@ -581,7 +612,7 @@ class Draw:
             op.update(app=r.choice(self.apps), replicas=r.randint(0, 3),
                       **{"with": self.mutations(kind, 0, 3)})
         elif do in ("update", "patch"):
-            op["with"] = self.mutations(kind, 1, 3)
+            op["with"] = self.mutations(kind, 1, 3, small)
         elif do == "delete":
             op["policy"] = r.choice(("Background", "Foreground", "Orphan"))
         elif do == "scale":
@@ -641,24 +672,30 @@ def http_get(port, p, timeout=5):
         conn.close()
 
 
-def quoted_spans(line, start):
-    """Where the key="value" values of a log line are, past its message."""
-    spans, i, first = [], start, None
-    key = re.compile(r' [A-Za-z_][A-Za-z0-9_.\-]*=')
+LOG_HEADER = re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ \S+:\d+\] ")
+LOG_KEY = re.compile(r" ([A-Za-z_][A-Za-z0-9_.\-]*)=")
+
+
+def log_values(line):
+    """The key="value" pairs of a klog line, past its message: [(key,
+    start, end)] of each value, quotes included when it has them."""
+    h = LOG_HEADER.match(line)
+    out, i = [], h.end() if h else 0
     while True:
-        m = key.search(line, i)
+        m = LOG_KEY.search(line, i)
         if not m:
-            return spans, first
-        first = m.start() if first is None else first
-        j = m.end()
+            return out
+        j = k = m.end()
         if j < len(line) and line[j] == '"':
             k = j + 1
             while k < len(line) and line[k] != '"':
                 k += 2 if line[k] == "\\" else 1
-            spans.append((j, k + 1))
-            i = k + 1
+            k += 1
         else:
-            i = j
+            while k < len(line) and line[k] != " ":
+                k += 1
+        out.append((m.group(1), j, k))
+        i = k
 
 
 class Env:
@@ -682,24 +719,23 @@ class Env:
             self.k("-n", HOME, "create", "serviceaccount", sa)
             self.tokens[rights] = self.k("-n", HOME, "create", "token", sa,
                                          "--duration=24h").strip()
-        self.ok(self.admin.call("POST", "/apis/rbac.authorization.k8s.io/v1/clusterroles", {
-            "metadata": {"name": "adv-status"},
-            "rules": [{"apiGroups": ["apps"], "verbs": ["update", "patch"],
-                       "resources": ["deployments/status", "replicasets/status"]},
-                      {"apiGroups": [""], "verbs": ["update", "patch"],
-                       "resources": ["pods/status"]}]}))
 
     def down(self):
+        """Stop kcm and the cluster, a second Ctrl-C notwithstanding."""
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_IGN)
         self.stop_kcm()
-        subprocess.run(["bash", os.path.join(HERE, "cluster.sh"), "down", self.dir])
+        subprocess.run(["bash", os.path.join(HERE, "cluster.sh"), "down", self.dir],
+                       start_new_session=True)
 
     def k(self, *args):
         return subprocess.run(["kubectl", "--kubeconfig", os.path.join(self.dir, "kubeconfig"),
                                *args], check=True, capture_output=True, text=True).stdout
 
     @staticmethod
-    def ok(res, also=()):
-        if res[0] >= 300 and res[0] not in also:
+    def ok(res):
+        """The body of an answer that must succeed."""
+        if res[0] >= 300:
             raise RuntimeError("the API server answered %d: %s" % (res[0], dumps(res[1])[:300]))
         return res[1]
 
@@ -717,7 +753,7 @@ class Env:
         self.kcm = start_kcm(os.path.abspath(self.args.kcm), self.dir, name, (
             "--metrics-bind-address=127.0.0.1:%d" % self.metrics,
             "--health-probe-bind-address=127.0.0.1:%d" % self.health,
-            "--conflict-quiet-period=%ds" % self.args.quiet, *self.args.kcm_arg))
+            "--conflict-quiet-period=%ds" % self.args.quiet_period, *self.args.kcm_arg))
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline and self.kcm.poll() is None:
             try:
@@ -761,13 +797,20 @@ class Env:
             time.sleep(1)
         for ns in nss:
             self.ok(self.admin.call("POST", "/api/v1/namespaces", {"metadata": {"name": ns}}))
-        rb = "/apis/rbac.authorization.k8s.io/v1/namespaces/%s/rolebindings"
-        for ns in TENANT:
-            for name, role, sas in (("adv-edit", "edit", SA.values()),
-                                    ("adv-status", "adv-status", [SA["edit+status"]])):
-                self.ok(self.admin.call("POST", rb % ns, {
+        rbac = "/apis/rbac.authorization.k8s.io/v1/namespaces/%s/"
+        for ns in TENANT:  # edit for both; the status subresources for one
+            self.ok(self.admin.call("POST", rbac % ns + "roles", {
+                "metadata": {"name": "adv-status"},
+                "rules": [{"apiGroups": ["apps"], "verbs": ["update", "patch"],
+                           "resources": ["deployments/status", "replicasets/status"]},
+                          {"apiGroups": [""], "verbs": ["update", "patch"],
+                           "resources": ["pods/status"]}]}))
+            for name, kind, role, sas in (
+                    ("adv-edit", "ClusterRole", "edit", SA.values()),
+                    ("adv-status", "Role", "adv-status", [SA["edit+status"]])):
+                self.ok(self.admin.call("POST", rbac % ns + "rolebindings", {
                     "metadata": {"name": name},
-                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind,
                                 "name": role},
                     "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": HOME}
                                  for sa in sas]}))
@@ -808,74 +851,92 @@ class Env:
             time.sleep(0.25)
 
     def check(self, marker):
-        """[(kind, detail)] of the invariants that fail now."""
-        out = []
-        if self.kcm is None or self.kcm.poll() is not None:
-            out.append(("kcm-exited", "kcm exited with %s" % (self.kcm and self.kcm.returncode)))
+        """[(kind, detail)] of the invariants that fail now: what kcm serves,
+        logs and records first; the victim's scale and rollout when those
+        hold, then what kcm logged and recorded meanwhile."""
+        out = self.check_served(marker) + self.check_log(marker) + self.check_events(marker)
+        if out:
+            return out
+        self.victim_replicas = 6 - self.victim_replicas
+        self.ok(self.admin.call("PATCH", path("deploy", VICTIM_NS, VICTIM, "scale"),
+                                {"spec": {"replicas": self.victim_replicas}},
+                                "application/merge-patch+json"))
+        bad = self.complete(self.args.bound)
+        if bad:
+            out.append(("victim-scale", "the victim was not scaled to %d within %d s: %s%s" % (
+                self.victim_replicas, self.args.bound, bad, self.log_tail())))
         else:
-            try:
-                st, body = http_get(self.health, "/healthz")
-                if st != 200:
-                    out.append(("healthz", "/healthz answered %d: %.200r" % (st, body)))
-            except OSError as e:
-                out.append(("healthz", "/healthz: %s" % e))
-            self.victim_replicas = 6 - self.victim_replicas
-            self.ok(self.admin.call("PATCH", path("deploy", VICTIM_NS, VICTIM, "scale"),
-                                    {"spec": {"replicas": self.victim_replicas}},
-                                    "application/merge-patch+json"))
+            self.rollouts += 1
+            self.ok(self.admin.call("PATCH", path("deploy", VICTIM_NS, VICTIM), {
+                "spec": {"template": {"metadata": {"annotations": {
+                    "adv.example/rollout": str(self.rollouts)}}}}},
+                "application/merge-patch+json"))
             bad = self.complete(self.args.bound)
             if bad:
-                out.append(("victim-scale", "the victim was not scaled to %d within %d s: %s" % (
-                    self.victim_replicas, self.args.bound, bad)))
-            else:
-                self.rollouts += 1
-                self.ok(self.admin.call("PATCH", path("deploy", VICTIM_NS, VICTIM), {
-                    "spec": {"template": {"metadata": {"annotations": {
-                        "adv.example/rollout": str(self.rollouts)}}}}},
-                    "application/merge-patch+json"))
-                bad = self.complete(self.args.bound)
-                if bad:
-                    out.append(("victim-rollout", "the victim's rollout %d did not complete "
-                                "within %d s: %s" % (self.rollouts, self.args.bound, bad)))
-            try:
-                st, body = http_get(self.metrics, "/metrics")
-                text = body.decode("utf-8", "replace")
-                if marker in text:
-                    out.append(("metrics-marker", "/metrics: %.300r" % next(
-                        l for l in text.splitlines() if marker in l)))
-                for line in text.splitlines():
-                    if line.startswith("kcm_conflicting_controller{") and float(
-                            line.rsplit(" ", 1)[1]) != 0:
-                        out.append(("stand-aside", "/metrics: " + line))
-            except OSError as e:
-                out.append(("healthz", "/metrics: %s" % e))
-        out += self.check_log(marker) + self.check_events(marker)
+                out.append(("victim-rollout", "the victim's rollout %d did not complete "
+                            "within %d s: %s%s" % (self.rollouts, self.args.bound, bad,
+                                                   self.log_tail())))
+        return out + self.check_served(marker) + self.check_log(marker) + self.check_events(
+            marker)
+
+    def check_served(self, marker):
+        """kcm runs, /healthz answers, /metrics holds no marker and shows kcm
+        standing aside nowhere."""
+        if self.kcm is None or self.kcm.poll() is not None:
+            return [("kcm-exited", "kcm exited with %s%s" % (
+                self.kcm and self.kcm.returncode, self.log_tail()))]
+        out = []
+        try:
+            st, body = http_get(self.health, "/healthz")
+            if st != 200:
+                out.append(("healthz", "/healthz answered %d: %.200r" % (st, body)))
+            st, body = http_get(self.metrics, "/metrics")
+        except OSError as e:
+            return out + [("healthz", "kcm does not answer: %s" % e)]
+        text = body.decode("utf-8", "replace")
+        for line in text.splitlines():
+            if marker in line:
+                out.append(("metrics-marker", "/metrics: %.300r" % line))
+            if line.startswith("kcm_conflicting_controller{") and float(
+                    line.rsplit(" ", 1)[1]) != 0:
+                out.append(("stand-aside", "/metrics: " + line))
         return out
 
+    def log_tail(self, n=3):
+        """kcm's last warnings and errors, to print with a failure."""
+        if not self.logs:
+            return ""
+        with open(self.logs[-1], "rb") as f:
+            lines = [l.decode("utf-8", "replace").rstrip("\n")[:300] for l in f
+                     if l[:1] in (b"W", b"E", b"F")]
+        return "".join("\n    %s: %s" % (os.path.basename(self.logs[-1]), l)
+                       for l in lines[-n:])
+
     def check_log(self, marker):
-        out, header = [], re.compile(r"^[IWEF]\d{4} [\d:.]+\s+\d+ \S+:\d+\] ")
+        out = []
         for p in self.logs:
             with open(p, "rb") as f:
                 for n, raw_line in enumerate(f, 1):
                     where = "%s:%d" % (os.path.basename(p), n)
                     line = raw_line.decode("utf-8", "replace").rstrip("\n")
+                    if any(x in line for x in SANITIZER):
+                        out.append(("sanitizer", "%s: %.400s" % (where, line)))
                     if len(raw_line) >= LONG_LINE:
                         out.append(("log-long", "%s is %d bytes: %.200r" % (
                             where, len(raw_line), line)))
+                    values = log_values(line) if HELD in line or marker in line else []
                     if HELD in line:
                         if EVERYWHERE in line:
                             out.append(("stand-aside", "%s: %.400s" % (where, line)))
-                        ns = re.search(r' namespace="([^"\\]*)"', line)
-                        if ns and ns.group(1) not in TENANT:
+                        ns = [line[a + 1:b - 1] for k, a, b in values if k == "namespace"]
+                        if ns and ns[0] not in TENANT:
                             out.append(("held-outside", "%s: %.400s" % (where, line)))
-                    if marker in line:
-                        h = header.match(line)
-                        spans, first = quoted_spans(line, h.end() if h else 0)
-                        for m in re.finditer(re.escape(marker), line):
-                            if not any(a < m.start() and m.end() <= b for a, b in spans):
-                                out.append(("log-marker", "%s: the tenant's text outside a "
-                                            "quoted value: %.400r" % (where, line)))
-                                break
+                    quoted = [(a, b) for _, a, b in values if line[a:a + 1] == '"']
+                    for m in re.finditer(re.escape(marker), line):
+                        if not any(a < m.start() and m.end() < b for a, b in quoted):
+                            out.append(("log-marker", "%s: the tenant's text outside a quoted "
+                                        "value: %.400r" % (where, line)))
+                            break
         return out
 
     def check_events(self, marker):
@@ -898,7 +959,7 @@ class Env:
 # --- running, shrinking ---------------------------------------------------------------------------
 class Stats:
     def __init__(self):
-        self.sequences, self.ops, self.requests, self.codes = 0, 0, 0, {}
+        self.sequences, self.shrinks, self.ops, self.requests, self.codes = 0, 0, 0, 0, {}
 
 
 def count(op):
@@ -910,8 +971,13 @@ def run(env, ops, rights, marker, stats, quiet=False):
     end, and once more after kcm restarts; (the failures of the first check
     that finds any, [] when none does; the ops run until then)."""
     say = (lambda *a, **kw: None) if quiet else print
+    started = time.monotonic()
     env.reset()
+    say("      clean state in %.0f s" % (time.monotonic() - started), flush=True)
     tenant = env.tenant(rights, marker)
+    st = tenant.api.call("GET", path("deploy", VICTIM_NS))[0]
+    if st != 403:
+        raise RuntimeError("the tenant reads the victim's namespace (%d)" % st)
     stats.sequences += 1
     failures = []
     try:
@@ -973,6 +1039,7 @@ def shrink(env, ops, rights, marker, kind, stats, minutes):
                 break
             trial = ops[:start] + ops[start + size:]
             tries += 1
+            stats.shrinks += 1
             failures, ran = run(env, trial, rights, marker, stats, quiet=True)
             found = [k for k, _ in failures]
             print("  shrink try %d: %d ops -> %s" % (
@@ -1020,7 +1087,13 @@ def rights_of(seed, choice):
     return "edit" if seed % 2 else "edit+status"
 
 
+# Options a replay repeats when not at these values.
+DEFAULTS = {"check_every": 5, "bound": 30, "quiet_period": 20}
+
+
 def report(env, args, seed, rights, marker, ops, failures, stats):
+    """Print a failure and its sequence, shrink it, print the shortest one
+    and how to replay it; the shortest one."""
     kind = primary(failures)
     print("FAIL seed %s, rights %s: %s" % (seed, rights, kind))
     for k, detail in failures:
@@ -1039,36 +1112,46 @@ def report(env, args, seed, rights, marker, ops, failures, stats):
     for i, op in enumerate(shrunk, 1):
         print("  %3d %s" % (i, describe(op)))
     print(line)
-    extra = "".join(" --kcm-arg=%s" % a for a in args.kcm_arg)
-    print("replay: python3 %s --kcm %s%s --replay-file %s" % (
-        os.path.relpath(__file__), args.kcm, extra, name))
+    extra = ["--kcm-arg=" + a for a in args.kcm_arg] + [
+        "--%s=%s" % (k.replace("_", "-"), getattr(args, k)) for k, v in DEFAULTS.items()
+        if getattr(args, k) != v]
+    print("replay: " + " ".join(shlex.quote(a) for a in [
+        "python3", os.path.relpath(__file__), "--kcm", args.kcm, *extra, "--replay-file", name]))
     return shrunk
+
+
+def interrupted(*_):
+    raise KeyboardInterrupt
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--kcm", required=True)
-    p.add_argument("--work", default=None)
+    p.add_argument("--work", default=None, help="where the cluster, logs and sequences go")
     p.add_argument("--seed", type=int, action="append",
                    help="a seed to run (repeatable; default %s)" % ",".join(map(str, SEEDS)))
-    p.add_argument("--ops", type=int, default=20, help="operations per sequence")
+    p.add_argument("--ops", type=int, default=30, help="operations per sequence")
     p.add_argument("--minutes", type=float, default=0,
-                   help="run new seeds, from --seed or 1, until this many minutes pass")
+                   help="run new seeds, from --seed or the one after the default ones, "
+                   "until this many minutes pass")
     p.add_argument("--replay", help="a printed sequence: its JSON line, or op;op;...")
-    p.add_argument("--replay-file")
+    p.add_argument("--replay-file", help="a file holding what --replay takes")
     p.add_argument("--rights", choices=("edit", "edit+status", "both"), default="both")
     p.add_argument("--kcm-arg", action="append", default=[], help="an extra kcm argument")
-    p.add_argument("--check-every", type=int, default=5)
-    p.add_argument("--bound", type=int, default=30,
+    p.add_argument("--check-every", type=int, default=DEFAULTS["check_every"],
+                   help="ops between checks")
+    p.add_argument("--bound", type=int, default=DEFAULTS["bound"],
                    help="seconds a victim scale or rollout may take")
-    p.add_argument("--quiet", type=int, default=20, help="kcm's --conflict-quiet-period, s")
-    p.add_argument("--shrink-minutes", type=float, default=10)
+    p.add_argument("--quiet-period", type=int, default=DEFAULTS["quiet_period"],
+                   help="kcm's --conflict-quiet-period, in seconds")
+    p.add_argument("--shrink-minutes", type=float, default=10,
+                   help="time shrinking a failing sequence may take; 0 does not shrink")
     p.add_argument("--keep-going", action="store_true",
                    help="run the other seeds after a failure")
     args = p.parse_args()
     args.work = os.path.abspath(args.work or tempfile.mkdtemp(prefix="kcm-adversary-"))
     os.makedirs(args.work, exist_ok=True)
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    signal.signal(signal.SIGTERM, interrupted)
 
     jobs = []  # (seed, rights, marker, ops)
     if args.replay or args.replay_file:
@@ -1082,7 +1165,7 @@ def main():
 
     def seeds():
         if args.minutes:
-            s = (args.seed or [1])[0]
+            s = (args.seed or [max(SEEDS) + 1])[0]
             while time.monotonic() - started < args.minutes * 60:
                 yield s
                 s += 1
@@ -1108,6 +1191,9 @@ def main():
     except KeyboardInterrupt:
         print("adversary: interrupted", flush=True)
         failed.append(("interrupted", "", []))
+    except (RuntimeError, OSError, subprocess.CalledProcessError) as e:
+        print("adversary: could not go on: %s" % e, flush=True)
+        failed.append(("error", "", []))
     finally:
         env.down()
     codes = ", ".join("%d: %d" % kv for kv in sorted(stats.codes.items())) or "none"
@@ -1115,10 +1201,10 @@ def main():
         if kind:
             print("adversary: seed %s fails (%s), shortest sequence %d ops" % (
                 seed, kind, len(shrunk)))
-    print("adversary: %d sequences, %d operations (%d requests; refused by status: %s), "
-          "%.0f s: %s; work directory %s" % (
-              stats.sequences, stats.ops, stats.requests, codes, time.monotonic() - started,
-              "FAIL" if failed else "PASS", args.work))
+    print("adversary: %d sequences (%d of them shrinking), %d operations (%d requests; refused "
+          "by status: %s), %.0f s: %s; work directory %s" % (
+              stats.sequences, stats.shrinks, stats.ops, stats.requests, codes,
+              time.monotonic() - started, "FAIL" if failed else "PASS", args.work))
     return 1 if failed else 0
 
 
