@@ -159,6 +159,10 @@ static void same_object(const struct kcm_object *a, const struct kcm_object *b) 
   }
 }
 
+/* The nesting this harness compares at: json-c's trees, and its own
+ * recursion, go this deep; deeper text is decoded, not compared. */
+#define COMPARED_DEPTH 64
+
 /* Whether some object in the text repeats a member name (escaped or not):
  * json-c keeps the last, the in-place reader reads each, so such text is
  * not compared. An object of more than 64 members is not checked and
@@ -168,7 +172,7 @@ static bool repeats_names(struct kcm_json *j, unsigned depth) {
   size_t at[64], len[64], n = 0, i;
   bool repeats = false;
   enum kcm_json_type t = kcm_json_peek(j);
-  if (depth > KCM_JSON_MAX_DEPTH)
+  if (depth > COMPARED_DEPTH)
     return false;
   if (t == KCM_JSON_OBJECT) {
     kcm_json_object(j);
@@ -199,7 +203,7 @@ static bool repeats_names(struct kcm_json *j, unsigned depth) {
 
 /* The text as a json-c tree when json-c reads all of it as strict JSON. */
 static struct json_object *strict_tree(const char *text, size_t len) {
-  struct json_tokener *tok = json_tokener_new_ex(KCM_JSON_MAX_DEPTH);
+  struct json_tokener *tok = json_tokener_new_ex(COMPARED_DEPTH);
   struct json_object *tree;
   size_t end;
   if (!tok || len > INT32_MAX) {
