@@ -20,6 +20,7 @@ cannot read:
 
     python3 tests/k8s/adversary.py --kcm build/kcm --work /tmp/adv [--seed 1]
         [--ops 30] [--minutes 60] [--rights edit|edit+status|both]
+        [--lists streamed|paged|both]
         [--kcm-arg=--feature-gates=WatchListClient=false]
     python3 tests/k8s/adversary.py --kcm build/kcm --replay-file /tmp/adv/shrunk-1.json
     python3 tests/k8s/adversary.py --kcm build/kcm --replay 'OP;OP;...'  # JSON objects
@@ -38,7 +39,9 @@ each namespace, as another controller makes them); "restart" (of kcm).
 The tenant has three namespaces, adv-t1..3; as "edit" its ServiceAccount
 holds the ClusterRole edit there, as "edit+status" also update and patch
 of deployments/status, replicasets/status and pods/status. With "both"
-(the default), odd seeds run as "edit", even ones as "edit+status". Each
+(the default), odd seeds run as "edit", even ones as "edit+status"; with
+--lists both (the default), kcm lists in pages for odd seeds
+(--feature-gates=WatchListClient=false) and as streams for even ones. Each
 sequence starts on a clean state (the namespaces and the victim made anew,
 kcm restarted) and ends with kcm restarted once more, the tenant's objects
 in place, and checked again; a "restart" op restarts kcm mid-sequence.
@@ -705,6 +708,7 @@ class Env:
         self.args, self.work = args, work
         self.dir = os.path.join(work, "cluster")
         self.kcm, self.logs, self.started = None, [], 0
+        self.paged = False  # kcm lists in pages, not streams
         self.victim_replicas, self.rollouts = 2, 0
 
     def up(self):
@@ -753,7 +757,8 @@ class Env:
         self.kcm = start_kcm(os.path.abspath(self.args.kcm), self.dir, name, (
             "--metrics-bind-address=127.0.0.1:%d" % self.metrics,
             "--health-probe-bind-address=127.0.0.1:%d" % self.health,
-            "--conflict-quiet-period=%ds" % self.args.quiet_period, *self.args.kcm_arg))
+            "--conflict-quiet-period=%ds" % self.args.quiet_period, *self.args.kcm_arg,
+            *(["--feature-gates=WatchListClient=false"] if self.paged else [])))
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline and self.kcm.poll() is None:
             try:
@@ -1087,6 +1092,11 @@ def rights_of(seed, choice):
     return "edit" if seed % 2 else "edit+status"
 
 
+def paged_of(seed, choice):
+    """Whether kcm lists in pages for this seed."""
+    return choice == "paged" or (choice == "both" and seed % 2 == 1)
+
+
 # Options a replay repeats when not at these values.
 DEFAULTS = {"check_every": 5, "bound": 30, "quiet_period": 20}
 
@@ -1112,7 +1122,8 @@ def report(env, args, seed, rights, marker, ops, failures, stats):
     for i, op in enumerate(shrunk, 1):
         print("  %3d %s" % (i, describe(op)))
     print(line)
-    extra = ["--kcm-arg=" + a for a in args.kcm_arg] + [
+    extra = ["--kcm-arg=" + a for a in args.kcm_arg] + (
+        ["--lists=paged"] if env.paged else []) + [
         "--%s=%s" % (k.replace("_", "-"), getattr(args, k)) for k, v in DEFAULTS.items()
         if getattr(args, k) != v]
     print("replay: " + " ".join(shlex.quote(a) for a in [
@@ -1137,6 +1148,8 @@ def main():
     p.add_argument("--replay", help="a printed sequence: its JSON line, or op;op;...")
     p.add_argument("--replay-file", help="a file holding what --replay takes")
     p.add_argument("--rights", choices=("edit", "edit+status", "both"), default="both")
+    p.add_argument("--lists", choices=("streamed", "paged", "both"), default="both",
+                   help="how kcm lists: streamed, in pages, or by seed")
     p.add_argument("--kcm-arg", action="append", default=[], help="an extra kcm argument")
     p.add_argument("--check-every", type=int, default=DEFAULTS["check_every"],
                    help="ops between checks")
@@ -1178,7 +1191,9 @@ def main():
         for job in jobs or ((s, rights_of(s, args.rights), "advx%d" % s,
                              generate(s, args.ops)) for s in seeds()):
             seed, rights, marker, ops = job
-            print("adversary: seed %s, rights %s, %d ops" % (seed, rights, len(ops)), flush=True)
+            env.paged = paged_of(seed, args.lists) if seed != "replay" else args.lists == "paged"
+            print("adversary: seed %s, rights %s, lists %s, %d ops" % (
+                seed, rights, "paged" if env.paged else "streamed", len(ops)), flush=True)
             failures, ran = run(env, ops, rights, marker, stats)
             if failures:
                 if len(ran) < len(ops):
