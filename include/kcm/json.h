@@ -140,7 +140,7 @@ bool kcm_json_member_span(struct kcm_json *j, const char *const *parent, const c
                           size_t *from, size_t *to);
 
 /* text[0..len), a JSON text, into out with every \u escape of a printable
- * character (not '"', '\\' or a control character; a surrogate pair as
+ * character (not '"', '\\', one below U+0020 or DEL; a surrogate pair as
  * one) written as that character in UTF-8: the same value, as short as
  * JSON lets it be. kube-apiserver writes '<', '>', '&', U+2028 and U+2029
  * as \u escapes, so an object it stored at 1.4 MiB can be served as more
@@ -153,12 +153,17 @@ int kcm_json_shorten_escapes(const char *text, size_t len, struct kcm_buf *out);
 
 struct json_object;
 
-/* A json-c tree of text[0..len), whatever its depth: json-c's tokener
- * refuses what nests deeper than it was made for (32 levels by default),
- * so it is made for the depth the text has. Caller frees with
- * json_object_put(); NULL for text that is not one JSON value, or out of
- * memory. For any text kcm did not write itself: a server's answer, an
- * object's parts. */
+/* A json-c tree of text[0..len), an object or an array, whatever its
+ * depth up to KCM_JSON_TREE_MAX_DEPTH: json-c's tokener refuses what nests
+ * deeper than it was made for (32 levels by default), so it is made for
+ * the depth the text has. json-c frees and writes trees by recursion, a
+ * call a level, so deeper text is refused rather than risk the stack:
+ * kube-apiserver reads no JSON deeper than 10,000 levels. Caller frees with
+ * json_object_put(); NULL for text that is not one JSON object or array
+ * (json-c takes a bare number at the end of its input as unfinished), too
+ * deep, or out of memory. For any text kcm did not write itself: a
+ * server's answer, an object's parts. */
+#define KCM_JSON_TREE_MAX_DEPTH 20000
 struct json_object *kcm_json_tree(const char *text, size_t len);
 /* The deepest nesting of arrays and objects in text[0..len) (strings
  * skipped; the grammar is not checked). */

@@ -410,7 +410,7 @@ static int decode_selector_json(struct kcm_api_dctx *d, struct json_object *spec
 static int decode_template(struct kcm_api_dctx *d, struct json_object *spec, char **out,
                            uint64_t *key, struct kcm_labels *labels) {
   struct json_object *tmpl, *tmeta, *ts;
-  struct kcm_buf b = KCM_BUF_INIT(4u << 20);
+  struct kcm_buf b = KCM_BUF_INIT(KCM_API_OBJECT_MAX);
   const char *why = NULL;
   int err = kcm_api_get_object(d, spec, "template", "spec.template", &tmpl);
   if (err)

@@ -377,7 +377,7 @@ static int canonical_without_hash(struct json_object *tmpl, struct kcm_buf *out)
 }
 
 int kcm_api_template_key(struct json_object *tmpl, uint64_t *key) {
-  struct kcm_buf b = KCM_BUF_INIT(4u << 20);
+  struct kcm_buf b = KCM_BUF_INIT(KCM_API_OBJECT_MAX);
   int err = canonical_without_hash(tmpl, &b);
   if (!err)
     *key = kcm_map_hash_bytes(KCM_MAP_HASH_INIT, b.data, b.len);
@@ -422,7 +422,7 @@ static bool equal_as_text(const char *a, const char *b) {
 
 bool kcm_api_template_equal(const char *a, const char *b) {
   struct json_object *ta, *tb;
-  struct kcm_buf ba = KCM_BUF_INIT(4u << 20), bb = KCM_BUF_INIT(4u << 20);
+  struct kcm_buf ba = KCM_BUF_INIT(KCM_API_OBJECT_MAX), bb = KCM_BUF_INIT(KCM_API_OBJECT_MAX);
   bool equal = false;
 
   if (equal_as_text(a, b))

@@ -110,8 +110,9 @@ int kcm_caches_metrics(const struct kcm_caches *c, struct kcm_buf *out) {
   char labels[64];
   int k;
   if (kcm_metrics_family(out, "kcm_cache_unreadable_objects_total", "counter",
-                         "Objects of kind `kind` read from a list or a watch event that kcm "
-                         "could not decode; the cache kept their last readable copy."))
+                         "Objects of kind `kind`, or changes of them, in a list or a watch "
+                         "event that kcm could not decode; the cache kept the last copy it "
+                         "could read (a deletion it could name was applied)."))
     return KCM_ENOMEM;
   EACH(c, k) {
     const char *pairs[] = {"kind", kcm_api_kind_name((enum kcm_kind)k), NULL};

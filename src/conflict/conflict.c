@@ -54,7 +54,7 @@ static bool is_label(const char *s, size_t n) {
 }
 
 const char *kcm_conflict_system_problem(const char *system) {
-  const char *p = system, *from, *to;
+  const char *p = system ? system : "", *from, *to;
   unsigned n = 0;
   while (next_name(&p, &from, &to)) {
     if (!is_label(from, (size_t)(to - from)))
@@ -197,7 +197,9 @@ void kcm_conflict_observe(struct kcm_conflict *c, const struct kcm_object *old,
   s->writes++;
   s->manager = kcm_conflict_manager_class(ch->manager);
   if (!(sp = kcm_map_get(&s->spaces, &key))) {
-    if (s->spaces.len >= KCM_CONFLICT_SPACES || !(sp = calloc(1, sizeof(*sp))) ||
+    /* a system namespace is tracked however many others are */
+    if ((s->spaces.len >= KCM_CONFLICT_SPACES && !is_system(c, key.s, key.n)) ||
+        !(sp = calloc(1, sizeof(*sp))) ||
         !(sp->ns = strndup(key.s, key.n)) || kcm_map_put(&s->spaces, &key, sp, NULL)) {
       if (sp)
         free(sp->ns);

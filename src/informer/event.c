@@ -142,12 +142,17 @@ static void read_bookmark(struct kcm_informer *inf, const char *obj, size_t len,
   }
 }
 
-static void malformed_event(struct kcm_informer *inf, const char *why) {
-  inf->stats.decode_errors++;
+/* A change was skipped, whose cannot be told: any cached copy may be older. */
+static void gap(struct kcm_informer *inf) {
   if (inf->streaming)
-    inf->list_blind = true; /* whose change it was cannot be told */
+    inf->list_blind = true;
   else
     inf->blind = true;
+}
+
+static void malformed_event(struct kcm_informer *inf, const char *why) {
+  inf->stats.decode_errors++;
+  gap(inf);
   kcm_error("skipping a malformed watch event kind=\"%s\" problem=\"%s\"",
             kcm_api_kind_name(inf->opts.kind), why);
 }
@@ -193,6 +198,7 @@ static int apply_event(struct kcm_informer *inf, const char *type, const char *o
   }
   if (!type[0] || !obj) {
     inf->stats.decode_errors++;
+    gap(inf);
     kcm_error("skipping a watch event without type and object kind=\"%s\"",
               kcm_api_kind_name(inf->opts.kind));
   } else if (!strcmp(type, "BOOKMARK")) {
@@ -253,6 +259,7 @@ static int apply_event(struct kcm_informer *inf, const char *type, const char *o
   } else {
     inf->watch_events++;
     inf->stats.decode_errors++;
+    gap(inf);
     kcm_error("skipping a watch event of unknown type kind=\"%s\" type=\"%s\"",
               kcm_api_kind_name(inf->opts.kind), type);
   }
@@ -316,6 +323,7 @@ next: /* the next event on the line: a loop, not a call, as a line may hold very
     rest++;
   if (!why && rest < end && *rest != '{') {
     inf->stats.decode_errors++; /* the event itself is good: apply it */
+    gap(inf);
     kcm_error("skipping text after a watch event kind=\"%s\" problem=\"not an event\"",
               kcm_api_kind_name(inf->opts.kind));
     rest = end;

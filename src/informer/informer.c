@@ -38,14 +38,17 @@ int kcm_informer_query_param(struct kcm_buf *b, const char *name, const char *va
 
 /* --- decoding helpers ---------------------------------------------------------------- */
 
-/* metadata.<key> of an object's text, for logs ("" when unreadable). */
+/* metadata.<key> of an object's text ("" when unreadable, or longer than
+ * out holds: a name cut short would name another object). */
 static void meta_string(const char *text, size_t len, const char *key, char *out, size_t cap) {
   const char *path[] = {"metadata", key, NULL}, *s;
   struct kcm_json j;
   size_t n;
   kcm_json_init(&j);
   kcm_json_start(&j, text, len);
-  snprintf(out, cap, "%s", kcm_json_find(&j, path) && kcm_json_string(&j, &s, &n) ? s : "");
+  out[0] = '\0';
+  if (kcm_json_find(&j, path) && kcm_json_string(&j, &s, &n) && n < cap && strlen(s) == n)
+    memcpy(out, s, n + 1);
   kcm_json_release(&j);
 }
 
@@ -113,8 +116,13 @@ void kcm_informer_unreadable(struct kcm_informer *inf, const struct kcm_informer
       kcm_informer_delete(inf, bad->ns, bad->name, NULL, false);
     return;
   }
-  if (deleted)
+  if (deleted) { /* gone, but which: any cached copy may be a ghost */
+    if (in_list)
+      inf->list_blind = true;
+    else
+      inf->blind = true;
     return;
+  }
   if (named && set->len < KCM_INFORMER_UNREADABLE_MAX) {
     fresh = !kcm_informer_keys_has(&inf->unreadable, bad->ns, bad->name);
     added = kcm_informer_keys_add(set, bad->ns, bad->name);

@@ -137,6 +137,12 @@ static size_t scan(struct kcm_items *s, const char *p, size_t n, size_t i, bool 
     if (c == '"') {
       s->in_string = true;
     } else if (c == '{' || c == '[') {
+      /* a level costs a byte: deeper than the cap is no item kcm reads,
+       * and the stack stays within it */
+      if (s->nest.depth >= s->max_bytes) {
+        fail(s, "the list response nests deeper than an item may be long");
+        return n;
+      }
       if (kcm_json_nest_push(&s->nest, (uint8_t)c)) {
         fail(s, "out of memory");
         return n;

@@ -160,11 +160,11 @@ void kcm_informer_delete(struct kcm_informer *inf, const char *ns, const char *n
   struct kcm_object *old = kcm_map_remove(&inf->objects, &k);
   struct kcm_object *report;
   uint32_t i;
+  kcm_informer_keys_remove(&inf->unreadable, ns, name);
   if (!old)
     return;
   kcm_informer_unlink(inf, old);
   caught_up(inf, ns, name, 0);
-  kcm_informer_keys_remove(&inf->unreadable, ns, name);
   report = final ? final : old;
   for (i = 0; i < inf->nhandlers; i++) {
     struct kcm_informer_handler *h = &inf->handlers[i];
@@ -210,6 +210,28 @@ void kcm_informer_replace(struct kcm_informer *inf, struct kcm_object **objs, si
   inf->list_blind = false;
 }
 
+/* Forget the keys of m in namespaces keep() no longer names. */
+static void drop_unkept_keys(struct kcm_informer *inf, struct kcm_map *m) {
+  struct kcm_map_iter it;
+  struct key *e, **gone = NULL;
+  size_t n = 0, i;
+  kcm_map_iter_init(&it, m);
+  while ((e = kcm_map_next(&it))) {
+    struct key **grown;
+    if (inf->keep(inf->keep_ctx, e->ns, strlen(e->ns)))
+      continue;
+    if (!(grown = kcm_buf_grow_items(gone, n, sizeof(*grown))))
+      break; /* the rest at the next purge or list */
+    gone = grown;
+    gone[n++] = e;
+  }
+  for (i = 0; i < n; i++) {
+    struct objkey k = {gone[i]->ns, gone[i]->name};
+    free_key(kcm_map_remove(m, &k));
+  }
+  free(gone);
+}
+
 size_t kcm_informer_purge(struct kcm_informer *inf) {
   struct kcm_map_iter it;
   struct kcm_object *o, **gone = NULL;
@@ -241,9 +263,12 @@ size_t kcm_informer_purge(struct kcm_informer *inf) {
     kcm_map_remove(&inf->objects, &k);
     kcm_informer_unlink(inf, gone[i]);
     caught_up(inf, gone[i]->ns, gone[i]->name, 0);
+    kcm_informer_keys_remove(&inf->unreadable, gone[i]->ns, gone[i]->name);
     kcm_api_unref(gone[i], inf->pool);
   }
   free(gone);
+  drop_unkept_keys(inf, &inf->unreadable);
+  drop_unkept_keys(inf, &inf->list_unreadable);
   return n;
 }
 

@@ -598,8 +598,9 @@ size_t kcm_json_deepest(const char *text, size_t len) {
     switch (*q) {
     case '"': /* to the closing quote, escapes skipped */
       while (p < end && *p != '"')
-        p += *p == '\\' ? 2 : 1;
-      p++;
+        p += *p == '\\' && end - p > 1 ? 2 : 1;
+      if (p < end)
+        p++;
       break;
     case '{':
     case '[':
@@ -618,7 +619,7 @@ struct json_object *kcm_json_tree(const char *text, size_t len) {
   size_t deepest = kcm_json_deepest(text, len);
   struct json_tokener *tok;
   struct json_object *doc;
-  if (!text || len > INT32_MAX || deepest > INT32_MAX - 2)
+  if (!text || len > INT32_MAX || deepest > KCM_JSON_TREE_MAX_DEPTH)
     return NULL;
   /* json-c counts the top value as a level too */
   if (!(tok = json_tokener_new_ex(deepest + 2 > JSON_TOKENER_DEFAULT_DEPTH

@@ -379,6 +379,10 @@ static void namespaces_tracked_are_bounded(void **state) {
   }
   assert_int_equal(c.area[KCM_KIND_REPLICASET].spaces.len, KCM_CONFLICT_SPACES);
   assert_int_equal(c.area[KCM_KIND_REPLICASET].dropped, 1);
+  /* a system namespace is tracked however many others are */
+  ch = step(&c, KCM_KIND_REPLICASET, "kube-system", KCM_1, 2, UPSTREAM_1, 3, LEAD + 100);
+  assert_non_null(ch.space);
+  assert_true(ch.space->system);
   kcm_conflict_release(&c);
 }
 

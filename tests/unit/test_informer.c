@@ -1527,6 +1527,27 @@ static void unreadable_objects_keep_their_last_copy_streamed(void **state) {
   unreadable_objects_keep_their_last_copy_in(WIRE_STREAM);
 }
 
+/* A key goes with its object: a pod first seen unreadable and then deleted
+ * leaves nothing in the set of unreadable objects; a deletion of an object
+ * whose name cannot be read makes the cache blind (a ghost may be left). */
+static void unreadable_keys_go_with_their_objects(void **state) {
+  static const struct peer_answer answers[] = {
+      {OK_JSON, "{\"metadata\":{\"resourceVersion\":\"4\"},\"items\":[]}"},
+      {OK_JSON, EVENT("ADDED", BAD_POD("x", "5")) EVENT("DELETED", POD("x", "6"))
+                    EVENT("ADDED", POD("y", "7"))},
+      {OK_JSON, EVENT("DELETED", "{\"metadata\":{\"namespace\":\"default\"},\"status\":"
+                                 "{\"phase\":7}}")},
+      {OK_JSON, ""},
+  };
+  struct wire w;
+  wire_answer_all_with(&w, answers, NULL, 4, "default", 0);
+  assert_non_null(kcm_informer_get(&w.inf, "default", "y"));
+  assert_null(kcm_informer_get(&w.inf, "default", "x"));
+  assert_int_equal(w.inf.unreadable.len, 0);
+  assert_true(w.inf.blind);
+  wire_stop(&w);
+}
+
 /* --- list responses, split into items ------------------------------------------------ */
 
 /* What the reader handed out, as "I:<item>\n", "M:<metadata>\n" and
@@ -1695,6 +1716,7 @@ static void items_malformed_lists_fail(void **state) {
  * bracket of the wrong kind deep inside still fails the list. */
 static void items_nest_to_any_depth(void **state) {
   static const int depths[] = {300, 10000};
+  char *tail;
   size_t k;
   for (k = 0; k < 2; k++) {
     struct kcm_buf deep = KCM_BUF_INIT(1 << 20);
@@ -1723,6 +1745,11 @@ static void items_nest_to_any_depth(void **state) {
     free(got);
     kcm_buf_release(&deep);
   }
+  /* A level costs a byte: an item nested deeper than the cap fails the
+   * list rather than grow the stack past it. */
+  tail = whole_list("{\"items\":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}", 24);
+  assert_non_null(strstr(tail, "nests deeper than an item may be long"));
+  free(tail);
 }
 
 static void items_over_the_cap_are_skipped(void **state) {
@@ -1943,6 +1970,7 @@ int main(void) {
       cmocka_unit_test(items_nest_to_any_depth),
       cmocka_unit_test(unreadable_objects_keep_their_last_copy),
       cmocka_unit_test(unreadable_objects_keep_their_last_copy_streamed),
+      cmocka_unit_test(unreadable_keys_go_with_their_objects),
       cmocka_unit_test(items_over_the_cap_are_skipped),
       cmocka_unit_test(items_callback_stops_the_reader),
       cmocka_unit_test(pbitems_at_every_split),

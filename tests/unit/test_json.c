@@ -122,12 +122,17 @@ static void trees_of_any_depth(void **state) {
   assert_int_equal(json_object_get_int(v), 7);
   json_object_put(doc);
   free(text);
+  /* deeper than json-c's recursion is trusted with: refused */
+  text = nested(KCM_JSON_TREE_MAX_DEPTH + 1, "7");
+  assert_null(kcm_json_tree(text, strlen(text)));
+  free(text);
   assert_null(kcm_json_tree("{} {}", 5));
   assert_null(kcm_json_tree("{\"a\":", 5));
   assert_non_null(doc = kcm_json_tree("{\"a\":\"[{\"} \n", 12));
   json_object_put(doc);
   /* brackets inside strings are not nesting */
   assert_int_equal(kcm_json_deepest("[\"[[[\\\"[\",{}]", 13), 2);
+  assert_int_equal(kcm_json_deepest("[\"\\", 4), 1); /* an escape cut at the end */
 }
 
 static void strings_unescape(void **state) {

@@ -350,7 +350,7 @@ static void collide(struct dp_job *j, const char *message) {
 /* The template of a ReplicaSet in an answer, digested for comparison. */
 static bool answer_template(struct json_object *doc, uint64_t *key, char **canonical) {
   struct json_object *spec, *tmpl;
-  struct kcm_buf b = KCM_BUF_INIT(4u << 20);
+  struct kcm_buf b = KCM_BUF_INIT(KCM_API_OBJECT_MAX);
   if (!doc || !json_object_object_get_ex(doc, "spec", &spec) ||
       !json_object_object_get_ex(spec, "template", &tmpl) || !tmpl ||
       kcm_api_template_key(tmpl, key))
@@ -560,7 +560,7 @@ static void send_step(struct kcm_runtime_job *base, const void *step, size_t i) 
   };
   struct dp_job *j = (struct dp_job *)base;
   const struct kcm_deployment_step *s = step;
-  struct kcm_buf body = KCM_BUF_INIT(8u << 20);
+  struct kcm_buf body = KCM_BUF_INIT(KCM_API_OBJECT_MAX);
   struct kcm_write req;
   int err;
 

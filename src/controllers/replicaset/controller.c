@@ -695,7 +695,7 @@ static void start_sync(struct kcm_runtime_job *base) {
   struct kcm_object *o;
 
   j->c = c;
-  kcm_buf_init(&j->pod_body, 8u << 20);
+  kcm_buf_init(&j->pod_body, KCM_API_OBJECT_MAX);
   o = kcm_informer_get(c->rs_informer, base->ns, base->name);
   if (!o) {
     kcm_expectations_delete(&c->expectations, base->key);
