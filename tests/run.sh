@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Build kcm and run every test: unit tests, the local API server's own
 # tests, the Debian package (built, checked by lintian, installed, run and
-# purged: tests/package/run.sh), the e2e scenarios against the local API
+# purged: tests/package/run.sh), the image (tests/package/image.sh: built
+# from the Dockerfile by buildah, twice with one digest), the e2e scenarios
+# against the local API
 # server (kcm, with a kcm in --shadow beside it that must agree and write
 # nothing), and the demo; then
 # the unit tests and the e2e scenarios again in a build with
@@ -13,8 +15,9 @@
 # then the real-server tier (tests/k8s/run.sh: kube-apiserver, etcd and
 # kube-controller-manager of the release tests/k8s/go.mod pins, built from
 # Go modules, the e2e scenarios on it with the sanitizer build, upstream's
-# sig-apps specs against kcm and kube-controller-manager, and the scenarios
-# with kube-controller-manager in kcm's place); then each libFuzzer target
+# sig-apps specs against kcm and kube-controller-manager, the scenarios
+# with kube-controller-manager in kcm's place, and the image as pods on a
+# real node: kubelet and containerd); then each libFuzzer target
 # of tests/fuzz for KCM_FUZZ_SECONDS (15) seconds.
 #
 # Where the real-server tier runs, the scenarios that do not need the local
@@ -66,7 +69,8 @@ if [ -z "${KCM_NO_SANITIZE:-}" ]; then
 fi
 if [ "$real" = 1 ]; then
   echo "== the real-server tier"
-  KCM_E2E_PROBE_SECONDS=3 bash "$root/tests/k8s/run.sh" "$build/kcm" "$suite_kcm"
+  KCM_E2E_PROBE_SECONDS=3 KCM_IMAGE="$build/kcm-image.tar" \
+    bash "$root/tests/k8s/run.sh" "$build/kcm" "$suite_kcm"
 fi
 if [ -z "${KCM_NO_FUZZ:-}" ]; then
   echo "== fuzz targets, ${KCM_FUZZ_SECONDS:-15} s each"

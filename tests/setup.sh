@@ -17,8 +17,10 @@ packages=(gcc make cmake pkg-config python3 openssl ca-certificates curl
           libcurl4-openssl-dev libssl-dev libjson-c-dev libyaml-dev libuv1-dev)
 case "$what" in
   kcm) ;;
-  # the unit tests; tests/package; tests/lint/workflows.sh
-  all) packages+=(libcmocka-dev lintian help2man dpkg-dev shellcheck) ;;
+  # the unit tests; tests/package; tests/lint/workflows.sh; the image
+  # (tests/package/image.sh) and the real node (tests/k8s/node)
+  all) packages+=(libcmocka-dev lintian help2man dpkg-dev shellcheck
+                  buildah mmdebstrap containerd runc containernetworking-plugins) ;;
   fuzz) packages=(clang-14 libclang-rt-14-dev) ;;
   *)
     echo "usage: $0 [all|kcm|fuzz]" >&2

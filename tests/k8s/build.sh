@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build the Kubernetes that tests/k8s/go.mod pins (kube-apiserver,
-# kube-controller-manager, kube-scheduler, etcd, kwok with the stages of
+# kube-controller-manager, kube-scheduler, kubelet, etcd, kwok with the stages of
 # kwokstages, and e2e.test of upstream's sig-apps specs) into a cache
 # outside the tree, once per version and sources; print the directory that
 # holds them.
@@ -38,7 +38,8 @@ version=$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v/ {print $2; exit}' "$module
 cache=${KCM_K8S_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kcm-k8s}/$version
 stamp=$(cat "$module/go.mod" "$module/go.sum" "$module"/*/*.go "$here/go.sum" \
   "$here"/kwokstages/*.go | sha256sum | cut -c1-16)
-bins=(kube-apiserver kube-controller-manager kube-scheduler etcd kwok kwokstages e2e.test)
+bins=(kube-apiserver kube-controller-manager kube-scheduler kubelet etcd kwok kwokstages e2e.test)
+stamp=$stamp-${#bins[@]}
 if [ "$(cat "$cache/stamp" 2>/dev/null)" = "$stamp" ]; then
   echo "$cache"
   exit 0
@@ -67,7 +68,7 @@ fi
 cd "$module"
 "$go" build -trimpath -ldflags "$ld" -o "$work/" \
   k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
-  k8s.io/kubernetes/cmd/kube-scheduler ./etcd "${nodes[@]}"
+  k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubelet ./etcd "${nodes[@]}"
 "$go" test -c -trimpath -ldflags "$ld" -o "$work/e2e.test" ./e2e
 for b in "${bins[@]}"; do
   [ -x "$work/$b" ] || { echo "k8s: $b was not built" >&2; exit 1; }

@@ -9,11 +9,13 @@
 #   bash tests/k8s/cluster.sh up DIR [CONTROLLERS]   # default "*,-deployment,-replicaset"
 #   bash tests/k8s/cluster.sh up DIR none            # etcd and kube-apiserver alone
 #   bash tests/k8s/cluster.sh down DIR
+#   KCM_K8S_KWOK_NODES=0 bash tests/k8s/cluster.sh up DIR   # no kwok (for node/node.sh)
 #
 # `up` builds the binaries first (tests/k8s/build.sh) and writes:
 #   DIR/kubeconfig       an administrator (system:masters)
 #   DIR/kubeconfig-kcm   system:kube-controller-manager, as kubeadm's
 #                        controller manager authenticates
+#   DIR/kubeconfig-node  system:node:kcm-node, for node/node.sh's kubelet
 #   DIR/audit.log        every write, as JSON lines
 #   DIR/pids             the processes started, etcd's first, kube-apiserver's second
 #   DIR/etcd-url         etcd's client URL (its /metrics is there)
@@ -72,19 +74,27 @@ openssl_quiet req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days
   -subj "/CN=kcm-e2e-ca" -keyout "$pki/ca.key" -out "$pki/ca.crt"
 openssl_quiet req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=kube-apiserver" \
   -keyout "$pki/apiserver.key" -out "$pki/apiserver.csr"
-printf 'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc\n' >"$pki/san.ext"
+printf 'subjectAltName=IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes.default.svc\n' >"$pki/san.ext"
 openssl_quiet x509 -req -in "$pki/apiserver.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" \
   -CAcreateserial -days 2 -extfile "$pki/san.ext" -out "$pki/apiserver.crt"
+# kube-apiserver's client certificate for kubelets (logs, exec), as kubeadm's.
+openssl_quiet req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
+  -subj "/O=system:masters/CN=kube-apiserver-kubelet-client" \
+  -keyout "$pki/kubelet-client.key" -out "$pki/kubelet-client.csr"
+openssl_quiet x509 -req -in "$pki/kubelet-client.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" \
+  -CAcreateserial -days 2 -out "$pki/kubelet-client.crt"
 openssl_quiet genrsa -out "$pki/sa.key" 2048
 openssl_quiet rsa -in "$pki/sa.key" -pubout -out "$pki/sa.pub"
 token() { head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n'; }
 admin=$(token)
 kcm=$(token)
 sched=$(token)
+node=$(token)
 {
   echo "$admin,kcm-e2e-admin,kcm-e2e-admin,\"system:masters\""
   echo "$kcm,system:kube-controller-manager,system:kube-controller-manager"
   echo "$sched,system:kube-scheduler,system:kube-scheduler"
+  echo "$node,system:node:kcm-node,system:node:kcm-node,\"system:nodes\""
 } >"$pki/tokens.csv"
 chmod 600 "$pki"/*.key "$pki/tokens.csv"
 
@@ -116,7 +126,9 @@ issuer=https://kubernetes.default.svc.cluster.local
   --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
   --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
   --client-ca-file "$pki/ca.crt" --token-auth-file "$pki/tokens.csv" \
-  --authorization-mode RBAC --allow-privileged \
+  --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction --allow-privileged \
+  --kubelet-client-certificate "$pki/kubelet-client.crt" \
+  --kubelet-client-key "$pki/kubelet-client.key" \
   --service-account-issuer "$issuer" --api-audiences "$issuer" \
   --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
   --service-cluster-ip-range 10.96.0.0/16 --endpoint-reconciler-type none \
@@ -152,6 +164,7 @@ EOF
 kubeconfig "$dir/kubeconfig" "$admin"
 kubeconfig "$dir/kubeconfig-kcm" "$kcm"
 kubeconfig "$dir/kubeconfig-scheduler" "$sched"
+kubeconfig "$dir/kubeconfig-node" "$node"
 
 k() { kubectl --kubeconfig "$dir/kubeconfig" "$@"; }
 for _ in $(seq 600); do
@@ -181,15 +194,17 @@ echo $! >>"$dir/pids"
   --service-account-private-key-file "$pki/sa.key" --root-ca-file "$pki/ca.crt" \
   >"$dir/logs/kube-controller-manager.log" 2>&1 &
 echo $! >>"$dir/pids"
-"$bin/kwokstages" >"$dir/kwok.yaml"
-"$bin/kwok" --kubeconfig "$dir/kubeconfig" --config "$dir/kwok.yaml" \
-  --manage-all-nodes=false --manage-nodes-with-label-selector type=kwok \
-  --server-address "127.0.0.1:$(free_port)" --cidr 10.244.0.0/16 --node-ip 127.0.0.1 \
-  --node-lease-duration-seconds 40 \
-  >"$dir/logs/kwok.log" 2>&1 &
-echo $! >>"$dir/pids"
-for n in 1 2 3; do
-  k apply -f - >/dev/null <<EOF
+kwok_nodes=${KCM_K8S_KWOK_NODES:-3}
+if [ "$kwok_nodes" -gt 0 ]; then
+  "$bin/kwokstages" >"$dir/kwok.yaml"
+  "$bin/kwok" --kubeconfig "$dir/kubeconfig" --config "$dir/kwok.yaml" \
+    --manage-all-nodes=false --manage-nodes-with-label-selector type=kwok \
+    --server-address "127.0.0.1:$(free_port)" --cidr 10.244.0.0/16 --node-ip 127.0.0.1 \
+    --node-lease-duration-seconds 40 \
+    >"$dir/logs/kwok.log" 2>&1 &
+  echo $! >>"$dir/pids"
+  for n in $(seq "$kwok_nodes"); do
+    k apply -f - >/dev/null <<EOF
 apiVersion: v1
 kind: Node
 metadata:
@@ -198,8 +213,9 @@ metadata:
   annotations: {node.alpha.kubernetes.io/ttl: "0"}
 spec: {}
 EOF
-done
-k wait --for=condition=Ready node -l type=kwok --timeout=60s >/dev/null
+  done
+  k wait --for=condition=Ready node -l type=kwok --timeout=60s >/dev/null
+fi
 # The namespaces' default ServiceAccounts, which pods need, come from
 # kube-controller-manager's serviceaccount controller.
 for _ in $(seq 300); do

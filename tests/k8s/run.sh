@@ -20,10 +20,16 @@
 #   (e) tests/k8s/adversary.py: a hostile tenant's seeded sequences of writes
 #       (the fixed seeds, kcm listing in pages for half of them and as
 #       streams for the others), kcm's invariants checked in a namespace the
-#       tenant cannot read.
+#       tenant cannot read;
+#   (f) tests/k8s/node/pods.py: kcm's image as pods on a real node (kubelet
+#       and containerd): the static pod and the daemonset variant, real
+#       containers scaled and rolled, takeovers timed.
 #
 #   bash tests/k8s/run.sh KCM [KCM_FOR_THE_SUITE]   # e.g. build/kcm build-sanitize/kcm
+#   KCM_IMAGE=build/kcm-image.tar bash tests/k8s/run.sh build/kcm
 #
+# (f) runs the image KCM_IMAGE names (an OCI archive of
+# tests/package/image.sh), or builds one from the tree.
 # Exits 3, saying why and what would run it, when Kubernetes cannot be
 # built here (no Go 1.25 or later).
 set -euo pipefail
@@ -91,6 +97,14 @@ python3 "$here/differential.py" --kcm "$kcm" --seed 1 --ops 20 --work "$work/dif
 echo "== (e) a hostile tenant's writes against kcm on kube-apiserver $version"
 python3 "$here/adversary.py" --kcm "$suite_kcm" --work "$work/adversary" --shrink-minutes 5 ||
   failed=1
+
+echo "== (f) kcm's image as pods on a real node: kubelet $version and containerd"
+image=${KCM_IMAGE:-}
+if [ -z "$image" ]; then
+  image=$work/kcm-image.tar
+  bash "$root/tests/package/image.sh" "$image" || failed=1
+fi
+[ -f "$image" ] && { python3 "$here/node/pods.py" --image "$image" --work "$work/node" || failed=1; }
 
 echo "k8s: the real-server tier took $(($(date +%s) - start)) s; $([ $failed = 0 ] && echo passed || echo "FAILED, work directory $work")"
 exit "$failed"
