@@ -104,7 +104,12 @@ if [ -z "$image" ]; then
   image=$work/kcm-image.tar
   bash "$root/tests/package/image.sh" "$image" || failed=1
 fi
-[ -f "$image" ] && { python3 "$here/node/pods.py" --image "$image" --work "$work/node" || failed=1; }
+if [ -f "$image" ]; then
+  python3 "$here/node/pods.py" --image "$image" --work "$work/node" || failed=1
+else
+  echo "k8s: no image at $image" >&2
+  failed=1
+fi
 
 echo "k8s: the real-server tier took $(($(date +%s) - start)) s; $([ $failed = 0 ] && echo passed || echo "FAILED, work directory $work")"
 exit "$failed"
