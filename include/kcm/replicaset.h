@@ -194,9 +194,12 @@ bool kcm_replicaset_status_only_gains(const struct kcm_replicaset *rs,
 bool kcm_replicaset_status_meets_spec(const struct kcm_replicaset *rs,
                                       const struct kcm_replicaset_status *s);
 void kcm_replicaset_status_release(struct kcm_replicaset_status *s);
-/* The merge patch writing s, guarded by the ReplicaSet's resourceVersion. */
+/* The merge patch writing s, guarded by the ReplicaSet's resourceVersion
+ * when `guarded` (the retry after a conflict is not, as upstream's is made
+ * on the object read again). */
 int kcm_replicaset_status_patch(const struct kcm_replicaset *rs,
-                                const struct kcm_replicaset_status *s, struct kcm_buf *out);
+                                const struct kcm_replicaset_status *s, bool guarded,
+                                struct kcm_buf *out);
 
 /* The pod to create from the ReplicaSet's template (labels, annotations and
  * finalizers of the template, its spec, and the controller reference).

@@ -417,17 +417,45 @@ static void rs_namespace_terminating(void **state) {
   assert_int_equal(f->rc.rt.stats.errors, 0);
 }
 
-/* A 409 on the status write fails the sync, which is retried. */
+/* A 409 on the status write is retried once at once, unguarded, onto the
+ * ReplicaSet as it is now (upstream's one retry after a GET); a second 409
+ * fails the sync, which is retried. */
 static void rs_status_conflict(void **state) {
   struct fixture *f = *state;
+  int i;
   put_rs(f, 1);
   put_pod(f, "a", RS_UID);
   kcm_runtime_run(&f->rc.rt);
   assert_int_equal(fake_writer_pending(&f->fw, "POST", "/pods"), 0);
-  fake_writer_answer(&f->fw, fake_writer_find(&f->fw, "PATCH", "/replicasets/web/status"), 409,
+  i = fake_writer_find(&f->fw, "PATCH", "/replicasets/web/status");
+  assert_non_null(strstr(f->fw.calls[i].body, "\"resourceVersion\""));
+  fake_writer_answer(&f->fw, i, 409,
                      fake_status(status, sizeof(status), 409, "Conflict", "modified"));
+  assert_int_equal(f->rc.rt.stats.errors, 0);
+  i = fake_writer_find(&f->fw, "PATCH", "/replicasets/web/status");
+  assert_true(i >= 0);
+  assert_null(strstr(f->fw.calls[i].body, "\"resourceVersion\""));
+  assert_non_null(strstr(f->fw.calls[i].body, "\"readyReplicas\":1"));
+  fake_writer_answer(&f->fw, i, 409,
+                     fake_status(status, sizeof(status), 409, "Conflict", "modified"));
+  assert_int_equal(fake_writer_pending(&f->fw, "PATCH", "/status"), 0);
   assert_int_equal(f->rc.rt.stats.errors, 1);
   assert_int_equal(kcm_workqueue_requeues(&f->rc.rt.queue, KEY), 1);
+}
+
+/* The retry after a 409 written, the sync is done. */
+static void rs_status_conflict_retried(void **state) {
+  struct fixture *f = *state;
+  put_rs(f, 1);
+  put_pod(f, "a", RS_UID);
+  kcm_runtime_run(&f->rc.rt);
+  fake_writer_answer(&f->fw, fake_writer_find(&f->fw, "PATCH", "/replicasets/web/status"), 409,
+                     fake_status(status, sizeof(status), 409, "Conflict", "modified"));
+  fake_writer_answer(&f->fw, fake_writer_find(&f->fw, "PATCH", "/replicasets/web/status"), 200,
+                     "{\"metadata\":{\"name\":\"web\",\"resourceVersion\":\"12\"}}");
+  assert_int_equal(f->rc.rt.stats.errors, 0);
+  assert_int_equal(kcm_workqueue_requeues(&f->rc.rt.queue, KEY), 0);
+  assert_int_equal(f->rc.stats.status_writes, 1);
 }
 
 /* A failed sync is logged with its message and keys apart, in JSON too:
@@ -726,24 +754,43 @@ static void rs_status_as_update(void **state) {
   assert_null(strstr(body, "\"Old\""));                          /* conditions replaced */
   fake_writer_answer(&f->fw, i, 409,
                      fake_status(status, sizeof(status), 409, "Conflict", "modified"));
+  /* once more: read again, PUT at the version read */
+  assert_int_equal(f->rc.rt.stats.errors, 0);
+  fake_writer_answer(&f->fw, fake_writer_find(&f->fw, "GET", "/replicasets/web"), 200,
+                     "{\"metadata\":{\"name\":\"web\",\"resourceVersion\":\"11\"},"
+                     "\"spec\":{\"replicas\":2},\"status\":{}}");
+  i = fake_writer_find(&f->fw, "PUT", "/replicasets/web/status");
+  assert_true(i >= 0);
+  assert_non_null(strstr(f->fw.calls[i].body, "\"resourceVersion\":\"11\""));
+  assert_non_null(strstr(f->fw.calls[i].body, "\"spec\":{\"replicas\":2}"));
+  fake_writer_answer(&f->fw, i, 409,
+                     fake_status(status, sizeof(status), 409, "Conflict", "modified"));
+  assert_int_equal(fake_writer_pending(&f->fw, "GET", "/replicasets/web"), 0);
   assert_int_equal(f->rc.rt.stats.errors, 1);
   assert_int_equal(kcm_workqueue_requeues(&f->rc.rt.queue, KEY), 1);
 }
 
 /* The object read is newer than the patch's version: a conflict, as the
- * API server would answer the PUT, and no PUT is sent. */
+ * API server would answer the PUT, and no PUT is sent; the retry reads it
+ * again and writes the status at the version read. */
 static void rs_status_as_update_stale(void **state) {
   struct fixture *f = *state;
+  const char *newer = "{\"metadata\":{\"name\":\"web\",\"resourceVersion\":\"12\"},"
+                      "\"status\":{}}";
+  int i;
   f->fw.w.as_update = true;
   put_rs(f, 1);
   put_pod(f, "a", RS_UID);
   kcm_runtime_run(&f->rc.rt);
-  fake_writer_answer(&f->fw, fake_writer_find(&f->fw, "GET", "/replicasets/web"), 200,
-                     "{\"metadata\":{\"name\":\"web\",\"resourceVersion\":\"12\"},"
-                     "\"status\":{}}");
+  fake_writer_answer(&f->fw, fake_writer_find(&f->fw, "GET", "/replicasets/web"), 200, newer);
   assert_int_equal(fake_writer_pending(&f->fw, "PUT", "/status"), 0);
-  assert_int_equal(f->rc.rt.stats.errors, 1);
-  assert_int_equal(kcm_workqueue_requeues(&f->rc.rt.queue, KEY), 1);
+  fake_writer_answer(&f->fw, fake_writer_find(&f->fw, "GET", "/replicasets/web"), 200, newer);
+  i = fake_writer_find(&f->fw, "PUT", "/replicasets/web/status");
+  assert_true(i >= 0);
+  assert_non_null(strstr(f->fw.calls[i].body, "\"resourceVersion\":\"12\""));
+  fake_writer_answer(&f->fw, i, 200, newer);
+  assert_int_equal(f->rc.rt.stats.errors, 0);
+  assert_int_equal(kcm_workqueue_requeues(&f->rc.rt.queue, KEY), 0);
 }
 
 struct answer {
@@ -1057,6 +1104,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(rs_paused_waits, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(rs_gate_holds_a_namespace, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(rs_status_conflict, setup_rs, teardown),
+      cmocka_unit_test_setup_teardown(rs_status_conflict_retried, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(rs_delete_errors, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(rs_status_after_deletes, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(rs_status_counts_pods_left_terminating, setup_rs, teardown),

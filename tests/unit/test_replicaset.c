@@ -514,14 +514,14 @@ static void terminating_replicas(void **state) {
   assert_int_equal(st.replicas, 1);
   assert_int_equal(st.terminating, -1); /* not written unless the caller sets it */
   assert_false(kcm_replicaset_status_changed(rs, &st));
-  assert_int_equal(kcm_replicaset_status_patch(rs, &st, &body), 0);
+  assert_int_equal(kcm_replicaset_status_patch(rs, &st, true, &body), 0);
   assert_null(strstr(body.data, "terminatingReplicas"));
   /* The field alone changed: a status change, one that may wait. */
   st.terminating = claim.terminating;
   assert_true(kcm_replicaset_status_changed(rs, &st));
   assert_true(kcm_replicaset_status_only_gains(rs, &st));
   kcm_buf_reset(&body);
-  assert_int_equal(kcm_replicaset_status_patch(rs, &st, &body), 0);
+  assert_int_equal(kcm_replicaset_status_patch(rs, &st, true, &body), 0);
   assert_non_null(strstr(body.data, "\"terminatingReplicas\":2"));
   st.terminating = 1;
   assert_false(kcm_replicaset_status_changed(rs, &st));
@@ -578,7 +578,7 @@ static void status_replica_failure(void **state) {
   assert_string_equal(st.conditions.items[1].reason, "FailedCreate");
   assert_string_equal(st.conditions.items[1].message, "exceeded quota");
   assert_int_equal(st.conditions.items[1].last_transition, NOW_S);
-  assert_int_equal(kcm_replicaset_status_patch(rs, &st, &b), 0);
+  assert_int_equal(kcm_replicaset_status_patch(rs, &st, true, &b), 0);
   assert_non_null(strstr(b.data, "\"resourceVersion\":\"10\""));
   assert_non_null(strstr(b.data, "\"reason\":\"FailedCreate\""));
   kcm_replicaset_status_release(&st);
@@ -597,7 +597,7 @@ static void status_replica_failure(void **state) {
   /* Recovered: the condition goes. */
   assert_int_equal(kcm_replicaset_status(failing, &p, 1, 0, -2, false, NULL, NOW_MS, &st), 0);
   assert_int_equal(st.conditions.n, 0);
-  assert_int_equal(kcm_replicaset_status_patch(failing, &st, &b), 0);
+  assert_int_equal(kcm_replicaset_status_patch(failing, &st, true, &b), 0);
   assert_non_null(strstr(b.data, "\"conditions\":null"));
   kcm_replicaset_status_release(&st);
   kcm_buf_release(&b);

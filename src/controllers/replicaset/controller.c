@@ -197,6 +197,7 @@ struct rs_job {
   char *manage_msg;
   bool probe;          /* the status write asks whether the server keeps
                           status.terminatingReplicas */
+  char *status_again;  /* the status write unguarded, sent once after a 409 */
 };
 
 struct pod_name {
@@ -518,8 +519,31 @@ static void send_delete(struct rs_job *j, size_t at) {
 
 /* --- status ------------------------------------------------------------------------------ */
 
+/* A 409 on the status write: as upstream (one retry on the ReplicaSet read
+ * again), the status from the pods is written once more, unguarded, onto
+ * the ReplicaSet as it is now. A spec scaled while the sync ran moves the
+ * resourceVersion on; its status must not wait for the next sync. */
+static void on_status(const struct kcm_client_response *resp, void *data);
+
+static bool resend_status(struct rs_job *j) {
+  struct kcm_write req;
+  char *body = j->status_again;
+  int err;
+
+  j->status_again = NULL;
+  kcm_writer_patch(&req, KCM_KIND_REPLICASET, j->rs->o.ns, j->rs->o.name, "status",
+                   KCM_PATCH_MERGE, body);
+  err = kcm_runtime_send(&j->base, &req, on_status, j);
+  free(body);
+  return err == 0;
+}
+
 static void on_status(const struct kcm_client_response *resp, void *data) {
   struct rs_job *j = data;
+  if (resp->err == KCM_ECONFLICT && j->status_again && resend_status(j)) {
+    kcm_runtime_answered(&j->base);
+    return;
+  }
   if (resp->err) {
     FAIL(j, resp->err, "failed to update status: %s", resp->message);
   } else {
@@ -531,6 +555,18 @@ static void on_status(const struct kcm_client_response *resp, void *data) {
     kcm_runtime_field_answer(&j->c->terminating, resp->err ? NULL : resp->body, resp->body_len,
                              "ReplicaSet");
   kcm_runtime_answered(&j->base);
+}
+
+/* The status write into body, and its unguarded retry into j. */
+static int status_bodies(struct rs_job *j, const struct kcm_replicaset_status *st,
+                         struct kcm_buf *body) {
+  free(j->status_again);
+  j->status_again = NULL;
+  if (kcm_replicaset_status_patch(j->rs, st, false, body) ||
+      !(j->status_again = strdup(body->data)))
+    return KCM_ENOMEM;
+  kcm_buf_reset(body);
+  return kcm_replicaset_status_patch(j->rs, st, true, body);
 }
 
 /* The status from the pods left, written when it changed. */
@@ -572,7 +608,7 @@ static void write_status(struct rs_job *j, struct kcm_pod *const *live, size_t n
      * the sync after the interval writes the status as it is by then. */
     c->stats.status_paced++;
     kcm_runtime_again(&j->base, wait);
-  } else if (kcm_replicaset_status_patch(j->rs, &st, &body)) {
+  } else if (status_bodies(j, &st, &body)) {
     FAIL(j, KCM_ENOMEM, "%s", "out of memory");
   } else {
     struct kcm_write req;
@@ -737,6 +773,7 @@ static void release_job(struct kcm_runtime_job *base) {
   free(j->drawn);
   free(j->gone);
   free(j->manage_msg);
+  free(j->status_again);
 }
 
 static const struct kcm_runtime_ops ops = {

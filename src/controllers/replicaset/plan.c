@@ -356,12 +356,16 @@ bool kcm_replicaset_status_meets_spec(const struct kcm_replicaset *rs,
 }
 
 int kcm_replicaset_status_patch(const struct kcm_replicaset *rs,
-                                const struct kcm_replicaset_status *s, struct kcm_buf *out) {
-  struct json_object *doc = json_object_new_object(), *meta = json_object_new_object();
+                                const struct kcm_replicaset_status *s, bool guarded,
+                                struct kcm_buf *out) {
+  struct json_object *doc = json_object_new_object(), *meta;
   struct json_object *st = json_object_new_object(), *conds;
 
-  json_object_object_add(meta, "resourceVersion", kcm_api_json_rv(rs->o.rv));
-  json_object_object_add(doc, "metadata", meta);
+  if (guarded) {
+    meta = json_object_new_object();
+    json_object_object_add(meta, "resourceVersion", kcm_api_json_rv(rs->o.rv));
+    json_object_object_add(doc, "metadata", meta);
+  }
   const struct kcm_api_int_field counts[] = {
       {"replicas", s->replicas}, {"fullyLabeledReplicas", s->fully_labeled},
       {"readyReplicas", s->ready}, {"availableReplicas", s->available},

@@ -195,9 +195,11 @@ def steps(c, work, image):
                 "        value: /etc/kubernetes/controller-manager.conf\n"
                 "      - op: replace\n        path: /spec/volumes/0/hostPath/path\n"
                 "        value: %s\n" % conf)
-    # Written whole: the kubelet skips files whose names start with a dot.
+    # Written whole (the kubelet skips files whose names start with a dot),
+    # 0600 as README installs it.
     with open(os.path.join(manifests, ".kcm.yaml"), "w") as f:
         f.write(c.k("kustomize", d))
+    os.chmod(os.path.join(manifests, ".kcm.yaml"), 0o600)
     os.rename(os.path.join(manifests, ".kcm.yaml"), os.path.join(manifests, "kcm.yaml"))
     start = time.monotonic()
     _, took = wait("the static pod Ready", lambda: any(
