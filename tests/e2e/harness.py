@@ -85,12 +85,23 @@ class Kubectl:
         return self.run(*args, "-o", "jsonpath=" + expr, **kw).stdout
 
 
+def free_ports(n):
+    """n ports free on 127.0.0.1 now, all different: each is held until all
+    are picked, as a port just let go of may be handed out again at once."""
+    held = [socket.socket() for _ in range(n)]
+    try:
+        for s in held:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in held]
+    finally:
+        for s in held:
+            s.close()
+
+
 def free_port():
     """A port free on 127.0.0.1 now (kcm takes 0 to mean "off" for
     --secure-port, so the harness picks one)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_ports(1)[0]
 
 
 class Kcm:

@@ -11,7 +11,7 @@ import urllib.error
 import urllib.request
 import time
 
-from harness import (MANIFEST_VARIANTS, ROOT, Kcm, Skip, free_port, manifest_objects,
+from harness import (MANIFEST_VARIANTS, ROOT, Kcm, Skip, free_ports, manifest_objects,
                      manifest_yaml, scenario, suite_kcm_stopped, wait_for)
 
 
@@ -182,7 +182,7 @@ def refused_token(ctx):
 @scenario("a port alone given to --metrics-bind-address or --health-probe-bind-address is "
           "served on loopback", needs_sim="it uses the server's certificates and token")
 def port_alone(ctx):
-    metrics_port, health_port = free_port(), free_port()
+    metrics_port, health_port = free_ports(2)
     _, kcm = _token_kcm(ctx, "port-alone", None,
                         extra=["--metrics-bind-address=%d" % metrics_port,
                                "--health-probe-bind-address", str(health_port)])

@@ -657,12 +657,17 @@ def describe(op):
 
 
 # --- the cluster, kcm and the checks -------------------------------------------------------------
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+def free_ports(n):
+    """n ports free on 127.0.0.1 now, all different (each held until all
+    are picked)."""
+    held = [socket.socket() for _ in range(n)]
+    try:
+        for s in held:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in held]
+    finally:
+        for s in held:
+            s.close()
 
 
 def http_get(port, p, timeout=5):
@@ -751,7 +756,7 @@ class Env:
     # kcm
     def start_kcm(self):
         self.started += 1
-        self.health, self.metrics = free_port(), free_port()
+        self.health, self.metrics = free_ports(2)
         name = "kcm-%d" % self.started
         self.logs.append(os.path.join(self.dir, name + ".log"))
         self.kcm = start_kcm(os.path.abspath(self.args.kcm), self.dir, name, (

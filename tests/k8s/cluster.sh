@@ -63,8 +63,14 @@ trap 'rc=$?; [ $rc -eq 0 ] || { echo "k8s: up failed; logs in $dir/logs" >&2; do
 mkdir -p "$dir/logs" "$dir/pki"
 rm -rf "$dir/etcd"
 
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+# N ports free on loopback now, all different: each is held until all are
+# picked, as a port just let go of may be handed out again at once.
+free_ports() {
+  python3 -c 'import socket, sys
+held = [socket.socket() for _ in range(int(sys.argv[1]))]
+for s in held:
+    s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in held))' "$1"
 }
 
 # --- certificates and credentials ---------------------------------------------------------
@@ -109,9 +115,7 @@ rules:
 EOF
 
 # --- etcd and kube-apiserver ---------------------------------------------------------------
-etcd_port=$(free_port)
-peer_port=$(free_port)
-api_port=$(free_port)
+read -r etcd_port peer_port api_port kwok_port < <(free_ports 4)
 "$bin/etcd" --name kcm-e2e --data-dir "$dir/etcd" --unsafe-no-fsync \
   --listen-client-urls "http://127.0.0.1:$etcd_port" \
   --advertise-client-urls "http://127.0.0.1:$etcd_port" \
@@ -199,7 +203,7 @@ if [ "$kwok_nodes" -gt 0 ]; then
   "$bin/kwokstages" >"$dir/kwok.yaml"
   "$bin/kwok" --kubeconfig "$dir/kubeconfig" --config "$dir/kwok.yaml" \
     --manage-all-nodes=false --manage-nodes-with-label-selector type=kwok \
-    --server-address "127.0.0.1:$(free_port)" --cidr 10.244.0.0/16 --node-ip 127.0.0.1 \
+    --server-address "127.0.0.1:$kwok_port" --cidr 10.244.0.0/16 --node-ip 127.0.0.1 \
     --node-lease-duration-seconds 40 \
     >"$dir/logs/kwok.log" 2>&1 &
   echo $! >>"$dir/pids"

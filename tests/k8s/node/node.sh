@@ -113,8 +113,13 @@ rm -rf "$n"
 mkdir -p "$n/manifests" "$n/cni" "$n/logs" "$n/pods"
 trap 'rc=$?; [ $rc -eq 0 ] || { echo "node: up failed; logs in $n/logs" >&2; down; }' EXIT
 
-free_port() {
-  python3 -c 'import socket; s = socket.socket(); s.bind(("0.0.0.0", 0)); print(s.getsockname()[1])'
+# Two ports free now, different (each held until both are picked).
+free_ports() {
+  python3 -c 'import socket
+held = [socket.socket() for _ in range(2)]
+for s in held:
+    s.bind(("0.0.0.0", 0))
+print(" ".join(str(s.getsockname()[1]) for s in held))'
 }
 k() { kubectl --kubeconfig "$dir/kubeconfig" "$@"; }
 
@@ -184,8 +189,7 @@ for image in "$n/pause/pause.tar" "$@"; do
 done
 
 # --- kubelet ----------------------------------------------------------------------------------
-port=$(free_port)
-healthz=$(free_port)
+read -r port healthz < <(free_ports)
 cat >"$n/kubelet.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
