@@ -442,9 +442,12 @@ def pause_and_resume(ctx):
     ctx.k("set", "image", "deployment/web", "c=" + IMAGE2)
     ctx.k("set", "image", "deployment/web", "c=" + IMAGE3)
     ctx.k("scale", "deployment/web", "--replicas=5")
+    # The Deployment's status sums its ReplicaSets' once it sees them: one
+    # read may find the ReplicaSet's newer, so both are awaited.
     d, rses = wait_state(ctx, "web", lambda d, rses: paused(d, rses) and len(rses) == 1 and
-                         rses[0]["status"].get("availableReplicas") == 5,
-                         "the paused Deployment's ReplicaSet to scale to 5")
+                         rses[0]["status"].get("availableReplicas") == 5 and
+                         d["status"].get("replicas") == 5,
+                         "the paused Deployment and its ReplicaSet to scale to 5")
     rs = rses[0]
     assert (rs["metadata"]["uid"], image_of(rs), rs["spec"]["replicas"], revision(d)) == (
         first["metadata"]["uid"], IMAGE, 5, 1), summary(d, rses)
