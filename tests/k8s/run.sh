@@ -23,7 +23,8 @@
 #       tenant cannot read;
 #   (f) tests/k8s/node/pods.py: kcm's image as pods on a real node (kubelet
 #       and containerd): the static pod and the daemonset variant, real
-#       containers scaled and rolled, takeovers timed.
+#       containers scaled and rolled, takeovers timed; then the sharded
+#       variant, and manifests/helm/kcm installed over it by helm.
 #
 #   bash tests/k8s/run.sh KCM [KCM_FOR_THE_SUITE]   # e.g. build/kcm build-sanitize/kcm
 #   KCM_IMAGE=build/kcm-image.tar bash tests/k8s/run.sh build/kcm
@@ -104,11 +105,12 @@ if [ -z "$image" ]; then
   image=$work/kcm-image.tar
   bash "$root/tests/package/image.sh" "$image" || failed=1
 fi
-if [ -f "$image" ]; then
-  python3 "$here/node/pods.py" --image "$image" --work "$work/node" || failed=1
-else
+helm=$(bash "$root/tests/helm/build.sh") || failed=1
+if [ ! -f "$image" ]; then
   echo "k8s: no image at $image" >&2
   failed=1
+elif [ -n "$helm" ]; then
+  python3 "$here/node/pods.py" --image "$image" --helm "$helm" --work "$work/node" || failed=1
 fi
 
 echo "k8s: the real-server tier took $(($(date +%s) - start)) s; $([ $failed = 0 ] && echo passed || echo "FAILED, work directory $work")"

@@ -12,9 +12,19 @@ static pod's kubeconfig is on this node):
      the `kubernetes` Service, standing by;
   4. the leader's container killed: the other takes over (time measured),
      the killed one restarts; the new leader's pod deleted: another takes
-     over (time measured); a scale is acted on after each.
+     over (time measured); a scale is acted on after each;
+  5. the sharded variant in their place: the DaemonSet deleted, `kubectl
+     apply -k` of manifests/sharded while the static pod still leads (it
+     creates the sharded Deployment's pods), then the static pod's file
+     removed: one sharded pod runs (the required anti-affinity leaves the
+     other two Pending on one node) and holds all 32 shards, and acts on a
+     scale;
+  6. `helm install` of manifests/helm/kcm in mode sharded over those
+     objects (--take-ownership): the chart's objects are the same, so the
+     Deployment's spec, its ReplicaSet and its running pod stay as they
+     were.
 
-    python3 tests/k8s/node/pods.py --image build/kcm-image.tar [--work DIR]
+    python3 tests/k8s/node/pods.py --image build/kcm-image.tar --helm HELM [--work DIR]
 
 Prints each step and its figures; exits non-zero at the first that fails,
 leaving the work directory (logs of every component) in place.
@@ -23,6 +33,7 @@ leaving the work directory (logs of every component) in place.
 import argparse
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -146,6 +157,7 @@ def running_pods(c):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--image", required=True, help="kcm's image, an OCI archive")
+    ap.add_argument("--helm", required=True, help="a helm binary (tests/helm/build.sh)")
     ap.add_argument("--work", help="work directory (default: a new one under /tmp)")
     args = ap.parse_args()
     work = os.path.abspath(args.work or tempfile.mkdtemp(prefix="kcm-node-"))
@@ -163,6 +175,7 @@ def main():
         if r.returncode:
             raise Failed("the node did not come up")
         steps(c, work, image)
+        sharded(c, work, image, args.helm)
         ok = True
     except (Failed, subprocess.CalledProcessError) as e:
         print("FAIL %s" % e, file=sys.stderr)
@@ -274,6 +287,76 @@ def steps(c, work, image):
         and ready(p)], 180)
     print("PASS the leader's pod deleted: %s leads %.1f s later, a scale done %.1f s later;"
           " the DaemonSet's pod replaced" % (holder.split("_")[0], t_lease, t_scale))
+
+
+def shard_holders(c):
+    leases = c.get("-n", "kcm-shards", "leases")["items"]
+    return {l["metadata"]["name"]: l["spec"].get("holderIdentity", "") for l in leases
+            if re.fullmatch(r"kcm-shard-\d\d", l["metadata"]["name"])}
+
+
+def sharded(c, work, image, helm):
+    manifests = os.path.join(c.dir, "node", "manifests")
+
+    # 5. The sharded variant. Its required anti-affinity keeps its pods off
+    # a node with another kcm pod, so the leader-elected ones go: the
+    # DaemonSet first, the static pod once it has made the sharded pods.
+    c.k("-n", "kube-system", "delete", "daemonset", "kcm")
+    wait("the DaemonSet's pods gone", lambda: all(
+        p["metadata"]["name"] == "kcm-kcm-node" for p in c.kcm_pods()), 120)
+    c.k("apply", "-k", overlay(work, "sharded", "sharded", image))
+    wait("the sharded Deployment's 3 pods made", lambda: len(
+        [p for p in c.kcm_pods() if p["metadata"]["name"] != "kcm-kcm-node"]) == 3, 120)
+    os.remove(os.path.join(manifests, "kcm.yaml"))
+    running, took = wait("a sharded pod Ready", lambda: [
+        p for p in c.kcm_pods() if p["metadata"]["name"] != "kcm-kcm-node" and ready(p)], 180)
+    pod = running[0]["metadata"]["name"]
+    _, t_shards = wait("one sharded pod holding all 32 shards", lambda: (
+        (lambda h: len(h) == 32 and all(v.startswith(pod + "_") for v in h.values()))(
+            shard_holders(c))), 120)
+    c.k("-n", NS, "scale", "deployment", "web", "--replicas", "2")
+    _, t_scale = wait("web scaled to 2 by the sharded kcm", scaled(c, 2), 90)
+    pending = [p["metadata"]["name"] for p in c.kcm_pods()
+               if p["status"].get("phase") == "Pending"]
+    if len(pending) != 2:
+        raise Failed("the sharded Deployment's other pods: %s Pending, want 2" % pending)
+    print("PASS kubectl apply -k of the sharded variant: %s Ready %.1f s after the static pod's"
+          " file was removed, holding all 32 shards %.1f s later, a scale done in %.1f s; 2 pods"
+          " Pending (required anti-affinity, one node)" % (pod, took, t_shards, t_scale))
+
+    # 6. The chart over the same objects.
+    before = c.get("-n", "kube-system", "deployment", "kcm")
+    repo, tag = image.rsplit(":", 1)
+    r = subprocess.run([helm, "install", "kcm", os.path.join(ROOT, "manifests", "helm", "kcm"),
+                        "--namespace", "kube-system", "--kubeconfig", c.kubeconfig,
+                        "--take-ownership", "--set", "mode=sharded",
+                        "--set", "image.repository=" + repo, "--set-string", "image.tag=" + tag],
+                       capture_output=True, text=True, timeout=300)
+    if r.returncode:
+        raise Failed("helm install: %s" % r.stderr.strip()[-2000:])
+    # Helm's annotations bump the generation (a Deployment's annotations
+    # reach its ReplicaSets); its spec must not change, nor its ReplicaSet.
+    after, _ = wait("the sharded kcm observing the annotated Deployment", lambda: (
+        lambda d: d["status"].get("observedGeneration") == d["metadata"]["generation"] and d)(
+            c.get("-n", "kube-system", "deployment", "kcm")), 60)
+    owner = after["metadata"].get("annotations", {}).get("meta.helm.sh/release-name")
+    if owner != "kcm" or after["spec"] != before["spec"]:
+        raise Failed("after helm install: release %r, spec %s" % (
+            owner, "the same" if after["spec"] == before["spec"] else "changed"))
+    sets = [r["metadata"]["name"] for r in c.get("-n", "kube-system", "replicasets",
+                                                 "-l", "app.kubernetes.io/name=kcm")["items"]]
+    status = json.loads(subprocess.run(
+        [helm, "status", "kcm", "-n", "kube-system", "--kubeconfig", c.kubeconfig, "-o", "json"],
+        capture_output=True, text=True, check=True).stdout)["info"]["status"]
+    same = [p for p in c.kcm_pods() if p["metadata"]["name"] == pod and ready(p)]
+    if status != "deployed" or not same or len(sets) != 1:
+        raise Failed("helm status %s; %s %s; ReplicaSets %s" % (
+            status, pod, "Ready" if same else "gone", sets))
+    c.k("-n", NS, "scale", "deployment", "web", "--replicas", "3")
+    wait("web scaled to 3 after helm install", scaled(c, 3), 90)
+    print("PASS helm install of manifests/helm/kcm (mode sharded) over kustomize's objects:"
+          " release deployed, the Deployment's spec and its one ReplicaSet unchanged, %s still"
+          " Ready, a scale done" % pod)
 
 
 if __name__ == "__main__":
