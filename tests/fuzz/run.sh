@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build the libFuzzer targets with clang, AddressSanitizer and
-# UndefinedBehaviorSanitizer, and run each in turn for a bounded time from
+# UndefinedBehaviorSanitizer, and run each, as many at once as there are
+# CPUs (KCM_FUZZ_JOBS), for a bounded time from
 # a copy of its seed corpus (tests/fuzz/corpus/<target>; the copy grows,
 # the corpus in the tree does not). Installs nothing. Exits 0 only when
 # every target ran clean; else names each target that crashed, leaked,
@@ -16,7 +17,7 @@ set -euo pipefail
 
 seconds=${1:-30}
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-build=${KCM_FUZZ_BUILD_DIR:-$root/build-fuzz}
+build=$(realpath -m "${KCM_FUZZ_BUILD_DIR:-$root/build-fuzz}")
 cc=${KCM_FUZZ_CC:-clang-14}
 read -r -a targets <<<"${KCM_FUZZ_TARGETS:-decode framing items proto kubeconfig selector exec_credential client_text http_head tls_accept splice escapes reviews}"
 
@@ -30,12 +31,13 @@ if ! command -v "$cc" >/dev/null 2>&1; then
 fi
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/kcm-fuzz-run-XXXXXX")
-pid=""
+declare -A running=() # pid -> target
 cleanup() {
-  if [ -n "$pid" ]; then
-    kill "$pid" 2>/dev/null || true
-    wait "$pid" 2>/dev/null || true
-  fi
+  local p
+  for p in "${!running[@]}"; do
+    kill "$p" 2>/dev/null || true
+    wait "$p" 2>/dev/null || true
+  done
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -65,23 +67,16 @@ fi
 
 rm -rf "$build/crashes"
 failed=()
-for t in "${targets[@]}"; do
-  dir=$work/$t
-  mkdir -p "$dir/corpus" "$dir/artifacts"
-  cp "$root/tests/fuzz/corpus/$t/"* "$dir/corpus/"
-  # In the background, so that a signal to this script stops it at once.
-  (cd "$dir" && exec timeout -k 10 "$limit" "$build/tests/fuzz/fuzz_$t" "${budget[@]}" \
-     -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$dir/artifacts/" \
-     corpus </dev/null >"$dir/log" 2>&1) &
-  pid=$!
-  rc=0
-  wait "$pid" || rc=$?
-  pid=""
+jobs=${KCM_FUZZ_JOBS:-$(nproc)}
+
+# Says how target $1 ended (exit status $2); keeps what a failure left.
+report() {
+  local t=$1 rc=$2 dir=$work/$1 runs cov keep a
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$dir/log" | tail -1)
   cov=$(grep -o 'cov: [0-9]* ft: [0-9]*' "$dir/log" | tail -1 || true)
   if [ "$rc" -eq 0 ] && [ -z "$(ls -A "$dir/artifacts")" ]; then
     echo "fuzz_$t: clean, ${runs:-?} inputs, ${cov:-no coverage figures}"
-    continue
+    return
   fi
   failed+=("$t")
   keep=$build/crashes/$t
@@ -97,7 +92,28 @@ for t in "${targets[@]}"; do
       "$keep/$(basename "$a")" >&2
   done
   echo "fuzz_$t: full log in $keep/log" >&2
+}
+
+# Waits for one running target to end, and reports it.
+reap() {
+  local p rc=0
+  wait -n -p p "${!running[@]}" || rc=$?
+  report "${running[$p]}" "$rc"
+  unset "running[$p]"
+}
+
+for t in "${targets[@]}"; do
+  while [ "${#running[@]}" -ge "$jobs" ]; do reap; done
+  dir=$work/$t
+  mkdir -p "$dir/corpus" "$dir/artifacts"
+  cp "$root/tests/fuzz/corpus/$t/"* "$dir/corpus/"
+  # In the background, so that a signal to this script stops it at once.
+  (cd "$dir" && exec timeout -k 10 "$limit" "$build/tests/fuzz/fuzz_$t" "${budget[@]}" \
+     -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$dir/artifacts/" \
+     corpus </dev/null >"$dir/log" 2>&1) &
+  running[$!]=$t
 done
+while [ "${#running[@]}" -gt 0 ]; do reap; done
 
 if ((${#failed[@]})); then
   echo "fuzz: ${#failed[@]} target(s) failed: ${failed[*]}" >&2

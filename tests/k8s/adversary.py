@@ -65,7 +65,6 @@ import random
 import re
 import shlex
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -76,7 +75,9 @@ import uuid
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "e2e"))
 from specs import CONTROLLERS, start_kcm, stop  # noqa: E402
+from harness import free_ports  # noqa: E402
 
 TENANT = ("adv-t1", "adv-t2", "adv-t3")
 VICTIM_NS, VICTIM = "adv-victim", "victim"
@@ -657,19 +658,6 @@ def describe(op):
 
 
 # --- the cluster, kcm and the checks -------------------------------------------------------------
-def free_ports(n):
-    """n ports free on 127.0.0.1 now, all different (each held until all
-    are picked)."""
-    held = [socket.socket() for _ in range(n)]
-    try:
-        for s in held:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in held]
-    finally:
-        for s in held:
-            s.close()
-
-
 def http_get(port, p, timeout=5):
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     try:

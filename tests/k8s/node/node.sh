@@ -5,8 +5,10 @@
 # answered at its ClusterIP as kube-proxy would (service_proxy.py relays
 # 10.96.0.1:443 to kube-apiserver on loopback). The node is kcm-node,
 # labelled as a control-plane node; its static pods' directory is
-# DIR/node/manifests. The pause image (pause.c) and each IMAGE (an OCI
-# archive) are in its runtime before it registers.
+# DIR/node/manifests. Its runtime holds, before it registers, the image of
+# standin.c as localhost/kcm-e2e/pause:1 (the pods' sandbox) and under each
+# name of KCM_NODE_STANDIN_NAMES (e.g. upstream's agnhost and pause images,
+# which it stands in for), and each IMAGE (an OCI archive).
 #
 #   bash tests/k8s/node/node.sh up DIR [IMAGE.tar...]   # DIR: a cluster's
 #   bash tests/k8s/node/node.sh down DIR
@@ -125,7 +127,10 @@ k() { kubectl --kubeconfig "$dir/kubeconfig" "$@"; }
 
 # --- the host's side: cgroups, the bridge, the Service's address -----------------------------
 for d in $(cgroup_dirs); do mkdir -p "$d"; done
-ip link add "$bridge" type bridge
+# A MAC address of its own: else the bridge takes the lowest of its ports',
+# and a pod's veth joining with a lower one changes the gateway's address
+# under the other pods, cut off until their ARP entries expire.
+ip link add "$bridge" address 02:6b:63:6d:00:01 type bridge
 ip addr add "$gateway/24" dev "$bridge"
 ip link set "$bridge" up
 ip addr add "$service_ip/32" dev lo
@@ -170,14 +175,15 @@ for _ in $(seq 100); do
 done
 ctr -a "$sock" version >/dev/null
 
-# The pause image, from pause.c; then the images asked for.
+# The stand-in image, from standin.c, under its names; then the images
+# asked for.
 mkdir -p "$n/pause"
-gcc -Os -static -o "$n/pause/pause" "$here/pause.c"
-strip "$n/pause/pause"
+gcc -Os -static -o "$n/pause/standin" "$here/standin.c"
+strip "$n/pause/standin"
 store=(--root "$n/buildah" --runroot "$n/buildah-run" --storage-driver vfs)
 c=$(buildah "${store[@]}" from scratch)
-buildah "${store[@]}" copy "$c" "$n/pause/pause" /pause >/dev/null
-buildah "${store[@]}" config --entrypoint '["/pause"]' --user 65535:65535 "$c"
+buildah "${store[@]}" copy "$c" "$n/pause/standin" /standin >/dev/null
+buildah "${store[@]}" config --entrypoint '["/standin"]' --user 65535:65535 "$c"
 buildah "${store[@]}" commit -q --timestamp 0 "$c" localhost/kcm-e2e/pause:1 >/dev/null
 buildah "${store[@]}" push -q localhost/kcm-e2e/pause:1 \
   "oci-archive:$n/pause/pause.tar:localhost/kcm-e2e/pause:1" >/dev/null
@@ -186,6 +192,9 @@ rm -rf "$n/buildah" "$n/buildah-run"
 for image in "$n/pause/pause.tar" "$@"; do
   ctr -a "$sock" -n k8s.io images import "$image" >/dev/null ||
     { echo "node: containerd cannot import $image" >&2; exit 1; }
+done
+for name in ${KCM_NODE_STANDIN_NAMES:-}; do
+  ctr -a "$sock" -n k8s.io images tag localhost/kcm-e2e/pause:1 "$name" >/dev/null
 done
 
 # --- kubelet ----------------------------------------------------------------------------------

@@ -22,7 +22,13 @@ static pod's kubeconfig is on this node):
   6. `helm install` of manifests/helm/kcm in mode sharded over those
      objects (--take-ownership): the chart's objects are the same, so the
      Deployment's spec, its ReplicaSet and its running pod stay as they
-     were.
+     were;
+  7. upstream's sig-apps Deployment and ReplicaSet specs against that kcm
+     pod, their pods real containers: every spec passes, the one that reads
+     each replica's HTTP answer through the API server's proxy included.
+     The node has no registry to pull from: standin.c's image is in its
+     runtime under the names of the images those specs run (agnhost, pause;
+     `e2e.test --list-images`), doing what they ask of them.
 
     python3 tests/k8s/node/pods.py --image build/kcm-image.tar --helm HELM [--work DIR]
 
@@ -35,6 +41,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -160,22 +167,32 @@ def main():
     ap.add_argument("--helm", required=True, help="a helm binary (tests/helm/build.sh)")
     ap.add_argument("--work", help="work directory (default: a new one under /tmp)")
     args = ap.parse_args()
+    # Stopped, it still takes its node and cluster down (the finally below).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     work = os.path.abspath(args.work or tempfile.mkdtemp(prefix="kcm-node-"))
     os.makedirs(work, exist_ok=True)
     image = image_name(args.image)
     c = Cluster(work)
-    env = dict(os.environ, KCM_K8S_KWOK_NODES="0")
+    bin_dir = subprocess.run(["bash", os.path.join(HERE, "..", "build.sh")], check=True,
+                             stdout=subprocess.PIPE, text=True).stdout.strip()
+    listed = subprocess.run([os.path.join(bin_dir, "e2e.test"), "--list-images"], check=True,
+                            capture_output=True, text=True).stdout.split()
+    standins = [i for i in listed if re.fullmatch(
+        r"registry\.k8s\.io/(e2e-test-images/agnhost|pause):[^/]+", i)]
+    env = dict(os.environ, KCM_K8S_KWOK_NODES="0", KCM_NODE_STANDIN_NAMES=" ".join(standins))
     ok = False
     try:
         subprocess.run(["bash", os.path.join(HERE, "..", "cluster.sh"), "up", c.dir],
                        env=env, check=True)
-        r = subprocess.run(["bash", os.path.join(HERE, "node.sh"), "up", c.dir, args.image])
+        r = subprocess.run(["bash", os.path.join(HERE, "node.sh"), "up", c.dir, args.image],
+                           env=env)
         if r.returncode == 3:
             return 3
         if r.returncode:
             raise Failed("the node did not come up")
         steps(c, work, image)
         sharded(c, work, image, args.helm)
+        specs(c, work, bin_dir, standins)
         ok = True
     except (Failed, subprocess.CalledProcessError) as e:
         print("FAIL %s" % e, file=sys.stderr)
@@ -357,6 +374,30 @@ def sharded(c, work, image, helm):
     print("PASS helm install of manifests/helm/kcm (mode sharded) over kustomize's objects:"
           " release deployed, the Deployment's spec and its one ReplicaSet unchanged, %s still"
           " Ready, a scale done" % pod)
+
+
+def specs(c, work, bin_dir, standins):
+    # 7. Upstream's specs, against the kcm pod of step 5.
+    sys.path.insert(0, os.path.join(HERE, ".."))
+    from specs import run_specs
+    d = os.path.join(work, "specs")
+    os.makedirs(d, exist_ok=True)
+    start = time.monotonic()
+    states = run_specs(bin_dir, c.kubeconfig, os.path.join(d, "report.json"),
+                       os.path.join(d, "e2e.log"))
+    took = time.monotonic() - start
+    for spec, state in sorted(states.items()):
+        print("  %-7s %s" % (state, spec))
+    passed = [s for s, state in states.items() if state == "passed"]
+    failed = [s for s, state in states.items() if state not in ("passed", "skipped")]
+    served = [s for s in passed if "serve a basic image on each replica" in s]
+    if failed or not served:
+        raise Failed("upstream's specs on the node: %d failed%s (log: %s)" % (
+            len(failed), "" if served else ", the networking spec did not pass",
+            os.path.join(d, "e2e.log")))
+    print("PASS upstream's sig-apps Deployment and ReplicaSet specs against kcm's pod, on real"
+          " containers: %d passed, %d skipped, in %.0f s (images stood in for: %s)" % (
+              len(passed), len(states) - len(passed), took, " ".join(standins)))
 
 
 if __name__ == "__main__":
