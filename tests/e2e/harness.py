@@ -194,6 +194,11 @@ def manifest_objects(variant="base", manifests=None):
 def local_objects(source, stdin=None):
     """The objects of a file or directory, or of YAML on stdin when source
     is "-", parsed by kubectl without a server, by (kind, name)."""
+    return {(o["kind"], o["metadata"]["name"]): o for o in local_object_list(source, stdin)}
+
+
+def local_object_list(source, stdin=None):
+    """As local_objects, as a list in the order read, repeats included."""
     p = subprocess.run(["kubectl", "label", "--local", "-f", source, "checked=yes", "-o", "json"],
                        input=stdin, capture_output=True, text=True, timeout=60,
                        env=dict(os.environ, KUBECONFIG=os.devnull))
@@ -208,7 +213,7 @@ def local_objects(source, stdin=None):
             continue
         obj, i = decoder.raw_decode(text, i)
         objects.extend(obj["items"] if obj.get("kind") == "List" else [obj])
-    return {(o["kind"], o["metadata"]["name"]): o for o in objects}
+    return objects
 
 
 RBAC_KINDS = {"ClusterRole": "clusterroles", "ClusterRoleBinding": "clusterrolebindings",

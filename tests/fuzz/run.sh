@@ -12,6 +12,7 @@
 #   bash tests/fuzz/run.sh 600        # longer
 #   KCM_FUZZ_RUNS=1000 bash tests/fuzz/run.sh   # smoke: 1000 inputs per target
 #   KCM_FUZZ_TARGETS="decode framing" bash tests/fuzz/run.sh
+#   KCM_FUZZ_JOBS=1 bash tests/fuzz/run.sh     # one at a time (default: CPUs, at most 4)
 #   KCM_FUZZ_BUILD_DIR=... KCM_FUZZ_CC=clang-15 KCM_WERROR=ON bash tests/fuzz/run.sh
 set -euo pipefail
 
@@ -25,16 +26,23 @@ if ! [[ $seconds =~ ^[0-9]+$ ]] || [ "$seconds" -lt 1 ]; then
   echo "usage: $0 [seconds-per-target]" >&2
   exit 2
 fi
+# At most 4 at once: each may take 2 GiB under AddressSanitizer.
+jobs=${KCM_FUZZ_JOBS:-$(($(nproc) < 4 ? $(nproc) : 4))}
+if ! [[ $jobs =~ ^[0-9]+$ ]] || [ "$jobs" -lt 1 ]; then
+  echo "fuzz: KCM_FUZZ_JOBS must be a number of at least 1, not '$jobs'" >&2
+  exit 2
+fi
 if ! command -v "$cc" >/dev/null 2>&1; then
   echo "fuzz: $cc not found (Debian: apt-get install clang-14 libclang-rt-14-dev)" >&2
   exit 2
 fi
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/kcm-fuzz-run-XXXXXX")
+pids=() # of the targets running, oldest first
 declare -A running=() # pid -> target
 cleanup() {
   local p
-  for p in "${!running[@]}"; do
+  for p in "${pids[@]}"; do
     kill "$p" 2>/dev/null || true
     wait "$p" 2>/dev/null || true
   done
@@ -67,7 +75,6 @@ fi
 
 rm -rf "$build/crashes"
 failed=()
-jobs=${KCM_FUZZ_JOBS:-$(nproc)}
 
 # Says how target $1 ended (exit status $2); keeps what a failure left.
 report() {
@@ -94,16 +101,18 @@ report() {
   echo "fuzz_$t: full log in $keep/log" >&2
 }
 
-# Waits for one running target to end, and reports it.
+# Waits for the oldest running target to end (they all have one time
+# budget), and reports it.
 reap() {
-  local p rc=0
-  wait -n -p p "${!running[@]}" || rc=$?
+  local p=${pids[0]} rc=0
+  wait "$p" || rc=$?
   report "${running[$p]}" "$rc"
   unset "running[$p]"
+  pids=("${pids[@]:1}")
 }
 
 for t in "${targets[@]}"; do
-  while [ "${#running[@]}" -ge "$jobs" ]; do reap; done
+  while [ "${#pids[@]}" -ge "$jobs" ]; do reap; done
   dir=$work/$t
   mkdir -p "$dir/corpus" "$dir/artifacts"
   cp "$root/tests/fuzz/corpus/$t/"* "$dir/corpus/"
@@ -112,8 +121,9 @@ for t in "${targets[@]}"; do
      -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$dir/artifacts/" \
      corpus </dev/null >"$dir/log" 2>&1) &
   running[$!]=$t
+  pids+=("$!")
 done
-while [ "${#running[@]}" -gt 0 ]; do reap; done
+while [ "${#pids[@]}" -gt 0 ]; do reap; done
 
 if ((${#failed[@]})); then
   echo "fuzz: ${#failed[@]} target(s) failed: ${failed[*]}" >&2

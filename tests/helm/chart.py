@@ -26,7 +26,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 CHART = os.path.join(ROOT, "manifests", "helm", "kcm")
 sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
-from harness import local_objects  # noqa: E402
+from harness import CommandError, local_object_list  # noqa: E402
 
 # mode (and nodeManifest) -> the kustomize variant it renders
 MODES = {
@@ -62,11 +62,26 @@ def helm_template(helm, values):
     return run(argv)
 
 
+def objects(what, text):
+    """The objects of YAML TEXT by (kind, namespace, name); one twice fails."""
+    try:
+        items = local_object_list("-", text)
+    except CommandError as e:
+        raise Failed("%s: %s" % (what, e))
+    out = {}
+    for o in items:
+        key = (o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"])
+        if key in out:
+            raise Failed("%s: %s/%s/%s twice" % ((what,) + key))
+        out[key] = o
+    return out
+
+
 def kustomize(manifests, variant):
     p = run(["kubectl", "kustomize", os.path.join(manifests, variant)])
     if p.returncode:
         raise Failed("kubectl kustomize %s: %s" % (variant, p.stderr.strip()))
-    return local_objects("-", p.stdout)
+    return objects("kubectl kustomize " + variant, p.stdout)
 
 
 def changed_manifests(work):
@@ -105,7 +120,7 @@ def compare(what, want, got):
         a = json.dumps(want.get(key), indent=1, sort_keys=True).splitlines()
         b = json.dumps(got.get(key), indent=1, sort_keys=True).splitlines()
         if a != b:
-            lines += ["%s/%s:" % key] + list(difflib.unified_diff(
+            lines += ["%s %s/%s:" % key] + list(difflib.unified_diff(
                 a, b, "kustomize", "helm", lineterm="", n=2))
     raise Failed("%s: helm renders other objects than kustomize:\n%s"
                  % (what, "\n".join(lines[:80])))
@@ -115,6 +130,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--helm", help="a helm binary (default: built by tests/helm/build.sh)")
     args = ap.parse_args()
+    if not shutil.which("kubectl"):
+        print("chart: no kubectl to build the kustomize variants with; the chart is not"
+              " checked", file=sys.stderr)
+        return 3
     helm = args.helm
     if not helm:
         p = subprocess.run(["bash", os.path.join(HERE, "build.sh")], stdout=subprocess.PIPE,
@@ -150,13 +169,13 @@ def checks(helm, work):
                 if p.returncode:
                     raise Failed("%s: %s" % (what, p.stderr.strip()))
                 expect = {**want, **monitoring} if with_monitoring and not node else want
-                compare(what, expect, local_objects("-", p.stdout))
+                compare(what, expect, objects(what, p.stdout))
                 n += 1
     print("PASS helm template renders kustomize's objects: %d renders (%d modes, monitoring"
           " off and on, default and changed parameters)" % (n, len(MODES)))
 
     for mode, _ in MODES:
-        p = run([helm, "lint", "--strict", CHART, "--set", "mode=" + mode])
+        p = run([helm, "lint", "--strict", CHART, "-n", "kube-system", "--set", "mode=" + mode])
         if p.returncode:
             raise Failed("helm lint --strict mode=%s: %s%s" % (mode, p.stdout, p.stderr))
     print("PASS helm lint --strict, every mode")
@@ -166,12 +185,19 @@ def checks(helm, work):
         "leaseName=Kcm_Lease": "leaseName",
         "staticPod.nodeManifest=true": "needs mode=staticPod",
         "replicas=3": "replicas",
+        "image.repository=registry.test/kcm:v9": "repository",
+        "monitoring.prometheusNamespace=Mon": "prometheusNamespace",
     }
     for setting, reason in refused.items():
-        p = run([helm, "template", "kcm", CHART, "--set", setting])
+        p = run([helm, "template", "kcm", CHART, "-n", "kube-system", "--set", setting])
         if p.returncode == 0 or reason not in p.stderr:
             raise Failed("helm template --set %s: want a failure naming %r, got rc %d: %s"
                          % (setting, reason, p.returncode, p.stderr.strip()[-400:]))
+    p = run([helm, "template", "kcm", CHART, "-n", "default"])
+    if p.returncode == 0 or "-n kube-system" not in p.stderr:
+        raise Failed("helm template -n default: want a failure naming kube-system, got rc %d: %s"
+                     % (p.returncode, p.stderr.strip()[-400:]))
+    refused["-n default"] = "kube-system"
     print("PASS values the chart cannot honour fail the render: %s" % ", ".join(refused))
 
     # `helm package` copies what files/ links to: the packaged chart renders
@@ -180,7 +206,7 @@ def checks(helm, work):
     if p.returncode:
         raise Failed("helm package: %s" % p.stderr.strip())
     packaged = os.path.join(work, next(f for f in os.listdir(work) if f.endswith(".tgz")))
-    values = ["--set", "mode=sharded", "--set", "monitoring.enabled=true"]
+    values = ["-n", "kube-system", "--set", "mode=sharded", "--set", "monitoring.enabled=true"]
     a = run([helm, "template", "kcm", CHART, *values])
     b = run([helm, "template", "kcm", packaged, *values])
     if a.returncode or b.returncode or a.stdout != b.stdout or "kcm.json" not in b.stdout:
@@ -191,8 +217,8 @@ def checks(helm, work):
     version = re.search(r"project\(kcm VERSION (\S+)", open(
         os.path.join(ROOT, "CMakeLists.txt")).read()).group(1)
     chart = open(os.path.join(CHART, "Chart.yaml")).read()
-    got = {k: re.search(r"^%s: (\S+)$" % k, chart, re.M).group(1) for k in ("version",
-                                                                             "appVersion")}
+    got = {k: re.search(r'^%s: "?([^"\s]+)"?$' % k, chart, re.M).group(1)
+           for k in ("version", "appVersion")}
     tag = re.search(r"newTag: (\S+)", open(os.path.join(
         ROOT, "manifests", "base", "image", "kustomization.yaml")).read()).group(1)
     if got != {"version": version, "appVersion": version} or tag != version:

@@ -21,11 +21,12 @@
 #       (the fixed seeds, kcm listing in pages for half of them and as
 #       streams for the others), kcm's invariants checked in a namespace the
 #       tenant cannot read;
-#   (f) tests/k8s/node/pods.py, beside (d) and (e): kcm's image as pods on
-#       a real node (kubelet and containerd): the static pod and the
-#       daemonset variant, real containers scaled and rolled, takeovers
-#       timed; then the sharded variant, manifests/helm/kcm installed over
-#       it by helm, and upstream's sig-apps specs against that kcm pod.
+#   (f) tests/k8s/node/pods.py, beside (d) and (e), its lines marked "(f)":
+#       kcm's image as pods on a real node (kubelet and containerd): the
+#       static pod and the daemonset variant, real containers scaled and
+#       rolled, takeovers timed; then the sharded variant, manifests/helm/kcm
+#       installed over it by helm, and upstream's sig-apps specs against
+#       that kcm pod.
 #
 #   bash tests/k8s/run.sh KCM [KCM_FOR_THE_SUITE]   # e.g. build/kcm build-sanitize/kcm
 #   KCM_IMAGE=build/kcm-image.tar bash tests/k8s/run.sh build/kcm
@@ -99,22 +100,28 @@ suite "$work/c" --kcm "$bin/kube-controller-manager" \
   --kcm-arg=--secure-port=0 --kcm-arg=--use-service-account-credentials || failed=1
 bash "$here/cluster.sh" down "$work/c"
 
-# (f) mostly waits on a kubelet, so it runs beside (d) and (e); its output
-# follows theirs.
-echo "== (f) starts: kcm's image as pods on a real node: kubelet $version and containerd"
+# (f) mostly waits on a kubelet, so it runs beside (d) and (e), which start
+# once its cluster and node are up (each picks free ports). Its lines are
+# marked "(f)".
+echo "== (f) kcm's image as pods on a real node: kubelet $version and containerd"
 image=${KCM_IMAGE:-}
 if [ -z "$image" ]; then
   image=$work/kcm-image.tar
-  bash "$root/tests/package/image.sh" "$image" || failed=1
+  bash "$root/tests/package/image.sh" "$image" || { rm -f "$image"; failed=1; }
 fi
 helm=$(bash "$root/tests/helm/build.sh") || failed=1
-if [ ! -f "$image" ]; then
-  echo "k8s: no image at $image" >&2
+if [ ! -f "$image" ] || [ -z "$helm" ]; then
+  echo "k8s: (f) did not run: $([ -f "$image" ] && echo "helm was not built" ||
+    echo "no image at $image")" >&2
   failed=1
-elif [ -n "$helm" ]; then
-  python3 "$here/node/pods.py" --image "$image" --helm "$helm" --work "$work/node" \
-    >"$work/node.log" 2>&1 &
+else
+  python3 -u "$here/node/pods.py" --image "$image" --helm "$helm" --work "$work/node" \
+    > >(tee "$work/node.log" | sed -u 's/^/(f) /') 2>&1 &
   node=$!
+  until grep -q "^node: kcm-node Ready" "$work/node.log" 2>/dev/null ||
+    ! kill -0 "$node" 2>/dev/null; do
+    sleep 1
+  done
 fi
 
 echo "== (d) the same kubectl operations on a cluster run by kcm and on one run by kube-controller-manager $version"
@@ -128,8 +135,7 @@ if [ -n "$node" ]; then
   rc=0
   wait "$node" || rc=$?
   node=""
-  echo "== (f) kcm's image as pods on a real node: kubelet $version and containerd"
-  cat "$work/node.log"
+  echo "== (f) $([ "$rc" = 0 ] && echo passed || echo "FAILED: exit status $rc")"
   [ "$rc" -eq 0 ] || failed=1
 fi
 

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -39,13 +40,17 @@ static void stop(int sig)
 	_exit(0);
 }
 
-/* Reads the request head (up to its blank line, or 8 KiB), then answers. */
+/* Reads the request head (up to its blank line, 8 KiB, or 5 s of
+ * silence), answers, and lets the client close first so that unread bytes
+ * of its request do not reset the answer away. */
 static void answer(int fd, const char *body)
 {
+	struct timeval wait = { .tv_sec = 5 };
 	char buf[8192], head[256];
 	size_t got = 0;
 	ssize_t n;
 
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof(wait));
 	while (got < sizeof(buf) - 1 &&
 	       (n = read(fd, buf + got, sizeof(buf) - 1 - got)) > 0) {
 		got += (size_t)n;
@@ -58,6 +63,9 @@ static void answer(int fd, const char *body)
 		     "Content-Length: %zu\r\nConnection: close\r\n\r\n", strlen(body));
 	if (write(fd, head, (size_t)n) == n)
 		(void)!write(fd, body, strlen(body));
+	shutdown(fd, SHUT_WR);
+	while (read(fd, buf, sizeof(buf)) > 0)
+		;
 }
 
 static int serve_hostname(int port)
@@ -82,8 +90,10 @@ static int serve_hostname(int port)
 	fprintf(stderr, "serve-hostname: %s on port %d\n", name, port);
 	for (;;) {
 		fd = accept(s, NULL, NULL);
-		if (fd < 0)
+		if (fd < 0) {
+			usleep(100000); /* out of descriptors: let others close */
 			continue;
+		}
 		answer(fd, name);
 		close(fd);
 	}

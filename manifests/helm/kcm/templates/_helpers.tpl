@@ -9,7 +9,10 @@ are left out; a document that does not parse fails the render.
 {{- if not $text -}}
 {{- fail (printf "files/%s is missing or empty" .file) -}}
 {{- end -}}
-{{- range regexSplit "(?m)^---[ \t]*$" $text -1 -}}
+{{- range regexSplit "(?m)^---(?:[ \t].*)?\r?$" $text -1 -}}
+{{- if regexMatch "(?m)^(---|\\.\\.\\.)" . -}}
+{{- fail (printf "files/%s: a document marker the chart does not split at" $.file) -}}
+{{- end -}}
 {{- $o := fromYaml . -}}
 {{- if hasKey $o "Error" -}}
 {{- fail (printf "files/%s: %s" $.file $o.Error) -}}
