@@ -126,6 +126,8 @@ read -r etcd_port peer_port api_port kwok_port < <(free_ports 4)
 echo $! >>"$dir/pids"
 
 issuer=https://kubernetes.default.svc.cluster.local
+# A kubelet (logs, exec) is reached at its node's InternalIP: the test
+# node's name (node/node.sh) resolves nowhere.
 "$bin/kube-apiserver" --etcd-servers "http://127.0.0.1:$etcd_port" \
   --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
   --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
@@ -133,6 +135,7 @@ issuer=https://kubernetes.default.svc.cluster.local
   --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction --allow-privileged \
   --kubelet-client-certificate "$pki/kubelet-client.crt" \
   --kubelet-client-key "$pki/kubelet-client.key" \
+  --kubelet-preferred-address-types InternalIP,Hostname \
   --service-account-issuer "$issuer" --api-audiences "$issuer" \
   --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
   --service-cluster-ip-range 10.96.0.0/16 --endpoint-reconciler-type none \
