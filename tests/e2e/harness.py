@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -189,6 +190,32 @@ def manifest_objects(variant="base", manifests=None):
     """The objects kustomize builds from manifests/<variant>, parsed by
     kubectl without a server, by (kind, name)."""
     return local_objects("-", manifest_yaml(variant, manifests))
+
+
+# The files of manifests/ where each parameter is set, once.
+PARAMETER_FILES = ("base/parameters/lease.yaml", "monitoring/parameters/monitoring.yaml")
+
+
+def manifests_with(dest, values):
+    """A copy of manifests/ at DEST with VALUES written where each is set:
+    keys of the parameter ConfigMaps (leaseName, runbookBase,
+    prometheusServiceAccount, prometheusNamespace), and newName and newTag
+    of base/image's entry. Each must be found exactly once."""
+    shutil.rmtree(dest, ignore_errors=True)
+    shutil.copytree(os.path.join(ROOT, "manifests"), dest, symlinks=True)
+    changed = dict.fromkeys(values, 0)
+    for path in PARAMETER_FILES + ("base/image/kustomization.yaml",):
+        path = os.path.join(dest, path)
+        with open(path) as f:
+            text = f.read()
+        for key, value in values.items():
+            text, n = re.subn(r"^( +%s: ).*$" % key, lambda m: m.group(1) + value, text,
+                              flags=re.M)
+            changed[key] += n
+        with open(path, "w") as f:
+            f.write(text)
+    assert changed == dict.fromkeys(values, 1), changed
+    return dest
 
 
 def local_objects(source, stdin=None):

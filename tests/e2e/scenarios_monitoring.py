@@ -11,8 +11,8 @@ import shutil
 import subprocess
 import tempfile
 
-from harness import (ROOT, CommandError, Skip, is_kcm, local_objects, manifest_objects, scenario,
-                     suite_kcm_stopped, wait_for)
+from harness import (ROOT, CommandError, Skip, is_kcm, local_objects, manifest_objects,
+                     manifests_with, scenario, suite_kcm_stopped, wait_for)
 
 MONITORING = os.path.join(ROOT, "manifests", "monitoring")
 RUNBOOK = os.path.join(ROOT, "docs", "monitoring.md")
@@ -189,22 +189,9 @@ def check_scrape_token(objects, account, namespace):
 def check_parameters(workdir):
     """Changed in one place each, the Lease name (base/parameters) and the
     parameters of monitoring/parameters reach every object that names them."""
-    copy = os.path.join(workdir, "manifests-monitoring")
-    shutil.rmtree(copy, ignore_errors=True)
-    shutil.copytree(os.path.join(ROOT, "manifests"), copy)
     values = {"leaseName": "kcm-other", "runbookBase": "https://wiki.example.com/kcm/runbooks",
               "prometheusServiceAccount": "kps-prometheus", "prometheusNamespace": "observe"}
-    changed = dict.fromkeys(values, 0)
-    for path in ("base/parameters/lease.yaml", "monitoring/parameters/monitoring.yaml"):
-        path = os.path.join(copy, path)
-        with open(path) as f:
-            text = f.read()
-        for key, value in values.items():
-            text, n = re.subn(r"^(  %s: ).*$" % key, r"\g<1>" + value, text, flags=re.M)
-            changed[key] += n
-        with open(path, "w") as f:
-            f.write(text)
-    assert changed == dict.fromkeys(values, 1), changed
+    copy = manifests_with(os.path.join(workdir, "manifests-monitoring"), values)
     objects = manifest_objects("monitoring", copy)
     rule = objects[("PrometheusRule", "kcm")]
     check_rules(rule, values["runbookBase"])

@@ -26,7 +26,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 CHART = os.path.join(ROOT, "manifests", "helm", "kcm")
 sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))
-from harness import CommandError, local_object_list  # noqa: E402
+from harness import CommandError, local_object_list, manifests_with  # noqa: E402
 
 # mode (and nodeManifest) -> the kustomize variant it renders
 MODES = {
@@ -37,13 +37,14 @@ MODES = {
     ("sharded", False): "sharded",
 }
 
+# The chart's value -> the kustomize parameter it is, and the value both get.
 CHANGED = {
-    "leaseName": "kcm-other",
-    "image.repository": "registry.test/kcm",
-    "image.tag": "v9",
-    "monitoring.runbookBase": "https://runbooks.test/kcm.html",
-    "monitoring.prometheusServiceAccount": "prom",
-    "monitoring.prometheusNamespace": "observability",
+    "leaseName": ("leaseName", "kcm-other"),
+    "image.repository": ("newName", "registry.test/kcm"),
+    "image.tag": ("newTag", "v9"),
+    "monitoring.runbookBase": ("runbookBase", "https://runbooks.test/kcm.html"),
+    "monitoring.prometheusServiceAccount": ("prometheusServiceAccount", "prom"),
+    "monitoring.prometheusNamespace": ("prometheusNamespace", "observability"),
 }
 
 
@@ -82,34 +83,6 @@ def kustomize(manifests, variant):
     if p.returncode:
         raise Failed("kubectl kustomize %s: %s" % (variant, p.stderr.strip()))
     return objects("kubectl kustomize " + variant, p.stdout)
-
-
-def changed_manifests(work):
-    """A copy of manifests/ with CHANGED written into its parameter files."""
-    copy = os.path.join(work, "manifests")
-    shutil.copytree(os.path.join(ROOT, "manifests"), copy, symlinks=True)
-    edits = {
-        "base/parameters/lease.yaml": [("leaseName: kcm\n", "leaseName: kcm-other\n")],
-        "base/image/kustomization.yaml": [
-            ("newName: ghcr.io/kcm-project/kcm\n", "newName: registry.test/kcm\n"),
-            ("newTag: 0.1.0\n", "newTag: v9\n")],
-        "monitoring/parameters/monitoring.yaml": [
-            ("runbookBase: https://github.com/kcm-project/kcm/blob/main/docs/monitoring.md\n",
-             "runbookBase: https://runbooks.test/kcm.html\n"),
-            ("prometheusServiceAccount: prometheus-k8s\n", "prometheusServiceAccount: prom\n"),
-            ("prometheusNamespace: monitoring\n", "prometheusNamespace: observability\n")],
-    }
-    for name, pairs in edits.items():
-        path = os.path.join(copy, name)
-        with open(path) as f:
-            text = f.read()
-        for old, new in pairs:
-            if text.count(old) != 1:
-                raise Failed("%s: expected one %r" % (name, old))
-            text = text.replace(old, new)
-        with open(path, "w") as f:
-            f.write(text)
-    return copy
 
 
 def compare(what, want, got):
@@ -153,10 +126,10 @@ def main():
 
 
 def checks(helm, work):
-    changed = changed_manifests(work)
+    changed = manifests_with(os.path.join(work, "manifests"), dict(CHANGED.values()))
     default_tree = os.path.join(ROOT, "manifests")
     n = 0
-    for params, tree in (({}, default_tree), (CHANGED, changed)):
+    for params, tree in (({}, default_tree), ({k: v for k, (_, v) in CHANGED.items()}, changed)):
         monitoring = kustomize(tree, "monitoring")
         for (mode, node), variant in MODES.items():
             want = kustomize(tree, variant)
