@@ -417,6 +417,8 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("Vary", "Accept-Encoding")
         self.send_header("Content-Length", str(size))
         self.end_headers()
+        self.status_code = code
+        self.record_request()
         if self.command != "HEAD":
             for part in parts:
                 self.wfile.write(part)
@@ -435,6 +437,8 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Type", "text/plain; charset=utf-8")
         self.send_header("Content-Length", str(len(raw)))
         self.end_headers()
+        self.status_code = code
+        self.record_request()
         self.wfile.write(raw)
         self.status_code = code
 
@@ -473,19 +477,40 @@ class Handler(BaseHTTPRequestHandler):
 
     # --- dispatch ---------------------------------------------------------------
 
+    def record_request(self):
+        """Add this request to the server's log, once. An answer records its
+        request before its body goes out, so a client that has read the answer
+        finds the request in /_sim/requests; a stream, or an answer never
+        sent, records when it ends."""
+        if self.recorded or self.route.kind == "sim":
+            return
+        self.recorded = True
+        r, url = self.route, self.url
+        self.server.record({
+            "time": time.time(), "user": self.user, "verb": self.verb, "method": self.command,
+            "path": url.path, "query": url.query, "code": self.status_code,
+            "resource": r.res.plural if r.res else "", "subresource": r.sub,
+            "namespace": r.ns, "name": r.name,
+            "userAgent": self.headers.get("User-Agent") or "",
+            "acceptEncoding": self.headers.get("Accept-Encoding") or "",
+            "tlsResumed": bool(getattr(self.connection, "session_reused", False)),
+            "ms": round((time.monotonic() - self.started) * 1000, 3)})
+
     def dispatch(self):
         self.audit_id = str(uuid.uuid4())
         self.status_code = 0
         self.body_read = False
         self.drop_answer = False
         self.protobuf = False  # this answer is written in protobuf
-        started = time.monotonic()
-        url = urllib.parse.urlsplit(self.path)
+        self.recorded = False
+        started = self.started = time.monotonic()
+        url = self.url = urllib.parse.urlsplit(self.path)
         query = {k: v[-1] for k, v in urllib.parse.parse_qs(url.query,
                                                             keep_blank_values=True).items()}
-        r = route(url.path)
-        verb = self.command.lower()
+        r = self.route = route(url.path)
+        verb = self.verb = self.command.lower()
         user, groups = "", []
+        self.user = user
         self.object_name = r.name
         received = time.time()
         agent = self.headers.get("User-Agent") or ""
@@ -493,6 +518,7 @@ class Handler(BaseHTTPRequestHandler):
             "unknown"
         try:
             user, groups = self.authenticate()
+            self.user = user
             if r.kind == "sim":
                 return self.handle_sim(r, query)
             try:
@@ -504,7 +530,7 @@ class Handler(BaseHTTPRequestHandler):
                     text = text.replace(a, b)
                 return self.send_text(500, text + "\n")
             if r.kind == "resource":
-                verb = attrs.verb
+                verb = self.verb = attrs.verb
             allowed, reason = self.server.authorizer.authorize(user, groups, attrs)
             if not allowed:
                 raise rbac.forbidden(user, attrs, reason)
@@ -528,16 +554,7 @@ class Handler(BaseHTTPRequestHandler):
             if r.kind != "sim" and self.server.audit is not None:
                 self.server.write_audit(audit_event(
                     self, r, verb, user, groups, received))
-            if r.kind != "sim":
-                self.server.record({
-                    "time": time.time(), "user": user, "verb": verb, "method": self.command,
-                    "path": url.path, "query": url.query, "code": self.status_code,
-                    "resource": r.res.plural if r.res else "", "subresource": r.sub,
-                    "namespace": r.ns, "name": r.name,
-                    "userAgent": self.headers.get("User-Agent") or "",
-                    "acceptEncoding": self.headers.get("Accept-Encoding") or "",
-                    "tlsResumed": bool(getattr(self.connection, "session_reused", False)),
-                    "ms": round((time.monotonic() - started) * 1000, 3)})
+            self.record_request()
 
     def handle_static(self, r, path):
         port = self.server.server_address[1]

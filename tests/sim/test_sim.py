@@ -1006,6 +1006,16 @@ class Faults(SimTestCase):
                  if r["name"] == "a"]
         self.assertEqual(codes, [0, 0, 200])
 
+    def test_an_answered_request_is_in_the_log_when_its_answer_arrives(self):
+        # A client that read an answer and then asks for the log must find
+        # its request there: clients assert on the log that way.
+        self.create(PODS, pod("a"))
+        for i in range(300):
+            last = self.c.get("/_sim/requests").json()["last"]
+            self.assertEqual(self.c.get(PODS % self.ns + "/a?try=%d" % i).status, 200)
+            items = self.c.get("/_sim/requests?since=%d" % last).json()["items"]
+            self.assertEqual([(r["query"], r["code"]) for r in items], [("try=%d" % i, 200)])
+
     def test_a_close_after_rule_carries_the_request_out_first(self):
         last = self.c.get("/_sim/requests").json()["last"]
         # Two: the test client sends a dropped request once more, which then
