@@ -26,6 +26,7 @@
 #include "kcm/buf.h"
 #include "kcm/intern.h"
 #include "kcm/json.h"
+#include "kcm/jsonw.h"
 #include "kcm/labels.h"
 
 enum kcm_kind {
@@ -324,11 +325,17 @@ struct kcm_api_kind {
 const struct kcm_api_kind *kcm_api_kind(enum kcm_kind kind);
 const char *kcm_api_kind_name(enum kcm_kind kind); /* "Pod", ...; "Unknown" for none */
 
-/* Append the n bytes at s to b as a JSON string, quoted and escaped as in
- * canonical JSON. Returns 0, KCM_ETOOBIG or KCM_ENOMEM. */
-int kcm_api_json_string(struct kcm_buf *b, const char *s, size_t n);
-/* Request bodies are written by json-c through kcm_api_json_emit() (see
- * src/api/internal.h); these two need no tree from the caller. */
+/* Parts of the objects kcm writes, written with w. */
+/* A UID in its 36-character form, as a string. */
+void kcm_api_write_uid(struct kcm_jsonw *w, const struct kcm_uid *u);
+/* The ownerReference making the owner (api_version, kind, name, uid) an
+ * object's controller, as upstream's controllers write it. */
+void kcm_api_write_controller_ref(struct kcm_jsonw *w, const char *api_version,
+                                  const char *kind, const char *name,
+                                  const struct kcm_uid *uid);
+/* The conditions as the API writes them: an array, or null when there are
+ * none (which, in a patch, removes them). */
+void kcm_api_write_conditions(struct kcm_jsonw *w, const struct kcm_conditions *c);
 /* Append to b the strategic merge patch of an object's ownerReferences
  * that upstream's controllers send: with adopt, one making the owner
  * (api_version, kind, name, owner uid) its controller; without, one

@@ -12,6 +12,7 @@
 #include "../labels/internal.h"
 #include "internal.h"
 #include "kcm/error.h"
+#include "kcm/jsonw.h"
 
 static const struct kcm_api_kind kinds[KCM_KIND_COUNT] = {
     {KCM_KIND_POD, "Pod", "pod", "", "v1", "pods", "/api/v1"},
@@ -179,47 +180,6 @@ void kcm_api_format_time(int64_t t, char *buf, size_t len) {
   strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-/* --- canonical JSON ----------------------------------------------------------- */
-
-int kcm_api_json_string(struct kcm_buf *b, const char *s, size_t n) {
-  size_t i, start = 0;
-  int err = kcm_buf_append(b, "\"", 1);
-  for (i = 0; !err && i < n; i++) {
-    unsigned char c = (unsigned char)s[i];
-    const char *esc = NULL;
-    char u[8];
-    if (c == '"')
-      esc = "\\\"";
-    else if (c == '\\')
-      esc = "\\\\";
-    else if (c == '\n')
-      esc = "\\n";
-    else if (c == '\r')
-      esc = "\\r";
-    else if (c == '\t')
-      esc = "\\t";
-    else if (c == '\b')
-      esc = "\\b";
-    else if (c == '\f')
-      esc = "\\f";
-    else if (c < 0x20) {
-      snprintf(u, sizeof(u), "\\u%04x", c);
-      esc = u;
-    }
-    if (esc) {
-      err = kcm_buf_append(b, s + start, i - start);
-      if (!err)
-        err = kcm_buf_append_str(b, esc);
-      start = i + 1;
-    }
-  }
-  if (!err)
-    err = kcm_buf_append(b, s + start, n - start);
-  if (!err)
-    err = kcm_buf_append(b, "\"", 1);
-  return err;
-}
-
 /* --- writing JSON ------------------------------------------------------------- */
 
 /* Every body kcm sends is written by json-c with these flags: compact, and
@@ -256,51 +216,65 @@ struct json_object *kcm_api_json_rv(uint64_t rv) {
   return json_object_new_string(buf);
 }
 
-static struct json_object *uid_json(const struct kcm_uid *u) {
+void kcm_api_write_uid(struct kcm_jsonw *w, const struct kcm_uid *u) {
   char buf[37];
   kcm_api_format_uid(u, buf, sizeof(buf));
-  return json_object_new_string(buf);
+  kcm_jsonw_string(w, buf);
 }
 
-struct json_object *kcm_api_controller_ref(const char *api_version, const char *kind,
-                                           const char *name, const struct kcm_uid *uid) {
-  struct json_object *ref = json_object_new_object();
-  json_object_object_add(ref, "apiVersion", kcm_api_json_str(api_version));
-  json_object_object_add(ref, "kind", kcm_api_json_str(kind));
-  json_object_object_add(ref, "name", kcm_api_json_str(name));
-  json_object_object_add(ref, "uid", uid_json(uid));
-  json_object_object_add(ref, "controller", json_object_new_boolean(1));
-  json_object_object_add(ref, "blockOwnerDeletion", json_object_new_boolean(1));
-  return ref;
+void kcm_api_write_controller_ref(struct kcm_jsonw *w, const char *api_version,
+                                  const char *kind, const char *name,
+                                  const struct kcm_uid *uid) {
+  kcm_jsonw_object(w);
+  kcm_jsonw_key_string(w, "apiVersion", api_version);
+  kcm_jsonw_key_string(w, "kind", kind);
+  kcm_jsonw_key_string(w, "name", name);
+  kcm_jsonw_key(w, "uid");
+  kcm_api_write_uid(w, uid);
+  kcm_jsonw_key_bool(w, "controller", true);
+  kcm_jsonw_key_bool(w, "blockOwnerDeletion", true);
+  kcm_jsonw_end(w);
 }
 
 int kcm_api_owner_patch(struct kcm_buf *b, bool adopt, const char *api_version,
                         const char *kind, const char *name, const struct kcm_uid *owner,
                         const struct kcm_uid *object) {
-  struct json_object *doc = json_object_new_object(), *meta = json_object_new_object();
-  struct json_object *refs = json_object_new_array(), *ref;
+  struct kcm_jsonw w;
+  kcm_jsonw_start(&w, b);
+  kcm_jsonw_object(&w);
+  kcm_jsonw_key_object(&w, "metadata");
+  kcm_jsonw_key_array(&w, "ownerReferences");
   if (adopt) {
-    ref = kcm_api_controller_ref(api_version, kind, name, owner);
+    kcm_api_write_controller_ref(&w, api_version, kind, name, owner);
   } else {
-    ref = json_object_new_object();
-    json_object_object_add(ref, "$patch", json_object_new_string("delete"));
-    json_object_object_add(ref, "uid", uid_json(owner));
+    kcm_jsonw_object(&w);
+    kcm_jsonw_key_string(&w, "$patch", "delete");
+    kcm_jsonw_key(&w, "uid");
+    kcm_api_write_uid(&w, owner);
+    kcm_jsonw_end(&w);
   }
-  json_object_array_add(refs, ref);
-  json_object_object_add(meta, "ownerReferences", refs);
-  json_object_object_add(meta, "uid", uid_json(object));
-  json_object_object_add(doc, "metadata", meta);
-  return kcm_api_json_emit(doc, b);
+  kcm_jsonw_end(&w);
+  kcm_jsonw_key(&w, "uid");
+  kcm_api_write_uid(&w, object);
+  kcm_jsonw_end(&w);
+  kcm_jsonw_end(&w);
+  return kcm_jsonw_finish(&w);
 }
 
 int kcm_api_delete_options(struct kcm_buf *b, const struct kcm_uid *uid, uint64_t rv) {
-  struct json_object *doc = json_object_new_object(), *pre = json_object_new_object();
-  json_object_object_add(doc, "apiVersion", json_object_new_string("v1"));
-  json_object_object_add(doc, "kind", json_object_new_string("DeleteOptions"));
-  json_object_object_add(pre, "uid", uid_json(uid));
-  json_object_object_add(pre, "resourceVersion", kcm_api_json_rv(rv));
-  json_object_object_add(doc, "preconditions", pre);
-  return kcm_api_json_emit(doc, b);
+  struct kcm_jsonw w;
+  kcm_jsonw_start(&w, b);
+  kcm_jsonw_object(&w);
+  kcm_jsonw_key_string(&w, "apiVersion", "v1");
+  kcm_jsonw_key_string(&w, "kind", "DeleteOptions");
+  kcm_jsonw_key_object(&w, "preconditions");
+  kcm_jsonw_key(&w, "uid");
+  kcm_api_write_uid(&w, uid);
+  kcm_jsonw_key(&w, "resourceVersion");
+  kcm_jsonw_uint_string(&w, rv);
+  kcm_jsonw_end(&w);
+  kcm_jsonw_end(&w);
+  return kcm_jsonw_finish(&w);
 }
 
 int kcm_api_cmp_str(const void *a, const void *b) {
@@ -320,7 +294,7 @@ int kcm_api_canonical_json(struct json_object *v, struct kcm_buf *b) {
     /* json-c keeps the source text of a parsed number. */
     return kcm_buf_append_str(b, kcm_api_json_text(v));
   case json_type_string:
-    return kcm_api_json_string(b, json_object_get_string(v),
+    return kcm_jsonw_escape(b, json_object_get_string(v),
                                (size_t)json_object_get_string_len(v));
   case json_type_array: {
     size_t i, n = json_object_array_length(v);
@@ -350,7 +324,7 @@ int kcm_api_canonical_json(struct json_object *v, struct kcm_buf *b) {
       if (i)
         err = kcm_buf_append(b, ",", 1);
       if (!err)
-        err = kcm_api_json_string(b, keys[i], strlen(keys[i]));
+        err = kcm_jsonw_escape(b, keys[i], strlen(keys[i]));
       if (!err)
         err = kcm_buf_append(b, ":", 1);
       if (!err)

@@ -14,10 +14,6 @@
  * strings would cut short; kube-apiserver admits none. */
 #define KCM_API_NUL_PROBLEM "must not contain a NUL character"
 
-/* The conditions as the API writes them (a new array the caller puts), or
- * NULL when there are none. */
-struct json_object *kcm_api_conditions_json(const struct kcm_conditions *c);
-
 /* Writing JSON: every json-c tree kcm writes as text is written by one of
  * these three, compact with '/' unescaped. text returns doc's text in a
  * buffer doc owns (valid until doc changes or is put; NULL when out of
@@ -40,10 +36,6 @@ struct kcm_api_int_field {
   int64_t value;
 };
 void kcm_api_json_add_ints(struct json_object *o, const struct kcm_api_int_field *f, size_t n);
-/* The ownerReference making the owner (api_version, kind, name, uid) an
- * object's controller, as upstream's controllers write it. */
-struct json_object *kcm_api_controller_ref(const char *api_version, const char *kind,
-                                           const char *name, const struct kcm_uid *uid);
 
 /* Append the canonical JSON of v (keys sorted, no spaces) to b. */
 int kcm_api_canonical_json(struct json_object *v, struct kcm_buf *b);

@@ -10,6 +10,7 @@
 #include "kcm/api.h"
 #include "kcm/error.h"
 #include "kcm/json.h"
+#include "kcm/jsonw.h"
 #include "kcm/map.h"
 
 /* --- annotations ---------------------------------------------------------------- */
@@ -295,37 +296,38 @@ bool kcm_api_conditions_equal(const struct kcm_conditions *a, const struct kcm_c
   return true;
 }
 
-static void add_time(struct json_object *o, const char *key, int64_t t) {
+static void write_time(struct kcm_jsonw *w, const char *key, int64_t t) {
   char buf[32];
   if (!t)
     return;
   kcm_api_format_time(t, buf, sizeof(buf));
-  json_object_object_add(o, key, json_object_new_string(buf));
+  kcm_jsonw_key_string(w, key, buf);
 }
 
-static void add_str(struct json_object *o, const char *key, const char *v) {
+static void write_str(struct kcm_jsonw *w, const char *key, const char *v) {
   if (v)
-    json_object_object_add(o, key, json_object_new_string(v));
+    kcm_jsonw_key_string(w, key, v);
 }
 
-struct json_object *kcm_api_conditions_json(const struct kcm_conditions *c) {
-  struct json_object *list;
+void kcm_api_write_conditions(struct kcm_jsonw *w, const struct kcm_conditions *c) {
   uint32_t i;
-  if (!c->n)
-    return NULL;
-  list = json_object_new_array();
+  if (!c->n) {
+    kcm_jsonw_null(w);
+    return;
+  }
+  kcm_jsonw_array(w);
   for (i = 0; i < c->n; i++) {
     const struct kcm_condition *k = &c->items[i];
-    struct json_object *o = json_object_new_object();
-    add_str(o, "type", k->type);
-    add_str(o, "status", k->status);
-    add_time(o, "lastUpdateTime", k->last_update);
-    add_time(o, "lastTransitionTime", k->last_transition);
-    add_str(o, "reason", k->reason);
-    add_str(o, "message", k->message);
-    json_object_array_add(list, o);
+    kcm_jsonw_object(w);
+    write_str(w, "type", k->type);
+    write_str(w, "status", k->status);
+    write_time(w, "lastUpdateTime", k->last_update);
+    write_time(w, "lastTransitionTime", k->last_transition);
+    write_str(w, "reason", k->reason);
+    write_str(w, "message", k->message);
+    kcm_jsonw_end(w);
   }
-  return list;
+  kcm_jsonw_end(w);
 }
 
 /* --- pod templates ------------------------------------------------------------------ */

@@ -10,6 +10,7 @@
 #include "kcm/api.h"
 #include "kcm/error.h"
 #include "kcm/json.h"
+#include "kcm/jsonw.h"
 #include "kcm/log.h"
 #include "kcm/metrics.h"
 #include "kcm/shadow.h"
@@ -149,7 +150,7 @@ static bool copy_redacted(struct kcm_json *j, struct kcm_buf *out, bool within) 
     while (kcm_json_member(j)) {
       bool hide = within && !shown_annotation(j->key, j->keylen);
       bool annotations = kcm_json_key_is(j, "annotations");
-      if ((!first && kcm_buf_append(out, ",", 1)) || kcm_api_json_string(out, j->key, j->keylen) ||
+      if ((!first && kcm_buf_append(out, ",", 1)) || kcm_jsonw_escape(out, j->key, j->keylen) ||
           kcm_buf_append(out, ":", 1))
         return false;
       first = false;
@@ -441,7 +442,7 @@ int kcm_shadow_metrics(struct kcm_shadow *const *s, size_t n, struct kcm_buf *ou
 
 static int json_field(struct kcm_buf *out, const char *name, const char *value) {
   int err = kcm_buf_appendf(out, "\"%s\":", name);
-  return err ? err : kcm_api_json_string(out, value, strlen(value));
+  return err ? err : kcm_jsonw_escape(out, value, strlen(value));
 }
 
 static int report_one(const struct kcm_shadow *s, struct kcm_buf *out) {

@@ -9,47 +9,58 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../api/internal.h"
 #include "kcm/deployment.h"
 #include "kcm/error.h"
 #include "kcm/json.h"
+#include "kcm/jsonw.h"
 
-static struct json_object *meta_with_rv(uint64_t rv) {
-  struct json_object *meta = json_object_new_object();
-  json_object_object_add(meta, "resourceVersion", kcm_api_json_rv(rv));
-  return meta;
+/* The document's start: its metadata with the resourceVersion, left open
+ * for more members. */
+static void begin(struct kcm_jsonw *w, struct kcm_buf *out, uint64_t rv) {
+  kcm_jsonw_start(w, out);
+  kcm_jsonw_object(w);
+  kcm_jsonw_key_object(w, "metadata");
+  kcm_jsonw_key(w, "resourceVersion");
+  kcm_jsonw_uint_string(w, rv);
 }
 
 int kcm_deployment_status_body(const struct kcm_deployment *d, const struct kcm_deployment_plan *p,
                                bool probe, uint64_t resource_version, struct kcm_buf *out) {
   const struct kcm_deployment_status *s = &p->status;
   int32_t terminating = probe ? p->terminating : s->terminating;
-  struct json_object *doc = json_object_new_object(), *meta = meta_with_rv(resource_version);
-  struct json_object *st = json_object_new_object();
   const char *rev = kcm_api_pairs_get(&d->annotations, KCM_DEPLOYMENT_REVISION);
+  struct kcm_jsonw w;
 
+  begin(&w, out, resource_version);
   /* The status subresource keeps the annotations it is sent: the revision
    * travels with the status, as upstream's UpdateStatus carries it. */
   if (p->revision && (!rev || strcmp(rev, p->revision))) {
-    struct json_object *ann = json_object_new_object();
-    json_object_object_add(ann, KCM_DEPLOYMENT_REVISION, json_object_new_string(p->revision));
-    json_object_object_add(meta, "annotations", ann);
+    kcm_jsonw_key_object(&w, "annotations");
+    kcm_jsonw_key_string(&w, KCM_DEPLOYMENT_REVISION, p->revision);
+    kcm_jsonw_end(&w);
   }
-  json_object_object_add(doc, "metadata", meta);
-  const struct kcm_api_int_field counts[] = {
-      {"observedGeneration", s->observed_generation}, {"replicas", s->replicas},
-      {"updatedReplicas", s->updated}, {"readyReplicas", s->ready},
-      {"availableReplicas", s->available}, {"unavailableReplicas", s->unavailable}};
-  kcm_api_json_add_ints(st, counts, 6);
-  /* null removes them all */
-  json_object_object_add(st, "conditions", kcm_api_conditions_json(&s->conditions));
+  kcm_jsonw_end(&w);
+  kcm_jsonw_key_object(&w, "status");
+  kcm_jsonw_key_int(&w, "observedGeneration", s->observed_generation);
+  kcm_jsonw_key_int(&w, "replicas", s->replicas);
+  kcm_jsonw_key_int(&w, "updatedReplicas", s->updated);
+  kcm_jsonw_key_int(&w, "readyReplicas", s->ready);
+  kcm_jsonw_key_int(&w, "availableReplicas", s->available);
+  kcm_jsonw_key_int(&w, "unavailableReplicas", s->unavailable);
+  kcm_jsonw_key(&w, "conditions"); /* null removes them all */
+  kcm_api_write_conditions(&w, &s->conditions);
   if (s->collision_count >= 0)
-    json_object_object_add(st, "collisionCount", json_object_new_int(s->collision_count));
-  if (terminating != KCM_DEPLOYMENT_UNWRITTEN) /* null removes it */
-    json_object_object_add(st, "terminatingReplicas",
-                           terminating >= 0 ? json_object_new_int(terminating) : NULL);
-  json_object_object_add(doc, "status", st);
-  return kcm_api_json_emit(doc, out);
+    kcm_jsonw_key_int(&w, "collisionCount", s->collision_count);
+  if (terminating != KCM_DEPLOYMENT_UNWRITTEN) { /* null removes it */
+    kcm_jsonw_key(&w, "terminatingReplicas");
+    if (terminating >= 0)
+      kcm_jsonw_int(&w, terminating);
+    else
+      kcm_jsonw_null(&w);
+  }
+  kcm_jsonw_end(&w);
+  kcm_jsonw_end(&w);
+  return kcm_jsonw_finish(&w);
 }
 
 int kcm_deployment_scale_body(const struct kcm_deployment_plan *p,
@@ -57,45 +68,57 @@ int kcm_deployment_scale_body(const struct kcm_deployment_plan *p,
                               struct kcm_buf *out) {
   const struct kcm_deployment_rs *r = &p->rs[s->rs];
   const struct kcm_pairs *have = r->rs ? &r->rs->annotations : NULL;
-  struct json_object *doc = json_object_new_object(), *meta = meta_with_rv(resource_version);
-  struct json_object *spec = json_object_new_object(), *ann = json_object_new_object();
+  struct kcm_jsonw w;
   uint32_t i;
 
+  begin(&w, out, resource_version);
   /* Only the annotations that change; upstream never removes one here. */
+  kcm_jsonw_key_object(&w, "annotations");
   for (i = 0; i < s->annotations.n; i++) {
     const char *k = s->annotations.items[i].key, *v = s->annotations.items[i].value;
     const char *cur = have ? kcm_api_pairs_get(have, k) : NULL;
     if (!cur || strcmp(cur, v))
-      json_object_object_add(ann, k, json_object_new_string(v));
+      kcm_jsonw_key_string(&w, k, v);
   }
-  json_object_object_add(meta, "annotations", ann);
-  json_object_object_add(doc, "metadata", meta);
-  json_object_object_add(spec, "replicas", json_object_new_int(s->replicas));
+  kcm_jsonw_end(&w);
+  kcm_jsonw_end(&w);
+  kcm_jsonw_key_object(&w, "spec");
+  kcm_jsonw_key_int(&w, "replicas", s->replicas);
   if (!r->rs || r->rs->min_ready_seconds != s->min_ready_seconds)
-    json_object_object_add(spec, "minReadySeconds", json_object_new_int(s->min_ready_seconds));
-  json_object_object_add(doc, "spec", spec);
-  return kcm_api_json_emit(doc, out);
+    kcm_jsonw_key_int(&w, "minReadySeconds", s->min_ready_seconds);
+  kcm_jsonw_end(&w);
+  kcm_jsonw_end(&w);
+  return kcm_jsonw_finish(&w);
 }
 
 int kcm_deployment_rollback_body(const struct kcm_deployment_plan *p, uint64_t resource_version,
                                  struct kcm_buf *out) {
-  struct json_object *ops = kcm_json_tree(p->rollback_ops, strlen(p->rollback_ops)), *all, *test;
-  size_t i;
-  if (!ops || !json_object_is_type(ops, json_type_array)) {
-    json_object_put(ops);
-    return KCM_EINVAL;
-  }
+  struct kcm_jsonw w;
+  struct kcm_json j;
+  const char *op;
+  size_t len;
+  bool ok;
+
+  kcm_jsonw_start(&w, out);
+  kcm_jsonw_array(&w);
   /* First make sure it is the version the plan was made from. */
-  all = json_object_new_array();
-  test = json_object_new_object();
-  json_object_object_add(test, "op", json_object_new_string("test"));
-  json_object_object_add(test, "path", json_object_new_string("/metadata/resourceVersion"));
-  json_object_object_add(test, "value", kcm_api_json_rv(resource_version));
-  json_object_array_add(all, test);
-  for (i = 0; i < json_object_array_length(ops); i++)
-    json_object_array_add(all, json_object_get(json_object_array_get_idx(ops, i)));
-  json_object_put(ops);
-  return kcm_api_json_emit(all, out);
+  kcm_jsonw_object(&w);
+  kcm_jsonw_key_string(&w, "op", "test");
+  kcm_jsonw_key_string(&w, "path", "/metadata/resourceVersion");
+  kcm_jsonw_key(&w, "value");
+  kcm_jsonw_uint_string(&w, resource_version);
+  kcm_jsonw_end(&w);
+  kcm_json_init(&j);
+  kcm_json_start(&j, p->rollback_ops, strlen(p->rollback_ops));
+  ok = kcm_json_array(&j);
+  while (ok && kcm_json_element(&j) && (ok = kcm_json_raw(&j, &op, &len)))
+    kcm_jsonw_raw(&w, op, len);
+  ok = ok && kcm_json_done(&j);
+  kcm_json_release(&j);
+  if (!ok)
+    return KCM_EINVAL;
+  kcm_jsonw_end(&w);
+  return kcm_jsonw_finish(&w);
 }
 
 int kcm_deployment_create_failed_body(const struct kcm_deployment *d,
@@ -108,7 +131,7 @@ int kcm_deployment_create_failed_body(const struct kcm_deployment *d,
   char *msg = strdup(message);
   struct kcm_condition c = {type, status, reason, msg, (int64_t)(now_ms / 1000),
                             (int64_t)(now_ms / 1000)};
-  struct json_object *doc, *st;
+  struct kcm_jsonw w;
   int err;
 
   if (d->progress_deadline < 0 || d->progress_deadline == INT32_MAX) {
@@ -132,21 +155,25 @@ int kcm_deployment_create_failed_body(const struct kcm_deployment *d,
     }
   }
   free(msg);
-  doc = json_object_new_object();
-  st = json_object_new_object();
-  json_object_object_add(doc, "metadata", meta_with_rv(resource_version));
-  json_object_object_add(st, "conditions", kcm_api_conditions_json(&conds));
-  json_object_object_add(doc, "status", st);
+  begin(&w, out, resource_version);
+  kcm_jsonw_end(&w);
+  kcm_jsonw_key_object(&w, "status");
+  kcm_jsonw_key(&w, "conditions");
+  kcm_api_write_conditions(&w, &conds);
+  kcm_jsonw_end(&w);
+  kcm_jsonw_end(&w);
   kcm_api_conditions_release(&conds);
-  return kcm_api_json_emit(doc, out);
+  return kcm_jsonw_finish(&w);
 }
 
 int kcm_deployment_collision_body(const struct kcm_deployment *d, uint64_t resource_version,
                                   struct kcm_buf *out) {
-  struct json_object *doc = json_object_new_object(), *st = json_object_new_object();
-  int32_t next = kcm_deployment_next_collision_count(d);
-  json_object_object_add(doc, "metadata", meta_with_rv(resource_version));
-  json_object_object_add(st, "collisionCount", json_object_new_int(next));
-  json_object_object_add(doc, "status", st);
-  return kcm_api_json_emit(doc, out);
+  struct kcm_jsonw w;
+  begin(&w, out, resource_version);
+  kcm_jsonw_end(&w);
+  kcm_jsonw_key_object(&w, "status");
+  kcm_jsonw_key_int(&w, "collisionCount", kcm_deployment_next_collision_count(d));
+  kcm_jsonw_end(&w);
+  kcm_jsonw_end(&w);
+  return kcm_jsonw_finish(&w);
 }

@@ -11,11 +11,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "../../api/internal.h"
 #include "kcm/buf.h"
 #include "kcm/deployment.h"
 #include "kcm/error.h"
 #include "kcm/json.h"
+#include "kcm/jsonw.h"
 #include "kcm/labels.h"
 #include "kcm/log.h"
 #include "kcm/runtime.h"
@@ -248,15 +248,6 @@ static const struct kcm_deployment_rs *step_rs(struct dp_job *j,
   return &j->plan.rs[s->rs];
 }
 
-/* The resourceVersion (and the rest) of a written object. */
-static struct json_object *answer(const struct kcm_client_response *resp, uint64_t *rv) {
-  struct json_object *doc = kcm_json_tree(resp->body, strlen(resp->body));
-  uint64_t v = doc ? kcm_api_resource_version(doc) : 0;
-  if (v)
-    *rv = v;
-  return doc;
-}
-
 /* A step's write has answered. */
 static void step_done(struct dp_job *j, const struct kcm_client_response *resp) {
   const struct kcm_deployment_step *s = j->current;
@@ -347,22 +338,17 @@ static void collide(struct dp_job *j, const char *message) {
   kcm_buf_release(&body);
 }
 
-/* The template of a ReplicaSet in an answer, digested for comparison. */
-static bool answer_template(struct json_object *doc, uint64_t *key, char **canonical) {
-  struct json_object *spec, *tmpl;
-  struct kcm_buf b = KCM_BUF_INIT(KCM_API_OBJECT_MAX);
-  if (!doc || !json_object_object_get_ex(doc, "spec", &spec) ||
-      !json_object_object_get_ex(spec, "template", &tmpl) || !tmpl ||
-      kcm_api_template_key(tmpl, key))
-    return false;
-  if (canonical) {
-    if (kcm_api_canonical_json(tmpl, &b)) {
-      kcm_buf_release(&b);
-      return false;
-    }
-    *canonical = kcm_buf_take(&b);
-  }
-  return true;
+/* The ReplicaSet an answer holds, decoded as the cache decodes it; NULL
+ * for a failed request or another body. The caller drops it with
+ * kcm_api_unref() and the controller's pool. */
+static struct kcm_replicaset *answer_rs(struct dp_job *j, const struct kcm_client_response *resp) {
+  struct kcm_object *o = NULL;
+  struct kcm_api_error e;
+  if (resp->err || !resp->body ||
+      kcm_api_decode_text(KCM_KIND_REPLICASET, resp->body, resp->body_len, NULL, NULL,
+                          j->c->rt.pool, &o, &e))
+    return NULL;
+  return (struct kcm_replicaset *)o;
 }
 
 /* A dry run of the create tells whether the API server changes the
@@ -373,13 +359,10 @@ static void on_dry_run(const struct kcm_client_response *resp, void *data) {
   const struct kcm_deployment_rs *r = step_rs(j, j->current);
   struct kcm_replicaset *existing =
       (struct kcm_replicaset *)kcm_informer_get(j->c->rs_informer, j->d->o.ns, r->name);
-  struct json_object *doc;
-  char *made = NULL;
-  uint64_t key = 0, rv = 0;
+  struct kcm_replicaset *made = answer_rs(j, resp);
 
-  doc = resp->err ? NULL : answer(resp, &rv);
-  if (existing && answer_template(doc, &key, &made) && key == existing->template_key &&
-      kcm_api_template_equal(made, existing->template)) {
+  if (existing && made && made->template_key == existing->template_key &&
+      kcm_api_template_equal(made->template, existing->template)) {
     struct kcm_deployment_alias a = {j->d->template_key, existing->template_key, existing->o.uid};
     kcm_warn("the API server changes the pod template of new ReplicaSets; treating the existing "
              "one as this template's deployment=\"%s\" replicaset=\"%s\"",
@@ -390,58 +373,65 @@ static void on_dry_run(const struct kcm_client_response *resp, void *data) {
   } else {
     collide(j, "a ReplicaSet with the new ReplicaSet's name exists with another template");
   }
-  free(made);
-  json_object_put(doc);
+  if (made)
+    kcm_api_unref(&made->o, j->c->rt.pool);
   kcm_runtime_answered(&j->base);
 }
 
-static void dry_run(struct dp_job *j) {
-  struct json_object *doc = kcm_json_tree(j->plan.create_body, strlen(j->plan.create_body)), *meta;
-  struct kcm_write req;
+/* The create's body with the name left to the API server (generateName). */
+static int dry_run_body(const struct dp_job *j, struct kcm_buf *out) {
+  static const char *const name[] = {"metadata", "name", NULL};
+  static const char *const generate[] = {"metadata", "generateName", NULL};
+  struct kcm_buf unnamed = KCM_BUF_INIT(KCM_API_OBJECT_MAX);
+  struct kcm_jsonw w;
   char prefix[300];
-  char *body;
+  int err;
 
-  if (!doc || !json_object_object_get_ex(doc, "metadata", &meta)) {
-    json_object_put(doc);
-    collide(j, "a ReplicaSet with the new ReplicaSet's name exists with another template");
-    return;
-  }
-  json_object_object_del(meta, "name");
   snprintf(prefix, sizeof(prefix), "%s-", j->d->o.name);
-  json_object_object_add(meta, "generateName", json_object_new_string(prefix));
-  body = kcm_api_json_dup(doc);
-  json_object_put(doc);
+  kcm_jsonw_start(&w, &unnamed);
+  kcm_jsonw_copy_set(&w, j->plan.create_body, strlen(j->plan.create_body), name, NULL);
+  if (!(err = kcm_jsonw_finish(&w))) {
+    kcm_jsonw_start(&w, out);
+    kcm_jsonw_copy_set(&w, unnamed.data, unnamed.len, generate, prefix);
+    err = kcm_jsonw_finish(&w);
+  }
+  kcm_buf_release(&unnamed);
+  return err;
+}
+
+static void dry_run(struct dp_job *j) {
+  struct kcm_buf body = KCM_BUF_INIT(KCM_API_OBJECT_MAX);
+  struct kcm_write req;
+
   j->alias_checked = true;
-  if (!body)
-    collide(j, "out of memory");
-  else if (kcm_writer_create(&req, KCM_KIND_REPLICASET, j->d->o.ns, body, true))
+  if (dry_run_body(j, &body))
+    collide(j, "a ReplicaSet with the new ReplicaSet's name exists with another template");
+  else if (kcm_writer_create(&req, KCM_KIND_REPLICASET, j->d->o.ns, body.data, true))
     collide(j, req.path);
   else if (kcm_runtime_send(&j->base, &req, on_dry_run, j))
     collide(j, "cannot send a dry run");
-  free(body);
+  kcm_buf_release(&body);
 }
 
 /* The API server made the new ReplicaSet; if it changed the template on
  * the way in, the ReplicaSet still belongs to this template. */
 static void created(struct dp_job *j, const struct kcm_client_response *resp) {
   const struct kcm_deployment_step *s = j->current;
-  struct json_object *doc = answer(resp, &j->rs_rv[s->rs]), *meta, *uid;
-  uint64_t key;
+  struct kcm_replicaset *made;
 
+  answer_rv(resp, &j->rs_rv[s->rs]);
   j->c->stats.rs_created++;
   kcm_runtime_wrote(&j->base, j->rs_rv[s->rs]);
-  if (answer_template(doc, &key, NULL) && key != j->d->template_key) {
-    struct kcm_deployment_alias a = {j->d->template_key, key, {{0}}};
-    if (json_object_object_get_ex(doc, "metadata", &meta) &&
-        json_object_object_get_ex(meta, "uid", &uid) &&
-        !kcm_api_parse_uid(json_object_get_string(uid), &a.rs_uid)) {
-      kcm_warn("the API server changed the pod template of a new ReplicaSet; it stays this "
-               "template's deployment=\"%s\" replicaset=\"%s\"",
-               j->base.key, step_rs(j, s)->name);
-      alias_put(j->c, j->base.key, &a);
-    }
+  made = answer_rs(j, resp);
+  if (made && made->template_key != j->d->template_key) {
+    struct kcm_deployment_alias a = {j->d->template_key, made->template_key, made->o.uid};
+    kcm_warn("the API server changed the pod template of a new ReplicaSet; it stays this "
+             "template's deployment=\"%s\" replicaset=\"%s\"",
+             j->base.key, step_rs(j, s)->name);
+    alias_put(j->c, j->base.key, &a);
   }
-  json_object_put(doc);
+  if (made)
+    kcm_api_unref(&made->o, j->c->rt.pool);
 }
 
 /* AlreadyExists: ours seen late, ours changed by the API server, or a hash

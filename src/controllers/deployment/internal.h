@@ -13,7 +13,7 @@
 
 #include <stdint.h>
 
-#include "../../api/internal.h"
+#include "kcm/api.h"
 #include "kcm/deployment.h"
 #include "kcm/error.h"
 

@@ -236,75 +236,63 @@ int32_t dp_new_rs_replicas(struct dp_sync *s, const int *all, size_t n, int new_
   return (int32_t)(cur_new + up);
 }
 
+/* The new ReplicaSet: the template's labels and the selector get the hash;
+ * the ReplicaSet's labels are the template's. */
 static int build_create_body(struct dp_sync *s, const struct kcm_deployment_rs *r,
                              const char *hash) {
+  static const char *const label_path[] = {"metadata", "labels", KCM_API_HASH_LABEL, NULL};
+  static const char *const hash_path[] = {KCM_API_HASH_LABEL, NULL};
+  static const char *const selector_path[] = {"matchLabels", KCM_API_HASH_LABEL, NULL};
+  static const char *const labels_at[] = {"metadata", "labels", NULL};
   const struct kcm_deployment *d = s->d;
-  struct json_object *rs = json_object_new_object(), *meta = json_object_new_object();
-  struct json_object *spec = json_object_new_object(), *ann = json_object_new_object();
-  struct json_object *tmpl = kcm_json_tree(d->template, strlen(d->template));
-  struct json_object *sel = d->selector_json ? kcm_json_tree(d->selector_json, strlen(d->selector_json)) : NULL;
-  struct json_object *tmeta, *labels, *refs, *ml, *rslabels = NULL;
+  struct kcm_buf body = KCM_BUF_INIT(KCM_API_OBJECT_MAX);
+  struct kcm_json j;
+  struct kcm_jsonw w;
+  const char *labels = "{}";
+  size_t labels_len = 2;
   uint32_t i;
-  int err = 0;
+  int err;
 
-  if (!tmpl || !json_object_is_type(tmpl, json_type_object) || !sel ||
-      !json_object_is_type(sel, json_type_object)) {
-    err = KCM_EINVAL;
-    goto out;
-  }
-  /* Template labels and selector get the hash; the ReplicaSet's labels are
-   * the template's. */
-  if (!json_object_object_get_ex(tmpl, "metadata", &tmeta) || !tmeta) {
-    tmeta = json_object_new_object();
-    json_object_object_add(tmpl, "metadata", tmeta);
-  }
-  if (!json_object_object_get_ex(tmeta, "labels", &labels) || !labels) {
-    labels = json_object_new_object();
-    json_object_object_add(tmeta, "labels", labels);
-  }
-  json_object_object_add(labels, KCM_API_HASH_LABEL, json_object_new_string(hash));
-  if (!json_object_object_get_ex(sel, "matchLabels", &ml) || !ml) {
-    ml = json_object_new_object();
-    json_object_object_add(sel, "matchLabels", ml);
-  }
-  json_object_object_add(ml, KCM_API_HASH_LABEL, json_object_new_string(hash));
-  json_object_deep_copy(labels, &rslabels, NULL);
-
-  json_object_object_add(rs, "apiVersion", json_object_new_string("apps/v1"));
-  json_object_object_add(rs, "kind", json_object_new_string("ReplicaSet"));
-  json_object_object_add(meta, "name", json_object_new_string(r->name));
-  json_object_object_add(meta, "namespace", json_object_new_string(d->o.ns));
-  json_object_object_add(meta, "labels", rslabels);
+  if (!d->selector_json)
+    return KCM_EINVAL;
+  kcm_json_init(&j);
+  kcm_json_start(&j, d->template, strlen(d->template));
+  if (kcm_json_find(&j, labels_at) && kcm_json_peek(&j) == KCM_JSON_OBJECT)
+    kcm_json_raw(&j, &labels, &labels_len);
+  kcm_jsonw_start(&w, &body);
+  kcm_jsonw_object(&w);
+  kcm_jsonw_key_string(&w, "apiVersion", "apps/v1");
+  kcm_jsonw_key_string(&w, "kind", "ReplicaSet");
+  kcm_jsonw_key_object(&w, "metadata");
+  kcm_jsonw_key_string(&w, "name", r->name);
+  kcm_jsonw_key_string(&w, "namespace", d->o.ns);
+  kcm_jsonw_key(&w, "labels");
+  kcm_jsonw_copy_set(&w, labels, labels_len, hash_path, hash);
+  kcm_json_release(&j);
+  kcm_jsonw_key_object(&w, "annotations");
   for (i = 0; i < r->annotations.n; i++)
-    json_object_object_add(ann, r->annotations.items[i].key,
-                           json_object_new_string(r->annotations.items[i].value));
-  json_object_object_add(meta, "annotations", ann);
-  ann = NULL;
-  refs = json_object_new_array();
-  json_object_array_add(refs,
-                        kcm_api_controller_ref("apps/v1", "Deployment", d->o.name, &d->o.uid));
-  json_object_object_add(meta, "ownerReferences", refs);
-  json_object_object_add(rs, "metadata", meta);
-  meta = NULL;
-  json_object_object_add(spec, "replicas", json_object_new_int(r->replicas));
+    kcm_jsonw_key_string(&w, r->annotations.items[i].key, r->annotations.items[i].value);
+  kcm_jsonw_end(&w);
+  kcm_jsonw_key_array(&w, "ownerReferences");
+  kcm_api_write_controller_ref(&w, "apps/v1", "Deployment", d->o.name, &d->o.uid);
+  kcm_jsonw_end(&w);
+  kcm_jsonw_end(&w);
+  kcm_jsonw_key_object(&w, "spec");
+  kcm_jsonw_key_int(&w, "replicas", r->replicas);
   if (r->min_ready_seconds)
-    json_object_object_add(spec, "minReadySeconds", json_object_new_int(r->min_ready_seconds));
-  json_object_object_add(spec, "selector", sel);
-  json_object_object_add(spec, "template", tmpl);
-  sel = tmpl = NULL;
-  json_object_object_add(rs, "spec", spec);
-  spec = NULL;
-  s->p->create_body = kcm_api_json_dup(rs);
-  if (!s->p->create_body)
-    err = KCM_ENOMEM;
-out:
-  json_object_put(rs);
-  json_object_put(meta);
-  json_object_put(spec);
-  json_object_put(ann);
-  json_object_put(tmpl);
-  json_object_put(sel);
-  return err;
+    kcm_jsonw_key_int(&w, "minReadySeconds", r->min_ready_seconds);
+  kcm_jsonw_key(&w, "selector");
+  kcm_jsonw_copy_set(&w, d->selector_json, strlen(d->selector_json), selector_path, hash);
+  kcm_jsonw_key(&w, "template");
+  kcm_jsonw_copy_set(&w, d->template, strlen(d->template), label_path, hash);
+  kcm_jsonw_end(&w);
+  kcm_jsonw_end(&w);
+  if ((err = kcm_jsonw_finish(&w))) {
+    kcm_buf_release(&body);
+    return err;
+  }
+  s->p->create_body = kcm_buf_take(&body);
+  return s->p->create_body ? 0 : KCM_ENOMEM;
 }
 
 /* Upstream's getNewReplicaSet (with getAllReplicaSetsAndSyncRevision):

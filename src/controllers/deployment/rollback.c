@@ -11,6 +11,7 @@
 
 #include "internal.h"
 #include "kcm/json.h"
+#include "kcm/jsonw.h"
 
 /* --- legacy rollback ------------------------------------------------------------------------ */
 
@@ -28,14 +29,14 @@ static int pointer_segment(struct kcm_buf *b, const char *key) {
   return err;
 }
 
-static void add_op(struct json_object *ops, const char *op, const char *path,
-                   struct json_object *value) {
-  struct json_object *o = json_object_new_object();
-  json_object_object_add(o, "op", json_object_new_string(op));
-  json_object_object_add(o, "path", json_object_new_string(path));
+/* One operation of a JSON patch; its value, when given, a string. */
+static void add_op(struct kcm_jsonw *w, const char *op, const char *path, const char *value) {
+  kcm_jsonw_object(w);
+  kcm_jsonw_key_string(w, "op", op);
+  kcm_jsonw_key_string(w, "path", path);
   if (value)
-    json_object_object_add(o, "value", value);
-  json_object_array_add(ops, o);
+    kcm_jsonw_key_string(w, "value", value);
+  kcm_jsonw_end(w);
 }
 
 /* The JSON patch that clears rollbackTo and, when template_json is given,
@@ -44,14 +45,14 @@ static void add_op(struct json_object *ops, const char *op, const char *path,
 static void rollback_update(struct dp_sync *s, const char *template_json,
                             const struct kcm_pairs *from) {
   const struct kcm_deployment *d = s->d;
+  static const char *const hash[] = {"metadata", "labels", KCM_API_HASH_LABEL, NULL};
   struct kcm_pairs want;
-  struct json_object *ops = json_object_new_array();
-  struct kcm_buf path = KCM_BUF_INIT(1u << 16);
+  struct kcm_buf ops = KCM_BUF_INIT(KCM_API_OBJECT_MAX), path = KCM_BUF_INIT(1u << 16);
+  struct kcm_jsonw w;
   uint32_t i;
 
   /* The annotations it should end with. */
   if (kcm_api_pairs_copy(&want, &d->annotations)) {
-    json_object_put(ops);
     nomem(s);
     return;
   }
@@ -65,15 +66,15 @@ static void rollback_update(struct dp_sync *s, const char *template_json,
   }
   kcm_api_pairs_remove(&want, KCM_DEPLOYMENT_ROLLBACK_TO);
 
+  kcm_jsonw_start(&w, &ops);
+  kcm_jsonw_array(&w);
   if (template_json) {
-    struct json_object *t = kcm_json_tree(template_json, strlen(template_json)), *restore;
-    if (!t) {
-      s->err = KCM_EINVAL;
-    } else {
-      kcm_api_template_strip_hash(t, &restore);
-      json_object_put(restore);
-      add_op(ops, "replace", "/spec/template", t);
-    }
+    kcm_jsonw_object(&w);
+    kcm_jsonw_key_string(&w, "op", "replace");
+    kcm_jsonw_key_string(&w, "path", "/spec/template");
+    kcm_jsonw_key(&w, "value");
+    kcm_jsonw_copy_set(&w, template_json, strlen(template_json), hash, NULL);
+    kcm_jsonw_end(&w);
   }
   for (i = 0; !s->err && i < d->annotations.n; i++) {
     const char *k = d->annotations.items[i].key;
@@ -83,7 +84,7 @@ static void rollback_update(struct dp_sync *s, const char *template_json,
     if (kcm_buf_append_str(&path, "/metadata/annotations/") || pointer_segment(&path, k))
       nomem(s);
     else
-      add_op(ops, "remove", path.data, NULL);
+      add_op(&w, "remove", path.data, NULL);
   }
   for (i = 0; !s->err && i < want.n; i++) {
     const char *have = kcm_api_pairs_get(&d->annotations, want.items[i].key);
@@ -94,16 +95,19 @@ static void rollback_update(struct dp_sync *s, const char *template_json,
         pointer_segment(&path, want.items[i].key))
       nomem(s);
     else
-      add_op(ops, "add", path.data, json_object_new_string(want.items[i].value));
+      add_op(&w, "add", path.data, want.items[i].value);
   }
+  kcm_jsonw_end(&w);
   if (!s->err) {
-    s->p->rollback_ops = kcm_api_json_dup(ops);
-    if (!s->p->rollback_ops)
+    int err = kcm_jsonw_finish(&w);
+    if (err)
+      s->err = err;
+    else if (!(s->p->rollback_ops = kcm_buf_take(&ops)))
       nomem(s);
   }
+  kcm_buf_release(&ops);
   kcm_buf_release(&path);
   kcm_api_pairs_release(&want);
-  json_object_put(ops);
   dp_write_status(s, false); /* what getNewReplicaSet changed goes first */
   s->group++;
   dp_add_step(s, KCM_DEPLOYMENT_STEP_ROLLBACK);

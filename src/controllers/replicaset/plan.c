@@ -4,15 +4,14 @@
  * its status should say (which to delete first: rank.c). See
  * include/kcm/replicaset.h.
  */
-#include <json-c/json.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../api/internal.h"
 #include "kcm/buf.h"
 #include "kcm/error.h"
 #include "kcm/json.h"
+#include "kcm/jsonw.h"
 #include "kcm/labels.h"
 #include "kcm/replicaset.h"
 
@@ -358,43 +357,97 @@ bool kcm_replicaset_status_meets_spec(const struct kcm_replicaset *rs,
 int kcm_replicaset_status_patch(const struct kcm_replicaset *rs,
                                 const struct kcm_replicaset_status *s, bool guarded,
                                 struct kcm_buf *out) {
-  struct json_object *doc = json_object_new_object(), *meta;
-  struct json_object *st = json_object_new_object(), *conds;
-
+  struct kcm_jsonw w;
+  kcm_jsonw_start(&w, out);
+  kcm_jsonw_object(&w);
   if (guarded) {
-    meta = json_object_new_object();
-    json_object_object_add(meta, "resourceVersion", kcm_api_json_rv(rs->o.rv));
-    json_object_object_add(doc, "metadata", meta);
+    kcm_jsonw_key_object(&w, "metadata");
+    kcm_jsonw_key(&w, "resourceVersion");
+    kcm_jsonw_uint_string(&w, rs->o.rv);
+    kcm_jsonw_end(&w);
   }
-  const struct kcm_api_int_field counts[] = {
-      {"replicas", s->replicas}, {"fullyLabeledReplicas", s->fully_labeled},
-      {"readyReplicas", s->ready}, {"availableReplicas", s->available},
-      {"observedGeneration", s->observed_generation}, {"terminatingReplicas", s->terminating}};
-  kcm_api_json_add_ints(st, counts, s->terminating >= 0 ? 6 : 5);
-  conds = kcm_api_conditions_json(&s->conditions);
-  json_object_object_add(st, "conditions", conds); /* null removes them */
-  json_object_object_add(doc, "status", st);
-  return kcm_api_json_emit(doc, out);
+  kcm_jsonw_key_object(&w, "status");
+  kcm_jsonw_key_int(&w, "replicas", s->replicas);
+  kcm_jsonw_key_int(&w, "fullyLabeledReplicas", s->fully_labeled);
+  kcm_jsonw_key_int(&w, "readyReplicas", s->ready);
+  kcm_jsonw_key_int(&w, "availableReplicas", s->available);
+  kcm_jsonw_key_int(&w, "observedGeneration", s->observed_generation);
+  if (s->terminating >= 0)
+    kcm_jsonw_key_int(&w, "terminatingReplicas", s->terminating);
+  kcm_jsonw_key(&w, "conditions"); /* null removes them */
+  kcm_api_write_conditions(&w, &s->conditions);
+  kcm_jsonw_end(&w);
+  kcm_jsonw_end(&w);
+  return kcm_jsonw_finish(&w);
 }
 
 /* --- pods from the template ------------------------------------------------------------- */
 
+/* The parts of a canonical template a pod takes: metadata's labels,
+ * annotations and finalizers, and the spec, each as its JSON text (NULL
+ * when absent or null). */
+struct template_parts {
+  const char *text[4];
+  size_t len[4];
+};
+enum { PART_LABELS, PART_ANNOTATIONS, PART_FINALIZERS, PART_SPEC };
+
+static void take_part(struct kcm_json *j, struct template_parts *t, int part) {
+  if (kcm_json_peek(j) == KCM_JSON_NULL)
+    kcm_json_skip(j);
+  else
+    kcm_json_raw(j, &t->text[part], &t->len[part]);
+}
+
+static int template_parts(const char *tmpl, struct template_parts *t) {
+  struct kcm_json j;
+  bool ok;
+  memset(t, 0, sizeof(*t));
+  kcm_json_init(&j);
+  kcm_json_start(&j, tmpl, strlen(tmpl));
+  ok = kcm_json_object(&j);
+  while (ok && kcm_json_member(&j)) {
+    if (kcm_json_key_is(&j, "spec")) {
+      take_part(&j, t, PART_SPEC);
+    } else if (kcm_json_key_is(&j, "metadata") && kcm_json_peek(&j) == KCM_JSON_OBJECT) {
+      kcm_json_object(&j);
+      while (kcm_json_member(&j)) {
+        if (kcm_json_key_is(&j, "labels"))
+          take_part(&j, t, PART_LABELS);
+        else if (kcm_json_key_is(&j, "annotations"))
+          take_part(&j, t, PART_ANNOTATIONS);
+        else if (kcm_json_key_is(&j, "finalizers"))
+          take_part(&j, t, PART_FINALIZERS);
+        else
+          kcm_json_skip(&j);
+      }
+    } else {
+      kcm_json_skip(&j);
+    }
+  }
+  ok = ok && kcm_json_done(&j);
+  kcm_json_release(&j);
+  return ok ? 0 : KCM_EINVAL;
+}
+
+static void write_part(struct kcm_jsonw *w, const struct template_parts *t, int part,
+                       const char *key) {
+  if (!t->text[part])
+    return;
+  kcm_jsonw_key(w, key);
+  kcm_jsonw_raw(w, t->text[part], t->len[part]);
+}
+
 int kcm_replicaset_pod_body(const struct kcm_replicaset *rs, struct kcm_buf *out,
                             size_t *name_at, size_t *name_len) {
-  static const char name_key[] = "\"metadata\":{\"name\":\"";
-  struct json_object *tmpl = kcm_json_tree(rs->template, strlen(rs->template)), *tmeta = NULL, *v;
-  struct json_object *pod, *meta, *refs;
+  struct template_parts t;
+  struct kcm_jsonw w;
   char prefix[300], name[KCM_REPLICASET_NAME_MAX + 1];
-  const char *at, *end;
-  size_t base;
+  size_t base, at;
   int err;
 
-  if (!tmpl)
-    return KCM_EINVAL;
-  pod = json_object_new_object();
-  meta = json_object_new_object();
-  json_object_object_add(pod, "apiVersion", json_object_new_string("v1"));
-  json_object_object_add(pod, "kind", json_object_new_string("Pod"));
+  if ((err = template_parts(rs->template, &t)))
+    return err;
   /* As the API server names it from generateName: the prefix cut short,
    * then the random characters (placeholders here). A prefix too long to be
    * a name is the ReplicaSet's name without the dash, as upstream. */
@@ -404,35 +457,34 @@ int kcm_replicaset_pod_body(const struct kcm_replicaset *rs, struct kcm_buf *out
     base = KCM_REPLICASET_NAME_MAX - KCM_REPLICASET_NAME_RANDOM;
   snprintf(name, sizeof(name), "%.*s%.*s", (int)base, prefix, KCM_REPLICASET_NAME_RANDOM,
            "xxxxxxxxxx");
-  json_object_object_add(meta, "name", json_object_new_string(name));
-  json_object_object_add(meta, "generateName", json_object_new_string(prefix));
-  json_object_object_add(meta, "namespace", json_object_new_string(rs->o.ns));
-  json_object_object_get_ex(tmpl, "metadata", &tmeta);
-  /* Only labels, annotations and finalizers come from the template's metadata. */
-  if (tmeta && json_object_object_get_ex(tmeta, "labels", &v) && v)
-    json_object_object_add(meta, "labels", json_object_get(v));
-  if (tmeta && json_object_object_get_ex(tmeta, "annotations", &v) && v)
-    json_object_object_add(meta, "annotations", json_object_get(v));
-  if (tmeta && json_object_object_get_ex(tmeta, "finalizers", &v) && v)
-    json_object_object_add(meta, "finalizers", json_object_get(v));
-  refs = json_object_new_array();
-  json_object_array_add(refs,
-                        kcm_api_controller_ref("apps/v1", "ReplicaSet", rs->o.name, &rs->o.uid));
-  json_object_object_add(meta, "ownerReferences", refs);
-  json_object_object_add(pod, "metadata", meta);
-  if (json_object_object_get_ex(tmpl, "spec", &v) && v)
-    json_object_object_add(pod, "spec", json_object_get(v));
-  err = kcm_api_json_emit(pod, out);
-  json_object_put(tmpl);
-  if (err)
-    return err;
-  /* The name is metadata's first member. */
-  at = strstr(out->data, name_key);
-  end = at ? strchr(at + sizeof(name_key) - 1, '"') : NULL;
-  if (!end || end - (at + sizeof(name_key) - 1) < KCM_REPLICASET_NAME_RANDOM)
+  kcm_jsonw_start(&w, out);
+  kcm_jsonw_object(&w);
+  kcm_jsonw_key_string(&w, "apiVersion", "v1");
+  kcm_jsonw_key_string(&w, "kind", "Pod");
+  kcm_jsonw_key_object(&w, "metadata");
+  kcm_jsonw_key(&w, "name");
+  at = out->len + 1;
+  kcm_jsonw_string(&w, name);
+  /* The caller fills the placeholders in place: the name must be as it is
+   * in the text, unescaped. */
+  if (!w.err && out->len - at - 1 != strlen(name))
     return KCM_EINVAL;
-  *name_at = (size_t)(at + sizeof(name_key) - 1 - out->data);
-  *name_len = (size_t)(end - out->data) - *name_at;
+  kcm_jsonw_key_string(&w, "generateName", prefix);
+  kcm_jsonw_key_string(&w, "namespace", rs->o.ns);
+  /* Only labels, annotations and finalizers come from the template's metadata. */
+  write_part(&w, &t, PART_LABELS, "labels");
+  write_part(&w, &t, PART_ANNOTATIONS, "annotations");
+  write_part(&w, &t, PART_FINALIZERS, "finalizers");
+  kcm_jsonw_key_array(&w, "ownerReferences");
+  kcm_api_write_controller_ref(&w, "apps/v1", "ReplicaSet", rs->o.name, &rs->o.uid);
+  kcm_jsonw_end(&w);
+  kcm_jsonw_end(&w);
+  write_part(&w, &t, PART_SPEC, "spec");
+  kcm_jsonw_end(&w);
+  if ((err = kcm_jsonw_finish(&w)))
+    return err;
+  *name_at = at;
+  *name_len = strlen(name);
   return 0;
 }
 
