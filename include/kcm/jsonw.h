@@ -90,6 +90,17 @@ void kcm_jsonw_key_bool(struct kcm_jsonw *w, const char *name, bool v);
 void kcm_jsonw_copy_set(struct kcm_jsonw *w, const char *text, size_t len,
                         const char *const *path, const char *value);
 
+/* A json-c tree (NULL: null), whatever its depth, as one value: members
+ * in the tree's order, or sorted by name (bytewise) with `sorted` (the
+ * canonical JSON that templates are compared by); numbers as json-c read
+ * them. Its recursion goes as deep as the tree, which kcm_json_tree()
+ * bounds. */
+struct json_object;
+void kcm_jsonw_tree(struct kcm_jsonw *w, struct json_object *v, bool sorted);
+/* The same, alone, in a heap string the caller frees; NULL when out of
+ * memory. */
+char *kcm_jsonw_tree_text(struct json_object *v);
+
 /* 0 when the text is whole (one value, every container closed), else the first
  * error: KCM_ENOMEM, KCM_ETOOBIG, or KCM_EINVAL for a misuse (nesting too
  * deep, a container left open or closed twice, a key outside an object, a

@@ -66,6 +66,14 @@ void kcm_labels_release(struct kcm_labels *l, struct kcm_intern *pool);
 const char *kcm_labels_get(const struct kcm_labels *l, const char *key);
 bool kcm_labels_equal(const struct kcm_labels *a, const struct kcm_labels *b);
 
+/* Building a selector (zeroed to start): add each requirement, with room
+ * for its nvalues values, then its values with _add_value (to the last
+ * requirement added), then seal it, which sorts the requirements and
+ * their values. 0 or KCM_ENOMEM (what was added stays, for _release). */
+int kcm_labels_selector_add(struct kcm_selector *s, const char *key, enum kcm_labels_op op,
+                            size_t nvalues);
+int kcm_labels_selector_add_value(struct kcm_selector *s, const char *v);
+void kcm_labels_selector_seal(struct kcm_selector *s);
 void kcm_labels_selector_release(struct kcm_selector *s);
 bool kcm_labels_matches(const struct kcm_selector *s, const struct kcm_labels *l);
 /* True for a selector with no requirements (it would select everything). */

@@ -56,6 +56,14 @@ enum kcm_leader_step kcm_leader_decide(const struct kcm_lease_record *cur, const
 void kcm_leader_release_record(const struct kcm_lease_record *cur, const char *now,
                                struct kcm_lease_record *out);
 
+/* Each Lease of a LeaseList's text body[0..len), with its name and record,
+ * to each() (an item without a name is passed over). 0, or KCM_EINVAL when
+ * the body is not a list. */
+int kcm_leader_each_listed(const char *body, size_t len,
+                           void (*each)(const char *name, const struct kcm_lease_record *r,
+                                        void *data),
+                           void *data);
+
 /* The wall clock as "2026-11-22T10:20:01.123456Z" (at least 28 bytes). */
 void kcm_leader_now(char *buf, size_t len);
 

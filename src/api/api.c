@@ -9,7 +9,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "../labels/internal.h"
 #include "internal.h"
 #include "kcm/error.h"
 #include "kcm/jsonw.h"
@@ -182,40 +181,6 @@ void kcm_api_format_time(int64_t t, char *buf, size_t len) {
 
 /* --- writing JSON ------------------------------------------------------------- */
 
-/* Every body kcm sends is written by json-c with these flags: compact, and
- * '/' left as is; strings escaped as canonical JSON escapes them. */
-#define JSON_FLAGS (JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
-
-const char *kcm_api_json_text(struct json_object *doc) {
-  return doc ? json_object_to_json_string_ext(doc, JSON_FLAGS) : NULL;
-}
-
-int kcm_api_json_emit(struct json_object *doc, struct kcm_buf *out) {
-  const char *s = kcm_api_json_text(doc);
-  int err = s ? kcm_buf_append_str(out, s) : KCM_ENOMEM;
-  json_object_put(doc);
-  return err;
-}
-
-char *kcm_api_json_dup(struct json_object *doc) {
-  const char *s = kcm_api_json_text(doc);
-  return s ? strdup(s) : NULL;
-}
-
-struct json_object *kcm_api_json_str(const char *s) { return json_object_new_string(s ? s : ""); }
-
-void kcm_api_json_add_ints(struct json_object *o, const struct kcm_api_int_field *f, size_t n) {
-  size_t i;
-  for (i = 0; i < n; i++)
-    json_object_object_add(o, f[i].name, json_object_new_int64(f[i].value));
-}
-
-struct json_object *kcm_api_json_rv(uint64_t rv) {
-  char buf[24];
-  snprintf(buf, sizeof(buf), "%llu", (unsigned long long)rv);
-  return json_object_new_string(buf);
-}
-
 void kcm_api_write_uid(struct kcm_jsonw *w, const struct kcm_uid *u) {
   char buf[37];
   kcm_api_format_uid(u, buf, sizeof(buf));
@@ -282,59 +247,10 @@ int kcm_api_cmp_str(const void *a, const void *b) {
 }
 
 int kcm_api_canonical_json(struct json_object *v, struct kcm_buf *b) {
-  int err = 0;
-  switch (json_object_get_type(v)) {
-  case json_type_null:
-    return kcm_buf_append_str(b, "null");
-  case json_type_boolean:
-    return kcm_buf_append_str(b, json_object_get_boolean(v) ? "true" : "false");
-  case json_type_int:
-    return kcm_buf_appendf(b, "%lld", (long long)json_object_get_int64(v));
-  case json_type_double:
-    /* json-c keeps the source text of a parsed number. */
-    return kcm_buf_append_str(b, kcm_api_json_text(v));
-  case json_type_string:
-    return kcm_jsonw_escape(b, json_object_get_string(v),
-                               (size_t)json_object_get_string_len(v));
-  case json_type_array: {
-    size_t i, n = json_object_array_length(v);
-    err = kcm_buf_append(b, "[", 1);
-    for (i = 0; !err && i < n; i++) {
-      if (i)
-        err = kcm_buf_append(b, ",", 1);
-      if (!err)
-        err = kcm_api_canonical_json(json_object_array_get_idx(v, i), b);
-    }
-    return err ? err : kcm_buf_append(b, "]", 1);
-  }
-  case json_type_object: {
-    size_t n = (size_t)json_object_object_length(v), i = 0;
-    const char **keys = n ? malloc(n * sizeof(*keys)) : NULL;
-    struct json_object_iterator it = json_object_iter_begin(v), end = json_object_iter_end(v);
-    if (n && !keys)
-      return KCM_ENOMEM;
-    for (; !json_object_iter_equal(&it, &end); json_object_iter_next(&it))
-      keys[i++] = json_object_iter_peek_name(&it);
-    if (n)
-      qsort(keys, n, sizeof(*keys), kcm_api_cmp_str);
-    err = kcm_buf_append(b, "{", 1);
-    for (i = 0; !err && i < n; i++) {
-      struct json_object *child = NULL;
-      json_object_object_get_ex(v, keys[i], &child);
-      if (i)
-        err = kcm_buf_append(b, ",", 1);
-      if (!err)
-        err = kcm_jsonw_escape(b, keys[i], strlen(keys[i]));
-      if (!err)
-        err = kcm_buf_append(b, ":", 1);
-      if (!err)
-        err = kcm_api_canonical_json(child, b);
-    }
-    free(keys);
-    return err ? err : kcm_buf_append(b, "}", 1);
-  }
-  }
-  return KCM_EINVAL;
+  struct kcm_jsonw w;
+  kcm_jsonw_start(&w, b);
+  kcm_jsonw_tree(&w, v, true);
+  return kcm_jsonw_finish(&w);
 }
 
 /* --- field access --------------------------------------------------------------- */
@@ -362,7 +278,7 @@ int kcm_api_get_object(struct kcm_api_dctx *d, struct json_object *o, const char
 
 static int decode_selector(struct kcm_api_dctx *d, struct json_object *spec, struct kcm_selector *out) {
   const char *why = NULL;
-  int err = kcm_labels_selector_decode(out, kcm_api_get(spec, "selector"), &why);
+  int err = kcm_api_selector_decode(out, kcm_api_get(spec, "selector"), &why);
   return err == KCM_EINVAL ? kcm_api_bad(d, "spec.selector", why) : err;
 }
 
@@ -394,7 +310,7 @@ static int decode_template(struct kcm_api_dctx *d, struct json_object *spec, cha
   if ((err = kcm_api_get_object(d, tmpl, "metadata", "spec.template.metadata", &tmeta)))
     return err;
   if (labels) {
-    err = kcm_labels_decode(labels, d->pool, kcm_api_get(tmeta, "labels"), &why);
+    err = kcm_api_labels_decode(labels, d->pool, kcm_api_get(tmeta, "labels"), &why);
     if (err == KCM_EINVAL)
       return kcm_api_bad(d, "spec.template.metadata.labels", why);
     if (err)

@@ -14,28 +14,14 @@
  * strings would cut short; kube-apiserver admits none. */
 #define KCM_API_NUL_PROBLEM "must not contain a NUL character"
 
-/* Writing JSON: every json-c tree kcm writes as text is written by one of
- * these three, compact with '/' unescaped. text returns doc's text in a
- * buffer doc owns (valid until doc changes or is put; NULL when out of
- * memory). emit appends it to out and puts doc (NULL: KCM_ENOMEM);
- * returns 0, KCM_ETOOBIG or KCM_ENOMEM. dup returns a heap copy (NULL
- * when out of memory) and keeps doc. The other JSON kcm writes: log
- * lines (src/log, by hand: a line allocates no tree and is one write),
- * the /debug/shadow report and request bodies spliced into text read
- * (their strings through kcm_api_json_string()). */
-const char *kcm_api_json_text(struct json_object *doc);
-int kcm_api_json_emit(struct json_object *doc, struct kcm_buf *out);
-char *kcm_api_json_dup(struct json_object *doc);
-/* A new JSON string of s, NULL read as "". */
-struct json_object *kcm_api_json_str(const char *s);
-/* A resourceVersion as the API writes it: a JSON string of the number. */
-struct json_object *kcm_api_json_rv(uint64_t rv);
-/* Add the integer fields f[0..n) to the object o, in order. */
-struct kcm_api_int_field {
-  const char *name;
-  int64_t value;
-};
-void kcm_api_json_add_ints(struct json_object *o, const struct kcm_api_int_field *f, size_t n);
+/* Decode a JSON object of string values (metadata.labels) into a sorted
+ * set. `obj` may be NULL (an empty set). Returns 0, KCM_EINVAL with *why
+ * set to a static description, or KCM_ENOMEM (selector.c). */
+int kcm_api_labels_decode(struct kcm_labels *out, struct kcm_intern *pool,
+                          struct json_object *obj, const char **why);
+/* Decode a metav1.LabelSelector; `obj` NULL or JSON null gives a selector
+ * that matches nothing. Returns 0, KCM_EINVAL (*why set) or KCM_ENOMEM. */
+int kcm_api_selector_decode(struct kcm_selector *out, struct json_object *obj, const char **why);
 
 /* Append the canonical JSON of v (keys sorted, no spaces) to b. */
 int kcm_api_canonical_json(struct json_object *v, struct kcm_buf *b);

@@ -1,6 +1,7 @@
 /* auth — delegated authentication and authorization; see include/kcm/auth.h. */
 #include "kcm/auth.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,9 +10,9 @@
 #include <json-c/json.h>
 #include <openssl/evp.h>
 
-#include "../api/internal.h"
 #include "kcm/error.h"
 #include "kcm/json.h"
+#include "kcm/jsonw.h"
 #include "kcm/log.h"
 
 #define MAX_CACHED 4096
@@ -289,6 +290,7 @@ static const char *string_at(struct json_object *o, const char *k) {
 static int read_token_review(struct entry *e, const char *body, size_t len) {
   struct json_object *doc = kcm_json_tree(body, len), *status, *user, *v, *groups;
   const char **list = NULL, *name;
+  char *extra = NULL;
   int rc = -1;
   size_t i, n;
   if (!doc || !json_object_object_get_ex(doc, "status", &status) ||
@@ -318,11 +320,12 @@ static int read_token_review(struct entry *e, const char *body, size_t len) {
   }
   v = NULL;
   json_object_object_get_ex(user, "extra", &v);
-  rc = user_set(&e->user, name, string_at(user, "uid"), list, false,
-                v && json_object_is_type(v, json_type_object) && json_object_object_length(v)
-                    ? kcm_api_json_text(v)
-                    : NULL);
+  if (v && json_object_is_type(v, json_type_object) && json_object_object_length(v) &&
+      !(extra = kcm_jsonw_tree_text(v)))
+    goto out;
+  rc = user_set(&e->user, name, string_at(user, "uid"), list, false, extra);
 out:
+  free(extra);
   free((void *)list);
   json_object_put(doc);
   return rc;
@@ -352,21 +355,21 @@ static void on_token_review(const struct kcm_client_response *resp, void *data) 
 }
 
 static int send_token_review(struct kcm_auth *a, struct entry *e, const char *token) {
-  struct json_object *doc = json_object_new_object(), *spec = json_object_new_object();
+  struct kcm_buf text = KCM_BUF_INIT(SIZE_MAX);
   struct kcm_client_request_options ro = {0};
+  struct kcm_jsonw w;
   char *body;
   int rc;
-  if (!doc || !spec ||
-      json_object_object_add(doc, "apiVersion",
-                             json_object_new_string("authentication.k8s.io/v1")) ||
-      json_object_object_add(doc, "kind", json_object_new_string("TokenReview")) ||
-      json_object_object_add(spec, "token", json_object_new_string(token)) ||
-      json_object_object_add(doc, "spec", spec)) {
-    json_object_put(doc);
-    return KCM_ENOMEM;
-  }
-  body = kcm_api_json_dup(doc);
-  json_object_put(doc);
+  kcm_jsonw_start(&w, &text);
+  kcm_jsonw_object(&w);
+  kcm_jsonw_key_string(&w, "apiVersion", "authentication.k8s.io/v1");
+  kcm_jsonw_key_string(&w, "kind", "TokenReview");
+  kcm_jsonw_key_object(&w, "spec");
+  kcm_jsonw_key_string(&w, "token", token);
+  kcm_jsonw_end(&w);
+  kcm_jsonw_end(&w);
+  body = kcm_jsonw_finish(&w) ? NULL : kcm_buf_take(&text);
+  kcm_buf_release(&text);
   if (!body)
     return KCM_ENOMEM;
   ro.method = "POST";
@@ -463,35 +466,34 @@ static bool always_allowed(const struct kcm_auth *a, const char *path) {
 
 /* The SubjectAccessReview to send, as JSON text: also the cache key. */
 static char *review_doc(const struct check *x) {
-  struct json_object *doc = json_object_new_object(), *spec = json_object_new_object();
-  struct json_object *attrs = json_object_new_object(), *groups = json_object_new_array();
-  struct json_object *extra = NULL;
+  struct kcm_buf text = KCM_BUF_INIT(SIZE_MAX);
+  struct kcm_jsonw w;
   char **g, *out = NULL;
-  if (!doc || !spec || !attrs || !groups)
-    goto out;
-  json_object_object_add(doc, "apiVersion", json_object_new_string("authorization.k8s.io/v1"));
-  json_object_object_add(doc, "kind", json_object_new_string("SubjectAccessReview"));
-  json_object_object_add(attrs, "path", json_object_new_string(x->path));
-  json_object_object_add(attrs, "verb", json_object_new_string(x->verb));
-  json_object_object_add(spec, "nonResourceAttributes", attrs);
-  attrs = NULL;
-  json_object_object_add(spec, "user", json_object_new_string(x->user.name));
+  kcm_jsonw_start(&w, &text);
+  kcm_jsonw_object(&w);
+  kcm_jsonw_key_string(&w, "apiVersion", "authorization.k8s.io/v1");
+  kcm_jsonw_key_string(&w, "kind", "SubjectAccessReview");
+  kcm_jsonw_key_object(&w, "spec");
+  kcm_jsonw_key_object(&w, "nonResourceAttributes");
+  kcm_jsonw_key_string(&w, "path", x->path);
+  kcm_jsonw_key_string(&w, "verb", x->verb);
+  kcm_jsonw_end(&w);
+  kcm_jsonw_key_string(&w, "user", x->user.name);
+  kcm_jsonw_key_array(&w, "groups");
   for (g = x->user.groups; g && *g; g++)
-    json_object_array_add(groups, json_object_new_string(*g));
-  json_object_object_add(spec, "groups", groups);
-  groups = NULL;
-  if (x->user.extra && (extra = kcm_json_tree(x->user.extra, strlen(x->user.extra))))
-    json_object_object_add(spec, "extra", extra);
+    kcm_jsonw_string(&w, *g);
+  kcm_jsonw_end(&w);
+  if (x->user.extra) { /* written by kcm_jsonw_tree_text() */
+    kcm_jsonw_key(&w, "extra");
+    kcm_jsonw_raw(&w, x->user.extra, strlen(x->user.extra));
+  }
   if (*x->user.uid)
-    json_object_object_add(spec, "uid", json_object_new_string(x->user.uid));
-  json_object_object_add(doc, "spec", spec);
-  spec = NULL;
-  out = kcm_api_json_dup(doc);
-out:
-  json_object_put(doc);
-  json_object_put(spec);
-  json_object_put(attrs);
-  json_object_put(groups);
+    kcm_jsonw_key_string(&w, "uid", x->user.uid);
+  kcm_jsonw_end(&w);
+  kcm_jsonw_end(&w);
+  if (!kcm_jsonw_finish(&w))
+    out = kcm_buf_take(&text);
+  kcm_buf_release(&text);
   return out;
 }
 
@@ -660,24 +662,25 @@ int kcm_auth_init(struct kcm_auth *a, uv_loop_t *loop, const struct kcm_auth_opt
 }
 
 const char *kcm_auth_refusal(const struct kcm_auth_decision *d, struct kcm_buf *body) {
-  struct json_object *doc;
-  int rc;
+  struct kcm_jsonw w;
   if (d->status == 500)
     return kcm_buf_appendf(body, "%s\n", d->message) ? NULL : "text/plain; charset=utf-8";
-  if (!(doc = json_object_new_object()))
-    return NULL;
-  json_object_object_add(doc, "kind", json_object_new_string("Status"));
-  json_object_object_add(doc, "apiVersion", json_object_new_string("v1"));
-  json_object_object_add(doc, "metadata", json_object_new_object());
-  json_object_object_add(doc, "status", json_object_new_string("Failure"));
-  json_object_object_add(doc, "message", json_object_new_string(d->message));
-  json_object_object_add(doc, "reason",
-                         json_object_new_string(d->status == 401 ? "Unauthorized" : "Forbidden"));
-  if (d->status != 401)
-    json_object_object_add(doc, "details", json_object_new_object());
-  json_object_object_add(doc, "code", json_object_new_int(d->status));
-  rc = kcm_api_json_emit(doc, body);
-  return rc ? NULL : "application/json";
+  kcm_jsonw_start(&w, body);
+  kcm_jsonw_object(&w);
+  kcm_jsonw_key_string(&w, "kind", "Status");
+  kcm_jsonw_key_string(&w, "apiVersion", "v1");
+  kcm_jsonw_key_object(&w, "metadata");
+  kcm_jsonw_end(&w);
+  kcm_jsonw_key_string(&w, "status", "Failure");
+  kcm_jsonw_key_string(&w, "message", d->message);
+  kcm_jsonw_key_string(&w, "reason", d->status == 401 ? "Unauthorized" : "Forbidden");
+  if (d->status != 401) {
+    kcm_jsonw_key_object(&w, "details");
+    kcm_jsonw_end(&w);
+  }
+  kcm_jsonw_key_int(&w, "code", d->status);
+  kcm_jsonw_end(&w);
+  return kcm_jsonw_finish(&w) ? NULL : "application/json";
 }
 
 static void release_map(struct kcm_map *m) {

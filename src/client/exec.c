@@ -17,10 +17,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../api/internal.h"
 #include "internal.h"
 #include "kcm/api.h"
 #include "kcm/error.h"
+#include "kcm/jsonw.h"
 #include "kcm/log.h"
 
 #define MAX_OUTPUT (1u << 20)
@@ -214,50 +214,61 @@ static void on_kill(uv_timer_t *t) {
   uv_process_kill(&c->creds.proc, SIGKILL);
 }
 
-/* KUBERNETES_EXEC_INFO for the plugin. */
+/* The base64 of cfg's CA certificates, appended to b. */
+static void ca_data(const struct kcm_client_config *cfg, struct kcm_buf *b) {
+  static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  size_t i;
+  for (i = 0; i < cfg->ca_pem_len; i += 3) {
+    unsigned v = (unsigned char)cfg->ca_pem[i] << 16;
+    char q[4];
+    if (i + 1 < cfg->ca_pem_len)
+      v |= (unsigned char)cfg->ca_pem[i + 1] << 8;
+    if (i + 2 < cfg->ca_pem_len)
+      v |= (unsigned char)cfg->ca_pem[i + 2];
+    q[0] = tbl[v >> 18 & 63];
+    q[1] = tbl[v >> 12 & 63];
+    q[2] = i + 1 < cfg->ca_pem_len ? tbl[v >> 6 & 63] : '=';
+    q[3] = i + 2 < cfg->ca_pem_len ? tbl[v & 63] : '=';
+    kcm_buf_append(b, q, 4);
+  }
+}
+
+/* KUBERNETES_EXEC_INFO for the plugin: a heap string, NULL when out of
+ * memory. */
 static char *exec_info(struct kcm_client *c) {
   const struct kcm_client_config *cfg = c->cfg;
-  struct json_object *o = json_object_new_object(), *spec = json_object_new_object();
-  char *out;
-  json_object_object_add(o, "kind", json_object_new_string("ExecCredential"));
-  json_object_object_add(o, "apiVersion", json_object_new_string(cfg->exec->api_version));
-  json_object_object_add(spec, "interactive", json_object_new_boolean(0));
+  struct kcm_buf out = KCM_BUF_INIT(1u << 23);
+  struct kcm_jsonw w;
+  char *text = NULL;
+  kcm_jsonw_start(&w, &out);
+  kcm_jsonw_object(&w);
+  kcm_jsonw_key_string(&w, "kind", "ExecCredential");
+  kcm_jsonw_key_string(&w, "apiVersion", cfg->exec->api_version);
+  kcm_jsonw_key_object(&w, "spec");
+  kcm_jsonw_key_bool(&w, "interactive", false);
   if (cfg->exec->provide_cluster_info) {
-    struct json_object *cl = json_object_new_object();
-    json_object_object_add(cl, "server", json_object_new_string(cfg->server));
+    kcm_jsonw_key_object(&w, "cluster");
+    kcm_jsonw_key_string(&w, "server", cfg->server);
     if (cfg->tls_server_name)
-      json_object_object_add(cl, "tls-server-name", json_object_new_string(cfg->tls_server_name));
+      kcm_jsonw_key_string(&w, "tls-server-name", cfg->tls_server_name);
     if (cfg->insecure)
-      json_object_object_add(cl, "insecure-skip-tls-verify", json_object_new_boolean(1));
+      kcm_jsonw_key_bool(&w, "insecure-skip-tls-verify", true);
     if (cfg->ca_pem) {
       struct kcm_buf b = KCM_BUF_INIT(1u << 22);
-      static const char tbl[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-      size_t i;
-      for (i = 0; i < cfg->ca_pem_len; i += 3) {
-        unsigned v = (unsigned char)cfg->ca_pem[i] << 16;
-        char q[4];
-        if (i + 1 < cfg->ca_pem_len)
-          v |= (unsigned char)cfg->ca_pem[i + 1] << 8;
-        if (i + 2 < cfg->ca_pem_len)
-          v |= (unsigned char)cfg->ca_pem[i + 2];
-        q[0] = tbl[v >> 18 & 63];
-        q[1] = tbl[v >> 12 & 63];
-        q[2] = i + 1 < cfg->ca_pem_len ? tbl[v >> 6 & 63] : '=';
-        q[3] = i + 2 < cfg->ca_pem_len ? tbl[v & 63] : '=';
-        kcm_buf_append(&b, q, 4);
-      }
-      json_object_object_add(cl, "certificate-authority-data",
-                             json_object_new_string(b.data ? b.data : ""));
+      ca_data(cfg, &b);
+      kcm_jsonw_key_string(&w, "certificate-authority-data", b.data);
       kcm_buf_release(&b);
     }
     if (cfg->proxy_url)
-      json_object_object_add(cl, "proxy-url", json_object_new_string(cfg->proxy_url));
-    json_object_object_add(spec, "cluster", cl);
+      kcm_jsonw_key_string(&w, "proxy-url", cfg->proxy_url);
+    kcm_jsonw_end(&w);
   }
-  json_object_object_add(o, "spec", spec);
-  out = kcm_api_json_dup(o);
-  json_object_put(o);
-  return out;
+  kcm_jsonw_end(&w);
+  kcm_jsonw_end(&w);
+  if (!kcm_jsonw_finish(&w))
+    text = kcm_buf_take(&out);
+  kcm_buf_release(&out);
+  return text;
 }
 
 /* The plugin's command line and environment, NULL-terminated: env is

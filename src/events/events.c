@@ -8,8 +8,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "../api/internal.h"
 #include "kcm/error.h"
+#include "kcm/jsonw.h"
 #include "kcm/log.h"
 #include "kcm/metrics.h"
 
@@ -207,57 +207,68 @@ static bool fold(struct kcm_events *ev, struct kcm_event_post *p) {
   return true;
 }
 
-/* Add the string s (NULL reads as "") to o as key. */
-static void add(struct json_object *o, const char *key, const char *s) {
-  json_object_object_add(o, key, kcm_api_json_str(s));
-}
-
 int kcm_events_bodies(const char *component, const struct kcm_event_object *obj, bool warning,
                       const char *reason, const char *message,
                       const struct kcm_event_outcome *out, const char *when, char **body,
                       char **patch) {
-  struct json_object *doc = json_object_new_object(), *meta = json_object_new_object();
-  struct json_object *inv = json_object_new_object(), *src = json_object_new_object();
-  char uid[37];
+  struct kcm_buf b = KCM_BUF_INIT(KCM_API_OBJECT_MAX), p = KCM_BUF_INIT(KCM_API_OBJECT_MAX);
+  struct kcm_jsonw w;
+  int err;
 
-  kcm_api_format_uid(&obj->uid, uid, sizeof(uid));
-  add(meta, "name", out->name);
-  add(meta, "namespace", obj->ns);
-  json_object_object_add(doc, "metadata", meta);
-  add(inv, "kind", obj->kind);
-  add(inv, "namespace", obj->ns);
-  add(inv, "name", obj->name);
-  add(inv, "uid", uid);
-  add(inv, "apiVersion", obj->api_version);
-  json_object_object_add(inv, "resourceVersion", kcm_api_json_rv(obj->rv));
-  json_object_object_add(doc, "involvedObject", inv);
-  add(doc, "reason", reason);
-  add(doc, "message", message);
-  add(src, "component", component);
-  json_object_object_add(doc, "source", src);
-  add(doc, "firstTimestamp", out->first);
-  add(doc, "lastTimestamp", when);
-  json_object_object_add(doc, "count", json_object_new_int((int)out->count));
-  add(doc, "type", warning ? "Warning" : "Normal");
-  json_object_object_add(doc, "eventTime", NULL);
-  add(doc, "reportingComponent", component); /* as client-go has since 1.28 */
-  add(doc, "reportingInstance", "");
-  *body = kcm_api_json_dup(doc);
-  json_object_put(doc);
-  if (!patch)
-    return *body ? 0 : KCM_ENOMEM;
-  doc = json_object_new_object();
-  json_object_object_add(doc, "count", json_object_new_int((int)out->count));
-  add(doc, "lastTimestamp", when);
-  add(doc, "message", message);
-  *patch = kcm_api_json_dup(doc);
-  json_object_put(doc);
-  if (*body && *patch)
+  kcm_jsonw_start(&w, &b);
+  kcm_jsonw_object(&w);
+  kcm_jsonw_key_object(&w, "metadata");
+  kcm_jsonw_key_string(&w, "name", out->name);
+  kcm_jsonw_key_string(&w, "namespace", obj->ns);
+  kcm_jsonw_end(&w);
+  kcm_jsonw_key_object(&w, "involvedObject");
+  kcm_jsonw_key_string(&w, "kind", obj->kind);
+  kcm_jsonw_key_string(&w, "namespace", obj->ns);
+  kcm_jsonw_key_string(&w, "name", obj->name);
+  kcm_jsonw_key(&w, "uid");
+  kcm_api_write_uid(&w, &obj->uid);
+  kcm_jsonw_key_string(&w, "apiVersion", obj->api_version);
+  kcm_jsonw_key(&w, "resourceVersion");
+  kcm_jsonw_uint_string(&w, obj->rv);
+  kcm_jsonw_end(&w);
+  kcm_jsonw_key_string(&w, "reason", reason);
+  kcm_jsonw_key_string(&w, "message", message);
+  kcm_jsonw_key_object(&w, "source");
+  kcm_jsonw_key_string(&w, "component", component);
+  kcm_jsonw_end(&w);
+  kcm_jsonw_key_string(&w, "firstTimestamp", out->first);
+  kcm_jsonw_key_string(&w, "lastTimestamp", when);
+  kcm_jsonw_key_int(&w, "count", (int32_t)out->count);
+  kcm_jsonw_key_string(&w, "type", warning ? "Warning" : "Normal");
+  kcm_jsonw_key(&w, "eventTime");
+  kcm_jsonw_null(&w);
+  kcm_jsonw_key_string(&w, "reportingComponent", component); /* as client-go has since 1.28 */
+  kcm_jsonw_key_string(&w, "reportingInstance", "");
+  kcm_jsonw_end(&w);
+  err = kcm_jsonw_finish(&w);
+  if (!err && patch) {
+    kcm_jsonw_start(&w, &p);
+    kcm_jsonw_object(&w);
+    kcm_jsonw_key_int(&w, "count", (int32_t)out->count);
+    kcm_jsonw_key_string(&w, "lastTimestamp", when);
+    kcm_jsonw_key_string(&w, "message", message);
+    kcm_jsonw_end(&w);
+    err = kcm_jsonw_finish(&w);
+  }
+  *body = err ? NULL : kcm_buf_take(&b);
+  if (patch)
+    *patch = err ? NULL : kcm_buf_take(&p);
+  kcm_buf_release(&b);
+  kcm_buf_release(&p);
+  if (!err && *body && (!patch || *patch))
     return 0;
   free(*body);
-  free(*patch);
-  *body = *patch = NULL;
-  return KCM_ENOMEM;
+  if (patch) {
+    free(*patch);
+    *patch = NULL;
+  }
+  *body = NULL;
+  return err ? err : KCM_ENOMEM;
 }
 
 void kcm_events_record(struct kcm_events *ev, const struct kcm_event_object *obj, bool warning,

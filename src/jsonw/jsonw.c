@@ -8,6 +8,9 @@
 #include "kcm/json.h"
 
 #include <inttypes.h>
+#include <stdint.h>
+#include <json-c/json.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -294,4 +297,82 @@ void kcm_jsonw_copy_set(struct kcm_jsonw *w, const char *text, size_t len,
   if (!w->err && !kcm_json_done(&j))
     fail(w, KCM_EINVAL);
   kcm_json_release(&j);
+}
+
+/* --- json-c trees ------------------------------------------------------------------------- */
+
+static int cmp_name(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* v's text appended to b, members in name order when sorted. */
+static int tree(struct kcm_buf *b, struct json_object *v, bool sorted) {
+  int err = 0;
+  switch (json_object_get_type(v)) {
+  case json_type_null:
+    return kcm_buf_append(b, "null", 4);
+  case json_type_boolean:
+    return kcm_buf_append_str(b, json_object_get_boolean(v) ? "true" : "false");
+  case json_type_int:
+  case json_type_double:
+    /* json-c writes a parsed number as it read it */
+    return kcm_buf_append_str(b, json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN));
+  case json_type_string:
+    return kcm_jsonw_escape(b, json_object_get_string(v), (size_t)json_object_get_string_len(v));
+  case json_type_array: {
+    size_t i, n = json_object_array_length(v);
+    err = kcm_buf_append(b, "[", 1);
+    for (i = 0; !err && i < n; i++) {
+      if (i)
+        err = kcm_buf_append(b, ",", 1);
+      if (!err)
+        err = tree(b, json_object_array_get_idx(v, i), sorted);
+    }
+    return err ? err : kcm_buf_append(b, "]", 1);
+  }
+  case json_type_object: {
+    size_t n = (size_t)json_object_object_length(v), i = 0;
+    const char **names = n ? malloc(n * sizeof(*names)) : NULL;
+    struct json_object_iterator it = json_object_iter_begin(v), end = json_object_iter_end(v);
+    if (n && !names)
+      return KCM_ENOMEM;
+    for (; !json_object_iter_equal(&it, &end); json_object_iter_next(&it))
+      names[i++] = json_object_iter_peek_name(&it);
+    if (n && sorted)
+      qsort(names, n, sizeof(*names), cmp_name);
+    err = kcm_buf_append(b, "{", 1);
+    for (i = 0; !err && i < n; i++) {
+      struct json_object *child = NULL;
+      json_object_object_get_ex(v, names[i], &child);
+      if (i)
+        err = kcm_buf_append(b, ",", 1);
+      if (!err)
+        err = kcm_jsonw_escape(b, names[i], strlen(names[i]));
+      if (!err)
+        err = kcm_buf_append(b, ":", 1);
+      if (!err)
+        err = tree(b, child, sorted);
+    }
+    free(names);
+    return err ? err : kcm_buf_append(b, "}", 1);
+  }
+  }
+  return KCM_EINVAL;
+}
+
+void kcm_jsonw_tree(struct kcm_jsonw *w, struct json_object *v, bool sorted) {
+  if (before_value(w))
+    fail(w, tree(w->out, v, sorted));
+}
+
+char *kcm_jsonw_tree_text(struct json_object *v) {
+  struct kcm_buf b = KCM_BUF_INIT(SIZE_MAX);
+  struct kcm_jsonw w;
+  char *text = NULL;
+  kcm_jsonw_start(&w, &b);
+  kcm_jsonw_tree(&w, v, false);
+  if (!kcm_jsonw_finish(&w))
+    text = kcm_buf_take(&b);
+  kcm_buf_release(&b);
+  return text;
 }

@@ -9,9 +9,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../api/internal.h"
 #include "internal.h"
 #include "kcm/error.h"
+#include "kcm/jsonw.h"
 #include "kcm/log.h"
 #include "kcm/metrics.h"
 
@@ -87,6 +87,30 @@ int kcm_leader_parse(struct json_object *lease, struct kcm_lease_record *out) {
   fill(out, get_str(spec, "holderIdentity"), get_int(spec, "leaseDurationSeconds"),
        get_str(spec, "acquireTime"), get_str(spec, "renewTime"),
        get_int(spec, "leaseTransitions"));
+  return 0;
+}
+
+int kcm_leader_each_listed(const char *body, size_t len,
+                           void (*each)(const char *name, const struct kcm_lease_record *r,
+                                        void *data),
+                           void *data) {
+  struct json_object *doc = kcm_json_tree(body, len), *items, *meta, *name;
+  size_t i, n;
+  if (!doc || !json_object_object_get_ex(doc, "items", &items) ||
+      !json_object_is_type(items, json_type_array)) {
+    json_object_put(doc);
+    return KCM_EINVAL;
+  }
+  n = json_object_array_length(items);
+  for (i = 0; i < n; i++) {
+    struct json_object *it = json_object_array_get_idx(items, i);
+    struct kcm_lease_record r;
+    if (json_object_object_get_ex(it, "metadata", &meta) &&
+        json_object_object_get_ex(meta, "name", &name) &&
+        json_object_is_type(name, json_type_string) && !kcm_leader_parse(it, &r))
+      each(json_object_get_string(name), &r, data);
+  }
+  json_object_put(doc);
   return 0;
 }
 
@@ -204,7 +228,7 @@ static int send_lease(struct kcm_leader *l, const char *method, bool named,
   if ((err = kcm_client_path(path, sizeof(path), "/apis/coordination.k8s.io/v1", l->ns, "leases",
                              named ? l->name : NULL, NULL)))
     return err;
-  if (l->lease && strcmp(method, "GET") && !(body = kcm_api_json_dup(l->lease)))
+  if (l->lease && strcmp(method, "GET") && !(body = kcm_jsonw_tree_text(l->lease)))
     return KCM_ENOMEM;
   o.method = method;
   o.path = path;

@@ -9,10 +9,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "../api/internal.h"
 #include "kcm/api.h"
 #include "kcm/error.h"
 #include "kcm/json.h"
+#include "kcm/jsonw.h"
 #include "kcm/log.h"
 #include "kcm/satoken.h"
 
@@ -98,37 +98,46 @@ static void on_account(const struct kcm_client_response *resp, void *data) {
   request_token(t);
 }
 
-/* POST doc (apiVersion and kind given, the rest in doc) to the
- * ServiceAccount's collection (name NULL) or its subresource; the doc is
- * consumed. */
-static void post(struct kcm_satoken *t, const char *api_version, const char *kind,
-                 struct json_object *doc, const char *name, const char *sub,
+/* The start of a body: its apiVersion and kind, the object left open. */
+static void begin(struct kcm_jsonw *w, struct kcm_buf *body, const char *api_version,
+                  const char *kind) {
+  kcm_jsonw_start(w, body);
+  kcm_jsonw_object(w);
+  kcm_jsonw_key_string(w, "apiVersion", api_version);
+  kcm_jsonw_key_string(w, "kind", kind);
+}
+
+/* Close w's object and POST it to the ServiceAccount's collection (name
+ * NULL) or its subresource. */
+static void post(struct kcm_satoken *t, struct kcm_jsonw *w, const char *name, const char *sub,
                  kcm_client_done_cb done, const char *step) {
   struct kcm_client_request_options o = {0};
   char path[KCM_CLIENT_PATH_MAX];
-  json_object_object_add(doc, "apiVersion", json_object_new_string(api_version));
-  json_object_object_add(doc, "kind", json_object_new_string(kind));
+  kcm_jsonw_end(w);
   o.method = "POST";
   o.path = path;
-  o.body = kcm_api_json_text(doc);
-  o.body_len = o.body ? strlen(o.body) : 0;
+  o.body = w->out->data;
+  o.body_len = w->out->len;
   o.limiter = t->limiter;
   o.done = done;
   o.data = t;
   t->asking = true;
-  if (!o.body ||
+  if (kcm_jsonw_finish(w) ||
       kcm_client_path(path, sizeof(path), "/api/v1", t->ns, "serviceaccounts", name, sub) ||
       kcm_client_request(t->client, &o, NULL))
     failed(t, step, "the request could not be sent");
-  json_object_put(doc); /* the body was copied */
+  kcm_buf_release(w->out); /* the body was copied */
 }
 
 static void make_account(struct kcm_satoken *t) {
-  struct json_object *doc = json_object_new_object(), *meta = json_object_new_object();
+  struct kcm_buf body = KCM_BUF_INIT(1u << 16);
+  struct kcm_jsonw w;
   t->made_account = true;
-  json_object_object_add(meta, "name", json_object_new_string(t->name));
-  json_object_object_add(doc, "metadata", meta);
-  post(t, "v1", "ServiceAccount", doc, NULL, NULL, on_account, "create the ServiceAccount");
+  begin(&w, &body, "v1", "ServiceAccount");
+  kcm_jsonw_key_object(&w, "metadata");
+  kcm_jsonw_key_string(&w, "name", t->name);
+  kcm_jsonw_end(&w);
+  post(t, &w, NULL, NULL, on_account, "create the ServiceAccount");
 }
 
 static void on_token(const struct kcm_client_response *resp, void *data) {
@@ -166,15 +175,15 @@ static void on_token(const struct kcm_client_response *resp, void *data) {
 }
 
 static void request_token(struct kcm_satoken *t) {
-  struct json_object *doc, *spec;
+  struct kcm_buf body = KCM_BUF_INIT(1u << 16);
+  struct kcm_jsonw w;
   if (t->stopping)
     return;
-  doc = json_object_new_object();
-  spec = json_object_new_object();
-  json_object_object_add(spec, "expirationSeconds", json_object_new_int(t->seconds));
-  json_object_object_add(doc, "spec", spec);
-  post(t, "authentication.k8s.io/v1", "TokenRequest", doc, t->name, "token", on_token,
-       "request a token");
+  begin(&w, &body, "authentication.k8s.io/v1", "TokenRequest");
+  kcm_jsonw_key_object(&w, "spec");
+  kcm_jsonw_key_int(&w, "expirationSeconds", t->seconds);
+  kcm_jsonw_end(&w);
+  post(t, &w, t->name, "token", on_token, "request a token");
 }
 
 /* A 401 answered the current token: ask for another now (unless asking

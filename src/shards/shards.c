@@ -3,16 +3,13 @@
  * Leases every retry period, and an elector per shard taken. See
  * include/kcm/shards.h.
  */
-#include <json-c/json.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "../leader/internal.h"
 #include "kcm/api.h"
 #include "kcm/error.h"
-#include "kcm/json.h"
 #include "kcm/log.h"
 #include "kcm/metrics.h"
 #include "kcm/shards.h"
@@ -270,35 +267,34 @@ static void forget_unlisted(struct kcm_shards *s, const bool *listed, uint64_t n
     }
 }
 
-static int take_listing(struct kcm_shards *s, const char *body, uint64_t now) {
-  struct json_object *doc = kcm_json_tree(body, strlen(body)), *items, *it, *meta, *name;
-  struct kcm_shards_peer *peers = NULL;
-  size_t npeers = 0, i, n;
-  bool *listed = calloc(s->count, sizeof(*listed));
+struct listing {
+  struct kcm_shards *s;
+  struct kcm_shards_peer *peers;
+  size_t npeers;
+  bool *listed;
+  uint64_t now;
+};
 
-  if (!doc || !listed || !json_object_object_get_ex(doc, "items", &items) ||
-      !json_object_is_type(items, json_type_array)) {
-    json_object_put(doc);
-    free(listed);
+static void listed_lease(const char *name, const struct kcm_lease_record *r, void *data) {
+  struct listing *l = data;
+  long k = saw(l->s, name, r, &l->peers, &l->npeers, l->now);
+  if (k >= 0)
+    l->listed[k] = true;
+}
+
+static int take_listing(struct kcm_shards *s, const char *body, uint64_t now) {
+  struct listing l = {s, NULL, 0, calloc(s->count, sizeof(bool)), now};
+
+  if (!l.listed || kcm_leader_each_listed(body, strlen(body), listed_lease, &l)) {
+    free(l.listed);
+    free(l.peers);
     return KCM_EINVAL;
   }
-  n = json_object_array_length(items);
-  for (i = 0; i < n; i++) {
-    struct kcm_lease_record r;
-    long k;
-    it = json_object_array_get_idx(items, i);
-    if (!json_object_object_get_ex(it, "metadata", &meta) ||
-        !json_object_object_get_ex(meta, "name", &name) || kcm_leader_parse(it, &r))
-      continue;
-    if ((k = saw(s, json_object_get_string(name), &r, &peers, &npeers, now)) >= 0)
-      listed[k] = true;
-  }
-  forget_unlisted(s, listed, now);
-  free(listed);
-  json_object_put(doc);
+  forget_unlisted(s, l.listed, now);
+  free(l.listed);
   free(s->peers);
-  s->peers = peers;
-  s->npeers = npeers;
+  s->peers = l.peers;
+  s->npeers = l.npeers;
   return 0;
 }
 

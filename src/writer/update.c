@@ -15,10 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../api/internal.h"
 #include "internal.h"
 #include "kcm/error.h"
 #include "kcm/json.h"
+#include "kcm/jsonw.h"
 
 struct update {
   struct kcm_writer *w;
@@ -181,10 +181,6 @@ static bool empty_object(const char *text, size_t at) {
   return text[at] == '}';
 }
 
-static const char *json_of(struct json_object *v) {
-  return kcm_api_json_text(v);
-}
-
 /* Whether the object at `parent` holds no more than one member `key` (with
  * two, Go and the API server keep the last: left to the whole-object path,
  * whose parser does the same). */
@@ -199,6 +195,11 @@ static bool once(struct splice *s, const char *const *parent, const char *key) {
 }
 
 #define MAX_ANNOTATIONS 32 /* in one patch; kcm's carry one or two */
+
+/* The JSON string v appended to out. */
+static int string_of(struct kcm_buf *out, struct json_object *v) {
+  return kcm_jsonw_escape(out, json_object_get_string(v), (size_t)json_object_get_string_len(v));
+}
 
 /* The patch's annotations (a string each, or null to remove it): the
  * object's annotations rebuilt from their text, each member the patch
@@ -241,8 +242,7 @@ static int splice_annotations(struct splice *s, struct json_object *patch) {
       continue;
     if ((!first && kcm_buf_append(&out, ",", 1)) ||
         kcm_buf_append(&out, name, (size_t)(raw - name)) ||
-        (i < n ? kcm_buf_append_str(&out, json_of(values[i]))
-               : kcm_buf_append(&out, raw, rawlen))) {
+        (i < n ? string_of(&out, values[i]) : kcm_buf_append(&out, raw, rawlen))) {
       err = KCM_ENOMEM;
       goto out;
     }
@@ -251,18 +251,14 @@ static int splice_annotations(struct splice *s, struct json_object *patch) {
   if (s->j.err)
     goto out;
   for (i = 0; i < n; i++) {
-    struct json_object *k;
     if (met[i] || !values[i])
       continue;
-    k = json_object_new_string(names[i]);
-    if (!k || (!first && kcm_buf_append(&out, ",", 1)) ||
-        kcm_buf_append_str(&out, json_of(k)) || kcm_buf_append(&out, ":", 1) ||
-        kcm_buf_append_str(&out, json_of(values[i]))) {
-      json_object_put(k);
+    if ((!first && kcm_buf_append(&out, ",", 1)) ||
+        kcm_jsonw_escape(&out, names[i], strlen(names[i])) || kcm_buf_append(&out, ":", 1) ||
+        string_of(&out, values[i])) {
       err = KCM_ENOMEM;
       goto out;
     }
-    json_object_put(k);
     first = false;
   }
   if (kcm_buf_append(&out, "}", 2)) { /* with the NUL */
@@ -312,7 +308,7 @@ static int splice_status(struct splice *s, struct json_object *status) {
   static const char *const path[] = {"status", NULL}, *const top[] = {NULL};
   struct json_object *now = NULL;
   size_t at, len;
-  char *with;
+  char *with, *text;
   if (!once(s, top, "status"))
     return KCM_WRITER_WHOLE;
   if (value_at(s, path, &at, &len)) {
@@ -320,16 +316,19 @@ static int splice_status(struct splice *s, struct json_object *status) {
     if (!now && strncmp(s->j.start + at, "null", 4))
       return KCM_WRITER_WHOLE;
     now = merge(now, status);
-    with = strdup(json_of(now));
+    with = kcm_jsonw_tree_text(now);
     json_object_put(now);
     return add_edit(s, at, at + len, with);
   }
   if (s->j.err || !value_at(s, top, &at, &len) || s->j.start[at] != '{')
     return KCM_WRITER_WHOLE;
   now = merge(NULL, status);
-  with = format("%s%s", empty_object(s->j.start, at) ? "\"status\":" : ",\"status\":",
-                json_of(now));
+  text = kcm_jsonw_tree_text(now);
   json_object_put(now);
+  with = text ? format("%s%s", empty_object(s->j.start, at) ? "\"status\":" : ",\"status\":",
+                       text)
+              : NULL;
+  free(text);
   return add_edit(s, at + len - 1, at + len - 1, with);
 }
 
@@ -426,14 +425,14 @@ static void on_got(const struct kcm_client_response *resp, void *data) {
   }
   json_object_put(patch);
   if (!err) {
-    u->put.body = kcm_api_json_text(doc);
-    err = u->put.body ? u->w->send(u->w, &u->put, on_put, u) : KCM_ENOMEM;
-    json_object_put(doc); /* the body was copied when sent */
-    if (!err)
-      return;
-  } else {
-    json_object_put(doc);
+    char *body = kcm_jsonw_tree_text(doc);
+    u->put.body = body;
+    err = body ? u->w->send(u->w, &u->put, on_put, u) : KCM_ENOMEM;
+    free(body); /* the body was copied when sent */
   }
+  json_object_put(doc);
+  if (!err)
+    return;
   answer_failed(u, err);
 }
 

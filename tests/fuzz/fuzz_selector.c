@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../src/labels/internal.h"
+#include "../../src/api/internal.h"
 #include "kcm/buf.h"
 #include "kcm/intern.h"
 #include "kcm/labels.h"
@@ -104,7 +104,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!ready) {
     struct json_object *o = json_tokener_parse("{\"app\":\"web\",\"tier\":\"front\",\"env\":\"\"}");
     kcm_intern_init(&pool);
-    CHECK(kcm_labels_decode(&fixed, &pool, o, &why) == 0);
+    CHECK(kcm_api_labels_decode(&fixed, &pool, o, &why) == 0);
     json_object_put(o);
     pooled = kcm_intern_count(&pool);
     ready = 1;
@@ -114,17 +114,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   doc = json_tokener_parse(text);
   free(text);
 
-  if (kcm_labels_selector_decode(&sel, doc, &why) == 0) {
+  if (kcm_api_selector_decode(&sel, doc, &why) == 0) {
     CHECK(kcm_labels_selector_empty(&sel) == (!sel.nothing && sel.n == 0));
     check_match(doc, &sel, &fixed);
     CHECK(kcm_labels_selector_format(&sel, &out) == 0);
     if (json_object_object_get_ex(doc, "matchLabels", &member) &&
-        kcm_labels_decode(&labels, &pool, member, &why) == 0) {
+        kcm_api_labels_decode(&labels, &pool, member, &why) == 0) {
       check_match(doc, &sel, &labels);
       kcm_labels_release(&labels, &pool);
     }
     if (json_object_object_get_ex(doc, "labels", &member) &&
-        kcm_labels_decode(&labels, &pool, member, &why) == 0) {
+        kcm_api_labels_decode(&labels, &pool, member, &why) == 0) {
       check_match(doc, &sel, &labels);
       kcm_labels_release(&labels, &pool);
     }

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """The tree's shape, checked: each module's DEPS in CMakeLists.txt are the
-modules its files include (no more, no fewer), no function in src/ is over
-80 lines, and src/main.c is at most 400 lines. Prints each finding and
-exits 1 when there is one."""
+modules its files include (no more, no fewer), a file in src/ includes
+only public headers (kcm/...) and those of its own directory (never
+another module's internals), no function in src/ is over 80 lines, and
+src/main.c is at most 400 lines. Prints each finding and exits 1 when
+there is one."""
 
 import glob
 import os
@@ -58,6 +60,18 @@ def check_deps(findings):
                             % (name, other))
 
 
+def check_internal_includes(findings):
+    """Only kcm/ headers, system headers and the file's own directory's."""
+    for path in sorted(glob.glob(os.path.join(ROOT, "src", "**", "*.[ch]"), recursive=True)):
+        rel = os.path.relpath(path, ROOT)
+        with open(path) as f:
+            for n, line in enumerate(f, 1):
+                m = re.match(r'\s*#\s*include\s+"([^"]+)"', line)
+                if m and not m.group(1).startswith("kcm/") and "/" in m.group(1):
+                    findings.append("%s:%d: includes %s, another directory's header"
+                                    % (rel, n, m.group(1)))
+
+
 def functions(text):
     """(name, first line, lines) of each function defined in C text."""
     text = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S)
@@ -102,6 +116,7 @@ def check_sizes(findings):
 def main():
     findings = []
     check_deps(findings)
+    check_internal_includes(findings)
     check_sizes(findings)
     for line in findings:
         print(line)

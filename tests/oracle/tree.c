@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "../../src/api/internal.h"
-#include "../../src/labels/internal.h"
 #include "tree.h"
 
 static int cmp_pair(const void *a, const void *b) {
@@ -250,7 +249,7 @@ static int decode_meta(struct kcm_api_dctx *d, struct kcm_object *o, struct json
     return kcm_api_bad(d, "metadata.resourceVersion", "is not a number");
   if (!(o->name = strdup(name)) || !(o->ns = kcm_intern_str(d->pool, ns)))
     return KCM_ENOMEM;
-  err = kcm_labels_decode(&o->labels, d->pool, kcm_api_get(meta, "labels"), &why);
+  err = kcm_api_labels_decode(&o->labels, d->pool, kcm_api_get(meta, "labels"), &why);
   if (err == KCM_EINVAL)
     return kcm_api_bad(d, "metadata.labels", why);
   if (err)

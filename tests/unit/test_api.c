@@ -1119,30 +1119,6 @@ static const char *member(struct json_object *o, const char *key) {
   return json_object_get_string(v);
 }
 
-/* The writer every body goes through: compact, '/' as is, strings escaped
- * as canonical JSON escapes them, NULL strings as "", resourceVersions as
- * strings; a tree json-c could not allocate is out of memory, not "null". */
-static void bodies_are_written_compact_and_escaped(void **state) {
-  struct kcm_buf b = KCM_BUF_INIT(1 << 20);
-  struct json_object *doc = json_object_new_object();
-  char *text;
-  (void)state;
-  json_object_object_add(doc, "s", kcm_api_json_str("a/b \"q\" \\ \n\x01 \xc3\xa9"));
-  json_object_object_add(doc, "n", kcm_api_json_str(NULL));
-  json_object_object_add(doc, "rv", kcm_api_json_rv(18446744073709551615ULL));
-  json_object_object_add(doc, "z", NULL);
-  text = kcm_api_json_dup(doc);
-  assert_non_null(text);
-  assert_int_equal(kcm_api_json_emit(doc, &b), 0);
-  assert_string_equal(b.data, "{\"s\":\"a/b \\\"q\\\" \\\\ \\n\\u0001 \xc3\xa9\",\"n\":\"\","
-                              "\"rv\":\"18446744073709551615\",\"z\":null}");
-  assert_string_equal(text, b.data);
-  free(text);
-  assert_int_equal(kcm_api_json_emit(NULL, &b), KCM_ENOMEM);
-  assert_null(kcm_api_json_dup(NULL));
-  kcm_buf_release(&b);
-}
-
 /* DeleteOptions with the preconditions upstream's controllers send. */
 static void delete_options_carry_preconditions(void **state) {
   struct kcm_buf b = KCM_BUF_INIT(1 << 20);
@@ -1823,7 +1799,6 @@ int main(void) {
       cmocka_unit_test(huge_strings_are_kept_whole),
       cmocka_unit_test(canonical_json_sorts_and_escapes),
       cmocka_unit_test(owner_patches_escape_names),
-      cmocka_unit_test(bodies_are_written_compact_and_escaped),
       cmocka_unit_test(delete_options_carry_preconditions),
       cmocka_unit_test(times),
       cmocka_unit_test(uids),

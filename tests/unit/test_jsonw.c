@@ -5,12 +5,14 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
 #include <json-c/json.h>
 
 #include "kcm/error.h"
+#include "kcm/json.h"
 #include "kcm/jsonw.h"
 
 static void members_and_elements_are_separated(void **state) {
@@ -220,6 +222,45 @@ static void copies_with_a_member_set(void **state) {
   assert_int_equal(err, KCM_EINVAL);
 }
 
+/* A json-c tree in its own order or sorted, '/' and bytes over 0x7f as
+ * they are, numbers as read, a NULL member as null; deeper than the
+ * writer's own containers. */
+static void trees_are_written_whole(void **state) {
+  struct kcm_buf b = KCM_BUF_INIT(1 << 20);
+  struct kcm_jsonw w;
+  struct json_object *doc = json_tokener_parse(
+      "{\"z\":\"a/b \\\"q\\\" \\\\ \\n\\u0001 \u00e9\",\"a\":[1.50,-2,18446744073709551615]}");
+  char *text, deep[2 * (KCM_JSONW_DEPTH + 10) + 1];
+  int i;
+  assert_non_null(doc);
+  json_object_object_add(doc, "m", NULL);
+  text = kcm_jsonw_tree_text(doc);
+  assert_string_equal(text, "{\"z\":\"a/b \\\"q\\\" \\\\ \\n\\u0001 \u00e9\","
+                            "\"a\":[1.50,-2,18446744073709551615],\"m\":null}");
+  free(text);
+  kcm_jsonw_start(&w, &b);
+  kcm_jsonw_array(&w);
+  kcm_jsonw_tree(&w, doc, true);
+  kcm_jsonw_tree(&w, NULL, true);
+  kcm_jsonw_end(&w);
+  assert_int_equal(kcm_jsonw_finish(&w), 0);
+  assert_string_equal(b.data, "[{\"a\":[1.50,-2,18446744073709551615],\"m\":null,"
+                              "\"z\":\"a/b \\\"q\\\" \\\\ \\n\\u0001 \u00e9\"},null]");
+  json_object_put(doc);
+  for (i = 0; i < KCM_JSONW_DEPTH + 10; i++) {
+    deep[i] = '[';
+    deep[2 * (KCM_JSONW_DEPTH + 10) - 1 - i] = ']';
+  }
+  deep[2 * (KCM_JSONW_DEPTH + 10)] = '\0';
+  doc = kcm_json_tree(deep, strlen(deep));
+  assert_non_null(doc);
+  text = kcm_jsonw_tree_text(doc);
+  assert_string_equal(text, deep);
+  free(text);
+  json_object_put(doc);
+  kcm_buf_release(&b);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(members_and_elements_are_separated),
@@ -228,6 +269,7 @@ int main(void) {
       cmocka_unit_test(misuse_is_an_error),
       cmocka_unit_test(the_limit_is_kept),
       cmocka_unit_test(copies_with_a_member_set),
+      cmocka_unit_test(trees_are_written_whole),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

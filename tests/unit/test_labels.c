@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "budget.h"
-#include "../../src/labels/internal.h"
+#include "../../src/api/internal.h"
 #include "kcm/error.h"
 #include "kcm/labels.h"
 
@@ -29,7 +29,7 @@ static int teardown(void **state) {
 static void labels_of(struct kcm_labels *l, const char *json) {
   const char *why = NULL;
   struct json_object *o = json_tokener_parse(json);
-  assert_int_equal(kcm_labels_decode(l, &pool, o, &why), 0);
+  assert_int_equal(kcm_api_labels_decode(l, &pool, o, &why), 0);
   json_object_put(o);
 }
 
@@ -48,13 +48,13 @@ static void decode_rejects_non_strings(void **state) {
   struct kcm_labels l;
   const char *why = NULL;
   struct json_object *o = json_tokener_parse("{\"a\":\"x\",\"b\":5}");
-  assert_int_equal(kcm_labels_decode(&l, &pool, o, &why), KCM_EINVAL);
+  assert_int_equal(kcm_api_labels_decode(&l, &pool, o, &why), KCM_EINVAL);
   assert_non_null(why);
   json_object_put(o);
   o = json_tokener_parse("[1]");
-  assert_int_equal(kcm_labels_decode(&l, &pool, o, &why), KCM_EINVAL);
+  assert_int_equal(kcm_api_labels_decode(&l, &pool, o, &why), KCM_EINVAL);
   json_object_put(o);
-  assert_int_equal(kcm_labels_decode(&l, &pool, NULL, &why), 0);
+  assert_int_equal(kcm_api_labels_decode(&l, &pool, NULL, &why), 0);
   assert_int_equal(l.n, 0);
 }
 
@@ -98,7 +98,7 @@ static void selectors_match(void **state) {
     struct kcm_labels l;
     const char *why = NULL;
     struct json_object *o = json_tokener_parse(cases[i].selector);
-    assert_int_equal(kcm_labels_selector_decode(&s, o, &why), 0);
+    assert_int_equal(kcm_api_selector_decode(&s, o, &why), 0);
     labels_of(&l, cases[i].labels);
     if (kcm_labels_matches(&s, &l) != cases[i].want)
       fail_msg("case %zu: %s vs %s", i, cases[i].selector, cases[i].labels);
@@ -117,7 +117,7 @@ static void selector_strings(void **state) {
       "{\"key\":\"env\",\"operator\":\"In\",\"values\":[\"prod\",\"dev\"]},"
       "{\"key\":\"gone\",\"operator\":\"DoesNotExist\"},{\"key\":\"x\",\"operator\":\"Exists\"},"
       "{\"key\":\"zone\",\"operator\":\"NotIn\",\"values\":[\"b\"]}]}");
-  assert_int_equal(kcm_labels_selector_decode(&s, o, &why), 0);
+  assert_int_equal(kcm_api_selector_decode(&s, o, &why), 0);
   assert_int_equal(kcm_labels_selector_format(&s, &b), 0);
   assert_string_equal(b.data, "app=web,env in (dev,prod),!gone,tier=fe,x,zone notin (b)");
   assert_false(kcm_labels_selector_empty(&s));
@@ -142,7 +142,7 @@ static void bad_selectors(void **state) {
     struct kcm_selector s;
     const char *why = NULL;
     struct json_object *o = json_tokener_parse(bad[i]);
-    if (kcm_labels_selector_decode(&s, o, &why) != KCM_EINVAL || !why)
+    if (kcm_api_selector_decode(&s, o, &why) != KCM_EINVAL || !why)
       fail_msg("accepted: %s", bad[i]);
     json_object_put(o);
   }
@@ -202,7 +202,7 @@ static void many_selector_terms(void **state) {
   json_object_object_add(sel, "matchLabels", ml);
   json_object_object_add(sel, "matchExpressions", exprs);
   budget_start(N_LOG_N, FEW_REALLOCS);
-  assert_int_equal(kcm_labels_selector_decode(&s, sel, &why), 0);
+  assert_int_equal(kcm_api_selector_decode(&s, sel, &why), 0);
   budget_stop(NULL);
   assert_int_equal(s.n, MANY + 1);
   assert_int_equal(s.reqs[MANY].nvalues, MANY);
@@ -213,7 +213,7 @@ static void many_selector_terms(void **state) {
     json_object_object_add(sel, key, json_object_new_string("v"));
   }
   json_object_object_add(sel, "z", json_object_new_string("k00007"));
-  assert_int_equal(kcm_labels_decode(&l, &pool, sel, &why), 0);
+  assert_int_equal(kcm_api_labels_decode(&l, &pool, sel, &why), 0);
   budget_start(N_LOG_N, 0);
   assert_true(kcm_labels_matches(&s, &l));
   budget_stop(NULL);
