@@ -113,6 +113,11 @@ struct kcm_replicaset_plan {
                                first (owned array) */
   uint64_t wait_ms;         /* creates held back while pods keep failing: sync again
                                after this; 0: none */
+  /* Creates: the pod to create (kcm_replicaset_pod_body()), its name the
+   * name_len bytes at name_at; pod_err when it could not be made. */
+  struct kcm_buf pod_body;
+  size_t name_at, name_len;
+  int pod_err;
 };
 
 struct kcm_replicaset_input {
@@ -213,12 +218,14 @@ int kcm_replicaset_status_patch(const struct kcm_replicaset *rs,
 #define KCM_REPLICASET_NAME_RANDOM 5
 int kcm_replicaset_pod_body(const struct kcm_replicaset *rs, struct kcm_buf *out,
                             size_t *name_at, size_t *name_len);
-/* Draw the random end of a pod name of len bytes as the API server draws
- * it: 5 characters, each uniform over bcdfghjklmnpqrstvwxz2456789, from one
- * call of uniform(n), a random number below n. */
-void kcm_replicaset_pod_name_fill(char *name, size_t len, uint32_t (*uniform)(uint32_t n));
 
 /* --- the controller -------------------------------------------------------------------- */
+
+/* Draw the random end of a pod name of len bytes as the API server draws
+ * it, before each create: 5 characters, each uniform over
+ * bcdfghjklmnpqrstvwxz2456789, from one call of uniform(n), a random number
+ * below n. */
+void kcm_replicaset_pod_name_fill(char *name, size_t len, uint32_t (*uniform)(uint32_t n));
 
 struct kcm_replicaset_controller {
   struct kcm_runtime rt;         /* its workers, queue and syncs */

@@ -189,8 +189,6 @@ struct rs_job {
   int32_t created;     /* successful creates */
   int32_t made;        /* creates the API server answered with the pod */
   int32_t left_terminating; /* deleted pods the server keeps, terminating */
-  struct kcm_buf pod_body; /* the pod to create, its name the name_len bytes at name_at */
-  size_t name_at, name_len;
   struct pod_name *drawn; /* the names this sync's creates drew */
   size_t ndrawn;
   bool manage_failed;
@@ -345,30 +343,39 @@ static bool name_in_use(const struct rs_job *j, const char *name) {
   return false;
 }
 
+void kcm_replicaset_pod_name_fill(char *name, size_t len, uint32_t (*uniform)(uint32_t n)) {
+  static const char alphabet[] = "bcdfghjklmnpqrstvwxz2456789";
+  const uint32_t base = sizeof(alphabet) - 1;
+  uint32_t v = uniform(base * base * base * base * base); /* one draw: its base-27 digits */
+  size_t i;
+  for (i = len - KCM_REPLICASET_NAME_RANDOM; i < len; i++, v /= base)
+    name[i] = alphabet[v % base];
+}
+
 /* Send call's create under a name drawn anew, one that no cached pod has
  * and no other create of this sync drew: an AlreadyExists that names a pod
  * of this ReplicaSet is then an earlier attempt of this very create. */
 static int send_create(struct rs_job *j, struct call *call) {
-  char *name = j->pod_body.data + j->name_at;
+  struct kcm_replicaset_plan *p = &j->plan;
+  char *name = p->pod_body.data + p->name_at;
   struct pod_name drawn;
   struct kcm_write req;
   int tries = 0;
   do {
-    kcm_replicaset_pod_name_fill(name, j->name_len, j->c->draw);
-    snprintf(drawn.s, sizeof(drawn.s), "%.*s", (int)j->name_len, name);
+    kcm_replicaset_pod_name_fill(name, p->name_len, j->c->draw);
+    snprintf(drawn.s, sizeof(drawn.s), "%.*s", (int)p->name_len, name);
   } while (name_in_use(j, drawn.s) && ++tries < NAME_DRAWS);
   if (KCM_BUF_PUSH(j->drawn, j->ndrawn, drawn))
     return KCM_ENOMEM;
   snprintf(call->name, sizeof(call->name), "%s", drawn.s);
-  kcm_writer_create(&req, KCM_KIND_POD, j->rs->o.ns, j->pod_body.data, false);
+  kcm_writer_create(&req, KCM_KIND_POD, j->rs->o.ns, p->pod_body.data, false);
   return kcm_runtime_send(&j->base, &req, on_create, call);
 }
 
 static void send_create_step(struct rs_job *j) {
   struct call *call;
 
-  if (!j->pod_body.len &&
-      kcm_replicaset_pod_body(j->rs, &j->pod_body, &j->name_at, &j->name_len)) {
+  if (j->plan.pod_err) {
     manage_failed(j, "cannot build a pod from the template");
     FAIL(j, KCM_EINVAL, "%s", "cannot build a pod from the template");
     return;
@@ -731,7 +738,6 @@ static void start_sync(struct kcm_runtime_job *base) {
   struct kcm_object *o;
 
   j->c = c;
-  kcm_buf_init(&j->pod_body, KCM_API_OBJECT_MAX);
   o = kcm_informer_get(c->rs_informer, base->ns, base->name);
   if (!o) {
     kcm_expectations_delete(&c->expectations, base->key);
@@ -769,7 +775,6 @@ static void start_sync(struct kcm_runtime_job *base) {
 static void release_job(struct kcm_runtime_job *base) {
   struct rs_job *j = (struct rs_job *)base;
   kcm_replicaset_plan_release(&j->plan);
-  kcm_buf_release(&j->pod_body);
   free(j->drawn);
   free(j->gone);
   free(j->manage_msg);

@@ -230,8 +230,8 @@ static int plan_steps(const struct kcm_replicaset_input *in, struct kcm_replicas
     }
     if (p->change)
       err = add_step(p, wave, GROUP_MANAGE, KCM_REPLICASET_EXPECT, 0);
-    if (!err && p->change > 0)
-      err = plan_creates(p, &wave);
+    if (!err && p->change > 0 && !(err = plan_creates(p, &wave)))
+      p->pod_err = kcm_replicaset_pod_body(in->rs, &p->pod_body, &p->name_at, &p->name_len);
     else if (!err && p->change < 0)
       err = plan_deletes(in, p, wave);
     wave++;
@@ -242,6 +242,7 @@ static int plan_steps(const struct kcm_replicaset_input *in, struct kcm_replicas
 int kcm_replicaset_plan(const struct kcm_replicaset_input *in, struct kcm_replicaset_plan *out) {
   int err;
   memset(out, 0, sizeof(*out));
+  kcm_buf_init(&out->pod_body, KCM_API_OBJECT_MAX);
   if ((err = kcm_replicaset_claim(in->rs, in->candidates, in->ncandidates, &out->claim)) ||
       (err = plan_steps(in, out)))
     kcm_replicaset_plan_release(out);
@@ -252,6 +253,7 @@ void kcm_replicaset_plan_release(struct kcm_replicaset_plan *p) {
   kcm_replicaset_claim_release(&p->claim);
   free(p->steps);
   free(p->order);
+  kcm_buf_release(&p->pod_body);
   memset(p, 0, sizeof(*p));
 }
 
@@ -488,11 +490,3 @@ int kcm_replicaset_pod_body(const struct kcm_replicaset *rs, struct kcm_buf *out
   return 0;
 }
 
-void kcm_replicaset_pod_name_fill(char *name, size_t len, uint32_t (*uniform)(uint32_t n)) {
-  static const char alphabet[] = "bcdfghjklmnpqrstvwxz2456789";
-  const uint32_t base = sizeof(alphabet) - 1;
-  uint32_t v = uniform(base * base * base * base * base); /* one draw: its base-27 digits */
-  size_t i;
-  for (i = len - KCM_REPLICASET_NAME_RANDOM; i < len; i++, v /= base)
-    name[i] = alphabet[v % base];
-}
