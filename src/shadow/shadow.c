@@ -135,41 +135,41 @@ static bool shown_annotation(const char *key, size_t n) {
   return false;
 }
 
-/* The value next in j, as compact JSON, into out; in an object named
+/* The value next in j, as compact JSON, to w; in an object named
  * "annotations" (within) every value but the controller's own annotations
  * replaced by a mark, since users keep secrets there. False when j is not
- * JSON or memory is short. */
-static bool copy_redacted(struct kcm_json *j, struct kcm_buf *out, bool within) {
+ * JSON; w holds its own errors. */
+static bool copy_redacted(struct kcm_json *j, struct kcm_jsonw *w, bool within) {
   const char *raw;
   size_t n;
-  bool first = true;
   switch (kcm_json_peek(j)) {
   case KCM_JSON_OBJECT:
-    if (!kcm_json_object(j) || kcm_buf_append(out, "{", 1))
-      return false;
+    kcm_json_object(j);
+    kcm_jsonw_object(w);
     while (kcm_json_member(j)) {
       bool hide = within && !shown_annotation(j->key, j->keylen);
       bool annotations = kcm_json_key_is(j, "annotations");
-      if ((!first && kcm_buf_append(out, ",", 1)) || kcm_jsonw_escape(out, j->key, j->keylen) ||
-          kcm_buf_append(out, ":", 1))
+      kcm_jsonw_keyn(w, j->key, j->keylen);
+      if (hide ? !kcm_json_skip(j) : !copy_redacted(j, w, annotations))
         return false;
-      first = false;
-      if (hide ? !kcm_json_skip(j) || kcm_buf_append_str(out, "\"(redacted)\"")
-               : !copy_redacted(j, out, annotations))
-        return false;
+      if (hide)
+        kcm_jsonw_string(w, "(redacted)");
     }
-    return !j->err && !kcm_buf_append(out, "}", 1);
+    kcm_jsonw_end(w);
+    return !j->err;
   case KCM_JSON_ARRAY:
-    if (!kcm_json_array(j) || kcm_buf_append(out, "[", 1))
-      return false;
-    while (kcm_json_element(j)) {
-      if ((!first && kcm_buf_append(out, ",", 1)) || !copy_redacted(j, out, false))
+    kcm_json_array(j);
+    kcm_jsonw_array(w);
+    while (kcm_json_element(j))
+      if (!copy_redacted(j, w, false))
         return false;
-      first = false;
-    }
-    return !j->err && !kcm_buf_append(out, "]", 1);
+    kcm_jsonw_end(w);
+    return !j->err;
   default:
-    return kcm_json_raw(j, &raw, &n) && !kcm_buf_append(out, raw, n);
+    if (!kcm_json_raw(j, &raw, &n))
+      return false;
+    kcm_jsonw_raw(w, raw, n);
+    return true;
   }
 }
 
@@ -184,10 +184,12 @@ void kcm_shadow_plan_add(struct kcm_buf *plan, const struct kcm_write *req) {
   if (req->body && strcmp(req->method, "POST")) {
     struct kcm_buf body = KCM_BUF_INIT(1u << 24);
     struct kcm_json j;
+    struct kcm_jsonw w;
     kcm_json_init(&j);
     kcm_json_start(&j, req->body, strlen(req->body));
+    kcm_jsonw_start(&w, &body);
     kcm_buf_append_str(plan, " ");
-    if (copy_redacted(&j, &body, false) && kcm_json_done(&j)) {
+    if (copy_redacted(&j, &w, false) && kcm_json_done(&j) && !kcm_jsonw_finish(&w)) {
       kcm_buf_append(plan, body.data, body.len < BODY_EXCERPT ? body.len : BODY_EXCERPT);
       if (body.len > BODY_EXCERPT)
         kcm_buf_append_str(plan, "...");
@@ -440,49 +442,45 @@ int kcm_shadow_metrics(struct kcm_shadow *const *s, size_t n, struct kcm_buf *ou
   return err;
 }
 
-static int json_field(struct kcm_buf *out, const char *name, const char *value) {
-  int err = kcm_buf_appendf(out, "\"%s\":", name);
-  return err ? err : kcm_jsonw_escape(out, value, strlen(value));
-}
-
-static int report_one(const struct kcm_shadow *s, struct kcm_buf *out) {
+static void report_one(const struct kcm_shadow *s, struct kcm_jsonw *w) {
   size_t i;
-  int err = kcm_buf_appendf(out,
-                            "{\"controller\":\"%s\",\"windowSeconds\":%llu,\"syncs\":%llu,"
-                            "\"compared\":%llu,\"agreements\":%llu,\"disagreements\":%llu,"
-                            "\"latest\":[",
-                            s->controller, (unsigned long long)(s->window_ms / 1000),
-                            (unsigned long long)s->syncs,
-                            (unsigned long long)(s->agreements + s->disagreements),
-                            (unsigned long long)s->agreements,
-                            (unsigned long long)s->disagreements);
-  for (i = 0; i < s->nlatest && !err; i++) {
+  kcm_jsonw_object(w);
+  kcm_jsonw_key_string(w, "controller", s->controller);
+  kcm_jsonw_key_int(w, "windowSeconds", (int64_t)(s->window_ms / 1000));
+  kcm_jsonw_key_int(w, "syncs", (int64_t)s->syncs);
+  kcm_jsonw_key_int(w, "compared", (int64_t)(s->agreements + s->disagreements));
+  kcm_jsonw_key_int(w, "agreements", (int64_t)s->agreements);
+  kcm_jsonw_key_int(w, "disagreements", (int64_t)s->disagreements);
+  kcm_jsonw_key_array(w, "latest");
+  for (i = 0; i < s->nlatest; i++) {
     const struct kcm_shadow_disagreement *d =
         &s->latest[(s->next + KCM_SHADOW_LATEST - 1 - i) % KCM_SHADOW_LATEST];
     char when[32];
     kcm_api_format_time(d->at, when, sizeof(when));
-    err = kcm_buf_appendf(out, "%s{", i ? "," : "");
-    err = err ? err : json_field(out, "time", when);
-    err = err ? err : kcm_buf_append_str(out, ",");
-    err = err ? err : json_field(out, "object", d->key);
-    err = err ? err : kcm_buf_append_str(out, ",");
-    err = err ? err : json_field(out, "reason", d->reason);
-    err = err ? err : kcm_buf_append_str(out, ",");
-    err = err ? err : json_field(out, "plan", d->plan);
-    err = err ? err : kcm_buf_append_str(out, ",");
-    err = err ? err : json_field(out, "observed", d->observed);
-    err = err ? err : kcm_buf_append_str(out, "}");
+    kcm_jsonw_object(w);
+    kcm_jsonw_key_string(w, "time", when);
+    kcm_jsonw_key_string(w, "object", d->key);
+    kcm_jsonw_key_string(w, "reason", d->reason);
+    kcm_jsonw_key_string(w, "plan", d->plan);
+    kcm_jsonw_key_string(w, "observed", d->observed);
+    kcm_jsonw_end(w);
   }
-  return err ? err : kcm_buf_append_str(out, "]}");
+  kcm_jsonw_end(w);
+  kcm_jsonw_end(w);
 }
 
 int kcm_shadow_report(struct kcm_shadow *const *s, size_t n, struct kcm_buf *out) {
+  struct kcm_jsonw w;
   size_t i;
-  int err = kcm_buf_append_str(out, "{\"kind\":\"ShadowReport\",\"controllers\":[");
-  for (i = 0; i < n && !err; i++) {
-    if (i)
-      err = kcm_buf_append_str(out, ",");
-    err = err ? err : report_one(s[i], out);
-  }
-  return err ? err : kcm_buf_append_str(out, "]}\n");
+  int err;
+  kcm_jsonw_start(&w, out);
+  kcm_jsonw_object(&w);
+  kcm_jsonw_key_string(&w, "kind", "ShadowReport");
+  kcm_jsonw_key_array(&w, "controllers");
+  for (i = 0; i < n; i++)
+    report_one(s[i], &w);
+  kcm_jsonw_end(&w);
+  kcm_jsonw_end(&w);
+  err = kcm_jsonw_finish(&w);
+  return err ? err : kcm_buf_append(out, "\n", 1);
 }
