@@ -310,15 +310,44 @@ void kcm_api_unref(struct kcm_object *o, struct kcm_intern *pool);
  * and benchmarks read it, kcm does not. */
 size_t kcm_api_size(const struct kcm_object *o);
 
-/* A kind as the API serves it: one row each, indexed by enum kcm_kind. */
+/* A status count an object's controller keeps, by the name it has in the
+ * API ("readyReplicas"); the spec's replicas count as "replicas". */
+struct kcm_api_count {
+  const char *name;
+  int64_t value;
+};
+#define KCM_API_COUNTS 10 /* the most counts a kind has */
+
+/* A kind: how the API serves it and how kcm keeps it. One row each
+ * (src/api/kind_<kind>.c), indexed by enum kcm_kind; what differs between
+ * kinds outside their decoders and their controllers is read from here. */
 struct kcm_api_kind {
   enum kcm_kind kind;
-  const char *name;    /* "ReplicaSet" */
-  const char *singular; /* "replicaset": the name kubectl and discovery give it */
-  const char *group;   /* "apps"; "" for the core group */
-  const char *version; /* "v1" */
-  const char *plural;  /* "replicasets": the resource */
-  const char *prefix;  /* "/apis/apps/v1": where its paths begin */
+  const char *name;        /* "ReplicaSet" */
+  const char *singular;    /* "replicaset": the name kubectl and discovery give it */
+  const char *group;       /* "apps"; "" for the core group */
+  const char *version;     /* "v1" */
+  const char *plural;      /* "replicasets": the resource */
+  const char *prefix;      /* "/apis/apps/v1": where its paths begin */
+  const char *api_version; /* "apps/v1": its apiVersion, as a reference to it carries */
+  size_t size;             /* of its struct */
+  bool protobuf;           /* kcm reads it as protobuf too (lists and watches) */
+  bool patch_as_update;    /* upstream's bootstrap roles grant its merge and JSON
+                              patches only as update (sent as GET, then PUT) */
+  size_t writers_at;       /* where its struct kcm_writers is; 0: it keeps none */
+  size_t replicas_at;      /* where its int32_t spec.replicas is; 0: it has none */
+  /* Its reader in place, in one pass over a list page or watch event (as
+   * kcm_api_decode_pod_at()); NULL: its objects are cut out of the text
+   * first and read with kcm_api_decode_text(). */
+  int (*decode_at)(struct kcm_json *j, struct kcm_intern *pool, struct kcm_object **out,
+                   struct kcm_api_error *err);
+  /* The counts its controller writes in its status, in a fixed order, into
+   * out (KCM_API_COUNTS); returns how many (0: none kept). */
+  size_t (*counts)(const struct kcm_object *o, struct kcm_api_count *out);
+  /* Free what the struct holds beyond struct kcm_object. */
+  void (*release)(struct kcm_object *o, struct kcm_intern *pool);
+  /* Bytes it holds beyond struct kcm_object and its name and labels. */
+  size_t (*held)(const struct kcm_object *o);
 };
 
 /* The row of kind, or NULL for none. */

@@ -13,28 +13,23 @@
 #include "kcm/error.h"
 #include "kcm/jsonw.h"
 
-static const struct kcm_api_kind kinds[KCM_KIND_COUNT] = {
-    {KCM_KIND_POD, "Pod", "pod", "", "v1", "pods", "/api/v1"},
-    {KCM_KIND_REPLICASET, "ReplicaSet", "replicaset", "apps", "v1", "replicasets",
-     "/apis/apps/v1"},
-    {KCM_KIND_DEPLOYMENT, "Deployment", "deployment", "apps", "v1", "deployments",
-     "/apis/apps/v1"},
+static const struct kcm_api_kind *const kinds[KCM_KIND_COUNT] = {
+    [KCM_KIND_POD] = &kcm_api_kind_pod,
+    [KCM_KIND_REPLICASET] = &kcm_api_kind_replicaset,
+    [KCM_KIND_DEPLOYMENT] = &kcm_api_kind_deployment,
 };
 
 const struct kcm_api_kind *kcm_api_kind(enum kcm_kind kind) {
-  return kind < KCM_KIND_COUNT ? &kinds[kind] : NULL;
+  return kind < KCM_KIND_COUNT ? kinds[kind] : NULL;
 }
 
 const char *kcm_api_kind_name(enum kcm_kind kind) {
-  return kind < KCM_KIND_COUNT ? kinds[kind].name : "Unknown";
+  return kind < KCM_KIND_COUNT ? kinds[kind]->name : "Unknown";
 }
 
 const struct kcm_writers *kcm_api_writers_of(const struct kcm_object *o) {
-  if (o->kind == KCM_KIND_REPLICASET)
-    return &((const struct kcm_replicaset *)o)->writers;
-  if (o->kind == KCM_KIND_DEPLOYMENT)
-    return &((const struct kcm_deployment *)o)->writers;
-  return NULL;
+  size_t at = kinds[o->kind]->writers_at;
+  return at ? (const struct kcm_writers *)((const char *)o + at) : NULL;
 }
 
 const char *kcm_api_writers_newest(const struct kcm_writers *w, int64_t *at) {
@@ -401,31 +396,7 @@ void kcm_api_writers_release(struct kcm_writers *w, struct kcm_intern *pool) {
 void kcm_api_unref(struct kcm_object *o, struct kcm_intern *pool) {
   if (!o || --o->refs)
     return;
-  switch (o->kind) {
-  case KCM_KIND_POD:
-    kcm_intern_put(pool, ((struct kcm_pod *)o)->node);
-    break;
-  case KCM_KIND_REPLICASET: {
-    struct kcm_replicaset *rs = (struct kcm_replicaset *)o;
-    kcm_api_writers_release(&rs->writers, pool);
-    kcm_api_pairs_release(&rs->annotations);
-    kcm_labels_selector_release(&rs->selector);
-    kcm_labels_release(&rs->template_labels, pool);
-    free(rs->template);
-    kcm_api_conditions_release(&rs->status.conditions);
-    break;
-  }
-  default: {
-    struct kcm_deployment *dp = (struct kcm_deployment *)o;
-    kcm_api_writers_release(&dp->writers, pool);
-    kcm_api_pairs_release(&dp->annotations);
-    kcm_labels_selector_release(&dp->selector);
-    free(dp->template);
-    free(dp->selector_json);
-    kcm_api_conditions_release(&dp->status.conditions);
-    break;
-  }
-  }
+  kinds[o->kind]->release(o, pool);
   kcm_intern_put(pool, o->ns);
   free(o->name);
   kcm_labels_release(&o->labels, pool);
@@ -435,7 +406,7 @@ void kcm_api_unref(struct kcm_object *o, struct kcm_intern *pool) {
   free(o);
 }
 
-static size_t pairs_size(const struct kcm_pairs *p) {
+size_t kcm_api_pairs_size(const struct kcm_pairs *p) {
   size_t n = p->n * sizeof(*p->items);
   uint32_t i;
   for (i = 0; i < p->n; i++)
@@ -443,21 +414,7 @@ static size_t pairs_size(const struct kcm_pairs *p) {
   return n;
 }
 
-const size_t kcm_api_kind_size[KCM_KIND_COUNT] = {
-    sizeof(struct kcm_pod), sizeof(struct kcm_replicaset), sizeof(struct kcm_deployment)};
-
 size_t kcm_api_size(const struct kcm_object *o) {
-  size_t n = kcm_api_kind_size[o->kind] + strlen(o->name) + 1 + o->labels.n * sizeof(struct kcm_label);
-  if (o->kind == KCM_KIND_REPLICASET) {
-    const struct kcm_replicaset *rs = (const struct kcm_replicaset *)o;
-    n += pairs_size(&rs->annotations) + strlen(rs->template) + 1 +
-         rs->template_labels.n * sizeof(struct kcm_label) +
-         rs->status.conditions.n * sizeof(struct kcm_condition);
-  } else if (o->kind == KCM_KIND_DEPLOYMENT) {
-    const struct kcm_deployment *dp = (const struct kcm_deployment *)o;
-    n += pairs_size(&dp->annotations) + strlen(dp->template) + 1 +
-         (dp->selector_json ? strlen(dp->selector_json) + 1 : 0) +
-         dp->status.conditions.n * sizeof(struct kcm_condition);
-  }
-  return n;
+  const struct kcm_api_kind *k = kinds[o->kind];
+  return k->size + strlen(o->name) + 1 + o->labels.n * sizeof(struct kcm_label) + k->held(o);
 }

@@ -73,8 +73,11 @@ int kcm_api_decode_spec_parts(struct kcm_object *o, struct json_object *spec,
       return rc_;                                                                              \
   } while (0)
 
-/* sizeof the struct of each kind. */
-extern const size_t kcm_api_kind_size[KCM_KIND_COUNT];
+/* The kinds' rows (kind_<kind>.c). */
+extern const struct kcm_api_kind kcm_api_kind_pod, kcm_api_kind_replicaset,
+    kcm_api_kind_deployment;
+/* Bytes a map of annotations holds. */
+size_t kcm_api_pairs_size(const struct kcm_pairs *p);
 
 /* strcmp() of two `const char *` array elements, for qsort and bsearch. */
 int kcm_api_cmp_str(const void *a, const void *b);

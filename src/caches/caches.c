@@ -56,10 +56,11 @@ static void on_check(uv_timer_t *t) {
   }
   uv_timer_stop(t);
   c->synced = true;
-  kcm_info("caches synced pods=%zu replicasets=%zu deployments=%zu elapsed=\"%llums\"",
-           kcm_caches_len(c, KCM_KIND_POD), kcm_caches_len(c, KCM_KIND_REPLICASET),
-           kcm_caches_len(c, KCM_KIND_DEPLOYMENT),
-           (unsigned long long)(uv_now(c->loop) - c->started));
+  EACH(c, k) {
+    kcm_info("cache synced resource=\"%s\" objects=%zu", kcm_api_kind((enum kcm_kind)k)->plural,
+             kcm_caches_len(c, (enum kcm_kind)k));
+  }
+  kcm_info("caches synced elapsed=\"%llums\"", (unsigned long long)(uv_now(c->loop) - c->started));
   c->on_synced(c);
 }
 

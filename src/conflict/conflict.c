@@ -131,23 +131,13 @@ void kcm_conflict_lead(struct kcm_conflict *c, int64_t now) {
 
 /* Whether a count the object's controller keeps differs between a and b. */
 static bool counts_changed(const struct kcm_object *a, const struct kcm_object *b) {
-  if (a->kind == KCM_KIND_REPLICASET) {
-    const struct kcm_replicaset *x = (const void *)a, *y = (const void *)b;
-    return x->status.replicas != y->status.replicas ||
-           x->status.fully_labeled != y->status.fully_labeled ||
-           x->status.ready != y->status.ready || x->status.available != y->status.available ||
-           x->status.terminating != y->status.terminating ||
-           x->status.observed_generation != y->status.observed_generation;
-  }
-  if (a->kind == KCM_KIND_DEPLOYMENT) {
-    const struct kcm_deployment *x = (const void *)a, *y = (const void *)b;
-    return x->status.replicas != y->status.replicas || x->status.updated != y->status.updated ||
-           x->status.ready != y->status.ready || x->status.available != y->status.available ||
-           x->status.unavailable != y->status.unavailable ||
-           x->status.terminating != y->status.terminating ||
-           x->status.collision_count != y->status.collision_count ||
-           x->status.observed_generation != y->status.observed_generation;
-  }
+  const struct kcm_api_kind *k = kcm_api_kind(a->kind);
+  struct kcm_api_count x[KCM_API_COUNTS], y[KCM_API_COUNTS];
+  size_t i, n = k->counts(a, x);
+  k->counts(b, y);
+  for (i = 0; i < n; i++)
+    if (x[i].value != y[i].value)
+      return true;
   return false;
 }
 
@@ -183,13 +173,16 @@ static const char *foreign_status_write(const struct kcm_conflict *c,
 void kcm_conflict_observe(struct kcm_conflict *c, const struct kcm_object *old,
                           const struct kcm_object *cur, bool successive, int64_t now,
                           struct kcm_conflict_change *ch) {
-  enum kcm_kind a = cur->kind < KCM_KIND_COUNT ? (enum kcm_kind)cur->kind : KCM_KIND_POD;
-  struct kcm_conflict_state *s = &c->area[a];
+  enum kcm_kind a = (enum kcm_kind)cur->kind;
+  struct kcm_conflict_state *s;
   struct nskey key = {cur->ns ? cur->ns : "", cur->ns ? strlen(cur->ns) : 0};
   struct kcm_conflict_space *sp;
 
   memset(ch, 0, sizeof(*ch));
   ch->area = -1;
+  if (a >= KCM_KIND_COUNT)
+    return;
+  s = &c->area[a];
   if (!old || !successive || !(c->watched & (1u << a)) ||
       !(ch->manager = foreign_status_write(c, old, cur)))
     return;

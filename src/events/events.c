@@ -54,7 +54,7 @@ void kcm_events_release(struct kcm_events *ev) {
 
 void kcm_events_object_of(const struct kcm_object *o, struct kcm_event_object *out) {
   out->kind = kcm_api_kind_name((enum kcm_kind)o->kind);
-  out->api_version = o->kind == KCM_KIND_POD ? "v1" : "apps/v1";
+  out->api_version = kcm_api_kind(o->kind)->api_version;
   out->ns = o->ns;
   out->name = o->name;
   out->uid = o->uid;

@@ -270,7 +270,8 @@ static int apply_event(struct kcm_informer *inf, const char *type, const char *o
  * are decoded while the event is read, in one pass (in_place); any other
  * kind, or a pod that turns out malformed, is cut out of the event first and
  * decoded on its own. More events after the first on the line are read in
- * turn; anything else after it is reported. */
+ * turn; anything else after it is reported. Which kinds are read in place
+ * their row of the kinds says (decode_at). */
 static int read_event(struct kcm_informer *inf, const char *text, size_t len, bool in_place) {
   struct kcm_json *j = &inf->page;
   const char *obj, *s, *why, *rest, *end = text + len;
@@ -305,7 +306,7 @@ next: /* the next event on the line: a loop, not a call, as a line may hold very
         }
         obj = j->p;
         if (in_place && is_change(type)) {
-          if (kcm_api_decode_pod_at(j, inf->pool, &o, &e))
+          if (kcm_api_kind(inf->opts.kind)->decode_at(j, inf->pool, &o, &e))
             return read_event(inf, text, len, false); /* which reports it */
           decoded = true;
           objlen = (size_t)(j->p - obj);
@@ -385,5 +386,5 @@ int kcm_informer_on_event(const char *text, size_t len, const char *why, void *d
   }
   if (inf->watch_proto)
     return read_pb_event(inf, text, len);
-  return read_event(inf, text, len, inf->opts.kind == KCM_KIND_POD);
+  return read_event(inf, text, len, kcm_api_kind(inf->opts.kind)->decode_at != NULL);
 }

@@ -153,7 +153,7 @@ bool kcm_informer_is_proto(const char *content_type) {
 }
 
 const char *kcm_informer_accept(const struct kcm_informer *inf) {
-  return inf->opts.protobuf && inf->opts.kind == KCM_KIND_POD
+  return inf->opts.protobuf && kcm_api_kind(inf->opts.kind)->protobuf
              ? "application/vnd.kubernetes.protobuf, application/json"
              : "application/json";
 }

@@ -251,41 +251,31 @@ static void plan_line(const char *plan, char *dst, size_t len) {
   }
 }
 
-/* What the cache shows of o, for the disagreement's "observed". */
+/* What the cache shows of o, for the disagreement's "observed": its
+ * spec's replicas and the status counts its controller keeps (those set). */
 static void observed_of(const struct kcm_object *o, uint64_t quiet_ms, char *dst, size_t len) {
-  size_t at;
+  const struct kcm_api_kind *k;
+  struct kcm_api_count counts[KCM_API_COUNTS];
+  size_t at, i, n;
   const struct kcm_writers *w;
   const char *who;
   int64_t written;
-  struct counts {
-    int32_t spec, status;
-    const char *third; /* the count told beside the status's replicas */
-    int32_t third_value, available;
-    int64_t observed;
-  } counts = {0};
   if (!o) {
     snprintf(dst, len, "not in the cache; unchanged for %llus",
              (unsigned long long)(quiet_ms / 1000));
     return;
   }
+  k = kcm_api_kind(o->kind);
   w = kcm_api_writers_of(o);
   at = (size_t)snprintf(dst, len, "resourceVersion %llu, generation %lld",
                         (unsigned long long)o->rv, (long long)o->generation);
-  if (o->kind == KCM_KIND_REPLICASET) {
-    const struct kcm_replicaset *rs = (const struct kcm_replicaset *)o;
-    counts = (struct counts){rs->replicas, rs->status.replicas, "ready", rs->status.ready,
-                             rs->status.available, rs->status.observed_generation};
-  } else if (o->kind == KCM_KIND_DEPLOYMENT) {
-    const struct kcm_deployment *d = (const struct kcm_deployment *)o;
-    counts = (struct counts){d->replicas, d->status.replicas, "updated", d->status.updated,
-                             d->status.available, d->status.observed_generation};
-  }
-  if (counts.third && at < len)
-    at += (size_t)snprintf(dst + at, len - at,
-                           ", replicas %d, status replicas %d %s %d available %d "
-                           "observedGeneration %lld",
-                           counts.spec, counts.status, counts.third, counts.third_value,
-                           counts.available, (long long)counts.observed);
+  if (k->replicas_at && at < len)
+    at += (size_t)snprintf(dst + at, len - at, ", replicas %d, status",
+                           *(const int32_t *)((const char *)o + k->replicas_at));
+  for (i = 0, n = k->counts(o, counts); i < n && at < len; i++)
+    if (counts[i].value >= 0)
+      at += (size_t)snprintf(dst + at, len - at, " %s %lld", counts[i].name,
+                             (long long)counts[i].value);
   if (w && (who = kcm_api_writers_newest(w, &written)) && at < len) {
     char when[32];
     kcm_api_format_time(written, when, sizeof(when));

@@ -145,7 +145,7 @@ int kcm_writer_patch(struct kcm_write *req, enum kcm_kind kind, const char *ns, 
     return req->err;
   req->content_type = types[type];
   req->update_only = (sub && !strcmp(sub, "status")) ||
-                     (kind == KCM_KIND_DEPLOYMENT && type != KCM_PATCH_STRATEGIC);
+                     (kcm_api_kind(kind)->patch_as_update && type != KCM_PATCH_STRATEGIC);
   return 0;
 }
 

@@ -2,8 +2,11 @@
 """The tree's shape, checked: each module's DEPS in CMakeLists.txt are the
 modules its files include (no more, no fewer), a file in src/ includes
 only public headers (kcm/...) and those of its own directory (never
-another module's internals), no function in src/ is over 80 lines, and
-src/main.c is at most 400 lines. Prints each finding and exits 1 when
+another module's internals), a kind is named (KCM_KIND_POD, struct
+kcm_replicaset, ...) only by the api module, where its row and decoders
+are, and by the controllers (everywhere else a kind's row of the kinds
+says what differs), no function in src/ is over 80 lines, and src/main.c
+is at most 400 lines. Prints each finding and exits 1 when
 there is one."""
 
 import glob
@@ -72,6 +75,32 @@ def check_internal_includes(findings):
                                     % (rel, n, m.group(1)))
 
 
+# Where a kind may be named: the api module (its rows and decoders), the
+# controllers, and the table of them.
+KIND_NAMES = re.compile(r"\bKCM_KIND_(?!COUNT\b)[A-Z]+\b|\bstruct kcm_(?:pod|replicaset|deployment)\b")
+KIND_PLACES = ("src/api/", "src/controllers/deployment/", "src/controllers/replicaset/",
+               "src/controllers/table/table.c", "include/kcm/api.h",
+               "include/kcm/deployment.h", "include/kcm/replicaset.h")
+
+
+def check_kind_branches(findings):
+    """A kind named outside the api module and the controllers."""
+    paths = glob.glob(os.path.join(ROOT, "src", "**", "*.[ch]"), recursive=True)
+    paths += glob.glob(os.path.join(ROOT, "include", "kcm", "*.h"))
+    for path in sorted(paths):
+        rel = os.path.relpath(path, ROOT)
+        if rel.startswith(KIND_PLACES):
+            continue
+        with open(path) as f:
+            text = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), f.read(),
+                          flags=re.S)
+        for n, line in enumerate(text.split("\n"), 1):
+            m = KIND_NAMES.search(line)
+            if m:
+                findings.append("%s:%d: names %s: read what differs from the kind's row"
+                                % (rel, n, m.group(0)))
+
+
 def functions(text):
     """(name, first line, lines) of each function defined in C text."""
     text = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S)
@@ -117,6 +146,7 @@ def main():
     findings = []
     check_deps(findings)
     check_internal_includes(findings)
+    check_kind_branches(findings)
     check_sizes(findings)
     for line in findings:
         print(line)

@@ -527,7 +527,7 @@ int kcm_api_decode(enum kcm_kind kind, struct json_object *obj, struct kcm_inter
     return KCM_EINVAL;
   if (!obj || !json_object_is_type(obj, json_type_object))
     return kcm_api_bad(&d, "(object)", "must be a JSON object");
-  o = calloc(1, kcm_api_kind_size[kind]);
+  o = calloc(1, kcm_api_kind(kind)->size);
   if (!o)
     return KCM_ENOMEM;
   o->kind = (uint8_t)kind;

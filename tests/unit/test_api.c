@@ -1777,8 +1777,57 @@ static void proto_wire_reader(void **state) {
   kcm_buf_release(&inner);
 }
 
+/* Each row of the kinds describes its own struct: its index, where its
+ * writers and replicas are, the counts its controller keeps. */
+static void kinds_describe_their_structs(void **state) {
+  struct kcm_replicaset rs = {0};
+  struct kcm_deployment d = {0};
+  struct kcm_pod p = {0};
+  struct kcm_api_count counts[KCM_API_COUNTS];
+  int k;
+  (void)state;
+  for (k = 0; k < KCM_KIND_COUNT; k++) {
+    const struct kcm_api_kind *row = kcm_api_kind((enum kcm_kind)k);
+    assert_non_null(row);
+    assert_int_equal(row->kind, k);
+    assert_true(row->size >= sizeof(struct kcm_object));
+    assert_non_null(row->release);
+    assert_non_null(row->held);
+    assert_non_null(row->counts);
+  }
+  assert_null(kcm_api_kind(KCM_KIND_COUNT));
+  rs.o.kind = KCM_KIND_REPLICASET;
+  d.o.kind = KCM_KIND_DEPLOYMENT;
+  p.o.kind = KCM_KIND_POD;
+  assert_ptr_equal(kcm_api_writers_of(&rs.o), &rs.writers);
+  assert_ptr_equal(kcm_api_writers_of(&d.o), &d.writers);
+  assert_null(kcm_api_writers_of(&p.o));
+  assert_int_equal(kcm_api_kind(KCM_KIND_POD)->counts(&p.o, counts), 0);
+  rs.status.ready = 7;
+  rs.status.observed_generation = 9;
+  assert_int_equal(kcm_api_kind(KCM_KIND_REPLICASET)->counts(&rs.o, counts), 6);
+  assert_string_equal(counts[2].name, "readyReplicas");
+  assert_int_equal(counts[2].value, 7);
+  assert_string_equal(counts[5].name, "observedGeneration");
+  assert_int_equal(counts[5].value, 9);
+  d.status.collision_count = 4;
+  assert_int_equal(kcm_api_kind(KCM_KIND_DEPLOYMENT)->counts(&d.o, counts), 8);
+  assert_string_equal(counts[6].name, "collisionCount");
+  assert_int_equal(counts[6].value, 4);
+  d.replicas = 3;
+  assert_int_equal(*(const int32_t *)((const char *)&d + kcm_api_kind(KCM_KIND_DEPLOYMENT)
+                                                           ->replicas_at),
+                   3);
+  assert_int_equal(kcm_api_kind(KCM_KIND_POD)->replicas_at, 0);
+  assert_string_equal(kcm_api_kind(KCM_KIND_DEPLOYMENT)->api_version, "apps/v1");
+  assert_string_equal(kcm_api_kind(KCM_KIND_POD)->api_version, "v1");
+  assert_non_null(kcm_api_kind(KCM_KIND_POD)->decode_at);
+  assert_null(kcm_api_kind(KCM_KIND_REPLICASET)->decode_at);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(kinds_describe_their_structs),
       cmocka_unit_test(pod_fields),
       cmocka_unit_test(resource_versions_are_digits),
       cmocka_unit_test(pod_defaults),

@@ -168,8 +168,9 @@ static void plans_left_undone_disagree_once(void **state) {
   assert_string_equal(s.latest[0].reason, "create pods");
   assert_string_equal(s.latest[0].plan, "create pods (x2)");
   assert_string_equal(s.latest[0].observed,
-                      "resourceVersion 42, generation 3, replicas 2, status replicas 1 ready 0 "
-                      "available 0 observedGeneration 3, status written by "
+                      "resourceVersion 42, generation 3, replicas 2, status replicas 1 "
+                      "fullyLabeledReplicas 0 readyReplicas 0 availableReplicas 0 "
+                      "terminatingReplicas 0 observedGeneration 3, status written by "
                       "kube-controller-manager at 1970-01-01T00:00:00Z; unchanged for 10s");
   /* Once: the same state later is not told again... */
   assert_int_equal(kcm_shadow_judge(&s, "ns/web", "create pods\n", &rs.o, 0, 5000 + WINDOW), 0);
