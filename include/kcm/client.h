@@ -135,8 +135,14 @@ typedef int (*kcm_client_chunk_cb)(const char *p, size_t n, void *data);
 
 /* Rate limiters per client. kube-controller-manager gives every controller
  * a client, and so a limiter, of its own, and its informers another; kcm
- * gives each its own limiter on one client. */
-#define KCM_CLIENT_LIMITERS 4
+ * gives each its own limiter on one client: 0 is the informers' (and any
+ * request's that names none), KCM_CLIENT_LIMITER_LEASES that of leader
+ * election, the shards' Leases and service account tokens, and each
+ * controller has the one at KCM_CLIENT_LIMITER_CONTROLLERS plus its place
+ * in the table of controllers. */
+#define KCM_CLIENT_LIMITERS 10
+#define KCM_CLIENT_LIMITER_LEASES 1
+#define KCM_CLIENT_LIMITER_CONTROLLERS 2
 
 struct kcm_client_request_options {
   const char *method;       /* "GET", "POST", ... */

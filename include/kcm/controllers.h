@@ -5,8 +5,10 @@
  * A row of the table (struct kcm_controllers_row) holds what the rest of
  * kcm needs of a controller: the names --controllers takes, the kinds it
  * caches, whom it writes as, its conflict area, and the functions that
- * build, expose and free it. Adding a controller is its own directory
- * plus one row in src/controllers/table/table.c.
+ * build, expose and free it; its rate limiter is the client's at
+ * KCM_CLIENT_LIMITER_CONTROLLERS plus its place in the table. Adding a
+ * controller is its own directory plus one row in
+ * src/controllers/table/table.c.
  *
  * The set (struct kcm_controllers) holds, for each row --controllers
  * enables, the controller, its writer, its shadow (--shadow) and its
@@ -55,7 +57,6 @@ struct kcm_controllers_row {
   const char *const *names;  /* what --controllers takes for it, NULL-ended */
   const char *account;       /* "deployment-controller": its User-Agent, and the
                                 service account it may write as */
-  unsigned limiter;          /* the client's rate limiter it draws from */
   unsigned kinds;            /* 1 << enum kcm_kind of every cache it reads */
   size_t size;               /* of the controller */
   /* Build the controller in c (size bytes, zeroed) and register with the
@@ -69,6 +70,8 @@ struct kcm_controllers_row {
 };
 
 #define KCM_CONTROLLERS 2
+_Static_assert(KCM_CLIENT_LIMITER_CONTROLLERS + KCM_CONTROLLERS <= KCM_CLIENT_LIMITERS,
+               "a rate limiter for each controller");
 extern const struct kcm_controllers_row kcm_controllers_table[KCM_CONTROLLERS];
 
 /* One row's controller, when enabled. */

@@ -57,8 +57,6 @@
 #define KCM_DEPLOYMENT_HISTORY_CHARS 2000
 /* A key that failed this many times in a row is dropped until it changes. */
 #define KCM_DEPLOYMENT_MAX_RETRIES 15
-/* The client rate limiter of the controller's requests and events. */
-#define KCM_DEPLOYMENT_LIMITER 1
 
 /* --- rollout arithmetic (pure) --------------------------------------------------------- */
 

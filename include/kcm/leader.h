@@ -69,10 +69,6 @@ void kcm_leader_now(char *buf, size_t len);
 
 /* --- the elector ----------------------------------------------------------------------------- */
 
-/* The client rate limiter kcm gives leader election (upstream uses a client
- * of its own for it). */
-#define KCM_LEADER_LIMITER 3
-
 struct kcm_leader_options {
   const char *ns;        /* Lease namespace */
   const char *name;      /* Lease name */

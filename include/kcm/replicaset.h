@@ -45,8 +45,6 @@
 #include "kcm/workqueue.h"
 
 #define KCM_REPLICASET_BURST 500
-/* The client rate limiter of the controller's requests and events. */
-#define KCM_REPLICASET_LIMITER 2
 
 /* --- planning (pure) --------------------------------------------------------------- */
 

@@ -19,13 +19,13 @@ const char *kcm_campaign_lease_namespace(const struct kcm_options *f) {
 static struct kcm_leader_options leader_options(const struct kcm_options *f) {
   return (struct kcm_leader_options){kcm_campaign_lease_namespace(f), f->lease_name, NULL,
                                      f->lease_ms, f->renew_ms, f->retry_ms,
-                                     KCM_LEADER_LIMITER};
+                                     KCM_CLIENT_LIMITER_LEASES};
 }
 
 static struct kcm_shards_options shards_options(const struct kcm_options *f) {
   return (struct kcm_shards_options){(uint32_t)f->shards, kcm_campaign_lease_namespace(f),
                                      f->lease_name, NULL, f->lease_ms, f->renew_ms,
-                                     f->retry_ms, KCM_LEADER_LIMITER};
+                                     f->retry_ms, KCM_CLIENT_LIMITER_LEASES};
 }
 
 const char *kcm_campaign_check(const struct kcm_options *f) {

@@ -52,14 +52,15 @@ static void on_token(struct kcm_satoken *t) {
  * grants as update sent as updates. */
 static int setup_writer(struct kcm_controllers *s, struct kcm_controllers_one *o,
                         uv_loop_t *loop, struct kcm_client *client) {
+  unsigned limiter = KCM_CLIENT_LIMITER_CONTROLLERS + (unsigned)(o - s->one);
   if (s->opt->shadow)
-    kcm_writer_init_dry(&o->writer, client, o->row->limiter, loop);
+    kcm_writer_init_dry(&o->writer, client, limiter, loop);
   else
-    kcm_writer_init(&o->writer, client, o->row->limiter);
+    kcm_writer_init(&o->writer, client, limiter);
   o->writer.agent = o->row->account;
   if (!s->opt->sa_credentials)
     return 0;
-  if (kcm_satoken_init(&o->token, loop, client, KCM_LEADER_LIMITER, "kube-system",
+  if (kcm_satoken_init(&o->token, loop, client, KCM_CLIENT_LIMITER_LEASES, "kube-system",
                        o->row->account)) {
     kcm_error("cannot set up a token account=\"%s\"", o->row->account);
     return KCM_EINVAL;
