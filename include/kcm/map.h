@@ -21,7 +21,20 @@
 struct kcm_map_type {
   uint64_t (*hash_key)(const void *key);
   bool (*match)(const void *key, const void *entry);
+  /* Without hash_key and match, keys are C strings, and each entry holds
+   * its own at key_at: a `char *` member, or (key_inline) a char array. */
+  size_t key_at;
+  bool key_inline;
 };
+
+/* The type of entries found by a C string they hold, the member `member`
+ * of `type` (a `char *` or a char array), as a string is found in them
+ * all: its bytes hashed, compared with strcmp(). */
+#define KCM_MAP_STRING_KEYED(type, member)                                                    \
+  {NULL, NULL, offsetof(type, member),                                                        \
+   _Generic(&((type *)0)->member, char **: false, const char **: false, default: true)}
+/* Entries that are themselves the C string they are found by. */
+#define KCM_MAP_STRINGS {NULL, NULL, 0, true}
 
 struct kcm_map {
   const struct kcm_map_type *type;

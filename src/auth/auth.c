@@ -112,15 +112,7 @@ static bool in_groups(const struct user *u, const char *g) {
 
 /* --- caches --------------------------------------------------------------- */
 
-static uint64_t key_hash(const void *key) {
-  return kcm_map_hash_bytes(KCM_MAP_HASH_INIT, key, strlen(key));
-}
-
-static bool key_match(const void *key, const void *entry) {
-  return !strcmp(key, ((const struct entry *)entry)->key);
-}
-
-static const struct kcm_map_type entry_type = {key_hash, key_match};
+static const struct kcm_map_type entry_type = KCM_MAP_STRING_KEYED(struct entry, key);
 
 static void entry_free(struct entry *e) {
   free(e->key);

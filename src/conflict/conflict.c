@@ -27,7 +27,7 @@ static bool space_match(const void *key, const void *entry) {
   return !strncmp(ns, k->s, k->n) && !ns[k->n];
 }
 
-static const struct kcm_map_type space_type = {space_hash, space_match};
+static const struct kcm_map_type space_type = {.hash_key = space_hash, .match = space_match};
 
 /* The next name of a comma-separated list from *p: [*from, *to). False
  * at its end. */

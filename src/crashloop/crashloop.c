@@ -12,15 +12,7 @@ struct waves {
   char key[];          /* NUL-terminated */
 };
 
-static uint64_t hash_key(const void *key) {
-  return kcm_map_hash_bytes(KCM_MAP_HASH_INIT, key, strlen(key));
-}
-
-static bool match(const void *key, const void *entry) {
-  return strcmp(key, ((const struct waves *)entry)->key) == 0;
-}
-
-static const struct kcm_map_type waves_type = {hash_key, match};
+static const struct kcm_map_type waves_type = KCM_MAP_STRING_KEYED(struct waves, key);
 
 void kcm_crashloop_init(struct kcm_crashloop *b, uint64_t base_ms, uint64_t max_ms,
                         uint64_t window_ms) {

@@ -40,11 +40,7 @@ static uint64_t hash_str(const char *s) {
   return kcm_map_hash_bytes(KCM_MAP_HASH_INIT, s, strlen(s));
 }
 
-static uint64_t entry_hash(const void *key) { return hash_str(key); }
-static bool entry_match(const void *key, const void *entry) {
-  return !strcmp(key, ((const struct kcm_event_entry *)entry)->key);
-}
-static const struct kcm_map_type entry_type = {entry_hash, entry_match};
+static const struct kcm_map_type entry_type = KCM_MAP_STRING_KEYED(struct kcm_event_entry, key);
 
 static void cache_init(struct kcm_event_cache *c, bool names) {
   memset(c, 0, sizeof(*c));

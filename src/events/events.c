@@ -29,13 +29,7 @@ struct kcm_event_post {
   uint64_t delay_ms; /* before the next send */
 };
 
-static uint64_t post_hash(const void *key) {
-  return kcm_map_hash_bytes(KCM_MAP_HASH_INIT, key, strlen(key));
-}
-static bool post_match(const void *key, const void *entry) {
-  return !strcmp(key, ((const struct kcm_event_post *)entry)->path);
-}
-static const struct kcm_map_type post_type = {post_hash, post_match};
+static const struct kcm_map_type post_type = KCM_MAP_STRING_KEYED(struct kcm_event_post, path);
 
 void kcm_events_init(struct kcm_events *ev, struct kcm_writer *writer, const char *component) {
   memset(ev, 0, sizeof(*ev));

@@ -15,15 +15,7 @@ struct record {
   size_t npods;
 };
 
-static uint64_t hash_key(const void *key) {
-  return kcm_map_hash_bytes(KCM_MAP_HASH_INIT, key, strlen(key));
-}
-
-static bool match(const void *key, const void *entry) {
-  return strcmp(key, ((const struct record *)entry)->key) == 0;
-}
-
-static const struct kcm_map_type record_type = {hash_key, match};
+static const struct kcm_map_type record_type = KCM_MAP_STRING_KEYED(struct record, key);
 
 static void clear_pods(struct record *r) {
   size_t i;

@@ -34,8 +34,8 @@ static bool match_uid(const void *key, const void *entry) {
   return kcm_api_uid_equal(key, &((const struct kcm_informer_bucket *)entry)->uid);
 }
 
-static const struct kcm_map_type ns_type = {hash_ns, match_ns};
-static const struct kcm_map_type owner_type = {hash_uid, match_uid};
+static const struct kcm_map_type ns_type = {.hash_key = hash_ns, .match = match_ns};
+static const struct kcm_map_type owner_type = {.hash_key = hash_uid, .match = match_uid};
 
 static const struct kcm_uid no_owner; /* all zero: the bucket of orphans */
 

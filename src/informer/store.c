@@ -53,9 +53,9 @@ static bool match_key(const void *key, const void *entry) {
   return strcmp(k->name, e->name) == 0 && strcmp(k->ns, e->ns) == 0;
 }
 
-static const struct kcm_map_type obj_type = {hash_objkey, match_obj};
-static const struct kcm_map_type behind_type = {hash_objkey, match_behind};
-static const struct kcm_map_type key_type = {hash_objkey, match_key};
+static const struct kcm_map_type obj_type = {.hash_key = hash_objkey, .match = match_obj};
+static const struct kcm_map_type behind_type = {.hash_key = hash_objkey, .match = match_behind};
+static const struct kcm_map_type key_type = {.hash_key = hash_objkey, .match = match_key};
 
 void kcm_informer_keys_init(struct kcm_map *m) { kcm_map_init(m, &key_type); }
 

@@ -29,7 +29,7 @@ static bool match(const void *key, const void *entry) {
   return e->len == k->len && memcmp(e->s, k->s, k->len) == 0;
 }
 
-static const struct kcm_map_type intern_type = {hash_key, match};
+static const struct kcm_map_type intern_type = {.hash_key = hash_key, .match = match};
 
 void kcm_intern_init(struct kcm_intern *p) {
   kcm_map_init(&p->map, &intern_type);

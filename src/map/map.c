@@ -91,10 +91,22 @@ void kcm_map_release(struct kcm_map *m) {
 }
 
 /* Slot holding the entry for key (hash h), or the empty slot it would take. */
+static uint64_t hash_of(const struct kcm_map_type *t, const void *key) {
+  return t->hash_key ? t->hash_key(key) : kcm_map_hash_bytes(KCM_MAP_HASH_INIT, key, strlen(key));
+}
+
+static bool matches(const struct kcm_map_type *t, const void *key, const void *entry) {
+  const char *at;
+  if (t->match)
+    return t->match(key, entry);
+  at = (const char *)entry + t->key_at;
+  return !strcmp(key, t->key_inline ? at : *(const char *const *)at);
+}
+
 static size_t find(const struct kcm_map *m, const void *key, uint64_t h) {
   size_t mask = m->cap - 1, i = (size_t)h & mask;
   while (m->slots[i]) {
-    if (m->hashes[i] == h && m->type->match(key, m->slots[i]))
+    if (m->hashes[i] == h && matches(m->type, key, m->slots[i]))
       return i;
     i = (i + 1) & mask;
   }
@@ -132,11 +144,11 @@ static int resize(struct kcm_map *m, size_t cap) {
 void *kcm_map_get(const struct kcm_map *m, const void *key) {
   if (!m->len)
     return NULL;
-  return m->slots[find(m, key, m->type->hash_key(key))];
+  return m->slots[find(m, key, hash_of(m->type, key))];
 }
 
 int kcm_map_put(struct kcm_map *m, const void *key, void *entry, void **old) {
-  uint64_t h = m->type->hash_key(key);
+  uint64_t h = hash_of(m->type, key);
   size_t i;
 
   if (old)
@@ -164,7 +176,7 @@ void *kcm_map_remove(struct kcm_map *m, const void *key) {
 
   if (!m->len)
     return NULL;
-  i = find(m, key, m->type->hash_key(key));
+  i = find(m, key, hash_of(m->type, key));
   entry = m->slots[i];
   if (!entry)
     return NULL;

@@ -12,15 +12,7 @@ struct mark {
   char key[]; /* NUL-terminated */
 };
 
-static uint64_t hash_key(const void *key) {
-  return kcm_map_hash_bytes(KCM_MAP_HASH_INIT, key, strlen(key));
-}
-
-static bool match(const void *key, const void *entry) {
-  return strcmp(key, ((const struct mark *)entry)->key) == 0;
-}
-
-static const struct kcm_map_type mark_type = {hash_key, match};
+static const struct kcm_map_type mark_type = KCM_MAP_STRING_KEYED(struct mark, key);
 
 #define PRUNE_MIN 64
 #define MAX_STRETCH 10

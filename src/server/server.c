@@ -109,15 +109,7 @@ static const char *reason(int status) {
 
 /* --- peers ---------------------------------------------------------------- */
 
-static uint64_t peer_hash(const void *key) {
-  return kcm_map_hash_bytes(KCM_MAP_HASH_INIT, key, strlen(key));
-}
-
-static bool peer_match(const void *key, const void *entry) {
-  return !strcmp(key, ((const struct peer *)entry)->addr);
-}
-
-static const struct kcm_map_type peer_type = {peer_hash, peer_match};
+static const struct kcm_map_type peer_type = KCM_MAP_STRING_KEYED(struct peer, addr);
 
 /* The peer's IP address; an IPv4 client of a dual-stack socket as IPv4. */
 static void peer_address(uv_tcp_t *tcp, char *out, size_t len) {

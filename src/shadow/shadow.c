@@ -23,15 +23,7 @@ struct pending {
   bool reported;   /* judged a disagreement already */
 };
 
-static uint64_t hash_key(const void *key) {
-  return kcm_map_hash_bytes(KCM_MAP_HASH_INIT, key, strlen(key));
-}
-
-static bool match(const void *key, const void *entry) {
-  return strcmp(key, ((const struct pending *)entry)->key) == 0;
-}
-
-static const struct kcm_map_type pending_type = {hash_key, match};
+static const struct kcm_map_type pending_type = KCM_MAP_STRING_KEYED(struct pending, key);
 
 /* A sync in progress, and the writes it has sent. */
 struct syncing {
@@ -39,11 +31,7 @@ struct syncing {
   struct kcm_buf plan;
 };
 
-static bool match_syncing(const void *key, const void *entry) {
-  return strcmp(key, ((const struct syncing *)entry)->key) == 0;
-}
-
-static const struct kcm_map_type syncing_type = {hash_key, match_syncing};
+static const struct kcm_map_type syncing_type = KCM_MAP_STRING_KEYED(struct syncing, key);
 
 static void free_syncing(struct syncing *y) {
   if (y) {

@@ -32,15 +32,8 @@ struct kcm_workqueue_item {
   bool processing; /* handed out, not done */
 };
 
-static uint64_t hash_key(const void *key) {
-  return kcm_map_hash_bytes(KCM_MAP_HASH_INIT, key, strlen(key));
-}
-
-static bool match(const void *key, const void *entry) {
-  return strcmp(key, ((const struct kcm_workqueue_item *)entry)->key) == 0;
-}
-
-static const struct kcm_map_type item_type = {hash_key, match};
+static const struct kcm_map_type item_type =
+    KCM_MAP_STRING_KEYED(struct kcm_workqueue_item, key);
 
 static uint64_t loop_now(struct kcm_workqueue *q) { return uv_now(q->loop); }
 

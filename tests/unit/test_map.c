@@ -24,8 +24,8 @@ static bool match(const void *key, const void *entry) {
   return strcmp(key, ((const struct item *)entry)->key) == 0;
 }
 
-static const struct kcm_map_type good = {hash_str, match};
-static const struct kcm_map_type colliding = {hash_const, match};
+static const struct kcm_map_type good = {.hash_key = hash_str, .match = match};
+static const struct kcm_map_type colliding = {.hash_key = hash_const, .match = match};
 
 static void exercise(const struct kcm_map_type *type, int n) {
   struct kcm_map m;
@@ -80,10 +80,44 @@ static void exercise(const struct kcm_map_type *type, int n) {
 static void many_entries(void **state) { exercise(&good, 20000); }
 static void all_colliding(void **state) { exercise(&colliding, 300); }
 
+/* String keys kept inline (struct item's char array) need no functions. */
+static const struct kcm_map_type inline_keys = KCM_MAP_STRING_KEYED(struct item, key);
+static void string_keys_inline(void **state) { exercise(&inline_keys, 5000); }
+
+/* Kept as a pointer, and entries that are the key itself. */
+struct named {
+  int value;
+  char *name;
+};
+static void string_keys_pointed_to_and_bare(void **state) {
+  static const struct kcm_map_type pointed = KCM_MAP_STRING_KEYED(struct named, name);
+  static const struct kcm_map_type bare = KCM_MAP_STRINGS;
+  struct named a = {1, (char[]){"ns/a"}}, b = {2, (char[]){"ns/b"}};
+  char key[] = "ns/b", other[] = "ns/a";
+  struct kcm_map m;
+  kcm_map_init(&m, &pointed);
+  assert_int_equal(kcm_map_put(&m, a.name, &a, NULL), 0);
+  assert_int_equal(kcm_map_put(&m, b.name, &b, NULL), 0);
+  assert_ptr_equal(kcm_map_get(&m, key), &b); /* another copy of the text finds it */
+  assert_null(kcm_map_get(&m, "ns/c"));
+  assert_ptr_equal(kcm_map_remove(&m, "ns/a"), &a);
+  assert_null(kcm_map_get(&m, "ns/a"));
+  kcm_map_release(&m);
+  kcm_map_init(&m, &bare);
+  assert_int_equal(kcm_map_put(&m, key, key, NULL), 0);
+  assert_int_equal(kcm_map_put(&m, other, other, NULL), 0);
+  assert_ptr_equal(kcm_map_get(&m, "ns/b"), key);
+  assert_ptr_equal(kcm_map_get(&m, "ns/a"), other);
+  assert_null(kcm_map_get(&m, "ns"));
+  kcm_map_release(&m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(many_entries),
       cmocka_unit_test(all_colliding),
+      cmocka_unit_test(string_keys_inline),
+      cmocka_unit_test(string_keys_pointed_to_and_bare),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -36,15 +36,7 @@ static const struct kcm_selector *selector_of(const struct kcm_object *d) {
 
 /* --- aliases ------------------------------------------------------------------------------ */
 
-static uint64_t alias_hash(const void *key) {
-  return kcm_map_hash_bytes(KCM_MAP_HASH_INIT, key, strlen(key));
-}
-
-static bool alias_match(const void *key, const void *entry) {
-  return strcmp(key, ((const struct alias_entry *)entry)->key) == 0;
-}
-
-static const struct kcm_map_type alias_type = {alias_hash, alias_match};
+static const struct kcm_map_type alias_type = KCM_MAP_STRING_KEYED(struct alias_entry, key);
 
 static void alias_drop(struct kcm_deployment_controller *c, const char *key) {
   struct alias_entry *e = kcm_map_remove(&c->aliases, key);

@@ -275,13 +275,7 @@ static struct kcm_runtime_job *new_job(struct kcm_runtime *rt, const char *key) 
   return j;
 }
 
-static uint64_t held_hash(const void *key) {
-  return kcm_map_hash_bytes(KCM_MAP_HASH_INIT, key, strlen(key));
-}
-
-static bool held_match(const void *key, const void *entry) { return !strcmp(key, entry); }
-
-static const struct kcm_map_type held_type = {held_hash, held_match};
+static const struct kcm_map_type held_type = KCM_MAP_STRINGS;
 
 /* Whether the gate holds key back: then it is kept in rt->held (or,
  * without memory for that, queued again in a second) and done in the

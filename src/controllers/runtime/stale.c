@@ -24,15 +24,7 @@ struct wrote {
   uint64_t at;     /* uv_now() of the last write recorded */
 };
 
-static uint64_t wrote_hash(const void *key) {
-  return kcm_map_hash_bytes(KCM_MAP_HASH_INIT, key, strlen(key));
-}
-
-static bool wrote_match(const void *key, const void *entry) {
-  return !strcmp(key, ((const struct wrote *)entry)->key);
-}
-
-static const struct kcm_map_type wrote_type = {wrote_hash, wrote_match};
+static const struct kcm_map_type wrote_type = KCM_MAP_STRING_KEYED(struct wrote, key);
 
 static void drop(struct kcm_runtime *rt, const char *key) {
   struct wrote *w = kcm_map_remove(&rt->wrote, key);
