@@ -32,7 +32,8 @@ struct kcm_map_type {
  * all: its bytes hashed, compared with strcmp(). */
 #define KCM_MAP_STRING_KEYED(type, member)                                                    \
   {NULL, NULL, offsetof(type, member),                                                        \
-   _Generic(&((type *)0)->member, char **: false, const char **: false, default: true)}
+   _Generic(&((type *)0)->member, char **: false, const char **: false, char *const *: false, \
+            const char *const *: false, default: true)}
 /* Entries that are themselves the C string they are found by. */
 #define KCM_MAP_STRINGS {NULL, NULL, 0, true}
 

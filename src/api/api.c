@@ -28,7 +28,7 @@ const char *kcm_api_kind_name(enum kcm_kind kind) {
 }
 
 const struct kcm_writers *kcm_api_writers_of(const struct kcm_object *o) {
-  size_t at = kinds[o->kind]->writers_at;
+  size_t at = o->kind < KCM_KIND_COUNT ? kinds[o->kind]->writers_at : 0;
   return at ? (const struct kcm_writers *)((const char *)o + at) : NULL;
 }
 

@@ -1,4 +1,5 @@
 /* The informers the enabled controllers read, as one; see include/kcm/caches.h. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -54,13 +55,18 @@ static void on_check(uv_timer_t *t) {
     if (!kcm_informer_synced(&c->informers[k]))
       return;
   }
+  char kinds[128] = "";
+  size_t objects = 0, at = 0;
   uv_timer_stop(t);
   c->synced = true;
   EACH(c, k) {
-    kcm_info("cache synced resource=\"%s\" objects=%zu", kcm_api_kind((enum kcm_kind)k)->plural,
-             kcm_caches_len(c, (enum kcm_kind)k));
+    objects += kcm_caches_len(c, (enum kcm_kind)k);
+    if (at < sizeof(kinds))
+      at += (size_t)snprintf(kinds + at, sizeof(kinds) - at, "%s%s", at ? "," : "",
+                             kcm_api_kind((enum kcm_kind)k)->plural);
   }
-  kcm_info("caches synced elapsed=\"%llums\"", (unsigned long long)(uv_now(c->loop) - c->started));
+  kcm_info("caches synced resources=\"%s\" objects=%zu elapsed=\"%llums\"", kinds, objects,
+           (unsigned long long)(uv_now(c->loop) - c->started));
   c->on_synced(c);
 }
 

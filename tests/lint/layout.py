@@ -92,8 +92,7 @@ def check_kind_branches(findings):
         if rel.startswith(KIND_PLACES):
             continue
         with open(path) as f:
-            text = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), f.read(),
-                          flags=re.S)
+            text = code_only(f.read())
         for n, line in enumerate(text.split("\n"), 1):
             m = KIND_NAMES.search(line)
             if m:
@@ -101,12 +100,17 @@ def check_kind_branches(findings):
                                 % (rel, n, m.group(0)))
 
 
+def code_only(text):
+    """C text with comments and string and character literals emptied, its
+    lines where they were."""
+    return re.sub(r'/\*.*?\*/|//[^\n]*|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'',
+                  lambda m: ("\n" * m.group(0).count("\n")) if m.group(0)[0] == "/" else
+                  m.group(0)[0] * 2, text, flags=re.S)
+
+
 def functions(text):
     """(name, first line, lines) of each function defined in C text."""
-    text = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S)
-    text = re.sub(r"//[^\n]*", "", text)
-    text = re.sub(r'"(\\.|[^"\\\n])*"', '""', text)
-    text = re.sub(r"'(\\.|[^'\\\n])*'", "''", text)
+    text = code_only(text)
     depth, line, start, name, head_from = 0, 1, None, None, 0
     for i, ch in enumerate(text):
         if ch == "\n":
