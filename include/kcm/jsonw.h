@@ -82,11 +82,12 @@ void kcm_jsonw_key_bool(struct kcm_jsonw *w, const char *name, bool v);
 /* The JSON object text[0..len), as a value, with the member at path (a
  * NULL-ended list of names, one per level) set to the string value, or
  * removed when value is NULL; the rest is copied as it is. Objects the
- * path needs and the text lacks (or holds as null) are made. A member
- * made goes before the first whose name sorts after its own, so a
- * canonical text (keys sorted) stays canonical. Text that is not an
- * object, broken JSON, or another type than an object on the path is
- * KCM_EINVAL. */
+ * path needs and the text lacks (or holds as null) are made; a removal
+ * leaves them as they are. A member made goes before the first whose name
+ * sorts after its own, so a canonical text (keys sorted) stays canonical;
+ * of a name on the path given twice, the first is kept. Text that is not
+ * an object, broken JSON, or another type than an object on the path of a
+ * value set is KCM_EINVAL. */
 void kcm_jsonw_copy_set(struct kcm_jsonw *w, const char *text, size_t len,
                         const char *const *path, const char *value);
 

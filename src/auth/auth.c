@@ -654,10 +654,12 @@ int kcm_auth_init(struct kcm_auth *a, uv_loop_t *loop, const struct kcm_auth_opt
 }
 
 const char *kcm_auth_refusal(const struct kcm_auth_decision *d, struct kcm_buf *body) {
+  struct kcm_buf text = KCM_BUF_INIT(body->limit);
   struct kcm_jsonw w;
+  int err;
   if (d->status == 500)
     return kcm_buf_appendf(body, "%s\n", d->message) ? NULL : "text/plain; charset=utf-8";
-  kcm_jsonw_start(&w, body);
+  kcm_jsonw_start(&w, &text);
   kcm_jsonw_object(&w);
   kcm_jsonw_key_string(&w, "kind", "Status");
   kcm_jsonw_key_string(&w, "apiVersion", "v1");
@@ -672,7 +674,10 @@ const char *kcm_auth_refusal(const struct kcm_auth_decision *d, struct kcm_buf *
   }
   kcm_jsonw_key_int(&w, "code", d->status);
   kcm_jsonw_end(&w);
-  return kcm_jsonw_finish(&w) ? NULL : "application/json";
+  /* whole or not at all */
+  err = kcm_jsonw_finish(&w) || kcm_buf_append(body, text.data, text.len);
+  kcm_buf_release(&text);
+  return err ? NULL : "application/json";
 }
 
 static void release_map(struct kcm_map *m) {

@@ -247,56 +247,73 @@ static void write_made(struct kcm_jsonw *w, const char *const *path, const char 
     kcm_jsonw_end(w);
 }
 
-/* Copy the object that is j's next value, with path set. */
-static void copy_set(struct kcm_json *j, struct kcm_jsonw *w, const char *const *path,
+/* Whether the object text[0..len) has a member called name. */
+static bool has_member(struct kcm_json *j, const char *text, size_t len, const char *name) {
+  kcm_json_start(j, text, len);
+  if (!kcm_json_object(j))
+    return false;
+  while (kcm_json_member(j))
+    if (!name_cmp(j->key, j->keylen, name) || !kcm_json_skip(j))
+      return !j->err;
+  return false;
+}
+
+/* Copy the object text[0..len) with path set: the member on the path
+ * where it is (its first, when named twice; the others dropped), or, made,
+ * before the first member whose name sorts after it. */
+static void copy_set(struct kcm_jsonw *w, const char *text, size_t len, const char *const *path,
                      const char *value) {
-  bool placed = false;
-  const char *text;
-  size_t len;
-  if (!kcm_json_object(j)) {
+  struct kcm_json j;
+  bool exists, done = false;
+  const char *raw;
+  size_t rawlen;
+
+  kcm_json_init(&j);
+  exists = has_member(&j, text, len, path[0]);
+  kcm_json_start(&j, text, len);
+  if (!kcm_json_object(&j))
     fail(w, KCM_EINVAL);
-    return;
-  }
   kcm_jsonw_object(w);
-  while (!w->err && kcm_json_member(j)) {
-    int cmp = name_cmp(j->key, j->keylen, path[0]);
-    if (!placed && cmp > 0) {
+  while (!w->err && kcm_json_member(&j)) {
+    int cmp = name_cmp(j.key, j.keylen, path[0]);
+    if (!exists && !done && cmp > 0) {
       write_made(w, path, value);
-      placed = true;
+      done = true;
     }
     if (cmp) {
-      kcm_jsonw_keyn(w, j->key, j->keylen);
-      if (kcm_json_raw(j, &text, &len))
-        kcm_jsonw_raw(w, text, len);
-      continue;
-    }
-    placed = true;
-    if (path[1] && kcm_json_peek(j) == KCM_JSON_OBJECT) {
-      kcm_jsonw_keyn(w, j->key, j->keylen);
-      copy_set(j, w, path + 1, value);
-    } else if (path[1] && kcm_json_peek(j) != KCM_JSON_NULL) {
+      kcm_jsonw_keyn(w, j.key, j.keylen);
+      if (kcm_json_raw(&j, &raw, &rawlen))
+        kcm_jsonw_raw(w, raw, rawlen);
+    } else if (done) { /* named again: the first one counts */
+      kcm_json_skip(&j);
+    } else if (path[1] && kcm_json_peek(&j) == KCM_JSON_OBJECT) {
+      kcm_jsonw_keyn(w, j.key, j.keylen);
+      if (kcm_json_raw(&j, &raw, &rawlen))
+        copy_set(w, raw, rawlen, path + 1, value);
+    } else if (path[1] && !value) { /* nothing beneath it to remove: as it is */
+      kcm_jsonw_keyn(w, j.key, j.keylen);
+      if (kcm_json_raw(&j, &raw, &rawlen))
+        kcm_jsonw_raw(w, raw, rawlen);
+    } else if (path[1] && kcm_json_peek(&j) != KCM_JSON_NULL) {
       fail(w, KCM_EINVAL); /* not an object: nothing to set a member of */
     } else {
-      kcm_json_skip(j);
+      kcm_json_skip(&j);
       write_made(w, path, value);
     }
+    done = done || !cmp;
   }
-  if (!placed)
+  if (!w->err && !done)
     write_made(w, path, value);
+  if (!w->err && (j.err || !kcm_json_done(&j)))
+    fail(w, KCM_EINVAL);
   kcm_jsonw_end(w);
+  kcm_json_release(&j);
 }
 
 void kcm_jsonw_copy_set(struct kcm_jsonw *w, const char *text, size_t len,
                         const char *const *path, const char *value) {
-  struct kcm_json j;
-  if (w->err)
-    return;
-  kcm_json_init(&j);
-  kcm_json_start(&j, text, len);
-  copy_set(&j, w, path, value);
-  if (!w->err && !kcm_json_done(&j))
-    fail(w, KCM_EINVAL);
-  kcm_json_release(&j);
+  if (!w->err)
+    copy_set(w, text, len, path, value);
 }
 
 /* --- json-c trees ------------------------------------------------------------------------- */

@@ -130,7 +130,9 @@ static bool shown_annotation(const char *key, size_t n) {
 static bool copy_redacted(struct kcm_json *j, struct kcm_jsonw *w, bool within) {
   const char *raw;
   size_t n;
-  switch (kcm_json_peek(j)) {
+  /* Deeper than the writer nests, a value is shown as it is: kcm's own
+   * bodies hold no annotations that deep. */
+  switch (w->depth + 1 < KCM_JSONW_DEPTH ? kcm_json_peek(j) : KCM_JSON_NONE) {
   case KCM_JSON_OBJECT:
     kcm_json_object(j);
     kcm_jsonw_object(w);

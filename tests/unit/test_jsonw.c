@@ -209,6 +209,21 @@ static void copies_with_a_member_set(void **state) {
                       "{\"metadata\":{\"labels\":{}}}");
   assert_string_equal(copy_set("{\"a\":{\"b\":1}}", hash, NULL, &err), "{\"a\":{\"b\":1}}");
   assert_int_equal(err, 0);
+  /* out of order or named twice: set once, where it is; a removal leaves
+   * what is not an object on the path as it is */
+  assert_string_equal(copy_set("{\"z\":1,\"b\":\"x\"}", top, "v", &err), "{\"z\":1,\"b\":\"v\"}");
+  assert_string_equal(copy_set("{\"b\":\"x\",\"b\":\"y\",\"c\":2}", top, "v", &err),
+                      "{\"b\":\"v\",\"c\":2}");
+  assert_string_equal(copy_set("{\"spec\":{},\"metadata\":{\"labels\":{\"a\":\"1\"},\"name\":\"n\"}}",
+                               hash, "h", &err),
+                      "{\"spec\":{},\"metadata\":{\"labels\":{\"a\":\"1\",\"pod-template-hash\":"
+                      "\"h\"},\"name\":\"n\"}}");
+  assert_string_equal(copy_set("{\"metadata\":{\"labels\":null}}", hash, NULL, &err),
+                      "{\"metadata\":{\"labels\":null}}");
+  assert_string_equal(copy_set("{\"metadata\":{\"labels\":\"x\"}}", hash, NULL, &err),
+                      "{\"metadata\":{\"labels\":\"x\"}}");
+  assert_string_equal(copy_set("{\"b\":[1]}", top, NULL, &err), "{}");
+  assert_int_equal(err, 0);
   /* keys with escapes are copied as the names they are */
   assert_string_equal(copy_set("{\"\\u0061\\n\":1}", top, "v", &err), "{\"a\\n\":1,\"b\":\"v\"}");
   /* not an object; another type on the path; broken JSON */
