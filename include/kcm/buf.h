@@ -39,9 +39,9 @@ void kcm_buf_reset(struct kcm_buf *b);
 /* Free the memory; the buffer is empty and usable again afterwards. */
 void kcm_buf_release(struct kcm_buf *b);
 
-/* Hand the content to the caller, who frees it with free(); never NULL on
- * success (an empty buffer gives ""). Returns NULL only when out of memory.
- * The buffer is left empty. */
+/* Hand the content to the caller, who frees it with free(), in memory cut
+ * to its size; never NULL on success (an empty buffer gives ""). Returns
+ * NULL only when out of memory. The buffer is left empty. */
 char *kcm_buf_take(struct kcm_buf *b);
 
 /* Room for item n (0-based) of an array of `size`-byte items that only this

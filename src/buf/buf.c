@@ -83,9 +83,12 @@ void kcm_buf_release(struct kcm_buf *b) {
 }
 
 char *kcm_buf_take(struct kcm_buf *b) {
-  char *s = b->data;
+  char *s = b->data, *fit;
   if (!s)
     return strdup("");
+  /* what is taken is kept: without the room grown for appends */
+  if (b->cap - b->len > 64 && (fit = realloc(s, b->len + 1)))
+    s = fit;
   kcm_buf_init(b, b->limit);
   return s;
 }

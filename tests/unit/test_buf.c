@@ -89,8 +89,27 @@ static void item_arrays_grow_by_doubling(void **state) {
   free(items);
 }
 
+/* Taken content keeps no room for appends: a string kept long holds its
+ * size, not the buffer's capacity. */
+static void take_cuts_to_size(void **state) {
+  struct kcm_buf b = KCM_BUF_INIT(1 << 20);
+  char big[3000];
+  char *s;
+  memset(big, 'x', sizeof(big));
+  assert_int_equal(kcm_buf_append(&b, big, sizeof(big)), 0);
+  kcm_buf_reset(&b);
+  assert_int_equal(kcm_buf_append_str(&b, "short"), 0);
+  assert_true(b.cap >= sizeof(big));
+  s = kcm_buf_take(&b);
+  assert_string_equal(s, "short");
+  assert_true(malloc_usable_size(s) < 64);
+  assert_null(b.data);
+  free(s);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(take_cuts_to_size),
       cmocka_unit_test(append_and_read_back),
       cmocka_unit_test(limit_is_enforced_and_failure_leaves_buffer_unchanged),
       cmocka_unit_test(growth_keeps_content),
