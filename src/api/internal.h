@@ -29,10 +29,6 @@ int kcm_api_canonical_json(struct json_object *v, struct kcm_buf *b);
 /* The key of a parsed pod template, as kcm_api_template_equal() compares
  * (see kcm/api.h). Returns 0, KCM_ETOOBIG or KCM_ENOMEM. */
 int kcm_api_template_key(struct json_object *tmpl, uint64_t *key);
-/* Take the hash label out of a parsed template (returns 1 if it was there,
- * *restore then holds its value) and put it back. */
-int kcm_api_template_strip_hash(struct json_object *tmpl, struct json_object **restore);
-void kcm_api_template_restore_hash(struct json_object *tmpl, struct json_object *restore);
 
 /* metadata.resourceVersion of a parsed object, 0 if missing. */
 uint64_t kcm_api_resource_version(struct json_object *obj);

@@ -332,7 +332,9 @@ void kcm_api_write_conditions(struct kcm_jsonw *w, const struct kcm_conditions *
 
 /* --- pod templates ------------------------------------------------------------------ */
 
-int kcm_api_template_strip_hash(struct json_object *tmpl, struct json_object **restore) {
+/* Take the hash label out of a parsed template (1 if it was there, *restore
+ * then holds its value) and put it back. */
+static int strip_hash(struct json_object *tmpl, struct json_object **restore) {
   struct json_object *meta, *labels, *hash;
   *restore = NULL;
   if (!json_object_object_get_ex(tmpl, "metadata", &meta) ||
@@ -344,7 +346,7 @@ int kcm_api_template_strip_hash(struct json_object *tmpl, struct json_object **r
   return 1;
 }
 
-void kcm_api_template_restore_hash(struct json_object *tmpl, struct json_object *restore) {
+static void restore_hash(struct json_object *tmpl, struct json_object *restore) {
   struct json_object *meta, *labels;
   if (!restore)
     return;
@@ -362,7 +364,7 @@ static int canonical_without_hash(struct json_object *tmpl, struct kcm_buf *out)
   bool dropped_labels = false;
   int err;
 
-  kcm_api_template_strip_hash(tmpl, &restore);
+  strip_hash(tmpl, &restore);
   if (json_object_object_get_ex(tmpl, "metadata", &meta) &&
       json_object_object_get_ex(meta, "labels", &labels) &&
       (!labels || (json_object_is_type(labels, json_type_object) &&
@@ -374,7 +376,7 @@ static int canonical_without_hash(struct json_object *tmpl, struct kcm_buf *out)
   err = kcm_api_canonical_json(tmpl, out);
   if (dropped_labels)
     json_object_object_add(meta, "labels", labels);
-  kcm_api_template_restore_hash(tmpl, restore);
+  restore_hash(tmpl, restore);
   return err;
 }
 
