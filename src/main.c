@@ -217,7 +217,6 @@ static void raise_descriptor_limit(void) {
  * election's or the shards', checked: 0, or the exit status of a flag
  * error when they are wrong. */
 static int apply_flags(struct app *a, const struct kcm_options *f) {
-  char foreign[1024];
   const char *why;
 
   a->opt = f;
@@ -225,16 +224,16 @@ static int apply_flags(struct app *a, const struct kcm_options *f) {
   kcm_controllers_choose(&a->ctl, f);
   kcm_log_set_verbosity(f->verbosity);
   if (kcm_log_set_vmodule(f->vmodule))
-    return kcm_options_fail("invalid value \"%s\" for flag --vmodule: out of memory",
+    return kcm_options_fail(f, "invalid value \"%s\" for flag --vmodule: out of memory",
                             f->vmodule);
   if (f->json_logs)
     kcm_log_set_format(KCM_LOG_JSON);
-  kcm_options_warn(f, kcm_controllers_foreign(f, foreign, sizeof(foreign)));
+  kcm_options_warn(f);
   if ((why = kcm_conflict_system_problem(f->conflict_system_namespaces)))
-    return kcm_options_fail("invalid value \"%s\" for flag --conflict-system-namespaces: %s",
+    return kcm_options_fail(f, "invalid value \"%s\" for flag --conflict-system-namespaces: %s",
                             f->conflict_system_namespaces, why);
   if ((why = kcm_campaign_check(f)))
-    return kcm_options_fail("invalid %s settings: %s", f->shards ? "--shards" : "leader election",
+    return kcm_options_fail(f, "invalid %s settings: %s", f->shards ? "--shards" : "leader election",
                             why);
   return 0;
 }
@@ -354,12 +353,14 @@ static void teardown(struct app *a) {
 }
 
 int main(int argc, char **argv) {
+  const struct kcm_options_group *groups[KCM_CONTROLLERS_MAX + 1];
   struct kcm_options f;
   struct app a = {0};
   int rc;
 
   kcm_client_set_program(argv[0]);
-  if ((rc = kcm_options_main(&f, argc, argv)) >= 0 || (rc = apply_flags(&a, &f)))
+  kcm_controllers_options(groups);
+  if ((rc = kcm_options_main(&f, groups, argc, argv)) >= 0 || (rc = apply_flags(&a, &f)))
     return rc;
   if (load_config(&a) || setup_client(&a) || setup_informers(&a) || setup_controllers(&a, &f))
     return 1;

@@ -2,13 +2,15 @@
  * controllers — the table of kcm's controllers, and the set of them that
  * one process runs.
  *
- * A row of the table (struct kcm_controllers_row) holds what the rest of
- * kcm needs of a controller: the names --controllers takes, the kinds it
- * caches, whom it writes as, its conflict area, and the functions that
- * build, expose and free it; its rate limiter is the client's at
- * KCM_CLIENT_LIMITER_CONTROLLERS plus its place in the table. Adding a
- * controller is its own directory plus one row in
- * src/controllers/table/table.c.
+ * A row (struct kcm_controllers_row) holds what the rest of kcm needs of a
+ * controller: its flags (with the names --controllers takes), the kinds
+ * it caches, whom it writes as, whether it has a conflict area, and the
+ * functions that build, expose and free it; its rate limiter is the
+ * client's at KCM_CLIENT_LIMITER_CONTROLLERS plus its place in the table.
+ * A controller's row lives in its own directory; the table
+ * (src/controllers/table/table.c, linked into the program, not into this
+ * module) lists the rows a build runs. Adding a controller is its
+ * directory plus one line there.
  *
  * The set (struct kcm_controllers) holds, for each row --controllers
  * enables, the controller, its writer, its shadow (--shadow) and its
@@ -45,16 +47,19 @@ struct kcm_controllers_env {
   struct kcm_informer *informers;  /* by enum kcm_kind; those of the row's kinds are set up */
   struct kcm_intern *pool;
   const struct kcm_options *opt;
+  const void *settings;            /* its flags' values: the row's options.size bytes */
 };
 
 #define KCM_CONTROLLERS_PACERS 2 /* pacers a controller may expose */
 
 struct kcm_controllers_row {
-  const char *name;          /* "deployment": logs, metrics, its queue */
-  enum kcm_kind kind;        /* of its keys: the objects whose status it writes, and
-                                its conflict area */
+  /* options.name ("deployment": logs, metrics, its queue), the names
+   * --controllers takes for it, its flags and their defaults */
+  struct kcm_options_group options;
+  enum kcm_kind kind;        /* of its keys: the objects whose status it writes */
+  bool guarded;              /* kind is its conflict area: another's status writes there
+                                make it stand aside (kcm/conflict.h) */
   enum kcm_kind dependents;  /* of what its syncs create and own */
-  const char *const *names;  /* what --controllers takes for it, NULL-ended */
   const char *account;       /* "deployment-controller": its User-Agent, and the
                                 service account it may write as */
   unsigned kinds;            /* 1 << enum kcm_kind of every cache it reads */
@@ -69,10 +74,12 @@ struct kcm_controllers_row {
   void (*release)(void *c);
 };
 
-#define KCM_CONTROLLERS 2
-_Static_assert(KCM_CLIENT_LIMITER_CONTROLLERS + KCM_CONTROLLERS <= KCM_CLIENT_LIMITERS,
-               "a rate limiter for each controller");
-extern const struct kcm_controllers_row kcm_controllers_table[KCM_CONTROLLERS];
+/* Controllers a build may have: one rate limiter and one flag group each. */
+#define KCM_CONTROLLERS_MAX (KCM_CLIENT_LIMITERS - KCM_CLIENT_LIMITER_CONTROLLERS)
+_Static_assert(KCM_CONTROLLERS_MAX <= KCM_OPTIONS_GROUPS, "a flag group for each controller");
+/* The build's rows, NULL-ended, at most KCM_CONTROLLERS_MAX; defined by the
+ * program (src/controllers/table/table.c). */
+extern const struct kcm_controllers_row *const kcm_controllers_table[];
 
 /* One row's controller, when enabled. */
 struct kcm_controllers_one {
@@ -86,7 +93,8 @@ struct kcm_controllers_one {
 };
 
 struct kcm_controllers {
-  struct kcm_controllers_one one[KCM_CONTROLLERS]; /* in table order */
+  struct kcm_controllers_one one[KCM_CONTROLLERS_MAX]; /* in table order */
+  size_t rows;              /* in the table */
   const struct kcm_options *opt; /* borrowed */
   struct kcm_informer *informers; /* borrowed, by enum kcm_kind */
   unsigned kinds;           /* 1 << enum kcm_kind of every cache an enabled one reads */
@@ -101,11 +109,12 @@ struct kcm_controllers {
   struct kcm_controllers_fence *sharding; /* owned: by shard, whether its caches are whole */
 };
 
-/* The rows --controllers enables and the caches they need (no I/O). */
+/* The rows' flag groups, for kcm_options_parse(): NULL-ended in out
+ * (KCM_CONTROLLERS_MAX + 1 of them); returns how many. */
+size_t kcm_controllers_options(const struct kcm_options_group *out[KCM_CONTROLLERS_MAX + 1]);
+/* The rows --controllers enables and the caches they need (no I/O); opt
+ * was parsed with kcm_controllers_options(). */
 void kcm_controllers_choose(struct kcm_controllers *s, const struct kcm_options *opt);
-/* The names in --controllers that no row takes (kube-controller-manager's
- * other controllers), comma-separated in buf; returns buf. */
-const char *kcm_controllers_foreign(const struct kcm_options *opt, char *buf, size_t len);
 
 /* Build every enabled controller: its writer on the client (a dry one
  * with --shadow), its token, the controller itself. informers is indexed

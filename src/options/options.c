@@ -13,196 +13,142 @@
 #include "kcm/server.h"
 #include "kcm/version.h"
 
-enum kind {
-  STRING,    /* any text */
-  POSITIVE,  /* an int >= 1 */
-  LEVEL,     /* an int >= 0 */
-  PORT,      /* 0..65535 */
-  RATE,      /* a number >= 0 */
-  DURATION,  /* a Go duration */
-  BOOLEAN,   /* true/false, or alone for true */
-  ADDRESS,   /* [host]:port, a port alone, or 0 for off */
-  IP,        /* an IP address */
-  LOG_FORMAT,
-  CONTENT_TYPE,
-  TLS_VERSION,
-  VMODULE,   /* pattern=N,... */
-  GATES,     /* Name=true|false,... */
-  LOCK,      /* the leader election lock: leases only */
-};
-
-struct flag {
-  const char *section; /* starts a section in --help when set */
-  const char *name;
-  const char *value;   /* the value's name in --help; NULL for booleans */
-  enum kind kind;
-  size_t offset;       /* of the field in struct kcm_options */
-  const char *help;    /* lines after the first are indented */
-};
-
 #define AT(field) offsetof(struct kcm_options, field)
 
-static const struct flag flags[] = {
-    {"Generic flags", "controllers", "LIST", STRING, AT(controllers),
+static const struct kcm_options_flag flags[] = {
+    {"Generic flags", "controllers", "LIST", KCM_OPTIONS_STRING, AT(controllers),
      "controllers to run: names, * for all, -name to leave one out\n"
-     "(default *); kcm runs deployment and replicaset, and reports\n"
-     "kube-controller-manager's other names given as not run here"},
-    {NULL, "use-service-account-credentials", NULL, BOOLEAN, AT(sa_credentials),
+     "(default *); kcm runs those named at the top of this help, and\n"
+     "reports kube-controller-manager's other names given as not run here"},
+    {NULL, "use-service-account-credentials", NULL, KCM_OPTIONS_BOOLEAN, AT(sa_credentials),
      "each controller makes its requests with a token of its own service\n"
-     "account in kube-system (deployment-controller,\n"
+     "account in kube-system (its name and -controller, as\n"
      "replicaset-controller), as upstream's bootstrap roles expect\n"
      "(default false)"},
-    {NULL, "stand-aside-on-conflict", NULL, BOOLEAN, AT(stand_aside),
+    {NULL, "stand-aside-on-conflict", NULL, KCM_OPTIONS_BOOLEAN, AT(stand_aside),
      "when another controller (kube-controller-manager turned back on)\n"
      "writes the status of what one of kcm's controllers manages, twice\n"
      "in a namespace, that controller stops writing there until\n"
      "--conflict-quiet-period passes without such a write; false keeps\n"
      "it writing (default true)"},
-    {NULL, "conflict-quiet-period", "D", DURATION, AT(conflict_quiet_ms),
+    {NULL, "conflict-quiet-period", "D", KCM_OPTIONS_DURATION, AT(conflict_quiet_ms),
      "how long without another controller's status writes ends a\n"
      "conflict in a namespace (default 2m)"},
-    {NULL, "conflict-system-namespaces", "LIST", STRING, AT(conflict_system_namespaces),
+    {NULL, "conflict-system-namespaces", "LIST", KCM_OPTIONS_STRING, AT(conflict_system_namespaces),
      "namespaces only the cluster's administrators write, comma-separated\n"
      "(at most 8): a conflict in one makes a controller stand aside in\n"
      "every namespace while it lasts; empty never does (default\n"
      "kube-system)"},
-    {NULL, "conflict-cluster-namespaces", "N", LEVEL, AT(conflict_cluster_namespaces),
+    {NULL, "conflict-cluster-namespaces", "N", KCM_OPTIONS_LEVEL, AT(conflict_cluster_namespaces),
      "namespaces in conflict at once that also make a controller stand\n"
      "aside in every namespace, while that many are; a tenant with\n"
      "status rights in N namespaces can bring that about, so 0, never,\n"
      "unless no one has (default 0)"},
-    {NULL, "shadow", NULL, BOOLEAN, AT(shadow),
+    {NULL, "shadow", NULL, KCM_OPTIONS_BOOLEAN, AT(shadow),
      "run beside the live controllers and write nothing: every sync is\n"
      "planned, its writes only recorded, and where the live controller\n"
      "leaves an object kcm would change, that is reported (log,\n"
      "kcm_shadow_* metrics, /debug/shadow); no lease, no events\n"
      "(default false)"},
-    {NULL, "shadow-window", "D", DURATION, AT(shadow_window_ms),
+    {NULL, "shadow-window", "D", KCM_OPTIONS_DURATION, AT(shadow_window_ms),
      "how long an object must stay as the live controller left it\n"
      "before --shadow reports what kcm would change (default 1m)"},
-    {NULL, "feature-gates", "LIST", GATES, AT(feature_gates),
+    {NULL, "feature-gates", "LIST", KCM_OPTIONS_GATES, AT(feature_gates),
      "Name=true|false,...: WatchListClient=false lists instead of\n"
      "streaming lists as watch events; kcm's controllers have no gates, so\n"
      "each other one given is reported as having no effect"},
-    {NULL, "min-resync-period", "D", DURATION, AT(min_resync_ms),
+    {NULL, "min-resync-period", "D", KCM_OPTIONS_DURATION, AT(min_resync_ms),
      "caches resync at a random period in [D, 2D) (default 12h)"},
-    {NULL, "shards", "N", LEVEL, AT(shards),
+    {NULL, "shards", "N", KCM_OPTIONS_LEVEL, AT(shards),
      "share the work among every instance run with it: namespaces are\n"
      "hashed onto N shards (at most 256), each a Lease named after\n"
      "--leader-elect-resource-name, and each instance acts in the\n"
      "namespaces of the shards it holds, about N / instances of them;\n"
      "replaces leader election (default 0: off)"},
-    {NULL, "leader-elect", NULL, BOOLEAN, AT(leader_elect),
+    {NULL, "leader-elect", NULL, KCM_OPTIONS_BOOLEAN, AT(leader_elect),
      "run the controllers only while holding the lease (default true)"},
-    {NULL, "leader-elect-lease-duration", "D", DURATION, AT(lease_ms),
+    {NULL, "leader-elect-lease-duration", "D", KCM_OPTIONS_DURATION, AT(lease_ms),
      "how long a lease not renewed stays held (default 15s)"},
-    {NULL, "leader-elect-renew-deadline", "D", DURATION, AT(renew_ms),
+    {NULL, "leader-elect-renew-deadline", "D", KCM_OPTIONS_DURATION, AT(renew_ms),
      "how long the leader tries to renew before giving up (default 10s)"},
-    {NULL, "leader-elect-retry-period", "D", DURATION, AT(retry_ms),
+    {NULL, "leader-elect-retry-period", "D", KCM_OPTIONS_DURATION, AT(retry_ms),
      "time between tries to acquire or renew (default 2s)"},
-    {NULL, "leader-elect-resource-lock", "KIND", LOCK, 0,
+    {NULL, "leader-elect-resource-lock", "KIND", KCM_OPTIONS_LOCK, 0,
      "leases, the only kind kcm holds (default leases)"},
-    {NULL, "leader-elect-resource-namespace", "NS", STRING, AT(lease_namespace),
+    {NULL, "leader-elect-resource-namespace", "NS", KCM_OPTIONS_STRING, AT(lease_namespace),
      "namespace of the Lease (default kube-system; with --shards,\n"
      "kcm-shards, a namespace where only kcm may write Leases)"},
-    {NULL, "leader-elect-resource-name", "NAME", STRING, AT(lease_name),
+    {NULL, "leader-elect-resource-name", "NAME", KCM_OPTIONS_STRING, AT(lease_name),
      "name of the Lease (default kcm)"},
-    {NULL, "shutdown-grace-period", "D", DURATION, AT(grace_ms),
+    {NULL, "shutdown-grace-period", "D", KCM_OPTIONS_DURATION, AT(grace_ms),
      "how long syncs in progress may run on after SIGTERM (default 30s)"},
 
-    {"Secure serving flags", "secure-port", "PORT", PORT, AT(secure_port),
+    {"Secure serving flags", "secure-port", "PORT", KCM_OPTIONS_PORT, AT(secure_port),
      "HTTPS port for /healthz, /livez, /readyz and /metrics; 0 turns\n"
      "it off (default 10257)"},
-    {NULL, "bind-address", "IP", IP, AT(bind_address),
+    {NULL, "bind-address", "IP", KCM_OPTIONS_IP, AT(bind_address),
      "address to listen on for --secure-port; 0.0.0.0 or :: for every\n"
      "interface (default 0.0.0.0)"},
-    {NULL, "cert-dir", "DIR", STRING, AT(cert_dir),
+    {NULL, "cert-dir", "DIR", KCM_OPTIONS_STRING, AT(cert_dir),
      "where the self-signed certificate made when no --tls-cert-file\n"
      "is given is kept (kcm.crt, kcm.key) and found again; empty keeps\n"
      "it in memory (default \"\")"},
-    {NULL, "tls-cert-file", "PATH", STRING, AT(tls_cert_file),
+    {NULL, "tls-cert-file", "PATH", KCM_OPTIONS_STRING, AT(tls_cert_file),
      "PEM certificate (chain) to serve; read again when it changes"},
-    {NULL, "tls-private-key-file", "PATH", STRING, AT(tls_key_file),
+    {NULL, "tls-private-key-file", "PATH", KCM_OPTIONS_STRING, AT(tls_key_file),
      "PEM private key of --tls-cert-file"},
-    {NULL, "tls-min-version", "V", TLS_VERSION, AT(tls13_only),
+    {NULL, "tls-min-version", "V", KCM_OPTIONS_TLS_VERSION, AT(tls13_only),
      "VersionTLS12 or VersionTLS13 (default VersionTLS12)"},
 
-    {"Authentication flags", "authentication-kubeconfig", "PATH", STRING, AT(authn_kubeconfig),
+    {"Authentication flags", "authentication-kubeconfig", "PATH", KCM_OPTIONS_STRING, AT(authn_kubeconfig),
      "kubeconfig for TokenReviews of bearer tokens (default: kcm's own\n"
      "connection)"},
-    {NULL, "authentication-token-webhook-cache-ttl", "D", DURATION, AT(token_ttl_ms),
+    {NULL, "authentication-token-webhook-cache-ttl", "D", KCM_OPTIONS_DURATION, AT(token_ttl_ms),
      "how long TokenReview answers are cached (default 10s)"},
-    {NULL, "client-ca-file", "PATH", STRING, AT(client_ca_file),
+    {NULL, "client-ca-file", "PATH", KCM_OPTIONS_STRING, AT(client_ca_file),
      "PEM CAs that sign client certificates; a verified one's common\n"
      "name is the user, its organizations the groups"},
 
-    {"Authorization flags", "authorization-kubeconfig", "PATH", STRING, AT(authz_kubeconfig),
+    {"Authorization flags", "authorization-kubeconfig", "PATH", KCM_OPTIONS_STRING, AT(authz_kubeconfig),
      "kubeconfig for SubjectAccessReviews (default: kcm's own\n"
      "connection)"},
-    {NULL, "authorization-always-allow-paths", "LIST", STRING, AT(always_allow_paths),
+    {NULL, "authorization-always-allow-paths", "LIST", KCM_OPTIONS_STRING, AT(always_allow_paths),
      "paths anyone may get, even unauthenticated; '*' at the end\n"
      "matches a prefix (default /healthz,/readyz,/livez)"},
-    {NULL, "authorization-webhook-cache-authorized-ttl", "D", DURATION, AT(allow_ttl_ms),
+    {NULL, "authorization-webhook-cache-authorized-ttl", "D", KCM_OPTIONS_DURATION, AT(allow_ttl_ms),
      "how long allowing answers are cached (default 10s)"},
-    {NULL, "authorization-webhook-cache-unauthorized-ttl", "D", DURATION, AT(deny_ttl_ms),
+    {NULL, "authorization-webhook-cache-unauthorized-ttl", "D", KCM_OPTIONS_DURATION, AT(deny_ttl_ms),
      "how long refusing answers are cached (default 10s)"},
 
-    {"Deployment controller flags", "concurrent-deployment-syncs", "N", POSITIVE,
-     AT(deployment_workers), "Deployments synced at once (default 5)"},
-    {NULL, "deployment-sync-interval", "D", DURATION, AT(deployment_interval_ms),
-     "a Deployment whose ReplicaSets' status changes within D of its\n"
-     "last writes, short of a ReplicaSet meeting its spec, syncs once D\n"
-     "has passed, seeing them all at once; 0 syncs at once, as\n"
-     "kube-controller-manager (default 1s; longer while many move)"},
-    {NULL, "deployment-status-interval", "D", DURATION, AT(deployment_status_interval_ms),
-     "a Deployment status write that only reports a rollout's progress\n"
-     "(counts, neither the last status nor the new one complete, or\n"
-     "fewer old pods terminating once complete) waits until D after the\n"
-     "last one; 0 writes it at once, as\n"
-     "kube-controller-manager (default 1s; longer while many move)"},
-
-    {"ReplicaSet controller flags", "concurrent-replicaset-syncs", "N", POSITIVE,
-     AT(replicaset_workers), "ReplicaSets synced at once (default 5)"},
-    {NULL, "status-write-interval", "D", DURATION, AT(status_interval_ms),
-     "a ReplicaSet status write that only reports more pods (created,\n"
-     "ready, available) or fewer terminating, short of its spec, waits\n"
-     "until D after the last one; 0 writes it at once, as\n"
-     "kube-controller-manager (default 1s;\n"
-     "longer while many move)"},
-    {NULL, "failed-pod-backoff", "D", DURATION, AT(failed_pod_backoff_ms),
-     "when a ReplicaSet's pods keep failing, wait 1s, 2s, 4s, ... up to\n"
-     "D before creating replacements; 0 replaces at once, as\n"
-     "kube-controller-manager (default 5m)"},
-
-    {"Plain HTTP flags (local runs)", "health-probe-bind-address", "ADDR", ADDRESS,
+    {"Plain HTTP flags (local runs)", "health-probe-bind-address", "ADDR", KCM_OPTIONS_ADDRESS,
      AT(health_address),
      "serve /healthz, /livez and /readyz without TLS or authorization\n"
      "at [host]:port; a port alone (8081 or :8081) is served on\n"
      "loopback, 127.0.0.1; 0 turns it off (default 0)"},
-    {NULL, "metrics-bind-address", "ADDR", ADDRESS, AT(metrics_address),
+    {NULL, "metrics-bind-address", "ADDR", KCM_OPTIONS_ADDRESS, AT(metrics_address),
      "serve /metrics without TLS or authorization at [host]:port; a\n"
      "port alone (8080 or :8080) is served on loopback, 127.0.0.1; 0\n"
      "turns it off (default 0)"},
 
-    {"Logs flags", "v", "N", LEVEL, AT(verbosity), "log verbosity (default 0)"},
-    {NULL, "logging-format", "F", LOG_FORMAT, AT(json_logs),
+    {"Logs flags", "v", "N", KCM_OPTIONS_LEVEL, AT(verbosity), "log verbosity (default 0)"},
+    {NULL, "logging-format", "F", KCM_OPTIONS_LOG_FORMAT, AT(json_logs),
      "text (klog lines, the default) or json"},
-    {NULL, "vmodule", "LIST", VMODULE, AT(vmodule),
+    {NULL, "vmodule", "LIST", KCM_OPTIONS_VMODULE, AT(vmodule),
      "pattern=N,...: verbosity N for the source files (without .c)\n"
      "whose name matches the glob pattern, as klog reads it"},
 
-    {"Misc flags", "kubeconfig", "PATH", STRING, AT(kubeconfig),
+    {"Misc flags", "kubeconfig", "PATH", KCM_OPTIONS_STRING, AT(kubeconfig),
      "kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or the\n"
      "in-cluster service account)"},
-    {NULL, "context", "NAME", STRING, AT(context),
+    {NULL, "context", "NAME", KCM_OPTIONS_STRING, AT(context),
      "kubeconfig context to use (default: current-context)"},
-    {NULL, "master", "URL", STRING, AT(master),
+    {NULL, "master", "URL", KCM_OPTIONS_STRING, AT(master),
      "API server URL; overrides the kubeconfig's server"},
-    {NULL, "kube-api-qps", "N", RATE, AT(qps),
+    {NULL, "kube-api-qps", "N", KCM_OPTIONS_RATE, AT(qps),
      "requests per second to the API server, per controller (default 20)"},
-    {NULL, "kube-api-burst", "N", POSITIVE, AT(burst),
+    {NULL, "kube-api-burst", "N", KCM_OPTIONS_POSITIVE, AT(burst),
      "requests allowed in a burst, per controller (default 30)"},
-    {NULL, "kube-api-content-type", "TYPE", CONTENT_TYPE, AT(json_api),
+    {NULL, "kube-api-content-type", "TYPE", KCM_OPTIONS_CONTENT_TYPE, AT(json_api),
      "application/vnd.kubernetes.protobuf (the default: pods are read\n"
      "in protobuf where the server offers it, everything else in JSON)\n"
      "or application/json"},
@@ -295,12 +241,6 @@ static const struct kcm_options defaults = {
     .burst = 30,
     .controllers = "*",
     .min_resync_ms = 12 * 3600 * 1000ULL,
-    .deployment_workers = 5,
-    .replicaset_workers = 5,
-    .status_interval_ms = 1000,
-    .deployment_interval_ms = 1000,
-    .deployment_status_interval_ms = 1000,
-    .failed_pod_backoff_ms = 300000,
     .stand_aside = true,
     .conflict_quiet_ms = 120000,
     .conflict_system_namespaces = "kube-system",
@@ -322,36 +262,75 @@ static const struct kcm_options defaults = {
     .metrics_address = "0",
 };
 
-void kcm_options_usage(FILE *out) {
+/* One flag in --help: its section when it starts one, its name and
+ * value, its help. */
+static void usage_flag(FILE *out, const struct kcm_options_flag *f) {
+  const char *h = f->help;
+  int n;
+  if (f->section)
+    fprintf(out, "\n%s:\n", f->section);
+  n = fprintf(out, "  %s%s%s%s", f->name[1] ? "--" : "-", f->name,
+              f->type == KCM_OPTIONS_BOOLEAN ? "[=BOOL]" : " ", f->value ? f->value : "");
+  if (!strcmp(f->name, "v"))
+    n += fprintf(out, ", --v N");
+  while (*h) {
+    size_t len = strcspn(h, "\n");
+    if (n > 24) {
+      fputc('\n', out);
+      n = 0;
+    }
+    fprintf(out, "%*s%.*s\n", 26 - n, "", (int)len, h);
+    n = 0;
+    h += len + (h[len] == '\n');
+  }
+}
+
+/* Whether a flag's name and the n bytes given match, '_' reading as '-'. */
+static bool same_name(const char *name, const char *given, size_t n) {
+  size_t i;
+  for (i = 0; i < n; i++)
+    if (name[i] != (given[i] == '_' ? '-' : given[i]))
+      return false;
+  return name[n] == '\0';
+}
+
+/* The flag of groups (NULL-ended; may be NULL) named name[0..n), and the
+ * index of its group in *g; NULL for none. */
+static const struct kcm_options_flag *group_flag(const struct kcm_options_group *const *groups,
+                                                 const char *name, size_t n, size_t *g) {
+  size_t k;
+  for (*g = 0; groups && groups[*g]; ++*g)
+    for (k = 0; k < groups[*g]->nflags; k++)
+      if (same_name(groups[*g]->flags[k].name, name, n))
+        return &groups[*g]->flags[k];
+  return NULL;
+}
+
+/* The groups' flags come before this section of kcm's own. */
+#define GROUPS_BEFORE "Plain HTTP flags (local runs)"
+
+void kcm_options_usage(FILE *out, const struct kcm_options_group *const *groups) {
+  const struct kcm_options_group *const *g;
   size_t i;
   int n;
-  fprintf(out, "Usage: kcm [flags]\n\n"
-               "kcm runs the Deployment and ReplicaSet controllers against a Kubernetes API "
-               "server.\n");
+  fprintf(out, "Usage: kcm [flags]\n\nkcm runs Kubernetes controllers against an API server:");
+  for (g = groups, n = 0; g && *g; g++, n++)
+    fprintf(out, "%s %s", n ? "," : "", (*g)->name);
+  fprintf(out, "%s.\n", n ? "" : " none in this build");
   for (i = 0; i < sizeof(flags) / sizeof(flags[0]); i++) {
-    const struct flag *f = &flags[i];
-    const char *h = f->help;
-    if (f->section)
-      fprintf(out, "\n%s:\n", f->section);
-    n = fprintf(out, "  %s%s%s%s", f->name[1] ? "--" : "-", f->name,
-                f->kind == BOOLEAN ? "[=BOOL]" : " ", f->value ? f->value : "");
-    if (!strcmp(f->name, "v"))
-      n += fprintf(out, ", --v N");
-    while (*h) {
-      size_t len = strcspn(h, "\n");
-      if (n > 24) {
-        fputc('\n', out);
-        n = 0;
-      }
-      fprintf(out, "%*s%.*s\n", 26 - n, "", (int)len, h);
-      n = 0;
-      h += len + (h[len] == '\n');
-    }
+    if (flags[i].section && !strcmp(flags[i].section, GROUPS_BEFORE))
+      for (g = groups; g && *g; g++)
+        for (size_t k = 0; k < (*g)->nflags; k++)
+          usage_flag(out, &(*g)->flags[k]);
+    usage_flag(out, &flags[i]);
   }
   fprintf(out, "\nFlags of kube-controller-manager's other controllers and features, accepted\n"
                "so that its argument lists can be reused, and reported once as ignored:\n");
   for (i = 0, n = 0; i < sizeof(foreign) / sizeof(foreign[0]); i++) {
     int len = (int)strlen(foreign[i].name) + 3;
+    size_t k;
+    if (group_flag(groups, foreign[i].name, strlen(foreign[i].name), &k))
+      continue; /* a controller of this build has it */
     if (n + len > 78) {
       fputc('\n', out);
       n = 0;
@@ -477,22 +456,24 @@ static bool port_alone(const char *s) {
   return n && n <= 5 && !s[n] && s[0] != '0' && atol(s) <= 65535;
 }
 
-static const char *set(const struct flag *f, const char *value, struct kcm_options *o) {
-  void *field = (char *)o + f->offset;
+/* Read value into the field of f at base (o, or a group's settings). */
+static const char *set(const struct kcm_options_flag *f, const char *value, struct kcm_options *o,
+                       void *base) {
+  void *field = (char *)base + f->offset;
   const char *why;
   char host[64];
   int port;
-  switch (f->kind) {
-  case STRING:
+  switch (f->type) {
+  case KCM_OPTIONS_STRING:
     *(const char **)field = value;
     return NULL;
-  case POSITIVE:
+  case KCM_OPTIONS_POSITIVE:
     return int_value(value, 1, INT_MAX, field) ? "must be a positive integer" : NULL;
-  case LEVEL:
+  case KCM_OPTIONS_LEVEL:
     return int_value(value, 0, INT_MAX, field) ? "must be a non-negative integer" : NULL;
-  case PORT:
+  case KCM_OPTIONS_PORT:
     return int_value(value, 0, 65535, field) ? "must be a port number, 0 to 65535" : NULL;
-  case RATE: {
+  case KCM_OPTIONS_RATE: {
     char *end;
     double v = strtod(value, &end);
     if (end == value || *end || !(v >= 0 && v <= 1e9))
@@ -500,10 +481,10 @@ static const char *set(const struct flag *f, const char *value, struct kcm_optio
     *(double *)field = v;
     return NULL;
   }
-  case DURATION:
+  case KCM_OPTIONS_DURATION:
     return kcm_options_duration(value, field) ? "must be a duration such as 15s, 500ms or 1m30s"
                                               : NULL;
-  case BOOLEAN:
+  case KCM_OPTIONS_BOOLEAN:
     if (!strcmp(value, "true") || !strcmp(value, "1"))
       *(bool *)field = true;
     else if (!strcmp(value, "false") || !strcmp(value, "0"))
@@ -511,13 +492,13 @@ static const char *set(const struct flag *f, const char *value, struct kcm_optio
     else
       return "must be true or false";
     return NULL;
-  case ADDRESS:
+  case KCM_OPTIONS_ADDRESS:
     if (strcmp(value, "0") && !port_alone(value) &&
         kcm_server_parse_address(value, host, sizeof(host), &port))
       return "must be [host]:port, a port alone or 0";
     *(const char **)field = value;
     return NULL;
-  case IP: {
+  case KCM_OPTIONS_IP: {
     char probe[16];
     if (strchr(value, ':') ? inet_pton(AF_INET6, value, probe) != 1
                            : inet_pton(AF_INET, value, probe) != 1)
@@ -525,33 +506,33 @@ static const char *set(const struct flag *f, const char *value, struct kcm_optio
     *(const char **)field = value;
     return NULL;
   }
-  case LOG_FORMAT:
+  case KCM_OPTIONS_LOG_FORMAT:
     if (strcmp(value, "json") && strcmp(value, "text"))
       return "must be text or json";
     *(bool *)field = !strcmp(value, "json");
     return NULL;
-  case CONTENT_TYPE:
+  case KCM_OPTIONS_CONTENT_TYPE:
     if (strcmp(value, "application/vnd.kubernetes.protobuf") && strcmp(value, "application/json"))
       return "must be application/vnd.kubernetes.protobuf or application/json";
     *(bool *)field = !strcmp(value, "application/json");
     return NULL;
-  case TLS_VERSION:
+  case KCM_OPTIONS_TLS_VERSION:
     if (strcmp(value, "VersionTLS12") && strcmp(value, "VersionTLS13"))
       return "must be VersionTLS12 or VersionTLS13 (kcm does not serve TLS 1.0 or 1.1)";
     *(bool *)field = !strcmp(value, "VersionTLS13");
     return NULL;
-  case VMODULE:
+  case KCM_OPTIONS_VMODULE:
     if ((why = each_pair(value, level_value)))
       return why;
     *(const char **)field = value;
     return NULL;
-  case GATES:
+  case KCM_OPTIONS_GATES:
     if ((why = each_pair(value, bool_value)))
       return why;
     *(const char **)field = value;
     o->no_watch_list = !gate_on(value, WATCH_LIST_GATE, true);
     return NULL;
-  case LOCK:
+  case KCM_OPTIONS_LOCK:
     return strcmp(value, "leases") ? "kcm holds its lock in a Lease: must be leases" : NULL;
   }
   return "unknown kind";
@@ -612,8 +593,18 @@ static bool listed(const char *const *names, const char *name, size_t n) {
   return false;
 }
 
+/* Whether a group of o takes name[0..n) in --controllers. */
+static bool grouped(const struct kcm_options *o, const char *name, size_t n) {
+  size_t g;
+  for (g = 0; g < o->ngroups; g++)
+    if (o->groups[g]->controllers && listed(o->groups[g]->controllers, name, n))
+      return true;
+  return false;
+}
+
 /* --controllers as kube-controller-manager reads it: every name must be
- * one of upstream's (kcm_options_enables() says what it turns on). */
+ * one of upstream's or a group's (kcm_options_enables() says what it
+ * turns on). */
 static int controllers(struct kcm_options *o, char *err, size_t err_len) {
   const char *p = o->controllers;
   while (*p) {
@@ -621,7 +612,8 @@ static int controllers(struct kcm_options *o, char *err, size_t err_len) {
     bool minus = *p == '-';
     const char *name = p + minus;
     size_t len = n - minus;
-    if (!(len == 1 && *name == '*' && !minus) && controller_index(name, len) < 0) {
+    if (!(len == 1 && *name == '*' && !minus) && controller_index(name, len) < 0 &&
+        !grouped(o, name, len)) {
       snprintf(err, err_len,
                "invalid value \"%s\" for flag --controllers: \"%.*s\" is not in the list of "
                "known controllers",
@@ -649,14 +641,13 @@ bool kcm_options_enables(const struct kcm_options *o, const char *const *names) 
   return named || star;
 }
 
-const char *kcm_options_unlisted_controllers(const struct kcm_options *o,
-                                             const char *const *names, char *buf, size_t len) {
+const char *kcm_options_foreign(const struct kcm_options *o, char *buf, size_t len) {
   const char *p = o->controllers;
   size_t at = 0;
   buf[0] = '\0';
   while (*p) {
     size_t n = strcspn(p, ",");
-    if (*p != '-' && !(n == 1 && *p == '*') && !listed(names, p, n) && at + n + 2 < len)
+    if (*p != '-' && !(n == 1 && *p == '*') && !grouped(o, p, n) && at + n + 2 < len)
       at += (size_t)snprintf(buf + at, len - at, "%s%.*s", at ? "," : "", (int)n, p);
     p += n + (p[n] == ',');
   }
@@ -676,14 +667,6 @@ const char *kcm_options_inert_gates(const struct kcm_options *o, char *buf, size
   return buf;
 }
 
-/* Whether a flag's name and the n bytes given match, '_' reading as '-'. */
-static bool same_name(const char *name, const char *given, size_t n) {
-  size_t i;
-  for (i = 0; i < n; i++)
-    if (name[i] != (given[i] == '_' ? '-' : given[i]))
-      return false;
-  return name[n] == '\0';
-}
 
 /* A foreign flag given: taken once into o->ignored; its index or -1. */
 static int foreign_flag(struct kcm_options *o, const char *name, size_t n) {
@@ -720,7 +703,8 @@ static enum kcm_options_result version(struct kcm_options *o, const char *value,
 static enum kcm_options_result argument(struct kcm_options *o, int argc, char **argv, int *i,
                                         char *err, size_t err_len) {
   const char *arg = argv[*i], *name, *value = NULL, *eq, *why;
-  const struct flag *f = NULL;
+  const struct kcm_options_flag *f = NULL;
+  void *base = o;
   size_t klen, k;
   int g;
   if (arg[0] != '-' || !arg[1]) {
@@ -739,6 +723,8 @@ static enum kcm_options_result argument(struct kcm_options *o, int argc, char **
   for (k = 0; k < sizeof(flags) / sizeof(flags[0]); k++)
     if (same_name(flags[k].name, name, klen))
       f = &flags[k];
+  if (!f && (f = group_flag(o->groups, name, klen, &k)))
+    base = o->settings[k];
   if (!f && (g = foreign_flag(o, name, klen)) >= 0) {
     if (!value && !foreign[g].boolean && ++*i >= argc) {
       snprintf(err, err_len, "flag needs an argument: %s", arg);
@@ -750,7 +736,7 @@ static enum kcm_options_result argument(struct kcm_options *o, int argc, char **
     snprintf(err, err_len, "unknown flag: %s", arg);
     return KCM_OPTIONS_INVALID;
   }
-  if (!value && f->kind == BOOLEAN) {
+  if (!value && f->type == KCM_OPTIONS_BOOLEAN) {
     value = "true";
   } else if (!value) {
     if (*i + 1 >= argc) {
@@ -759,7 +745,7 @@ static enum kcm_options_result argument(struct kcm_options *o, int argc, char **
     }
     value = argv[++*i];
   }
-  if ((why = set(f, value, o))) {
+  if ((why = set(f, value, o, base))) {
     snprintf(err, err_len, "invalid value \"%s\" for flag %s%s: %s", value,
              f->name[1] ? "--" : "-", f->name, why);
     return KCM_OPTIONS_INVALID;
@@ -796,10 +782,38 @@ static enum kcm_options_result together(struct kcm_options *o, char *err, size_t
   return KCM_OPTIONS_INVALID;
 }
 
-enum kcm_options_result kcm_options_parse(struct kcm_options *o, int argc, char **argv,
-                                          char *err, size_t err_len) {
-  int i;
+/* o's defaults: kcm's own, and a copy of each group's. */
+static enum kcm_options_result start(struct kcm_options *o,
+                                     const struct kcm_options_group *const *groups, char *err,
+                                     size_t err_len) {
   *o = defaults;
+  o->groups = groups;
+  for (; groups && groups[o->ngroups]; o->ngroups++) {
+    const struct kcm_options_group *g = groups[o->ngroups];
+    if (o->ngroups == KCM_OPTIONS_GROUPS || g->size > KCM_OPTIONS_SETTINGS) {
+      snprintf(err, err_len, "the flags of %s do not fit: at most %d groups of %d bytes",
+               g->name, KCM_OPTIONS_GROUPS, KCM_OPTIONS_SETTINGS);
+      return KCM_OPTIONS_INVALID;
+    }
+    memcpy(o->settings[o->ngroups], g->defaults, g->size);
+  }
+  return KCM_OPTIONS_RUN;
+}
+
+const void *kcm_options_settings(const struct kcm_options *o, const struct kcm_options_group *g) {
+  size_t i;
+  for (i = 0; i < o->ngroups; i++)
+    if (o->groups[i] == g)
+      return o->settings[i];
+  return NULL;
+}
+
+enum kcm_options_result kcm_options_parse(struct kcm_options *o,
+                                          const struct kcm_options_group *const *groups,
+                                          int argc, char **argv, char *err, size_t err_len) {
+  int i;
+  if (start(o, groups, err, err_len) != KCM_OPTIONS_RUN)
+    return KCM_OPTIONS_INVALID;
   for (i = 1; i < argc; i++) {
     enum kcm_options_result r = argument(o, argc, argv, &i, err, err_len);
     if (r != KCM_OPTIONS_RUN)
@@ -808,16 +822,18 @@ enum kcm_options_result kcm_options_parse(struct kcm_options *o, int argc, char 
   return together(o, err, err_len);
 }
 
-bool kcm_options_json_logs(int argc, char **argv) {
-  struct kcm_options o = defaults;
-  char err[8];
+bool kcm_options_json_logs(const struct kcm_options_group *const *groups, int argc, char **argv) {
+  struct kcm_options o;
+  char err[128];
   int i;
+  if (start(&o, groups, err, sizeof(err)) != KCM_OPTIONS_RUN)
+    return false;
   for (i = 1; i < argc; i++)
     argument(&o, argc, argv, &i, err, sizeof(err));
   return o.json_logs;
 }
 
-int kcm_options_fail(const char *fmt, ...) {
+int kcm_options_fail(const struct kcm_options *o, const char *fmt, ...) {
   char why[1024];
   va_list ap;
   va_start(ap, fmt);
@@ -826,33 +842,34 @@ int kcm_options_fail(const char *fmt, ...) {
   if (kcm_log_get_format() == KCM_LOG_JSON) {
     kcm_error("command failed err=\"%s\"", why);
   } else {
-    kcm_options_usage(stderr);
+    kcm_options_usage(stderr, o->groups);
     fprintf(stderr, "\nError: %s\n", why);
   }
   return KCM_OPTIONS_EXIT_FAILURE;
 }
 
-int kcm_options_main(struct kcm_options *o, int argc, char **argv) {
+int kcm_options_main(struct kcm_options *o, const struct kcm_options_group *const *groups,
+                     int argc, char **argv) {
   char err[512];
-  if (kcm_options_json_logs(argc, argv))
+  if (kcm_options_json_logs(groups, argc, argv))
     kcm_log_set_format(KCM_LOG_JSON);
-  switch (kcm_options_parse(o, argc, argv, err, sizeof(err))) {
+  switch (kcm_options_parse(o, groups, argc, argv, err, sizeof(err))) {
   case KCM_OPTIONS_HELP:
-    kcm_options_usage(stdout);
+    kcm_options_usage(stdout, groups);
     return 0;
   case KCM_OPTIONS_VERSION:
     kcm_version_print(stdout, o->version_raw);
     return 0;
   case KCM_OPTIONS_INVALID:
-    return kcm_options_fail("%s", err);
+    return kcm_options_fail(o, "%s", err);
   case KCM_OPTIONS_RUN:
     break;
   }
   return -1;
 }
 
-void kcm_options_warn(const struct kcm_options *o, const char *foreign_controllers) {
-  char list[4096], gates[1024];
+void kcm_options_warn(const struct kcm_options *o) {
+  char list[4096], gates[1024], foreign_controllers[1024], ours[256] = "";
   size_t i, at = 0;
   for (i = 0; i < o->nignored && at < sizeof(list); i++)
     at += (size_t)snprintf(list + at, sizeof(list) - at, "%s--%s", i ? "," : "", o->ignored[i]);
@@ -860,10 +877,12 @@ void kcm_options_warn(const struct kcm_options *o, const char *foreign_controlle
     kcm_warn("ignoring kube-controller-manager flags of controllers and features kcm does not "
              "have flags=\"%s\"",
              list);
-  if (*foreign_controllers)
-    kcm_warn("kcm runs only the deployment and replicaset controllers; the others named in "
-             "--controllers are kube-controller-manager's controllers=\"%s\"",
-             foreign_controllers);
+  for (i = 0, at = 0; i < o->ngroups && at < sizeof(ours); i++)
+    at += (size_t)snprintf(ours + at, sizeof(ours) - at, "%s%s", i ? "," : "", o->groups[i]->name);
+  if (*kcm_options_foreign(o, foreign_controllers, sizeof(foreign_controllers)))
+    kcm_warn("kcm runs only its own controllers; the others named in --controllers are "
+             "kube-controller-manager's controllers=\"%s\" own=\"%s\"",
+             foreign_controllers, ours);
   if (*kcm_options_inert_gates(o, gates, sizeof(gates)))
     kcm_warn("feature gates have no effect on kcm's controllers featureGates=\"%s\"", gates);
 }

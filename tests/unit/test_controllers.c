@@ -25,27 +25,44 @@ static void parse(struct kcm_options *o, const char *a, const char *b) {
   char err[256];
   snprintf(first, sizeof(first), "%s", a);
   snprintf(second, sizeof(second), "%s", b ? b : "");
-  assert_int_equal(kcm_options_parse(o, b ? 3 : 2, argv, err, sizeof(err)), KCM_OPTIONS_RUN);
+  static const struct kcm_options_group *groups[KCM_CONTROLLERS_MAX + 1]; /* o borrows it */
+  kcm_controllers_options(groups);
+  assert_int_equal(kcm_options_parse(o, groups, b ? 3 : 2, argv, err, sizeof(err)),
+                   KCM_OPTIONS_RUN);
+}
+
+/* The rows of the program's table: 2 of them, deployment then replicaset. */
+static size_t rows(void) {
+  size_t n = 0;
+  while (kcm_controllers_table[n])
+    n++;
+  assert_int_equal(n, 2);
+  return n;
 }
 
 static void every_row_is_whole(void **state) {
-  size_t i, j;
+  size_t i, j, k, n = rows();
   const char *const *p, *const *q;
-  for (i = 0; i < KCM_CONTROLLERS; i++) {
-    const struct kcm_controllers_row *r = &kcm_controllers_table[i];
+  for (i = 0; i < n; i++) {
+    const struct kcm_controllers_row *r = kcm_controllers_table[i];
     char account[64];
-    assert_non_null(r->name);
-    assert_string_equal(r->names[0], r->name);
-    snprintf(account, sizeof(account), "%s-controller", r->name);
+    assert_non_null(r->options.name);
+    assert_string_equal(r->options.controllers[0], r->options.name);
+    snprintf(account, sizeof(account), "%s-controller", r->options.name);
     assert_string_equal(r->account, account); /* upstream's User-Agent and account */
     assert_true(r->kinds & (1u << r->kind));
     assert_true(r->kinds & (1u << r->dependents));
     assert_true(r->size > 0 && r->init && r->runtime && r->pacers && r->release);
+    /* its flags: a section of its own, each with help, within its settings */
+    assert_true(r->options.nflags > 0 && r->options.flags[0].section);
+    assert_true(r->options.defaults && r->options.size <= KCM_OPTIONS_SETTINGS);
+    for (k = 0; k < r->options.nflags; k++)
+      assert_true(r->options.flags[k].help && r->options.flags[k].offset < r->options.size);
     for (j = 0; j < i; j++) {
-      const struct kcm_controllers_row *o = &kcm_controllers_table[j];
-      assert_true(r->kind != o->kind);
-      for (p = r->names; *p; p++)
-        for (q = o->names; *q; q++)
+      const struct kcm_controllers_row *o = kcm_controllers_table[j];
+      assert_true(r->kind != o->kind || !r->guarded || !o->guarded); /* one area each */
+      for (p = r->options.controllers; *p; p++)
+        for (q = o->options.controllers; *q; q++)
           assert_string_not_equal(*p, *q);
     }
   }
@@ -55,23 +72,24 @@ static void each_name_turns_on_its_row_alone(void **state) {
   struct kcm_options o;
   struct kcm_controllers s;
   char flag[96], foreign[64];
-  size_t i, j;
+  size_t i, j, n = rows();
   const char *const *p;
-  for (i = 0; i < KCM_CONTROLLERS; i++)
-    for (p = kcm_controllers_table[i].names; *p; p++) {
+  for (i = 0; i < n; i++)
+    for (p = kcm_controllers_table[i]->options.controllers; *p; p++) {
       snprintf(flag, sizeof(flag), "--controllers=%s", *p);
       parse(&o, flag, NULL);
       kcm_controllers_choose(&s, &o);
       assert_int_equal(s.enabled, 1);
-      assert_int_equal(s.kinds, kcm_controllers_table[i].kinds);
-      assert_string_equal(kcm_controllers_foreign(&o, foreign, sizeof(foreign)), "");
+      assert_int_equal(s.kinds, kcm_controllers_table[i]->kinds);
+      assert_string_equal(kcm_options_foreign(&o, foreign, sizeof(foreign)), "");
       /* "*" with this one left out: every other row */
       snprintf(flag, sizeof(flag), "--controllers=*,-%s", *p);
       parse(&o, flag, NULL);
       kcm_controllers_choose(&s, &o);
-      assert_int_equal(s.enabled, KCM_CONTROLLERS - 1);
-      for (j = 0; j < KCM_CONTROLLERS; j++)
-        assert_int_equal(kcm_options_enables(&o, kcm_controllers_table[j].names), j != i);
+      assert_int_equal(s.enabled, n - 1);
+      for (j = 0; j < n; j++)
+        assert_int_equal(kcm_options_enables(&o, kcm_controllers_table[j]->options.controllers),
+                         j != i);
     }
 }
 
@@ -81,8 +99,8 @@ static void upstreams_other_controllers_are_foreign(void **state) {
   char foreign[64];
   parse(&o, "--controllers=deployment,job,-ttl,*,replicaset-controller", NULL);
   kcm_controllers_choose(&s, &o);
-  assert_int_equal(s.enabled, KCM_CONTROLLERS);
-  assert_string_equal(kcm_controllers_foreign(&o, foreign, sizeof(foreign)), "job");
+  assert_int_equal(s.enabled, rows());
+  assert_string_equal(kcm_options_foreign(&o, foreign, sizeof(foreign)), "job");
   parse(&o, "--controllers=-deployment,-replicaset", NULL);
   kcm_controllers_choose(&s, &o);
   assert_int_equal(s.enabled, 0);
@@ -118,7 +136,7 @@ static void set_renders_what_it_runs(void **state) {
       assert_non_null(strstr(out.data, "\"deployment\""));
       assert_non_null(strstr(out.data, "\"replicaset\""));
     }
-    assert_int_equal(kcm_controllers_stop(&s), n == 0 ? 1 : KCM_CONTROLLERS);
+    assert_int_equal(kcm_controllers_stop(&s), n == 0 ? 1 : rows());
     kcm_caches_stop(&c, NULL);
     uv_run(&loop, UV_RUN_DEFAULT);
     assert_int_equal(s.running, 0);

@@ -13,14 +13,33 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kcm/controllers.h"
 #include "kcm/log.h"
 #include "kcm/options.h"
 
 /* The names of kcm's two controllers, as their table rows give them. */
 static const char *const DC[] = {"deployment", "deployment-controller", NULL};
 static const char *const RS[] = {"replicaset", "replicaset-controller", NULL};
-static const char *const OURS[] = {"deployment", "deployment-controller", "replicaset",
-                                   "replicaset-controller", NULL};
+
+/* The program's flag groups: its controllers' (this test links its table). */
+static const struct kcm_options_group *const *groups(void) {
+  static const struct kcm_options_group *g[KCM_CONTROLLERS_MAX + 1];
+  kcm_controllers_options(g);
+  return g;
+}
+
+/* The value of a group's flag as o holds it, found by the flag's name. */
+static const void *group_value(const struct kcm_options *o, const char *flag) {
+  size_t i, k;
+  for (i = 0; i < o->ngroups; i++)
+    for (k = 0; k < o->groups[i]->nflags; k++)
+      if (!strcmp(o->groups[i]->flags[k].name, flag))
+        return (const char *)kcm_options_settings(o, o->groups[i]) + o->groups[i]->flags[k].offset;
+  fail_msg("no group has --%s", flag);
+  return NULL;
+}
+#define INT_FLAG(o, flag) (*(const int *)group_value(o, flag))
+#define MS_FLAG(o, flag) (*(const uint64_t *)group_value(o, flag))
 
 static enum kcm_options_result parse(struct kcm_options *o, char *err, size_t len, ...) {
   static char name[] = "kcm";
@@ -32,7 +51,7 @@ static enum kcm_options_result parse(struct kcm_options *o, char *err, size_t le
     argc++;
   va_end(ap);
   err[0] = '\0';
-  return kcm_options_parse(o, argc, argv, err, len);
+  return kcm_options_parse(o, groups(), argc, argv, err, len);
 }
 
 static void defaults_are_kube_controller_managers(void **state) {
@@ -57,11 +76,12 @@ static void defaults_are_kube_controller_managers(void **state) {
   assert_null(o.lease_namespace); /* kube-system, or kcm-shards with --shards */
   assert_true(o.qps == 20);
   assert_int_equal(o.burst, 30);
-  assert_int_equal(o.deployment_workers, 5);
-  assert_int_equal(o.replicaset_workers, 5);
-  assert_int_equal(o.status_interval_ms, 1000);
-  assert_int_equal(o.deployment_interval_ms, 1000);
-  assert_int_equal(o.deployment_status_interval_ms, 1000);
+  assert_int_equal(INT_FLAG(&o, "concurrent-deployment-syncs"), 5);
+  assert_int_equal(INT_FLAG(&o, "concurrent-replicaset-syncs"), 5);
+  assert_int_equal(MS_FLAG(&o, "status-write-interval"), 1000);
+  assert_int_equal(MS_FLAG(&o, "deployment-sync-interval"), 1000);
+  assert_int_equal(MS_FLAG(&o, "deployment-status-interval"), 1000);
+  assert_int_equal(MS_FLAG(&o, "failed-pod-backoff"), 300000);
   assert_true(kcm_options_enables(&o, DC) && kcm_options_enables(&o, RS));
   assert_int_equal(o.verbosity, 0);
   assert_false(o.json_logs);
@@ -101,8 +121,9 @@ static void values_of_every_kind(void **state) {
   assert_true(kcm_options_enables(&o, RS));
   assert_string_equal(o.health_address, ":8081");
   assert_true(o.json_api);
-  assert_int_equal(o.deployment_interval_ms, 0);
-  assert_int_equal(o.deployment_status_interval_ms, 250);
+  assert_int_equal(MS_FLAG(&o, "deployment-sync-interval"), 0);
+  assert_int_equal(MS_FLAG(&o, "deployment-status-interval"), 250);
+  assert_int_equal(MS_FLAG(&o, "status-write-interval"), 1000); /* another group's default */
   assert_int_equal(parse(&o, err, sizeof(err), "--leader-elect", "--v=2", NULL),
                    KCM_OPTIONS_RUN);
   assert_true(o.leader_elect);
@@ -236,7 +257,7 @@ static const char *main_stderr(int *rc, ...) {
   fflush(stderr);
   saved = dup(2);
   dup2(fileno(f), 2);
-  *rc = kcm_options_main(&o, argc, argv);
+  *rc = kcm_options_main(&o, groups(), argc, argv);
   fflush(stderr);
   dup2(saved, 2);
   close(saved);
@@ -324,7 +345,7 @@ static void usage_lists_every_flag_in_sections(void **state) {
       "--kubeconfig PATH", "--health-probe-bind-address ADDR", "--metrics-bind-address ADDR",
       "(default 10257)", "--help"};
   size_t i;
-  kcm_options_usage(f);
+  kcm_options_usage(f, groups());
   fclose(f);
   for (i = 0; i < sizeof(expected) / sizeof(expected[0]); i++)
     if (!strstr(text, expected[i]))
@@ -333,6 +354,13 @@ static void usage_lists_every_flag_in_sections(void **state) {
   assert_true(strstr(text, "Generic flags:") < strstr(text, "Secure serving flags:"));
   assert_true(strstr(text, "Secure serving flags:") < strstr(text, "Authentication flags:"));
   assert_true(strstr(text, "Authentication flags:") < strstr(text, "Authorization flags:"));
+  /* the controllers' own sections, in the table's order, before the plain HTTP flags */
+  assert_true(strstr(text, "Authorization flags:") < strstr(text, "Deployment controller flags:"));
+  assert_true(strstr(text, "Deployment controller flags:") <
+              strstr(text, "ReplicaSet controller flags:"));
+  assert_true(strstr(text, "ReplicaSet controller flags:") <
+              strstr(text, "Plain HTTP flags (local runs):"));
+  assert_non_null(strstr(text, "against an API server: deployment, replicaset.\n"));
   free(text);
 }
 
@@ -368,12 +396,13 @@ static void kubeadms_arguments_run_unchanged(void **state) {
   size_t i;
   for (i = 0; i < sizeof(args) / sizeof(args[0]); i++)
     assert_non_null(argv[i + 1] = strdup(args[i]));
-  assert_int_equal(kcm_options_parse(&o, (int)i + 1, argv, err, sizeof(err)), KCM_OPTIONS_RUN);
+  assert_int_equal(kcm_options_parse(&o, groups(), (int)i + 1, argv, err, sizeof(err)),
+                   KCM_OPTIONS_RUN);
   assert_true(kcm_options_enables(&o, DC) && kcm_options_enables(&o, RS) && o.sa_credentials);
   assert_string_equal(o.bind_address, "127.0.0.1");
   assert_string_equal(o.client_ca_file, "/etc/kubernetes/pki/ca.crt");
   assert_string_equal(o.authn_kubeconfig, "/etc/kubernetes/controller-manager.conf");
-  assert_string_equal(kcm_options_unlisted_controllers(&o, OURS, foreign, sizeof(foreign)),
+  assert_string_equal(kcm_options_foreign(&o, foreign, sizeof(foreign)),
                       "bootstrapsigner,tokencleaner");
   assert_int_equal(o.nignored, sizeof(ignored) / sizeof(ignored[0]));
   for (i = 0; i < o.nignored; i++)
@@ -391,7 +420,7 @@ static void foreign_flags_and_names(void **state) {
                          "--kubeconfig", "/k", "--profiling=false", "--concurrent_rc_syncs", "2",
                          NULL),
                    KCM_OPTIONS_RUN);
-  assert_int_equal(o.deployment_workers, 3);
+  assert_int_equal(INT_FLAG(&o, "concurrent-deployment-syncs"), 3);
   assert_string_equal(o.kubeconfig, "/k");
   assert_int_equal(o.nignored, 2);
   assert_string_equal(o.ignored[0], "profiling");
@@ -400,11 +429,11 @@ static void foreign_flags_and_names(void **state) {
   assert_int_equal(parse(&o, err, sizeof(err), "--controllers=deployment-controller,job", NULL),
                    KCM_OPTIONS_RUN);
   assert_true(kcm_options_enables(&o, DC) && !kcm_options_enables(&o, RS));
-  assert_string_equal(kcm_options_unlisted_controllers(&o, OURS, foreign, sizeof(foreign)), "job");
+  assert_string_equal(kcm_options_foreign(&o, foreign, sizeof(foreign)), "job");
   assert_int_equal(parse(&o, err, sizeof(err), "--controllers=*,-replicaset-controller", NULL),
                    KCM_OPTIONS_RUN);
   assert_true(kcm_options_enables(&o, DC) && !kcm_options_enables(&o, RS));
-  assert_string_equal(kcm_options_unlisted_controllers(&o, OURS, foreign, sizeof(foreign)), "");
+  assert_string_equal(kcm_options_foreign(&o, foreign, sizeof(foreign)), "");
   assert_int_equal(parse(&o, err, sizeof(err), "--feature-gates=A=true,B=False",
                          "--leader-elect-resource-lock=leases", "--vmodule=controller*=4", NULL),
                    KCM_OPTIONS_RUN);
@@ -427,6 +456,105 @@ static void foreign_flags_and_names(void **state) {
   assert_false(o.no_watch_list);
 }
 
+/* A group of another part: its flags read into settings of its own, which
+ * start as its defaults on every parse; its names taken by --controllers
+ * and not foreign; its section in --help before the plain HTTP flags. */
+struct demo {
+  int workers;
+  uint64_t wait_ms;
+  bool eager;
+  int rc_workers;
+};
+static const struct kcm_options_flag demo_flags[] = {
+    {"Demo controller flags", "concurrent-demo-syncs", "N", KCM_OPTIONS_POSITIVE,
+     offsetof(struct demo, workers), "demos synced at once (default 2)"},
+    {NULL, "demo-wait", "D", KCM_OPTIONS_DURATION, offsetof(struct demo, wait_ms),
+     "how long a demo waits (default 3s)"},
+    {NULL, "demo-eager", NULL, KCM_OPTIONS_BOOLEAN, offsetof(struct demo, eager),
+     "whether a demo hurries (default false)"},
+    /* a flag of kube-controller-manager's that kcm's own build ignores */
+    {NULL, "concurrent-rc-syncs", "N", KCM_OPTIONS_POSITIVE, offsetof(struct demo, rc_workers),
+     "ReplicationControllers synced at once (default 5)"},
+};
+static const struct demo demo_defaults = {2, 3000, false, 5};
+static const struct kcm_options_group demo = {
+    "demo", (const char *const[]){"demo", "demo-controller", NULL}, demo_flags, 4,
+    &demo_defaults, sizeof(demo_defaults)};
+
+static void a_group_owns_its_flags(void **state) {
+  static char name[] = "kcm", a1[] = "--concurrent_demo_syncs=7", a2[] = "--demo-eager",
+              a3[] = "--controllers=demo-controller,job", a4[] = "--demo-wait", a5[] = "0",
+              a6[] = "--concurrent-demo-syncs=0";
+  const struct kcm_options_group *with[] = {&demo, NULL};
+  const struct kcm_options_group *none[] = {NULL};
+  char *argv[] = {name, a1, a2, a3, a4, a5, NULL, NULL}, err[256], foreign[64], *text = NULL;
+  const struct demo *d;
+  struct kcm_options o;
+  size_t len = 0;
+  FILE *f;
+  static char a7[] = "--concurrent-rc-syncs=9";
+  argv[6] = a7;
+  assert_int_equal(kcm_options_parse(&o, with, 7, argv, err, sizeof(err)), KCM_OPTIONS_RUN);
+  argv[6] = NULL;
+  assert_non_null(d = kcm_options_settings(&o, &demo));
+  assert_int_equal(d->rc_workers, 9); /* the group's now, not ignored */
+  assert_int_equal(o.nignored, 0);
+  assert_int_equal(d->workers, 7);
+  assert_int_equal(d->wait_ms, 0);
+  assert_true(d->eager);
+  assert_true(kcm_options_enables(&o, demo.controllers));
+  assert_string_equal(kcm_options_foreign(&o, foreign, sizeof(foreign)), "job");
+  /* parsed again: its defaults again */
+  assert_int_equal(kcm_options_parse(&o, with, 1, argv, err, sizeof(err)), KCM_OPTIONS_RUN);
+  d = kcm_options_settings(&o, &demo);
+  assert_true(d->workers == 2 && d->wait_ms == 3000 && !d->eager);
+  /* refused as kcm's own flags are */
+  argv[1] = a6;
+  assert_int_equal(kcm_options_parse(&o, with, 2, argv, err, sizeof(err)), KCM_OPTIONS_INVALID);
+  assert_string_equal(err, "invalid value \"0\" for flag --concurrent-demo-syncs: must be a "
+                           "positive integer");
+  /* without the group, neither its flags nor its names exist */
+  assert_int_equal(kcm_options_parse(&o, none, 2, argv, err, sizeof(err)), KCM_OPTIONS_INVALID);
+  assert_string_equal(err, "unknown flag: --concurrent-demo-syncs=0");
+  assert_null(kcm_options_settings(&o, &demo));
+  argv[1] = a3;
+  assert_int_equal(kcm_options_parse(&o, none, 2, argv, err, sizeof(err)), KCM_OPTIONS_INVALID);
+  assert_non_null(strstr(err, "\"demo-controller\" is not in the list of known controllers"));
+  f = open_memstream(&text, &len);
+  kcm_options_usage(f, with);
+  fclose(f);
+  assert_non_null(strstr(text, "against an API server: demo.\n"));
+  assert_non_null(strstr(text, "\nDemo controller flags:\n  --concurrent-demo-syncs N"));
+  assert_non_null(strstr(text, "  --demo-eager[=BOOL]"));
+  assert_true(strstr(text, "Demo controller flags:") < strstr(text, "Plain HTTP flags"));
+  /* listed once, with the group's flags, not among the flags kcm ignores */
+  assert_non_null(strstr(text, "  --concurrent-rc-syncs N"));
+  assert_null(strstr(strstr(text, "Flags of kube-controller-manager's other"), "concurrent-rc"));
+  free(text);
+}
+
+/* More groups than kcm_options can hold, or settings larger than a slot,
+ * are refused, not cut. */
+static void groups_beyond_the_limits_are_refused(void **state) {
+  static char name[] = "kcm";
+  const struct kcm_options_group *many[KCM_OPTIONS_GROUPS + 2];
+  struct kcm_options_group big = demo;
+  char *argv[] = {name, NULL}, err[256];
+  struct kcm_options o;
+  size_t i;
+  for (i = 0; i <= KCM_OPTIONS_GROUPS; i++)
+    many[i] = &demo;
+  many[i] = NULL;
+  assert_int_equal(kcm_options_parse(&o, many, 1, argv, err, sizeof(err)), KCM_OPTIONS_INVALID);
+  assert_non_null(strstr(err, "the flags of demo do not fit"));
+  many[KCM_OPTIONS_GROUPS] = NULL;
+  assert_int_equal(kcm_options_parse(&o, many, 1, argv, err, sizeof(err)), KCM_OPTIONS_RUN);
+  big.size = KCM_OPTIONS_SETTINGS + 1;
+  many[0] = &big;
+  many[1] = NULL;
+  assert_int_equal(kcm_options_parse(&o, many, 1, argv, err, sizeof(err)), KCM_OPTIONS_INVALID);
+}
+
 static void version_forms(void **state) {
   struct kcm_options o;
   char err[256];
@@ -444,6 +572,8 @@ int main(void) {
       cmocka_unit_test(kubeadms_arguments_run_unchanged),
       cmocka_unit_test(foreign_flags_and_names),
       cmocka_unit_test(version_forms),
+      cmocka_unit_test(a_group_owns_its_flags),
+      cmocka_unit_test(groups_beyond_the_limits_are_refused),
       cmocka_unit_test(defaults_are_kube_controller_managers),
       cmocka_unit_test(values_of_every_kind),
       cmocka_unit_test(refusals_name_the_flag),

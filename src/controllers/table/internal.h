@@ -8,7 +8,7 @@
 
 /* Every enabled controller o of the set s. */
 #define EACH(s, o)                                                                             \
-  for ((o) = (s)->one; (o) < (s)->one + KCM_CONTROLLERS; (o)++)                                \
+  for ((o) = (s)->one; (o) < (s)->one + (s)->rows; (o)++)                                \
     if ((o)->c)
 
 #endif

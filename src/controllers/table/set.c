@@ -15,28 +15,25 @@
 
 #include "internal.h"
 
+size_t kcm_controllers_options(const struct kcm_options_group *out[KCM_CONTROLLERS_MAX + 1]) {
+  size_t n;
+  for (n = 0; n < KCM_CONTROLLERS_MAX && kcm_controllers_table[n]; n++)
+    out[n] = &kcm_controllers_table[n]->options;
+  out[n] = NULL;
+  return n;
+}
+
 void kcm_controllers_choose(struct kcm_controllers *s, const struct kcm_options *opt) {
-  size_t i;
   memset(s, 0, sizeof(*s));
   s->opt = opt;
-  for (i = 0; i < KCM_CONTROLLERS; i++) {
-    s->one[i].row = &kcm_controllers_table[i];
-    if (kcm_options_enables(opt, kcm_controllers_table[i].names)) {
-      s->kinds |= kcm_controllers_table[i].kinds;
+  for (; s->rows < KCM_CONTROLLERS_MAX && kcm_controllers_table[s->rows]; s->rows++) {
+    const struct kcm_controllers_row *r = kcm_controllers_table[s->rows];
+    s->one[s->rows].row = r;
+    if (kcm_options_enables(opt, r->options.controllers)) {
+      s->kinds |= r->kinds;
       s->enabled++;
     }
   }
-}
-
-const char *kcm_controllers_foreign(const struct kcm_options *opt, char *buf, size_t len) {
-  const char *names[4 * KCM_CONTROLLERS + 1];
-  size_t i, n = 0;
-  const char *const *p;
-  for (i = 0; i < KCM_CONTROLLERS; i++)
-    for (p = kcm_controllers_table[i].names; *p && n < 4 * KCM_CONTROLLERS; p++)
-      names[n++] = *p;
-  names[n] = NULL;
-  return kcm_options_unlisted_controllers(opt, names, buf, len);
 }
 
 static void on_token(struct kcm_satoken *t) {
@@ -78,9 +75,10 @@ int kcm_controllers_init(struct kcm_controllers *s, uv_loop_t *loop, struct kcm_
   struct kcm_controllers_one *o;
   int err;
   s->informers = informers;
-  for (o = s->one; o < s->one + KCM_CONTROLLERS; o++) {
-    struct kcm_controllers_env env = {loop, &o->writer, informers, pool, s->opt};
-    if (!kcm_options_enables(s->opt, o->row->names))
+  for (o = s->one; o < s->one + s->rows; o++) {
+    struct kcm_controllers_env env = {loop, &o->writer, informers, pool, s->opt,
+                                      kcm_options_settings(s->opt, &o->row->options)};
+    if (!kcm_options_enables(s->opt, o->row->options.controllers))
       continue;
     if ((err = setup_writer(s, o, loop, client)))
       return err;
@@ -89,14 +87,14 @@ int kcm_controllers_init(struct kcm_controllers *s, uv_loop_t *loop, struct kcm_
     else
       err = o->row->init(o->c, &env);
     if (err) {
-      kcm_error("cannot set up a controller name=\"%s\" err=\"%s\"", o->row->name,
+      kcm_error("cannot set up a controller name=\"%s\" err=\"%s\"", o->row->options.name,
                 kcm_strerror(err));
       return err;
     }
     o->rt = o->row->runtime(o->c);
     o->rt->data = s;
     if (s->opt->shadow) {
-      kcm_shadow_init(&o->shadow, o->row->name, s->opt->shadow_window_ms);
+      kcm_shadow_init(&o->shadow, o->row->options.name, s->opt->shadow_window_ms);
       o->rt->observer = &o->shadow.observer;
     }
   }
@@ -109,9 +107,11 @@ int kcm_controllers_init(struct kcm_controllers *s, uv_loop_t *loop, struct kcm_
 
 int kcm_controllers_guard(struct kcm_controllers *s, struct kcm_conflict_guard *g) {
   size_t i;
-  for (i = 0; i < KCM_CONTROLLERS; i++) {
+  for (i = 0; i < s->rows; i++) {
     const struct kcm_controllers_one *o = &s->one[i];
     enum kcm_kind k = o->row->kind;
+    if (!o->row->guarded)
+      continue;
     kcm_conflict_guard_area(g, k, o->c ? o->rt : NULL);
     /* a cache kept for another controller: another's writes there are seen too */
     if ((s->kinds & (1u << k)) && kcm_conflict_guard_watch(g, &s->informers[k]))
@@ -137,7 +137,7 @@ bool kcm_controllers_tokens_ready(struct kcm_controllers *s) {
 void kcm_controllers_run(struct kcm_controllers *s) {
   struct kcm_controllers_one *o;
   EACH(s, o) {
-    kcm_info("starting controller name=\"%s\" workers=%u", o->row->name, o->rt->workers);
+    kcm_info("starting controller name=\"%s\" workers=%u", o->row->options.name, o->rt->workers);
     kcm_runtime_run(o->rt);
     s->running++;
   }
@@ -187,28 +187,28 @@ static void stale_metrics(const struct kcm_controllers_one *o, struct kcm_buf *o
   const struct kcm_api_kind *own = kcm_api_kind(o->row->kind);
   const struct kcm_api_kind *dep = kcm_api_kind(o->row->dependents);
   char family[96];
-  snprintf(family, sizeof(family), "%s_controller_stale_sync_skips_total", o->row->name);
+  snprintf(family, sizeof(family), "%s_controller_stale_sync_skips_total", o->row->options.name);
   kcm_runtime_stale_metrics(o->rt, family, (const char *const[]){own->group, own->plural},
                             (const char *const[]){dep->group, dep->plural}, out);
 }
 
 void kcm_controllers_metrics(const struct kcm_controllers *s, uint64_t now_ms,
                              struct kcm_buf *out) {
-  const struct kcm_workqueue *queues[KCM_CONTROLLERS] = {NULL};
-  const struct kcm_events *events[KCM_CONTROLLERS] = {NULL};
-  const char *names[KCM_CONTROLLERS] = {NULL};
-  const struct kcm_pacer *pacers[KCM_CONTROLLERS * KCM_CONTROLLERS_PACERS];
-  const char *owners[KCM_CONTROLLERS * KCM_CONTROLLERS_PACERS];
-  const char *pacer_names[KCM_CONTROLLERS * KCM_CONTROLLERS_PACERS];
+  const struct kcm_workqueue *queues[KCM_CONTROLLERS_MAX] = {NULL};
+  const struct kcm_events *events[KCM_CONTROLLERS_MAX] = {NULL};
+  const char *names[KCM_CONTROLLERS_MAX] = {NULL};
+  const struct kcm_pacer *pacers[KCM_CONTROLLERS_MAX * KCM_CONTROLLERS_PACERS];
+  const char *owners[KCM_CONTROLLERS_MAX * KCM_CONTROLLERS_PACERS];
+  const char *pacer_names[KCM_CONTROLLERS_MAX * KCM_CONTROLLERS_PACERS];
   const struct kcm_controllers_one *o;
   size_t n = 0, np = 0, i, k;
   EACH(s, o) {
     queues[n] = &o->rt->queue;
     events[n] = &o->rt->events;
-    names[n++] = o->row->name;
+    names[n++] = o->row->options.name;
     k = o->row->pacers(o->c, pacers + np, pacer_names + np);
     for (i = 0; i < k; i++)
-      owners[np + i] = o->row->name;
+      owners[np + i] = o->row->options.name;
     np += k;
   }
   kcm_workqueue_metrics_many(queues, names, n, now_ms, out);
@@ -220,7 +220,7 @@ void kcm_controllers_metrics(const struct kcm_controllers *s, uint64_t now_ms,
 }
 
 /* The shadows of the enabled controllers. */
-static size_t shadows(struct kcm_controllers *s, struct kcm_shadow *out[KCM_CONTROLLERS]) {
+static size_t shadows(struct kcm_controllers *s, struct kcm_shadow *out[KCM_CONTROLLERS_MAX]) {
   struct kcm_controllers_one *o;
   size_t n = 0;
   EACH(s, o) {
@@ -230,12 +230,12 @@ static size_t shadows(struct kcm_controllers *s, struct kcm_shadow *out[KCM_CONT
 }
 
 int kcm_controllers_shadow_metrics(struct kcm_controllers *s, struct kcm_buf *out) {
-  struct kcm_shadow *sh[KCM_CONTROLLERS];
+  struct kcm_shadow *sh[KCM_CONTROLLERS_MAX];
   return kcm_shadow_metrics(sh, shadows(s, sh), out);
 }
 
 int kcm_controllers_shadow_report(struct kcm_controllers *s, struct kcm_buf *out) {
-  struct kcm_shadow *sh[KCM_CONTROLLERS];
+  struct kcm_shadow *sh[KCM_CONTROLLERS_MAX];
   return kcm_shadow_report(sh, shadows(s, sh), out);
 }
 
