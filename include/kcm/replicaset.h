@@ -250,8 +250,6 @@ struct kcm_replicaset_options {
   uint32_t workers;             /* --concurrent-replicaset-syncs; 0: 5 */
   uint64_t status_interval_ms;  /* --status-write-interval */
   uint64_t failed_backoff_ms;   /* --failed-pod-backoff: the longest wait; 0: none */
-  bool dry;                     /* the writer sends no write (--shadow): a sync waits
-                                   for no creation or deletion it asked for */
 };
 
 /* Register with the informers (before they start). Every request,

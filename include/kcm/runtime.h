@@ -89,19 +89,6 @@ struct kcm_runtime_step {
 
 #define KCM_RUNTIME_BLIND UINT64_MAX /* a watch is down */
 
-/* One watching the syncs (shadow mode): told of each key a watch event
- * queues, each request a sync sends, and the end of each sync, when it
- * may ask for the key again in `over`'s answer (ms; 0: no).
- * watching_since: since when every watch of the controller's informers
- * has been up (loop ms), KCM_RUNTIME_BLIND while one is down. */
-struct kcm_runtime_observer {
-  void (*queued)(void *data, const char *key);
-  void (*sent)(void *data, const char *key, const struct kcm_write *req);
-  uint64_t (*over)(void *data, const struct kcm_runtime_job *j, uint64_t watching_since,
-                   uint64_t now_ms);
-  void *data;
-};
-
 struct kcm_runtime_ops {
   const char *kind;          /* "replicaset": the key's name in logs, the queue's name,
                               * and the events' source "replicaset-controller" */
@@ -145,7 +132,6 @@ struct kcm_runtime {
   bool (*owns)(void *ctx, const char *ns, size_t n);
   void *owns_ctx;
   struct kcm_map held;
-  const struct kcm_runtime_observer *observer; /* borrowed; NULL: none */
   struct kcm_runtime_job *jobs;
   struct kcm_informer *watched[KCM_KIND_COUNT]; /* borrowed, by kind: the informers
                                                   whose events it handles */
@@ -208,8 +194,8 @@ void kcm_runtime_enqueue(struct kcm_runtime *rt, const struct kcm_object *o);
 void kcm_runtime_enqueue_key(struct kcm_runtime *rt, const char *key);
 /* Queue key in delay_ms (a watch event whose sync may wait). */
 void kcm_runtime_enqueue_after(struct kcm_runtime *rt, const char *key, uint64_t delay_ms);
-/* Sync j's key again in delay_ms (not a change: no observer is told),
- * besides what becomes of it when this sync is over. */
+/* Sync j's key again in delay_ms, besides what becomes of it when this
+ * sync is over. */
 void kcm_runtime_again(struct kcm_runtime_job *j, uint64_t delay_ms);
 /* Queue every object of inf in o's namespace whose selector (selector_of)
  * is not empty and takes o's labels, as upstream finds the owners that
@@ -239,6 +225,10 @@ bool kcm_runtime_stale(struct kcm_runtime_job *j);
 int kcm_runtime_stale_metrics(const struct kcm_runtime *rt, const char *family,
                               const char *const own[2], const char *const dependents[2],
                               struct kcm_buf *out);
+
+/* Since when every watch of rt's informers has been up (loop ms), or
+ * KCM_RUNTIME_BLIND while one is down. */
+uint64_t kcm_runtime_watching_since(const struct kcm_runtime *rt);
 
 /* The wall clock in ms (what the planners compare timestamps with). */
 uint64_t kcm_runtime_now_ms(void);
@@ -272,11 +262,12 @@ void kcm_runtime_hold(struct kcm_runtime_job *j, struct kcm_object *o);
 /* Record the sync's first error. */
 void kcm_runtime_fail(struct kcm_runtime_job *j, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-/* Send req through the writer; done(resp, data) must end with
- * kcm_runtime_answered(j). On failure (a request that could not be built,
- * or the writer refused it) the job has failed and done never runs. */
-int kcm_runtime_send(struct kcm_runtime_job *j, const struct kcm_write *req,
-                     kcm_client_done_cb done, void *data);
+/* Send req through the writer, its origin set to j's key; done(resp, data)
+ * must end with kcm_runtime_answered(j). On failure (a request that could
+ * not be built, or the writer refused it) the job has failed and done
+ * never runs. */
+int kcm_runtime_send(struct kcm_runtime_job *j, struct kcm_write *req, kcm_client_done_cb done,
+                     void *data);
 /* A request of j has answered: when it was the last in flight, the sync
  * moves on to its plan's next wave, and may be over, freeing j. */
 void kcm_runtime_answered(struct kcm_runtime_job *j);

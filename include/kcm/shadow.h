@@ -3,11 +3,12 @@
  *
  * In shadow mode every informer and every planner runs as usual, but the
  * controllers' writer only answers (kcm_writer_init_dry): no create,
- * delete, patch, status write or event leaves kcm. The runtime's observer
- * (struct kcm_runtime_observer, set up by the set of controllers) hands
- * the writes each sync would have sent to its controller's struct
- * kcm_shadow, which judges them against what the live controller did, as
- * the watches show it:
+ * delete, patch, status write or event leaves kcm. A controller's struct
+ * kcm_shadow stands between its runtime and that writer, and around its
+ * runtime's release of each sync (kcm_shadow_follow), so the runtime knows
+ * nothing of it: the writes each sync would have sent (those whose origin
+ * is its key) are its plan, judged when the sync is over against what the
+ * live controller did, as the watches show it:
  *
  *   - a sync planning no write agrees: the live controller has left the
  *     object (and its pods or ReplicaSets) as kcm would leave it;
@@ -21,9 +22,11 @@
  *     replicasets/status"), and kept among the latest for /debug/shadow;
  *     once, until the key changes again.
  * The window runs only while the watches are up.
- * Any change to a key (kcm_shadow_changed) ends its pending plan: the next
- * sync plans afresh. Compared syncs = agreements + disagreements; a plan
- * overtaken by a change is neither.
+ * Any change to a key ends its pending plan: the next sync plans afresh. A
+ * change is what the sync read: its object and every object it held
+ * (their uids and resourceVersions), unlike the last sync's. Compared
+ * syncs = agreements + disagreements; a plan overtaken by a change is
+ * neither.
  *
  * What this does not see: the live controller acting where kcm would have
  * waited (kcm's plan was empty), when the state it leaves is one kcm would
@@ -63,7 +66,11 @@ struct kcm_shadow {
   uint64_t window_ms;
   struct kcm_map pending; /* key -> its pending plan (private) */
   struct kcm_map syncing; /* key -> the writes of its sync in progress (private) */
-  struct kcm_runtime_observer observer; /* feeds this shadow: a runtime's observer */
+  /* with kcm_shadow_follow(): the runtime's writer and ops, each wrapped */
+  struct kcm_writer writer;            /* records each write, then `inner` answers it */
+  struct kcm_writer *inner;            /* borrowed: the runtime's own */
+  struct kcm_runtime_ops ops;          /* the runtime's, release judging the sync first */
+  const struct kcm_runtime_ops *wrapped; /* borrowed: the controller's */
   uint64_t syncs, agreements, disagreements;
   struct {
     char name[48];
@@ -73,9 +80,10 @@ struct kcm_shadow {
   size_t nlatest, next;
 };
 
-/* Set up; point a runtime's observer at &s->observer for s to judge its
- * syncs (the runtime's writer a dry one). */
 void kcm_shadow_init(struct kcm_shadow *s, const char *controller, uint64_t window_ms);
+/* Judge rt's syncs (rt's writer a dry one): rt's writer and ops become s's
+ * wrappers of them. Before rt runs; s outlives rt. */
+void kcm_shadow_follow(struct kcm_shadow *s, struct kcm_runtime *rt);
 void kcm_shadow_release(struct kcm_shadow *s);
 
 /* Add req, a write a sync would have sent, to that sync's plan (one line
@@ -85,12 +93,14 @@ void kcm_shadow_plan_add(struct kcm_buf *plan, const struct kcm_write *req);
 
 /* A sync of key would have sent req: added to that sync's plan. */
 void kcm_shadow_sent(struct kcm_shadow *s, const char *key, const struct kcm_write *req);
-/* The sync of key is over: its plan (the writes kcm_shadow_sent() was
- * given since the last call) judged as kcm_shadow_judge() judges one. */
+/* The sync of key is over, having read what `inputs` sums up (any number
+ * that differs when they do): its plan (the writes kcm_shadow_sent() was
+ * given since the last call) judged as kcm_shadow_judge() judges one, the
+ * key first taken as changed when its inputs are not the last sync's. */
 uint64_t kcm_shadow_over(struct kcm_shadow *s, const char *key, const struct kcm_object *o,
-                         uint64_t watching_since, uint64_t now_ms);
+                         uint64_t inputs, uint64_t watching_since, uint64_t now_ms);
 
-/* The key changed (a watch event queued it): its pending plan is over. */
+/* The key changed: its pending plan is over. */
 void kcm_shadow_changed(struct kcm_shadow *s, const char *key);
 
 /* A sync of key ended at now_ms planning `plan` (lines of

@@ -39,6 +39,8 @@ struct kcm_write {
   bool repeatable;                /* see struct kcm_client_request_options */
   uint64_t delay_ms;              /* wait before sending */
   int err;                        /* a builder's error; such a request is never sent */
+  const char *origin;             /* the key of the sync sending it (kcm_runtime_send);
+                                     NULL for another sender */
   bool update_only;               /* a patch upstream's bootstrap roles allow only as
                                      `update` (deployments, deployments/status,
                                      replicasets/status): see kcm_writer.as_update */

@@ -2,6 +2,8 @@
  * shadow/shadow.c — judging what kcm would have written against what the
  * live controller did. See include/kcm/shadow.h.
  */
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,12 +16,14 @@
 #include "kcm/log.h"
 #include "kcm/metrics.h"
 #include "kcm/shadow.h"
+#include "kcm/workqueue.h"
 
 #define BODY_EXCERPT 160 /* bytes of a patch's body kept in its plan line */
 
 struct pending {
   char *key;
   uint64_t since;  /* when a plan was first made for the unchanged key */
+  uint64_t inputs; /* what the syncs that planned it read (kcm_shadow_over) */
   bool reported;   /* judged a disagreement already */
 };
 
@@ -41,26 +45,78 @@ static void free_syncing(struct syncing *y) {
   }
 }
 
-static void observe_queued(void *data, const char *key) { kcm_shadow_changed(data, key); }
-
-static void observe_sent(void *data, const char *key, const struct kcm_write *req) {
-  kcm_shadow_sent(data, key, req);
-}
-
-static uint64_t observe_over(void *data, const struct kcm_runtime_job *j,
-                             uint64_t watching_since, uint64_t now_ms) {
-  return kcm_shadow_over(data, j->key, j->object,
-                         watching_since == KCM_RUNTIME_BLIND ? KCM_SHADOW_BLIND : watching_since,
-                         now_ms);
-}
-
 void kcm_shadow_init(struct kcm_shadow *s, const char *controller, uint64_t window_ms) {
   memset(s, 0, sizeof(*s));
   s->controller = controller;
   s->window_ms = window_ms;
   kcm_map_init(&s->pending, &pending_type);
   kcm_map_init(&s->syncing, &syncing_type);
-  s->observer = (struct kcm_runtime_observer){observe_queued, observe_sent, observe_over, s};
+}
+
+/* --- following a runtime ------------------------------------------------------------------ */
+
+/* The shadow whose member p is (the runtime holds its ops as const; they
+ * are the shadow's own). */
+#define SHADOW_OF(member, p)                                                                   \
+  ((struct kcm_shadow *)((uintptr_t)(p) - offsetof(struct kcm_shadow, member)))
+
+/* The wrapping writer: a write a sync sends is added to its plan. */
+static int send_recorded(struct kcm_writer *w, const struct kcm_write *req, kcm_client_done_cb done,
+                void *data) {
+  struct kcm_shadow *s = SHADOW_OF(writer, w);
+  int err = kcm_writer_send(s->inner, req, done, data);
+  if (!err && req->origin)
+    kcm_shadow_sent(s, req->origin, req);
+  return err;
+}
+
+/* An FNV-1a step over n bytes. */
+static uint64_t mix(uint64_t h, const void *p, size_t n) {
+  const unsigned char *b = p;
+  while (n--)
+    h = (h ^ *b++) * 0x100000001b3ULL;
+  return h;
+}
+
+/* What a sync read: its object and each it held, by uid and version. */
+static uint64_t inputs_of(const struct kcm_runtime_job *j) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  size_t i;
+  for (i = 0; i < j->nheld; i++) {
+    h = mix(h, &j->held[i]->uid, sizeof(j->held[i]->uid));
+    h = mix(h, &j->held[i]->rv, sizeof(j->held[i]->rv));
+  }
+  if (j->object) {
+    h = mix(h, &j->object->uid, sizeof(j->object->uid));
+    h = mix(h, &j->object->rv, sizeof(j->object->rv));
+  }
+  return mix(h, &j->nheld, sizeof(j->nheld));
+}
+
+/* The wrapping release: the sync is judged, and the key synced again
+ * when the judgment waits; then the controller's own release. */
+static void release_job(struct kcm_runtime_job *j) {
+  struct kcm_runtime *rt = j->rt;
+  struct kcm_shadow *s = SHADOW_OF(ops, rt->ops);
+  uint64_t since = kcm_runtime_watching_since(rt), again;
+  again = kcm_shadow_over(s, j->key, j->object, inputs_of(j),
+                          since == KCM_RUNTIME_BLIND ? KCM_SHADOW_BLIND : since, uv_now(rt->loop));
+  if (again && !rt->stopping)
+    kcm_workqueue_add_after(&rt->queue, j->key, again);
+  if (s->wrapped->release)
+    s->wrapped->release(j);
+}
+
+void kcm_shadow_follow(struct kcm_shadow *s, struct kcm_runtime *rt) {
+  s->inner = rt->writer;
+  s->writer = *rt->writer;
+  s->writer.send = send_recorded;
+  s->writer.as_update = false; /* the inner writer's own send decides */
+  rt->writer = &s->writer;
+  s->wrapped = rt->ops;
+  s->ops = *rt->ops;
+  s->ops.release = release_job;
+  rt->ops = &s->ops;
 }
 
 static void free_pending(struct pending *p) {
@@ -360,10 +416,16 @@ void kcm_shadow_sent(struct kcm_shadow *s, const char *key, const struct kcm_wri
 }
 
 uint64_t kcm_shadow_over(struct kcm_shadow *s, const char *key, const struct kcm_object *o,
-                         uint64_t watching_since, uint64_t now_ms) {
+                         uint64_t inputs, uint64_t watching_since, uint64_t now_ms) {
   struct syncing *y = kcm_map_remove(&s->syncing, key);
-  uint64_t again = kcm_shadow_judge(s, key, y && y->plan.len ? y->plan.data : "", o,
-                                    watching_since, now_ms);
+  struct pending *p = kcm_map_get(&s->pending, key);
+  uint64_t again;
+  if (p && p->inputs != inputs)
+    kcm_shadow_changed(s, key);
+  again = kcm_shadow_judge(s, key, y && y->plan.len ? y->plan.data : "", o, watching_since,
+                           now_ms);
+  if ((p = kcm_map_get(&s->pending, key)))
+    p->inputs = inputs;
   free_syncing(y);
   return again;
 }

@@ -24,6 +24,7 @@ static int record(struct kcm_writer *w, const struct kcm_write *req, kcm_client_
   snprintf(c->path, sizeof(c->path), "%s", req->path);
   c->body = strdup(req->body ? req->body : "");
   c->content_type = req->content_type;
+  snprintf(c->origin, sizeof(c->origin), "%s", req->origin ? req->origin : "");
   c->repeatable = req->repeatable;
   c->done = done;
   c->data = data;

@@ -18,6 +18,7 @@ struct fake_call {
   char path[KCM_CLIENT_PATH_MAX];
   char *body;          /* owned copy; "" for none */
   const char *content_type;
+  char origin[300];    /* the sending sync's key; "" for none */
   bool repeatable;
   kcm_client_done_cb done;
   void *data;

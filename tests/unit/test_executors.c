@@ -700,24 +700,30 @@ static void rs_waits_for_the_pods_it_wrote(void **state) {
   assert_true(f->rc.rt.stats.syncs >= 2);
 }
 
-/* Shadow mode: the writes a sync sends are its plan, judged when the sync
- * is over (pending: the live controller may not have acted yet); a watch
- * event for the key ends it. */
+/* Shadow mode: the shadow wraps the runtime's writer and its release of a
+ * sync; the writes a sync sends (its key their origin) are its plan,
+ * judged when the sync is over (pending: the live controller may not have
+ * acted yet), and the key is synced again when the window has passed. */
 static void rs_shadow_judges_the_plan(void **state) {
   struct fixture *f = *state;
+  struct kcm_writer *writer = f->rc.rt.writer;
+  const struct kcm_runtime_ops *ops = f->rc.rt.ops;
   struct kcm_shadow sh;
   kcm_shadow_init(&sh, "replicaset", 60000);
-  f->rc.rt.observer = &sh.observer;
+  kcm_shadow_follow(&sh, &f->rc.rt);
+  assert_ptr_equal(f->rc.rt.writer, &sh.writer);
   put_rs(f, 1);
   kcm_runtime_run(&f->rc.rt);
+  assert_int_equal(sh.syncing.len, 1); /* the create, under the sync's key */
   fake_writer_answer(&f->fw, fake_writer_find(&f->fw, "POST", "/pods"), 201, "{}");
   fake_writer_answer(&f->fw, fake_writer_find(&f->fw, "PATCH", "/status"), 200, "{}");
   assert_int_equal(sh.syncs, 1);
   assert_int_equal(sh.agreements, 0);
   assert_non_null(kcm_map_get(&sh.pending, KEY));
-  kcm_runtime_enqueue_key(&f->rc.rt, KEY); /* as a watch event does */
-  assert_null(kcm_map_get(&sh.pending, KEY));
-  f->rc.rt.observer = NULL; /* the sync that event starts ends at teardown */
+  assert_int_equal(sh.syncing.len, 0);
+  assert_true(kcm_workqueue_len(&f->rc.rt.queue) == 0 && f->rc.rt.queue.nheap == 1);
+  f->rc.rt.writer = writer; /* the sync a later event starts ends at teardown */
+  f->rc.rt.ops = ops;
   kcm_shadow_release(&sh);
 }
 

@@ -4,8 +4,8 @@
  * when every request in flight has answered, wave by wave, skipping a
  * failed step's group or halting; a key's fate after its sync
  * (forgotten, retried with backoff, dropped, queued again later); the
- * workers' cap and a worker given back; standing aside; the observer;
- * and the clocks, both injected.
+ * workers' cap and a worker given back; standing aside; requests named
+ * by their sync; and the clocks, both injected.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -45,8 +45,6 @@ struct fixture {
   int starts, steps_sent, releases, stopped;
   char started[16][32]; /* keys in the order their syncs started */
   size_t sent_at[MAX_STEPS]; /* the steps sent, by index, in order */
-  /* the observer's record */
-  int queued, sent, over;
 };
 
 struct step {
@@ -110,18 +108,6 @@ static void send_step(struct kcm_runtime_job *base, const void *step, size_t i) 
 
 static void release(struct kcm_runtime_job *base) {
   ((struct fixture *)base->rt->ctx)->releases++;
-}
-
-static void on_queued(void *data, const char *key) { ((struct fixture *)data)->queued++; }
-
-static void on_sent(void *data, const char *key, const struct kcm_write *req) {
-  ((struct fixture *)data)->sent++;
-}
-
-static uint64_t on_over(void *data, const struct kcm_runtime_job *j, uint64_t since,
-                        uint64_t now) {
-  ((struct fixture *)data)->over++;
-  return 0;
 }
 
 static int setup(void **state) {
@@ -386,20 +372,25 @@ static void only_owned_namespaces_sync(void **state) {
   kcm_runtime_own(&f->rt, NULL, NULL);
 }
 
-static void the_observer_sees_keys_requests_and_ends(void **state) {
+/* Each request a sync sends names the sync's key as its origin (what a
+ * writer wrapped around the runtime's, --shadow's, files it under). */
+static void requests_name_their_sync(void **state) {
   struct fixture *f = *state;
-  struct kcm_runtime_observer o = {on_queued, on_sent, on_over, f};
-  f->rt.observer = &o;
   f->plan.sends = 2;
   kcm_runtime_enqueue_key(&f->rt, "ns/a");
-  kcm_runtime_run(&f->rt);
-  assert_int_equal(f->queued, 1);
-  assert_int_equal(f->sent, 2);
-  assert_int_equal(f->over, 0);
+  kcm_runtime_enqueue_key(&f->rt, "ns/b");
+  kcm_runtime_run(&f->rt); /* one worker: a, then b */
+  assert_int_equal(f->fw.n, 2);
+  assert_string_equal(f->fw.calls[0].origin, "ns/a");
+  assert_string_equal(f->fw.calls[1].origin, "ns/a");
   answer(f, 200);
   answer(f, 200);
-  assert_int_equal(f->over, 1);
-  f->rt.observer = NULL;
+  assert_int_equal(f->fw.n, 4);
+  assert_string_equal(f->fw.calls[2].origin, "ns/b");
+  assert_string_equal(f->fw.calls[3].origin, "ns/b");
+  answer(f, 200);
+  answer(f, 200);
+  assert_int_equal(f->releases, 2);
 }
 
 static void the_clocks_are_the_tests(void **state) {
@@ -429,7 +420,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(standing_aside_holds_keys_until_released, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(only_owned_namespaces_sync, setup, teardown),
-      cmocka_unit_test_setup_teardown(the_observer_sees_keys_requests_and_ends, setup,
+      cmocka_unit_test_setup_teardown(requests_name_their_sync, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(the_clocks_are_the_tests, setup, teardown),
   };

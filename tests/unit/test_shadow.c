@@ -108,26 +108,33 @@ static void carried_out_plans_agree(void **state) {
   kcm_shadow_release(&s);
 }
 
-/* As a runtime's observer: the writes each sync sent, keyed by the sync's
- * key, are its plan; a sync that sent none agrees; a watch event is a
- * change. */
-static void observed_syncs_are_judged_by_key(void **state) {
+/* The writes each sync sent, keyed by the sync's key, are its plan; a sync
+ * that sent none agrees; a sync that read other inputs than the last one
+ * that planned is a change, its plan judged afresh; the same inputs keep
+ * the pending plan's age. */
+static void syncs_are_judged_by_key_and_inputs(void **state) {
   struct kcm_shadow s;
-  char web_key[] = "ns/web", db_key[] = "ns/db";
-  struct kcm_runtime_job web = {.key = web_key}, db = {.key = db_key};
   struct kcm_write create = {.method = "POST", .path = "/api/v1/namespaces/ns/pods"};
-  const struct kcm_runtime_observer *o = &s.observer;
   kcm_shadow_init(&s, "replicaset", WINDOW);
-  o->sent(o->data, web.key, &create);
-  assert_int_equal(o->over(o->data, &db, 0, 1000), 0); /* db's sync sent nothing */
-  assert_int_equal(o->over(o->data, &web, 0, 1000), WINDOW);
+  kcm_shadow_sent(&s, "ns/web", &create);
+  assert_int_equal(kcm_shadow_over(&s, "ns/db", NULL, 7, 0, 1000), 0); /* db sent nothing */
+  assert_int_equal(kcm_shadow_over(&s, "ns/web", NULL, 1, 0, 1000), WINDOW);
   assert_int_equal(s.agreements, 1);
   assert_non_null(kcm_map_get(&s.pending, "ns/web"));
   assert_int_equal(s.syncing.len, 0); /* each sync's plan goes with it */
-  o->queued(o->data, "ns/web");
-  assert_null(kcm_map_get(&s.pending, "ns/web"));
-  /* the next sync of web sent nothing: its plan starts empty */
-  assert_int_equal(o->over(o->data, &web, KCM_RUNTIME_BLIND, 2000), 0);
+  /* the same inputs half a window on: still pending, its age kept */
+  kcm_shadow_sent(&s, "ns/web", &create);
+  assert_int_equal(kcm_shadow_over(&s, "ns/web", NULL, 1, 0, 1000 + WINDOW / 2), WINDOW / 2);
+  /* other inputs (a pod came): a change; the plan is new, its window whole */
+  kcm_shadow_sent(&s, "ns/web", &create);
+  assert_int_equal(kcm_shadow_over(&s, "ns/web", NULL, 2, 0, 1000 + WINDOW), WINDOW);
+  /* the same inputs a window later: a disagreement */
+  kcm_shadow_sent(&s, "ns/web", &create);
+  assert_int_equal(kcm_shadow_over(&s, "ns/web", NULL, 2, 0, 1000 + 2 * WINDOW), 0);
+  assert_int_equal(s.disagreements, 1);
+  /* the next sync of web sent nothing: it agrees */
+  assert_int_equal(kcm_shadow_over(&s, "ns/web", NULL, 2, KCM_SHADOW_BLIND, 5000 + 2 * WINDOW),
+                   0);
   assert_int_equal(s.agreements, 2);
   kcm_shadow_release(&s);
 }
@@ -271,7 +278,7 @@ int main(void) {
       cmocka_unit_test(plans_name_each_write),
       cmocka_unit_test(plans_redact_annotation_values),
       cmocka_unit_test(carried_out_plans_agree),
-      cmocka_unit_test(observed_syncs_are_judged_by_key),
+      cmocka_unit_test(syncs_are_judged_by_key_and_inputs),
       cmocka_unit_test(plans_left_undone_disagree_once),
       cmocka_unit_test(metrics_and_report),
       cmocka_unit_test(the_ring_keeps_the_latest),

@@ -804,7 +804,9 @@ int kcm_replicaset_controller_init(struct kcm_replicaset_controller *c, uv_loop_
   c->rs_informer = rs_informer;
   c->pod_informer = pod_informer;
   kcm_runtime_init(&c->rt, loop, &ops, c, opts->workers, writer, pool);
-  kcm_expectations_init(&c->expectations, opts->dry ? 0 : EXPECTATIONS_TTL_MS);
+  /* a writer that writes nothing (--shadow): a sync waits for no creation
+   * or deletion it asked for */
+  kcm_expectations_init(&c->expectations, writer->dry ? 0 : EXPECTATIONS_TTL_MS);
   kcm_pacer_init(&c->status_pacer, opts->status_interval_ms, KCM_PACER_PER_SECOND);
   kcm_crashloop_init(&c->failing, FAILED_BACKOFF_BASE_MS, opts->failed_backoff_ms,
                      FAILED_BACKOFF_WINDOW_MS);

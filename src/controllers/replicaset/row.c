@@ -34,7 +34,7 @@ static const struct settings defaults = {5, 1000, 300000};
 static int init(void *c, const struct kcm_controllers_env *e) {
   const struct settings *s = e->settings;
   struct kcm_replicaset_options ro = {(uint32_t)s->workers, s->status_interval_ms,
-                                      s->failed_backoff_ms, e->opt->shadow};
+                                      s->failed_backoff_ms};
   return kcm_replicaset_controller_init(c, e->loop, e->writer, &e->informers[KCM_KIND_REPLICASET],
                                         &e->informers[KCM_KIND_POD], e->pool, &ro);
 }

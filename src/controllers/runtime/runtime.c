@@ -25,14 +25,10 @@ uint64_t kcm_runtime_now_ms(void) {
 uint64_t kcm_runtime_wall_ms(const struct kcm_runtime *rt) { return rt->wall_ms(); }
 
 void kcm_runtime_enqueue_key(struct kcm_runtime *rt, const char *key) {
-  if (rt->observer)
-    rt->observer->queued(rt->observer->data, key);
   kcm_workqueue_add(&rt->queue, key);
 }
 
 void kcm_runtime_enqueue_after(struct kcm_runtime *rt, const char *key, uint64_t delay_ms) {
-  if (rt->observer)
-    rt->observer->queued(rt->observer->data, key);
   kcm_workqueue_add_after(&rt->queue, key, delay_ms);
 }
 
@@ -83,11 +79,11 @@ void kcm_runtime_fail(struct kcm_runtime_job *j, int err, const char *fmt, ...) 
   va_end(ap);
 }
 
-int kcm_runtime_send(struct kcm_runtime_job *j, const struct kcm_write *req,
-                     kcm_client_done_cb done, void *data) {
-  int err = kcm_writer_send(j->rt->writer, req, done, data);
-  if (!err && j->rt->observer)
-    j->rt->observer->sent(j->rt->observer->data, j->key, req);
+int kcm_runtime_send(struct kcm_runtime_job *j, struct kcm_write *req, kcm_client_done_cb done,
+                     void *data) {
+  int err;
+  req->origin = j->key;
+  err = kcm_writer_send(j->rt->writer, req, done, data);
   if (req->err)
     kcm_runtime_fail(j, err, "%s", req->path);
   else if (err)
@@ -150,9 +146,7 @@ static void settle(struct kcm_runtime *rt, struct kcm_runtime_job *j) {
   }
 }
 
-/* Since when every watch of rt's informers has been up (KCM_RUNTIME_BLIND
- * while one is down). */
-static uint64_t watching_since(const struct kcm_runtime *rt) {
+uint64_t kcm_runtime_watching_since(const struct kcm_runtime *rt) {
   uint64_t since = 0;
   size_t k;
   for (k = 0; k < KCM_KIND_COUNT; k++) {
@@ -167,24 +161,12 @@ static uint64_t watching_since(const struct kcm_runtime *rt) {
   return since;
 }
 
-/* The observer told the sync is over; the key synced again when it asks
- * (and nothing sooner was asked). */
-static void observe_over(struct kcm_runtime *rt, struct kcm_runtime_job *j) {
-  uint64_t again =
-      rt->observer->over(rt->observer->data, j, watching_since(rt), uv_now(rt->loop));
-  if (again && !j->requeue &&
-      (j->requeue_after_ms < 0 || (uint64_t)j->requeue_after_ms > again))
-    j->requeue_after_ms = (int64_t)again;
-}
-
 static void finish(struct kcm_runtime_job *j) {
   struct kcm_runtime *rt = j->rt;
   struct kcm_runtime_job **pp;
   size_t i;
 
   rt->stats.syncs++;
-  if (rt->observer)
-    observe_over(rt, j);
   settle(rt, j);
   for (pp = &rt->jobs; *pp; pp = &(*pp)->next) {
     if (*pp == j) {

@@ -95,7 +95,7 @@ int kcm_controllers_init(struct kcm_controllers *s, uv_loop_t *loop, struct kcm_
     o->rt->data = s;
     if (s->opt->shadow) {
       kcm_shadow_init(&o->shadow, o->row->options.name, s->opt->shadow_window_ms);
-      o->rt->observer = &o->shadow.observer;
+      kcm_shadow_follow(&o->shadow, o->rt);
     }
   }
   if (s->opt->shadow)
