@@ -134,7 +134,6 @@ struct kcm_conditions {
 
 /* Conditions keep their order; copies own their strings. */
 int kcm_api_condition_copy(struct kcm_condition *dst, const struct kcm_condition *src);
-void kcm_api_condition_release(struct kcm_condition *c);
 const struct kcm_condition *kcm_api_condition_get(const struct kcm_conditions *c,
                                                   const char *type);
 void kcm_api_condition_remove(struct kcm_conditions *c, const char *type);

@@ -42,8 +42,6 @@ int kcm_caches_init(struct kcm_caches *c, uv_loop_t *loop, struct kcm_client *cl
 /* Start listing and watching; on_synced runs once every informer has
  * synced, after logging "caches synced" with the objects each holds. */
 void kcm_caches_start(struct kcm_caches *c, void (*on_synced)(struct kcm_caches *c));
-/* Objects cached of kind k (0 for a kind not cached). */
-size_t kcm_caches_len(const struct kcm_caches *c, enum kcm_kind k);
 /* Stop every informer; on_closed (may be NULL) runs once all are closed
  * (at once when none was set up). */
 void kcm_caches_stop(struct kcm_caches *c, void (*on_closed)(struct kcm_caches *c));

@@ -66,8 +66,6 @@ int32_t kcm_deployment_scaled(const struct kcm_intstr *v, int32_t total, bool ro
  * when both are 0, maxUnavailable is 1. */
 void kcm_deployment_fenceposts(const struct kcm_intstr *surge, const struct kcm_intstr *unavail,
                                int32_t desired, int32_t *max_surge, int32_t *max_unavailable);
-/* 0 for Recreate. */
-int32_t kcm_deployment_max_surge(const struct kcm_deployment *d);
 /* 0 for Recreate or 0 replicas; never above spec.replicas. */
 int32_t kcm_deployment_max_unavailable(const struct kcm_deployment *d);
 /* spec.replicas + maxSurge, at most MaxInt32: a surge of MaxInt32 means

@@ -150,9 +150,6 @@ const void *kcm_options_settings(const struct kcm_options *o, const struct kcm_o
  * exit status. */
 int kcm_options_main(struct kcm_options *o, const struct kcm_options_group *const *groups,
                      int argc, char **argv);
-/* Whether argv asks for JSON logs: its last valid --logging-format is
- * json, read past any bad flag (a flag's value is not taken for one). */
-bool kcm_options_json_logs(const struct kcm_options_group *const *groups, int argc, char **argv);
 /* A flag error of o: on stderr the usage, then "Error: " and the message as
  * the last line; with JSON logs on, only an error line "command failed"
  * with the message as its err. Returns KCM_OPTIONS_EXIT_FAILURE. */

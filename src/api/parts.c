@@ -199,6 +199,14 @@ static bool str_eq(const char *a, const char *b) {
   return (!a && !b) || (a && b && strcmp(a, b) == 0);
 }
 
+static void condition_release(struct kcm_condition *c) {
+  free(c->type);
+  free(c->status);
+  free(c->reason);
+  free(c->message);
+  memset(c, 0, sizeof(*c));
+}
+
 int kcm_api_condition_copy(struct kcm_condition *dst, const struct kcm_condition *src) {
   memset(dst, 0, sizeof(*dst));
   dst->type = dup_or_null(src->type);
@@ -209,18 +217,10 @@ int kcm_api_condition_copy(struct kcm_condition *dst, const struct kcm_condition
   dst->last_transition = src->last_transition;
   if ((src->type && !dst->type) || (src->status && !dst->status) ||
       (src->reason && !dst->reason) || (src->message && !dst->message)) {
-    kcm_api_condition_release(dst);
+    condition_release(dst);
     return KCM_ENOMEM;
   }
   return 0;
-}
-
-void kcm_api_condition_release(struct kcm_condition *c) {
-  free(c->type);
-  free(c->status);
-  free(c->reason);
-  free(c->message);
-  memset(c, 0, sizeof(*c));
 }
 
 int kcm_api_conditions_copy(struct kcm_conditions *dst, const struct kcm_conditions *src) {
@@ -245,7 +245,7 @@ int kcm_api_conditions_copy(struct kcm_conditions *dst, const struct kcm_conditi
 void kcm_api_conditions_release(struct kcm_conditions *c) {
   uint32_t i;
   for (i = 0; i < c->n; i++)
-    kcm_api_condition_release(&c->items[i]);
+    condition_release(&c->items[i]);
   free(c->items);
   c->items = NULL;
   c->n = 0;
@@ -264,7 +264,7 @@ void kcm_api_condition_remove(struct kcm_conditions *c, const char *type) {
   uint32_t i, k = 0;
   for (i = 0; i < c->n; i++) {
     if (c->items[i].type && strcmp(c->items[i].type, type) == 0)
-      kcm_api_condition_release(&c->items[i]);
+      condition_release(&c->items[i]);
     else
       c->items[k++] = c->items[i];
   }

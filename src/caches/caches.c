@@ -44,7 +44,8 @@ int kcm_caches_init(struct kcm_caches *c, uv_loop_t *loop, struct kcm_client *cl
   return 0;
 }
 
-size_t kcm_caches_len(const struct kcm_caches *c, enum kcm_kind k) {
+/* Objects cached of kind k (0 for a kind not cached). */
+static size_t cached(const struct kcm_caches *c, enum kcm_kind k) {
   return c->kinds & (1u << k) ? kcm_informer_len(&c->informers[k]) : 0;
 }
 
@@ -60,7 +61,7 @@ static void on_check(uv_timer_t *t) {
   uv_timer_stop(t);
   c->synced = true;
   EACH(c, k) {
-    objects += kcm_caches_len(c, (enum kcm_kind)k);
+    objects += cached(c, (enum kcm_kind)k);
     if (at < sizeof(kinds))
       at += (size_t)snprintf(kinds + at, sizeof(kinds) - at, "%s%s", at ? "," : "",
                              kcm_api_kind((enum kcm_kind)k)->plural);

@@ -822,7 +822,9 @@ enum kcm_options_result kcm_options_parse(struct kcm_options *o,
   return together(o, err, err_len);
 }
 
-bool kcm_options_json_logs(const struct kcm_options_group *const *groups, int argc, char **argv) {
+/* Whether argv asks for JSON logs: its last valid --logging-format is
+ * json, read past any bad flag (a flag's value is not taken for one). */
+static bool json_logs(const struct kcm_options_group *const *groups, int argc, char **argv) {
   struct kcm_options o;
   char err[128];
   int i;
@@ -851,7 +853,7 @@ int kcm_options_fail(const struct kcm_options *o, const char *fmt, ...) {
 int kcm_options_main(struct kcm_options *o, const struct kcm_options_group *const *groups,
                      int argc, char **argv) {
   char err[512];
-  if (kcm_options_json_logs(groups, argc, argv))
+  if (json_logs(groups, argc, argv))
     kcm_log_set_format(KCM_LOG_JSON);
   switch (kcm_options_parse(o, groups, argc, argv, err, sizeof(err))) {
   case KCM_OPTIONS_HELP:

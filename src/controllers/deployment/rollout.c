@@ -32,7 +32,8 @@ void kcm_deployment_fenceposts(const struct kcm_intstr *surge, const struct kcm_
   *max_unavailable = u;
 }
 
-int32_t kcm_deployment_max_surge(const struct kcm_deployment *d) {
+/* 0 for Recreate. */
+static int32_t max_surge(const struct kcm_deployment *d) {
   int32_t s, u;
   if (d->recreate)
     return 0;
@@ -53,7 +54,7 @@ int32_t kcm_deployment_clamp32(int64_t v) {
 }
 
 int32_t kcm_deployment_max_total(const struct kcm_deployment *d) {
-  return kcm_deployment_clamp32((int64_t)d->replicas + kcm_deployment_max_surge(d));
+  return kcm_deployment_clamp32((int64_t)d->replicas + max_surge(d));
 }
 
 int32_t kcm_deployment_next_collision_count(const struct kcm_deployment *d) {
