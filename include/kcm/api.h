@@ -288,16 +288,18 @@ int kcm_api_decode_text(enum kcm_kind kind, const char *text, size_t len, struct
 int kcm_api_decode_pod_at(struct kcm_json *j, struct kcm_intern *pool, struct kcm_object **out,
                           struct kcm_api_error *err);
 
-/* Decode an object from protobuf (src/api/proto.c), as kube-apiserver
- * writes it for application/vnd.kubernetes.protobuf; pods only, with the
- * fields and rules of kcm_api_decode_text(). _proto takes the object in its
- * envelope (the "k8s" magic and a runtime.Unknown, as a watch event holds
- * it); _pod_proto takes a bare Pod message (an item of a PodList). */
+/* Decode an object of kind from protobuf, as kube-apiserver writes it for
+ * application/vnd.kubernetes.protobuf, with the fields and rules of
+ * kcm_api_decode_text(); a kind whose row has no protobuf reader is
+ * refused. _proto takes the object in its envelope (the "k8s" magic and a
+ * runtime.Unknown, as a watch event holds it); _proto_bare takes the bare
+ * message (an item of a list). */
 int kcm_api_decode_proto(enum kcm_kind kind, const void *body, size_t len,
                          struct kcm_intern *pool, struct kcm_object **out,
                          struct kcm_api_error *err);
-int kcm_api_decode_pod_proto(const void *msg, size_t len, struct kcm_intern *pool,
-                             struct kcm_object **out, struct kcm_api_error *err);
+int kcm_api_decode_proto_bare(enum kcm_kind kind, const void *msg, size_t len,
+                              struct kcm_intern *pool, struct kcm_object **out,
+                              struct kcm_api_error *err);
 
 void kcm_api_writers_release(struct kcm_writers *w, struct kcm_intern *pool);
 
@@ -330,7 +332,10 @@ struct kcm_api_kind {
   const char *prefix;      /* "/apis/apps/v1": where its paths begin */
   const char *api_version; /* "apps/v1": its apiVersion, as a reference to it carries */
   size_t size;             /* of its struct */
-  bool protobuf;           /* kcm reads it as protobuf too (lists and watches) */
+  /* Its protobuf reader of a bare message (src/api/proto.c); NULL: it is
+   * read as JSON only. */
+  int (*decode_proto)(const void *msg, size_t len, struct kcm_intern *pool,
+                      struct kcm_object **out, struct kcm_api_error *err);
   bool patch_as_update;    /* upstream's bootstrap roles grant its merge and JSON
                               patches only as update (sent as GET, then PUT) */
   size_t writers_at;       /* where its struct kcm_writers is; 0: it keeps none */

@@ -96,11 +96,12 @@ int kcm_writer_patch(struct kcm_write *req, enum kcm_kind kind, const char *ns, 
 int kcm_writer_delete(struct kcm_write *req, enum kcm_kind kind, const char *ns,
                       const char *name, const char *body);
 /* The patch adopting (or releasing) the object ns/name of uid `uid` by the
- * apps/v1 owner kind/name/owner_uid, built with kcm_api_owner_patch() into
- * body, which must live until the request is sent. */
+ * owner of kind owner_kind, owner_name and owner_uid (its apiVersion and
+ * kind from its row), built with kcm_api_owner_patch() into body, which
+ * must live until the request is sent. */
 int kcm_writer_owner(struct kcm_write *req, struct kcm_buf *body, enum kcm_kind kind,
                      const char *ns, const char *name, const struct kcm_uid *uid, bool adopt,
-                     const char *owner_kind, const char *owner_name,
+                     enum kcm_kind owner_kind, const char *owner_name,
                      const struct kcm_uid *owner_uid);
 
 #endif

@@ -23,6 +23,11 @@ int kcm_api_labels_decode(struct kcm_labels *out, struct kcm_intern *pool,
  * that matches nothing. Returns 0, KCM_EINVAL (*why set) or KCM_ENOMEM. */
 int kcm_api_selector_decode(struct kcm_selector *out, struct json_object *obj, const char **why);
 
+/* The Pod row's protobuf reader of a bare Pod message (an item of a
+ * PodList): kcm_api_decode_proto_bare() for pods (proto.c). */
+int kcm_api_decode_pod_proto(const void *msg, size_t len, struct kcm_intern *pool,
+                             struct kcm_object **out, struct kcm_api_error *err);
+
 /* Append the canonical JSON of v (keys sorted, no spaces) to b. */
 int kcm_api_canonical_json(struct json_object *v, struct kcm_buf *b);
 

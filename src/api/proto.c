@@ -470,18 +470,36 @@ int kcm_api_decode_proto(enum kcm_kind kind, const void *body, size_t len,
   size_t klen, rawlen;
   const char *why;
 
+  const struct kcm_api_kind *row = kcm_api_kind(kind);
+
   *out = NULL;
   memset(err, 0, sizeof(*err));
-  if (kind != KCM_KIND_POD) {
+  if (!row || !row->decode_proto) {
     snprintf(err->field, sizeof(err->field), "(protobuf)");
-    snprintf(err->problem, sizeof(err->problem), "only pods are read from protobuf");
+    snprintf(err->problem, sizeof(err->problem), "%s is not read from protobuf",
+             kcm_api_kind_name(kind));
     return KCM_EINVAL;
   }
   if (!kcm_pb_unwrap(body, len, &k, &klen, &raw, &rawlen, &why) ||
-      (klen && (klen != 3 || memcmp(k, "Pod", 3)))) {
+      (klen && (klen != strlen(row->name) || memcmp(k, row->name, klen)))) {
     snprintf(err->field, sizeof(err->field), "(protobuf)");
-    snprintf(err->problem, sizeof(err->problem), "%s", why ? why : "not a Pod");
+    snprintf(err->problem, sizeof(err->problem), "%s%s", why ? why : "not a ",
+             why ? "" : row->name);
     return KCM_EINVAL;
   }
-  return kcm_api_decode_pod_proto(raw, rawlen, pool, out, err);
+  return row->decode_proto(raw, rawlen, pool, out, err);
+}
+
+int kcm_api_decode_proto_bare(enum kcm_kind kind, const void *msg, size_t len,
+                              struct kcm_intern *pool, struct kcm_object **out,
+                              struct kcm_api_error *err) {
+  const struct kcm_api_kind *row = kcm_api_kind(kind);
+  if (row && row->decode_proto)
+    return row->decode_proto(msg, len, pool, out, err);
+  *out = NULL;
+  memset(err, 0, sizeof(*err));
+  snprintf(err->field, sizeof(err->field), "(protobuf)");
+  snprintf(err->problem, sizeof(err->problem), "%s is not read from protobuf",
+           kcm_api_kind_name(kind));
+  return KCM_EINVAL;
 }

@@ -86,7 +86,7 @@ struct kcm_object *kcm_informer_decode_proto(struct kcm_informer *inf, const voi
   const uint8_t *kind, *raw = msg;
   size_t kind_len, raw_len = len;
   const char *why;
-  int err = bare ? kcm_api_decode_pod_proto(msg, len, inf->pool, &o, &bad->e)
+  int err = bare ? kcm_api_decode_proto_bare(inf->opts.kind, msg, len, inf->pool, &o, &bad->e)
                  : kcm_api_decode_proto(inf->opts.kind, msg, len, inf->pool, &o, &bad->e);
   if (err) {
     inf->stats.decode_errors++;
@@ -153,7 +153,7 @@ bool kcm_informer_is_proto(const char *content_type) {
 }
 
 const char *kcm_informer_accept(const struct kcm_informer *inf) {
-  return inf->opts.protobuf && kcm_api_kind(inf->opts.kind)->protobuf
+  return inf->opts.protobuf && kcm_api_kind(inf->opts.kind)->decode_proto
              ? "application/vnd.kubernetes.protobuf, application/json"
              : "application/json";
 }

@@ -156,13 +156,15 @@ int kcm_writer_delete(struct kcm_write *req, enum kcm_kind kind, const char *ns,
 
 int kcm_writer_owner(struct kcm_write *req, struct kcm_buf *body, enum kcm_kind kind,
                      const char *ns, const char *name, const struct kcm_uid *uid, bool adopt,
-                     const char *owner_kind, const char *owner_name,
+                     enum kcm_kind owner_kind, const char *owner_name,
                      const struct kcm_uid *owner_uid) {
-  int err;
+  const struct kcm_api_kind *owner = kcm_api_kind(owner_kind);
+  int err = owner ? 0 : KCM_EINVAL;
   kcm_buf_reset(body);
-  if ((err = kcm_api_owner_patch(body, adopt, "apps/v1", owner_kind, owner_name, owner_uid, uid))) {
+  if (err || (err = kcm_api_owner_patch(body, adopt, owner->api_version, owner->name, owner_name,
+                                        owner_uid, uid))) {
     memset(req, 0, sizeof(*req));
-    strcpy(req->path, "out of memory");
+    strcpy(req->path, err == KCM_EINVAL ? "an owner of no kind" : "out of memory");
     return req->err = err;
   }
   return kcm_writer_patch(req, kind, ns, name, NULL, KCM_PATCH_STRATEGIC, body->data);

@@ -36,7 +36,7 @@ static struct kcm_intern pool;
 static void decode_pod(const void *p, size_t n, bool bare) {
   struct kcm_object *o = NULL;
   struct kcm_api_error err;
-  int rc = bare ? kcm_api_decode_pod_proto(p, n, &pool, &o, &err)
+  int rc = bare ? kcm_api_decode_proto_bare(KCM_KIND_POD, p, n, &pool, &o, &err)
                 : kcm_api_decode_proto(KCM_KIND_POD, p, n, &pool, &o, &err);
   /* KCM_ENOMEM: past a cap on what a pod may hold (its sidecars' names) */
   CHECK(rc == 0 || rc == KCM_EINVAL || rc == KCM_ENOMEM);

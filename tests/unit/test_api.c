@@ -1615,6 +1615,20 @@ static void proto_bad_pods_name_the_field(void **state) {
   pb_pod(&pod, "p", "not-a-uid", "9", NULL, NULL);
   proto_fails(&pod, "metadata.uid");
   kcm_buf_reset(&pod);
+  /* a kind whose row has no protobuf reader is refused, bare or not */
+  pb_pod(&pod, "p", uid, "9", NULL, NULL);
+  o = (struct kcm_object *)1;
+  assert_int_equal(
+      kcm_api_decode_proto_bare(KCM_KIND_REPLICASET, pod.data, pod.len, &pool, &o, &err),
+      KCM_EINVAL);
+  assert_null(o);
+  assert_string_equal(err.problem, "ReplicaSet is not read from protobuf");
+  assert_int_equal(
+      kcm_api_decode_proto(KCM_KIND_DEPLOYMENT, pod.data, pod.len, &pool, &o, &err), KCM_EINVAL);
+  assert_string_equal(err.problem, "Deployment is not read from protobuf");
+  assert_int_equal(kcm_api_decode_proto_bare(KCM_KIND_POD, pod.data, pod.len, &pool, &o, &err), 0);
+  kcm_api_unref(o, &pool);
+  kcm_buf_reset(&pod);
   pb_pod(&pod, "p", uid, NULL, NULL, NULL);
   proto_fails(&pod, "metadata.resourceVersion");
   kcm_buf_reset(&pod);

@@ -45,7 +45,7 @@ void kcm_runtime_claim(struct kcm_runtime_job *j, const struct kcm_object *o, bo
   struct kcm_buf body = KCM_BUF_INIT(1u << 20);
   struct kcm_write req;
   kcm_writer_owner(&req, &body, (enum kcm_kind)o->kind, o->ns, o->name, &o->uid, adopt,
-                   kcm_api_kind_name((enum kcm_kind)owner->kind), owner->name, &owner->uid);
+                   (enum kcm_kind)owner->kind, owner->name, &owner->uid);
   if (kcm_runtime_send(j, &req, on_claim, j))
     kcm_runtime_halt(j); /* after the others, as upstream goes on */
   else if (adopt)
