@@ -60,12 +60,6 @@
 
 /* --- rollout arithmetic (pure) --------------------------------------------------------- */
 
-/* An int-or-percent scaled against total: a percentage rounds up or down. */
-int32_t kcm_deployment_scaled(const struct kcm_intstr *v, int32_t total, bool round_up);
-/* maxSurge (rounded up) and maxUnavailable (rounded down) for `desired`;
- * when both are 0, maxUnavailable is 1. */
-void kcm_deployment_fenceposts(const struct kcm_intstr *surge, const struct kcm_intstr *unavail,
-                               int32_t desired, int32_t *max_surge, int32_t *max_unavailable);
 /* 0 for Recreate or 0 replicas; never above spec.replicas. */
 int32_t kcm_deployment_max_unavailable(const struct kcm_deployment *d);
 /* spec.replicas + maxSurge, at most MaxInt32: a surge of MaxInt32 means
@@ -200,10 +194,11 @@ struct kcm_deployment_input {
                               (--deployment-status-interval); 0: now */
 };
 
-/* Plan one sync. A status write that only reports progress
- * (kcm_deployment_status_progress) while in->status_wait_ms is not 0 is
- * left out of the plan, unless the plan rolls back, and paced_ms says
- * when to sync again: that sync writes the status as it is by then.
+/* Plan one sync. A status write that only reports a rollout's progress
+ * (kcm_deployment_status_progress(), in the module's internal.h) while
+ * in->status_wait_ms is not 0 is left out of the plan, unless the plan
+ * rolls back, and paced_ms says when to sync again: that sync writes the
+ * status as it is by then.
  * Returns 0 or KCM_ENOMEM; free with kcm_deployment_plan_release(). */
 int kcm_deployment_plan(const struct kcm_deployment_input *in, struct kcm_deployment_plan *out);
 void kcm_deployment_plan_release(struct kcm_deployment_plan *p);
@@ -211,15 +206,6 @@ void kcm_deployment_plan_release(struct kcm_deployment_plan *p);
 /* Whether status and annotation writes of the plan change the Deployment. */
 bool kcm_deployment_status_changed(const struct kcm_deployment *d,
                                    const struct kcm_deployment_plan *p);
-/* Whether the plan's status only reports a rollout's progress: counts
- * moved, with the same observed generation, collision count, revision
- * and conditions (but the Progressing one's lastUpdateTime), and either
- * neither the cached status nor the planned one complete, or both, with
- * only fewer pods terminating, some still. Such a write may wait; a
- * departure from a complete status, an arrival at one, or the last
- * terminating pod gone, may not. */
-bool kcm_deployment_status_progress(const struct kcm_deployment *d,
-                                    const struct kcm_deployment_plan *p);
 
 /* Request bodies. resource_version: the object's latest known version.
  * probe: the status carries terminatingReplicas (p->terminating) even
@@ -272,8 +258,7 @@ struct kcm_deployment_controller {
  * change that comes sooner than this after its Deployment's last writes
  * waits until then to sync the Deployment, so one sync sees them all (0:
  * at once, as upstream). status_interval_ms: --deployment-status-interval;
- * a status write that only reports progress (kcm_deployment_status_progress)
- * waits until this long after the Deployment's last one (0: at once). */
+ * a status write that only reports a rollout's progress waits until this long after the Deployment's last one (0: at once). */
 int kcm_deployment_controller_init(struct kcm_deployment_controller *c, uv_loop_t *loop,
                                    struct kcm_writer *writer, struct kcm_informer *d_informer,
                                    struct kcm_informer *rs_informer,

@@ -49,9 +49,6 @@
 /* --- planning (pure) --------------------------------------------------------------- */
 
 bool kcm_replicaset_pod_active(const struct kcm_pod *p);
-/* Ready, and for min_ready seconds by now: its Ready condition's
- * transition time plus min_ready is now or earlier. */
-bool kcm_replicaset_pod_available(const struct kcm_pod *p, int32_t min_ready, uint64_t now_ms);
 /* Milliseconds from now_ms until the first of the ready pods not yet
  * available becomes available; -1 when none will (min_ready <= 0, or no
  * such pod). The sync is due again then. */
@@ -143,14 +140,7 @@ void kcm_replicaset_plan_release(struct kcm_replicaset_plan *p);
 void kcm_replicaset_rank(struct kcm_pod **pods, size_t n, struct kcm_pod *const *related,
                          size_t nrelated, uint64_t now_ms);
 
-/* Replicas are managed only when the expectations are satisfied (the cache
- * has seen every earlier create and delete) and the ReplicaSet is not being
- * deleted. */
-bool kcm_replicaset_should_manage(const struct kcm_replicaset *rs, bool satisfied);
 
-/* Slow start: the next batch after one of `batch`, with `remaining` left
- * (1, 2, 4, 8, ... never more than remaining). */
-int32_t kcm_replicaset_next_batch(int32_t batch, int32_t remaining);
 
 /* The replica change to make: creates (> 0) or deletes (< 0), capped at
  * burst; 0 when nothing should change. */
@@ -204,26 +194,9 @@ int kcm_replicaset_status_patch(const struct kcm_replicaset *rs,
                                 const struct kcm_replicaset_status *s, bool guarded,
                                 struct kcm_buf *out);
 
-/* The pod to create from the ReplicaSet's template (labels, annotations and
- * finalizers of the template, its spec, and the controller reference).
- * kcm names it as the API server would name it from its generateName, which
- * it carries too: the prefix cut to 58 characters, then 5 random ones. With
- * a name chosen before it is sent, a create whose answer was lost can be
- * sent again and its AlreadyExists tells that the pod was made. The name
- * is the len bytes at out->data + *name_at, ending in placeholders for
- * kcm_replicaset_pod_name_fill() to replace before each create. */
-#define KCM_REPLICASET_NAME_MAX 63
-#define KCM_REPLICASET_NAME_RANDOM 5
-int kcm_replicaset_pod_body(const struct kcm_replicaset *rs, struct kcm_buf *out,
-                            size_t *name_at, size_t *name_len);
 
 /* --- the controller -------------------------------------------------------------------- */
 
-/* Draw the random end of a pod name of len bytes as the API server draws
- * it, before each create: 5 characters, each uniform over
- * bcdfghjklmnpqrstvwxz2456789, from one call of uniform(n), a random number
- * below n. */
-void kcm_replicaset_pod_name_fill(char *name, size_t len, uint32_t (*uniform)(uint32_t n));
 
 struct kcm_replicaset_controller {
   struct kcm_runtime rt;         /* its workers, queue and syncs */

@@ -18,6 +18,8 @@
 #include "kcm/shadow.h"
 #include "kcm/workqueue.h"
 
+#include "internal.h"
+
 #define BODY_EXCERPT 160 /* bytes of a patch's body kept in its plan line */
 
 struct pending {

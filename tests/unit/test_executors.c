@@ -24,6 +24,9 @@
 #include "kcm/replicaset.h"
 #include "kcm/shadow.h"
 
+#include "../../src/controllers/replicaset/internal.h"
+#include "../../src/shadow/internal.h"
+
 #define RS_UID "aaaaaaaa-0000-0000-0000-000000000001"
 #define D_UID "dddddddd-0000-0000-0000-000000000001"
 #define KEY "ns/web"

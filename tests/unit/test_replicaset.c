@@ -17,6 +17,8 @@
 #include "kcm/error.h"
 #include "kcm/replicaset.h"
 
+#include "../../src/controllers/replicaset/internal.h"
+
 static struct kcm_intern pool;
 
 #define RS_UID "aaaaaaaa-0000-0000-0000-000000000001"

@@ -16,6 +16,8 @@
 
 #include "kcm/shadow.h"
 
+#include "../../src/shadow/internal.h"
+
 #define WINDOW 10000
 
 static void add(struct kcm_buf *plan, const char *method, const char *path, const char *body) {

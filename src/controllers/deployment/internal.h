@@ -111,4 +111,24 @@ void dp_write_status(struct dp_sync *s, bool lenient);
 /* rollback.c */
 void dp_rollback(struct dp_sync *s, int *all, int64_t target);
 
+/* --- pure steps the tests drive too ---------------------------------------------------- */
+
+/* An int-or-percent scaled against total: a percentage rounds up or down. */
+int32_t kcm_deployment_scaled(const struct kcm_intstr *v, int32_t total, bool round_up);
+
+/* maxSurge (rounded up) and maxUnavailable (rounded down) for `desired`;
+ * when both are 0, maxUnavailable is 1. */
+void kcm_deployment_fenceposts(const struct kcm_intstr *surge, const struct kcm_intstr *unavail,
+                               int32_t desired, int32_t *max_surge, int32_t *max_unavailable);
+
+/* Whether the plan's status only reports a rollout's progress: counts
+ * moved, with the same observed generation, collision count, revision
+ * and conditions (but the Progressing one's lastUpdateTime), and either
+ * neither the cached status nor the planned one complete, or both, with
+ * only fewer pods terminating, some still. Such a write may wait; a
+ * departure from a complete status, an arrival at one, or the last
+ * terminating pod gone, may not. */
+bool kcm_deployment_status_progress(const struct kcm_deployment *d,
+                                    const struct kcm_deployment_plan *p);
+
 #endif

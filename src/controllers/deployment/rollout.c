@@ -11,6 +11,8 @@
 
 #include "kcm/deployment.h"
 
+#include "internal.h"
+
 int32_t kcm_deployment_scaled(const struct kcm_intstr *v, int32_t total, bool round_up) {
   int64_t x;
   if (!v || !v->set)

@@ -16,6 +16,8 @@
 #include "kcm/labels.h"
 #include "kcm/log.h"
 #include "kcm/replicaset.h"
+
+#include "internal.h"
 #include "kcm/runtime.h"
 
 #define EXPECTATIONS_TTL_MS (5 * 60 * 1000)

@@ -15,6 +15,8 @@
 #include "kcm/labels.h"
 #include "kcm/replicaset.h"
 
+#include "internal.h"
+
 bool kcm_replicaset_pod_active(const struct kcm_pod *p) {
   return p->phase != KCM_POD_SUCCEEDED && p->phase != KCM_POD_FAILED && !p->o.deleted;
 }
