@@ -90,6 +90,10 @@ void kcm_jsonw_key_bool(struct kcm_jsonw *w, const char *name, bool v);
  * value set is KCM_EINVAL. */
 void kcm_jsonw_copy_set(struct kcm_jsonw *w, const char *text, size_t len,
                         const char *const *path, const char *value);
+/* The same, the member set to json, one JSON value the caller vouches for
+ * (as kcm_jsonw_raw() writes it), or removed when json is NULL. */
+void kcm_jsonw_copy_set_json(struct kcm_jsonw *w, const char *text, size_t len,
+                             const char *const *path, const char *json);
 
 /* A json-c tree (NULL: null), whatever its depth, as one value: members
  * in the tree's order, or sorted by name (bytewise) with `sorted` (the

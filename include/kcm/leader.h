@@ -89,8 +89,8 @@ struct kcm_leader {
   uint64_t lease_ms, renew_ms, retry_ms;
   unsigned limiter;
   uv_timer_t timer;
-  void *lease;                  /* owned: the Lease as last read or written (a
-                                   json-c tree, known to leader.c only) */
+  char *lease;                  /* owned: the Lease's JSON as last read, or as
+                                   kcm made it to create it; NULL: none */
   struct kcm_lease_record observed;
   uint64_t observed_at;         /* loop ms when `observed` was first seen */
   uint64_t renewed_at;          /* loop ms of the last successful acquire or renew */

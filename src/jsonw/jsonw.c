@@ -235,14 +235,19 @@ static int name_cmp(const char *key, size_t n, const char *name) {
 }
 
 /* Member path[0] (and the objects holding the rest of the path) with its
- * string value, as made where the copy had none. */
-static void write_made(struct kcm_jsonw *w, const char *const *path, const char *value) {
+ * value, a string or (raw) a JSON text, as made where the copy had none. */
+static void write_made(struct kcm_jsonw *w, const char *const *path, const char *value,
+                       bool raw) {
   size_t d;
   if (!value)
     return;
   for (d = 0; path[d + 1]; d++)
     kcm_jsonw_key_object(w, path[d]);
-  kcm_jsonw_key_string(w, path[d], value);
+  kcm_jsonw_key(w, path[d]);
+  if (raw)
+    kcm_jsonw_raw(w, value, strlen(value));
+  else
+    kcm_jsonw_string(w, value);
   while (d--)
     kcm_jsonw_end(w);
 }
@@ -262,7 +267,7 @@ static bool has_member(struct kcm_json *j, const char *text, size_t len, const c
  * where it is (its first, when named twice; the others dropped), or, made,
  * before the first member whose name sorts after it. */
 static void copy_set(struct kcm_jsonw *w, const char *text, size_t len, const char *const *path,
-                     const char *value) {
+                     const char *value, bool as_json) {
   struct kcm_json j;
   bool exists, done = false;
   const char *raw;
@@ -277,7 +282,7 @@ static void copy_set(struct kcm_jsonw *w, const char *text, size_t len, const ch
   while (!w->err && kcm_json_member(&j)) {
     int cmp = name_cmp(j.key, j.keylen, path[0]);
     if (!exists && !done && cmp > 0) {
-      write_made(w, path, value);
+      write_made(w, path, value, as_json);
       done = true;
     }
     if (cmp) {
@@ -289,7 +294,7 @@ static void copy_set(struct kcm_jsonw *w, const char *text, size_t len, const ch
     } else if (path[1] && kcm_json_peek(&j) == KCM_JSON_OBJECT) {
       kcm_jsonw_keyn(w, j.key, j.keylen);
       if (kcm_json_raw(&j, &raw, &rawlen))
-        copy_set(w, raw, rawlen, path + 1, value);
+        copy_set(w, raw, rawlen, path + 1, value, as_json);
     } else if (path[1] && !value) { /* nothing beneath it to remove: as it is */
       kcm_jsonw_keyn(w, j.key, j.keylen);
       if (kcm_json_raw(&j, &raw, &rawlen))
@@ -298,12 +303,12 @@ static void copy_set(struct kcm_jsonw *w, const char *text, size_t len, const ch
       fail(w, KCM_EINVAL); /* not an object: nothing to set a member of */
     } else {
       kcm_json_skip(&j);
-      write_made(w, path, value);
+      write_made(w, path, value, as_json);
     }
     done = done || !cmp;
   }
   if (!w->err && !done)
-    write_made(w, path, value);
+    write_made(w, path, value, as_json);
   if (!w->err && (j.err || !kcm_json_done(&j)))
     fail(w, KCM_EINVAL);
   kcm_jsonw_end(w);
@@ -313,7 +318,13 @@ static void copy_set(struct kcm_jsonw *w, const char *text, size_t len, const ch
 void kcm_jsonw_copy_set(struct kcm_jsonw *w, const char *text, size_t len,
                         const char *const *path, const char *value) {
   if (!w->err)
-    copy_set(w, text, len, path, value);
+    copy_set(w, text, len, path, value, false);
+}
+
+void kcm_jsonw_copy_set_json(struct kcm_jsonw *w, const char *text, size_t len,
+                             const char *const *path, const char *json) {
+  if (!w->err)
+    copy_set(w, text, len, path, json, true);
 }
 
 /* --- json-c trees ------------------------------------------------------------------------- */

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "internal.h"
+#include "kcm/api.h"
 #include "kcm/error.h"
 #include "kcm/jsonw.h"
 #include "kcm/log.h"
@@ -114,14 +115,24 @@ int kcm_leader_each_listed(const char *body, size_t len,
   return 0;
 }
 
-void kcm_leader_apply(const struct kcm_lease_record *r, struct json_object *lease) {
-  struct json_object *spec = json_object_new_object();
-  json_object_object_add(spec, "holderIdentity", json_object_new_string(r->holder));
-  json_object_object_add(spec, "leaseDurationSeconds", json_object_new_int(r->duration_s));
-  json_object_object_add(spec, "acquireTime", json_object_new_string(r->acquire));
-  json_object_object_add(spec, "renewTime", json_object_new_string(r->renew));
-  json_object_object_add(spec, "leaseTransitions", json_object_new_int(r->transitions));
-  json_object_object_add(lease, "spec", spec);
+void kcm_leader_apply(const struct kcm_lease_record *r, const char *lease, size_t len,
+                      struct kcm_jsonw *w) {
+  struct kcm_buf spec = KCM_BUF_INIT(4096);
+  struct kcm_jsonw s;
+  int err;
+  kcm_jsonw_start(&s, &spec);
+  kcm_jsonw_object(&s);
+  kcm_jsonw_key_string(&s, "holderIdentity", r->holder);
+  kcm_jsonw_key_int(&s, "leaseDurationSeconds", r->duration_s);
+  kcm_jsonw_key_string(&s, "acquireTime", r->acquire);
+  kcm_jsonw_key_string(&s, "renewTime", r->renew);
+  kcm_jsonw_key_int(&s, "leaseTransitions", r->transitions);
+  kcm_jsonw_end(&s);
+  if ((err = kcm_jsonw_finish(&s)) == 0)
+    kcm_jsonw_copy_set_json(w, lease, len, (const char *const[]){"spec", NULL}, spec.data);
+  else if (!w->err)
+    w->err = err;
+  kcm_buf_release(&spec);
 }
 
 void kcm_leader_now(char *buf, size_t len) {
@@ -219,28 +230,37 @@ static void schedule(struct kcm_leader *l) {
   uv_timer_start(&l->timer, on_timer, wait, 0);
 }
 
+/* Send method to the Lease (named) or its collection; with a record, the
+ * Lease kept with its spec set to it is the body. */
 static int send_lease(struct kcm_leader *l, const char *method, bool named,
-                      kcm_client_done_cb done) {
+                      const struct kcm_lease_record *record, kcm_client_done_cb done) {
   struct kcm_client_request_options o = {0};
   char path[KCM_CLIENT_PATH_MAX];
-  char *body = NULL;
+  struct kcm_buf body = KCM_BUF_INIT(KCM_API_OBJECT_MAX);
+  struct kcm_jsonw w;
   int err;
   if ((err = kcm_client_path(path, sizeof(path), "/apis/coordination.k8s.io/v1", l->ns, "leases",
                              named ? l->name : NULL, NULL)))
     return err;
-  if (l->lease && strcmp(method, "GET") && !(body = kcm_jsonw_tree_text(l->lease)))
-    return KCM_ENOMEM;
+  if (record && l->lease) {
+    kcm_jsonw_start(&w, &body);
+    kcm_leader_apply(record, l->lease, strlen(l->lease), &w);
+    if ((err = kcm_jsonw_finish(&w))) {
+      kcm_buf_release(&body);
+      return err;
+    }
+  }
   o.method = method;
   o.path = path;
-  o.body = body;
-  o.body_len = body ? strlen(body) : 0;
+  o.body = body.len ? body.data : NULL;
+  o.body_len = body.len;
   o.timeout_ms = (long)l->renew_ms;
   o.done = done;
   o.data = l;
   o.limiter = l->limiter;
   if ((err = kcm_client_request(l->client, &o, NULL)) == 0)
     l->busy = true;
-  free(body);
+  kcm_buf_release(&body);
   return err;
 }
 
@@ -248,12 +268,16 @@ static int send_lease(struct kcm_leader *l, const char *method, bool named,
 static int take_answer(struct kcm_leader *l, const struct kcm_client_response *resp) {
   struct json_object *o = kcm_json_tree(resp->body, strlen(resp->body));
   struct kcm_lease_record r;
+  char *text;
   if (!o || kcm_leader_parse(o, &r)) {
     json_object_put(o);
     return KCM_EINVAL;
   }
-  json_object_put(l->lease);
-  l->lease = o;
+  json_object_put(o);
+  if (!(text = strdup(resp->body)))
+    return KCM_ENOMEM;
+  free(l->lease);
+  l->lease = text;
   if (!same_record(&r, &l->observed)) {
     l->observed = r;
     l->observed_at = uv_now(l->loop);
@@ -276,7 +300,7 @@ static void succeeded(struct kcm_leader *l) {
 
 static void failed(struct kcm_leader *l, const char *why) {
   uint64_t now = uv_now(l->loop);
-  json_object_put(l->lease); /* read it again next time */
+  free(l->lease); /* read it again next time */
   l->lease = NULL;
   if (l->leading && now >= l->renewed_at + l->retry_ms + l->renew_ms) {
     l->leading = false;
@@ -316,21 +340,36 @@ static void on_written(const struct kcm_client_response *resp, void *data) {
   failed(l, resp->err ? resp->message : "malformed Lease in the answer");
 }
 
+/* The Lease to create, without its spec, as the one kept. */
+static int new_lease(struct kcm_leader *l) {
+  struct kcm_buf b = KCM_BUF_INIT(4096);
+  struct kcm_jsonw w;
+  int err;
+  kcm_jsonw_start(&w, &b);
+  kcm_jsonw_object(&w);
+  kcm_jsonw_key_string(&w, "apiVersion", "coordination.k8s.io/v1");
+  kcm_jsonw_key_string(&w, "kind", "Lease");
+  kcm_jsonw_key_object(&w, "metadata");
+  kcm_jsonw_key_string(&w, "name", l->name);
+  kcm_jsonw_key_string(&w, "namespace", l->ns);
+  kcm_jsonw_end(&w);
+  kcm_jsonw_end(&w);
+  if ((err = kcm_jsonw_finish(&w))) {
+    kcm_buf_release(&b);
+    return err;
+  }
+  free(l->lease);
+  l->lease = kcm_buf_take(&b);
+  return l->lease ? 0 : KCM_ENOMEM;
+}
+
 static void write_record(struct kcm_leader *l, const struct kcm_lease_record *next, bool create) {
   int err;
-  if (create) {
-    struct json_object *meta = json_object_new_object();
-    json_object_put(l->lease);
-    l->lease = json_object_new_object();
-    json_object_object_add(l->lease, "apiVersion",
-                           json_object_new_string("coordination.k8s.io/v1"));
-    json_object_object_add(l->lease, "kind", json_object_new_string("Lease"));
-    json_object_object_add(meta, "name", json_object_new_string(l->name));
-    json_object_object_add(meta, "namespace", json_object_new_string(l->ns));
-    json_object_object_add(l->lease, "metadata", meta);
+  if (create && (err = new_lease(l))) {
+    failed(l, kcm_strerror(err));
+    return;
   }
-  kcm_leader_apply(next, l->lease);
-  if ((err = send_lease(l, create ? "POST" : "PUT", !create, on_written)))
+  if ((err = send_lease(l, create ? "POST" : "PUT", !create, next, on_written)))
     failed(l, kcm_strerror(err));
 }
 
@@ -382,7 +421,7 @@ static void attempt(struct kcm_leader *l) {
     write_record(l, &next, false);
     return;
   }
-  if ((err = send_lease(l, "GET", true, on_read)))
+  if ((err = send_lease(l, "GET", true, NULL, on_read)))
     failed(l, kcm_strerror(err));
 }
 
@@ -413,8 +452,7 @@ static void do_release(struct kcm_leader *l) {
   if (l->lease && !strcmp(l->observed.holder, l->identity)) {
     kcm_leader_now(now, sizeof(now));
     kcm_leader_release_record(&l->observed, now, &r);
-    kcm_leader_apply(&r, l->lease);
-    if (send_lease(l, "PUT", true, on_released) == 0)
+    if (send_lease(l, "PUT", true, &r, on_released) == 0)
       return;
   }
   l->leading = false;
@@ -441,7 +479,7 @@ void kcm_leader_close(struct kcm_leader *l) {
   l->closed = true;
   uv_timer_stop(&l->timer);
   uv_close((uv_handle_t *)&l->timer, NULL);
-  json_object_put(l->lease);
+  free(l->lease);
   l->lease = NULL;
 }
 

@@ -237,6 +237,24 @@ static void copies_with_a_member_set(void **state) {
   assert_int_equal(err, KCM_EINVAL);
 }
 
+/* A member set to a JSON value: replacing an object whole, or made. */
+static void copies_with_a_member_set_to_json(void **state) {
+  static const char *const spec[] = {"spec", NULL};
+  struct kcm_buf b = KCM_BUF_INIT(4096);
+  struct kcm_jsonw w;
+  kcm_jsonw_start(&w, &b);
+  kcm_jsonw_copy_set_json(&w, "{\"metadata\":{\"n\": 1},\"spec\":{\"old\":[1]},\"z\":2.50}", 49,
+                          spec, "{\"holder\":\"a\"}");
+  assert_int_equal(kcm_jsonw_finish(&w), 0);
+  assert_string_equal(b.data, "{\"metadata\":{\"n\": 1},\"spec\":{\"holder\":\"a\"},\"z\":2.50}");
+  kcm_buf_reset(&b);
+  kcm_jsonw_start(&w, &b);
+  kcm_jsonw_copy_set_json(&w, "{\"a\":1}", 7, spec, "[true]");
+  assert_int_equal(kcm_jsonw_finish(&w), 0);
+  assert_string_equal(b.data, "{\"a\":1,\"spec\":[true]}");
+  kcm_buf_release(&b);
+}
+
 /* A json-c tree in its own order or sorted, '/' and bytes over 0x7f as
  * they are, numbers as read, a NULL member as null; deeper than the
  * writer's own containers. */
@@ -284,6 +302,7 @@ int main(void) {
       cmocka_unit_test(misuse_is_an_error),
       cmocka_unit_test(the_limit_is_kept),
       cmocka_unit_test(copies_with_a_member_set),
+      cmocka_unit_test(copies_with_a_member_set_to_json),
       cmocka_unit_test(trees_are_written_whole),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
