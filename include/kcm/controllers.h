@@ -87,7 +87,7 @@ struct kcm_controllers_one {
   void *c;                  /* owned; NULL: not enabled */
   struct kcm_runtime *rt;   /* in c */
   struct kcm_writer writer;
-  struct kcm_shadow shadow; /* --shadow */
+  struct kcm_shadow *shadow; /* owned, with --shadow; else NULL */
   struct kcm_satoken token; /* --use-service-account-credentials */
   bool has_token;
 };

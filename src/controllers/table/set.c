@@ -94,8 +94,10 @@ int kcm_controllers_init(struct kcm_controllers *s, uv_loop_t *loop, struct kcm_
     o->rt = o->row->runtime(o->c);
     o->rt->data = s;
     if (s->opt->shadow) {
-      kcm_shadow_init(&o->shadow, o->row->options.name, s->opt->shadow_window_ms);
-      kcm_shadow_follow(&o->shadow, o->rt);
+      if (!(o->shadow = malloc(sizeof(*o->shadow))))
+        return KCM_ENOMEM;
+      kcm_shadow_init(o->shadow, o->row->options.name, s->opt->shadow_window_ms);
+      kcm_shadow_follow(o->shadow, o->rt);
     }
   }
   if (s->opt->shadow)
@@ -224,7 +226,8 @@ static size_t shadows(struct kcm_controllers *s, struct kcm_shadow *out[KCM_CONT
   struct kcm_controllers_one *o;
   size_t n = 0;
   EACH(s, o) {
-    out[n++] = &o->shadow;
+    if (o->shadow)
+      out[n++] = o->shadow;
   }
   return n;
 }
@@ -244,11 +247,13 @@ void kcm_controllers_release(struct kcm_controllers *s) {
   EACH(s, o) {
     if (o->has_token)
       kcm_satoken_release(&o->token);
-    if (s->opt->shadow)
-      kcm_shadow_release(&o->shadow);
-    o->row->release(o->c);
+    o->row->release(o->c); /* its runtime's writer and ops may be the shadow's */
     free(o->c);
     o->c = NULL;
+    if (o->shadow)
+      kcm_shadow_release(o->shadow);
+    free(o->shadow);
+    o->shadow = NULL;
   }
   free(s->sharding);
   s->sharding = NULL;
