@@ -9,8 +9,9 @@
  * client's at KCM_CLIENT_LIMITER_CONTROLLERS plus its place in the table.
  * A controller's row lives in its own directory; the table
  * (src/controllers/table/table.c, linked into the program, not into this
- * module) lists the rows a build runs. Adding a controller is its
- * directory plus one line there.
+ * module) lists the rows a build runs, at most KCM_CONTROLLERS_MAX. Adding
+ * a controller is its directory (its module, which the program links) plus
+ * one line there.
  *
  * The set (struct kcm_controllers) holds, for each row --controllers
  * enables, the controller, its writer, its shadow (--shadow) and its

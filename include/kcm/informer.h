@@ -75,7 +75,8 @@ struct kcm_informer_options {
   uint32_t backoff_max_ms;     /* default 30000 */
   uint32_t backoff_reset_ms;   /* default 120000 */
   uint32_t watch_timeout_min_s; /* default 300 (the watch asks for [min, 2*min)) */
-  bool protobuf;               /* ask for protobuf, JSON the fallback (pods only) */
+  bool protobuf;               /* ask for protobuf, JSON the fallback (kinds whose row
+                                  has a protobuf reader: pods) */
   bool watch_list;             /* list by streaming (see above), a list the fallback */
 };
 

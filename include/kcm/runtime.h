@@ -257,7 +257,9 @@ void kcm_runtime_skip_group(struct kcm_runtime_job *j, uint32_t group);
 /* No step of a later wave is sent: the sync is over once the requests in
  * flight have answered. */
 void kcm_runtime_halt(struct kcm_runtime_job *j);
-/* Keep o alive until the sync is over. */
+/* Keep o alive until the sync is over. What a sync holds, with its object,
+ * is what it read: hold every object the plan depends on (--shadow takes
+ * a change to one of them as a change to the key). */
 void kcm_runtime_hold(struct kcm_runtime_job *j, struct kcm_object *o);
 /* Record the sync's first error. */
 void kcm_runtime_fail(struct kcm_runtime_job *j, int err, const char *fmt, ...)

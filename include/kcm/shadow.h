@@ -14,8 +14,8 @@
  *     object (and its pods or ReplicaSets) as kcm would leave it;
  *   - a sync planning writes is pending: the live controller may not have
  *     acted yet. The key is synced again once the window has passed; if
- *     nothing about it changed in between (no watch event queued it) and
- *     kcm still plans writes, that is a disagreement: the live controller
+ *     nothing it reads changed in between (see below) and kcm still
+ *     plans writes, that is a disagreement: the live controller
  *     left for a whole window a state kcm would change. It is logged with
  *     the object, kcm's plan and what the cache shows, counted by reason
  *     (the first write planned: "create pods", "patch
@@ -24,7 +24,9 @@
  * The window runs only while the watches are up.
  * Any change to a key ends its pending plan: the next sync plans afresh. A
  * change is what the sync read: its object and every object it held
- * (their uids and resourceVersions), unlike the last sync's. Compared
+ * (their uids and resourceVersions), unlike the last sync's; so a
+ * controller holds (kcm_runtime_hold) every object its plan depends on.
+ * Compared
  * syncs = agreements + disagreements; a plan overtaken by a change is
  * neither.
  *

@@ -176,11 +176,13 @@ static const struct {
     {"cluster-signing-kubelet-serving-key-file", false},
     {"cluster-signing-legacy-unknown-cert-file", false},
     {"cluster-signing-legacy-unknown-key-file", false}, {"concurrent-cron-job-syncs", false},
-    {"concurrent-daemonset-syncs", false}, {"concurrent-device-taint-eviction-syncs", false},
+    {"concurrent-daemonset-syncs", false}, {"concurrent-deployment-syncs", false},
+    {"concurrent-device-taint-eviction-syncs", false},
     {"concurrent-disruption-syncs", false}, {"concurrent-endpoint-syncs", false},
     {"concurrent-ephemeralvolume-syncs", false}, {"concurrent-gc-syncs", false},
     {"concurrent-horizontal-pod-autoscaler-syncs", false}, {"concurrent-job-syncs", false},
     {"concurrent-namespace-syncs", false}, {"concurrent-rc-syncs", false},
+    {"concurrent-replicaset-syncs", false},
     {"concurrent-resource-quota-syncs", false}, {"concurrent-resourceclaim-syncs", false},
     {"concurrent-service-endpoint-syncs", false},
     {"concurrent-service-syncs", false}, {"concurrent-serviceaccount-token-syncs", false},
@@ -782,10 +784,26 @@ static enum kcm_options_result together(struct kcm_options *o, char *err, size_t
   return KCM_OPTIONS_INVALID;
 }
 
+/* Whether a flag of group g (of groups) has a name kcm or an earlier
+ * group has taken; its name in *name. */
+static bool taken(const struct kcm_options_group *const *groups, size_t g, const char **name) {
+  size_t k, i, j;
+  for (k = 0; k < groups[g]->nflags; k++) {
+    *name = groups[g]->flags[k].name;
+    for (i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
+      if (!strcmp(flags[i].name, *name))
+        return true;
+    if (group_flag(groups, *name, strlen(*name), &j) && j < g)
+      return true;
+  }
+  return false;
+}
+
 /* o's defaults: kcm's own, and a copy of each group's. */
 static enum kcm_options_result start(struct kcm_options *o,
                                      const struct kcm_options_group *const *groups, char *err,
                                      size_t err_len) {
+  const char *name;
   *o = defaults;
   o->groups = groups;
   for (; groups && groups[o->ngroups]; o->ngroups++) {
@@ -793,6 +811,10 @@ static enum kcm_options_result start(struct kcm_options *o,
     if (o->ngroups == KCM_OPTIONS_GROUPS || g->size > KCM_OPTIONS_SETTINGS) {
       snprintf(err, err_len, "the flags of %s do not fit: at most %d groups of %d bytes",
                g->name, KCM_OPTIONS_GROUPS, KCM_OPTIONS_SETTINGS);
+      return KCM_OPTIONS_INVALID;
+    }
+    if (taken(groups, o->ngroups, &name)) {
+      snprintf(err, err_len, "the flags of %s: --%s is another's", g->name, name);
       return KCM_OPTIONS_INVALID;
     }
     memcpy(o->settings[o->ngroups], g->defaults, g->size);

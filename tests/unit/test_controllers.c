@@ -16,6 +16,7 @@
 
 #include "kcm/caches.h"
 #include "kcm/controllers.h"
+#include "kcm/error.h"
 #include "kcm/leader.h"
 
 /* argv copies: the options borrow from them, so they stay until the next call. */
@@ -148,6 +149,31 @@ static void set_renders_what_it_runs(void **state) {
   }
 }
 
+/* Flags parsed without the table's groups leave a controller without its
+ * settings: refused, not read. */
+static void settings_come_from_the_tables_groups(void **state) {
+  static char name[] = "kcm";
+  char *argv[] = {name, NULL}, err[128];
+  uv_loop_t loop;
+  struct kcm_options o;
+  struct kcm_controllers s;
+  struct kcm_caches c;
+  struct kcm_intern pool;
+  assert_int_equal(uv_loop_init(&loop), 0);
+  kcm_intern_init(&pool);
+  assert_int_equal(kcm_options_parse(&o, NULL, 1, argv, err, sizeof(err)), KCM_OPTIONS_RUN);
+  kcm_controllers_choose(&s, &o);
+  assert_int_equal(s.enabled, rows());
+  assert_int_equal(kcm_caches_init(&c, &loop, NULL, &pool, s.kinds, &o), 0);
+  assert_int_equal(kcm_controllers_init(&s, &loop, NULL, c.informers, &pool), KCM_EINVAL);
+  kcm_controllers_release(&s);
+  kcm_caches_stop(&c, NULL);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  kcm_caches_release(&c);
+  kcm_intern_release(&pool);
+  assert_int_equal(uv_loop_close(&loop), 0);
+}
+
 static bool acts_in(struct kcm_controllers *s, const char *ns) {
   struct kcm_runtime *rt = s->one[0].rt;
   return rt->owns(rt->owns_ctx, ns, strlen(ns));
@@ -222,6 +248,7 @@ int main(void) {
       cmocka_unit_test(each_name_turns_on_its_row_alone),
       cmocka_unit_test(upstreams_other_controllers_are_foreign),
       cmocka_unit_test(set_renders_what_it_runs),
+      cmocka_unit_test(settings_come_from_the_tables_groups),
       cmocka_unit_test(a_taken_shard_is_acted_on_once_every_cache_is_whole),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

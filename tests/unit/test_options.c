@@ -517,6 +517,14 @@ static void a_group_owns_its_flags(void **state) {
   assert_int_equal(kcm_options_parse(&o, none, 2, argv, err, sizeof(err)), KCM_OPTIONS_INVALID);
   assert_string_equal(err, "unknown flag: --concurrent-demo-syncs=0");
   assert_null(kcm_options_settings(&o, &demo));
+  {
+    /* upstream's flags of kcm's controllers are accepted by a build without them */
+    static char upstream[] = "--concurrent-deployment-syncs=3";
+    char *args[] = {name, upstream, NULL};
+    assert_int_equal(kcm_options_parse(&o, none, 2, args, err, sizeof(err)), KCM_OPTIONS_RUN);
+    assert_int_equal(o.nignored, 1);
+    assert_string_equal(o.ignored[0], "concurrent-deployment-syncs");
+  }
   argv[1] = a3;
   assert_int_equal(kcm_options_parse(&o, none, 2, argv, err, sizeof(err)), KCM_OPTIONS_INVALID);
   assert_non_null(strstr(err, "\"demo-controller\" is not in the list of known controllers"));
@@ -538,21 +546,38 @@ static void a_group_owns_its_flags(void **state) {
 static void groups_beyond_the_limits_are_refused(void **state) {
   static char name[] = "kcm";
   const struct kcm_options_group *many[KCM_OPTIONS_GROUPS + 2];
-  struct kcm_options_group big = demo;
+  struct kcm_options_group big = demo, flagless = {"flagless", NULL, NULL, 0, &demo_defaults, 0};
   char *argv[] = {name, NULL}, err[256];
   struct kcm_options o;
   size_t i;
   for (i = 0; i <= KCM_OPTIONS_GROUPS; i++)
-    many[i] = &demo;
+    many[i] = &flagless;
   many[i] = NULL;
   assert_int_equal(kcm_options_parse(&o, many, 1, argv, err, sizeof(err)), KCM_OPTIONS_INVALID);
-  assert_non_null(strstr(err, "the flags of demo do not fit"));
+  assert_non_null(strstr(err, "the flags of flagless do not fit"));
   many[KCM_OPTIONS_GROUPS] = NULL;
   assert_int_equal(kcm_options_parse(&o, many, 1, argv, err, sizeof(err)), KCM_OPTIONS_RUN);
   big.size = KCM_OPTIONS_SETTINGS + 1;
   many[0] = &big;
   many[1] = NULL;
   assert_int_equal(kcm_options_parse(&o, many, 1, argv, err, sizeof(err)), KCM_OPTIONS_INVALID);
+  /* a flag another group or kcm itself has taken */
+  many[0] = &demo;
+  many[1] = &demo;
+  many[2] = NULL;
+  assert_int_equal(kcm_options_parse(&o, many, 1, argv, err, sizeof(err)), KCM_OPTIONS_INVALID);
+  assert_string_equal(err, "the flags of demo: --concurrent-demo-syncs is another's");
+  {
+    static const struct kcm_options_flag own[] = {
+        {"Mine", "kubeconfig", "PATH", KCM_OPTIONS_STRING, 0, "mine"}};
+    static const char *value;
+    struct kcm_options_group mine = {"mine", NULL, own, 1, &value, sizeof(value)};
+    many[0] = &mine;
+    many[1] = NULL;
+    assert_int_equal(kcm_options_parse(&o, many, 1, argv, err, sizeof(err)),
+                     KCM_OPTIONS_INVALID);
+    assert_string_equal(err, "the flags of mine: --kubeconfig is another's");
+  }
 }
 
 static void version_forms(void **state) {

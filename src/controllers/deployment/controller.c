@@ -582,7 +582,8 @@ static void send_step(struct kcm_runtime_job *base, const void *step, size_t i) 
     kcm_runtime_halt(base);
 }
 
-/* Recreate: whether the ReplicaSet still has a pod that is not done. */
+/* Recreate: whether the ReplicaSet still has a pod that is not done
+ * (each pod looked at is held: the plan depends on it). */
 static bool pods_running(void *ctx, const struct kcm_replicaset *rs) {
   struct dp_job *j = ctx;
   struct kcm_object *o;
@@ -590,6 +591,7 @@ static bool pods_running(void *ctx, const struct kcm_replicaset *rs) {
     const struct kcm_pod *p = (const struct kcm_pod *)o;
     if (strcmp(o->ns, rs->o.ns) || !kcm_labels_matches(&j->d->selector, &o->labels))
       continue;
+    kcm_runtime_hold(&j->base, o);
     if (p->phase != KCM_POD_SUCCEEDED && p->phase != KCM_POD_FAILED)
       return true;
   }

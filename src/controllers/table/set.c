@@ -75,11 +75,21 @@ int kcm_controllers_init(struct kcm_controllers *s, uv_loop_t *loop, struct kcm_
   struct kcm_controllers_one *o;
   int err;
   s->informers = informers;
+  if (kcm_controllers_table[s->rows]) {
+    kcm_error("the table lists more controllers than a build may have max=%d",
+              KCM_CONTROLLERS_MAX);
+    return KCM_EINVAL;
+  }
   for (o = s->one; o < s->one + s->rows; o++) {
     struct kcm_controllers_env env = {loop, &o->writer, informers, pool, s->opt,
                                       kcm_options_settings(s->opt, &o->row->options)};
     if (!kcm_options_enables(s->opt, o->row->options.controllers))
       continue;
+    if (!env.settings) {
+      kcm_error("the flags were not parsed with the table's groups name=\"%s\"",
+                o->row->options.name);
+      return KCM_EINVAL;
+    }
     if ((err = setup_writer(s, o, loop, client)))
       return err;
     if (!(o->c = calloc(1, o->row->size)))
