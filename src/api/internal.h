@@ -23,8 +23,10 @@ int kcm_api_labels_decode(struct kcm_labels *out, struct kcm_intern *pool,
  * that matches nothing. Returns 0, KCM_EINVAL (*why set) or KCM_ENOMEM. */
 int kcm_api_selector_decode(struct kcm_selector *out, struct json_object *obj, const char **why);
 
-/* The Pod row's protobuf reader of a bare Pod message (an item of a
- * PodList): kcm_api_decode_proto_bare() for pods (proto.c). */
+/* The Pod row's readers (kind_pod.c): the JSON at j's cursor (whole:
+ * nothing may follow it), and a bare Pod message (an item of a PodList). */
+int kcm_api_decode_pod_json(struct kcm_json *j, bool whole, struct kcm_intern *pool,
+                            struct kcm_object **out, struct kcm_api_error *err);
 int kcm_api_decode_pod_proto(const void *msg, size_t len, struct kcm_intern *pool,
                              struct kcm_object **out, struct kcm_api_error *err);
 
@@ -82,17 +84,6 @@ size_t kcm_api_pairs_size(const struct kcm_pairs *p);
 
 /* strcmp() of two `const char *` array elements, for qsort and bsearch. */
 int kcm_api_cmp_str(const void *a, const void *b);
-
-/* Restartable init containers (sidecars) count their restarts apart:
- * sidecars holds their names (each ending in NUL), inits the init
- * containers' statuses (an int32 restartCount, then the name and NUL); the
- * highest count of a sidecar's status goes to p->sidecar_restarts. Returns
- * 0 or KCM_ENOMEM. */
-int kcm_api_sidecar_restarts(struct kcm_pod *p, const struct kcm_buf *sidecars,
-                             const struct kcm_buf *inits);
-/* The value of controller.kubernetes.io/pod-deletion-cost: 0 unless a
- * whole int32 in decimal, as upstream reads it. */
-int32_t kcm_api_deletion_cost(const char *s);
 
 /* "N%" with 0 <= N <= INT32_MAX: true with *out = N. */
 bool kcm_api_parse_percent(const char *s, int32_t *out);

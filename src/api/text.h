@@ -1,7 +1,8 @@
 /*
- * api/text.h — what the in-place decoders share: the state of one decode
- * and the readers of a field's next value, each naming the field in its
- * error. Internal to text.c and text_workload.c.
+ * api/text.h — what the in-place JSON decoders of a ReplicaSet's or
+ * Deployment's spec and status use: the state of one decode and the
+ * readers of a field's next value, each naming the field in its error.
+ * Internal to text.c and text_workload.c.
  */
 #ifndef KCM_API_TEXT_H
 #define KCM_API_TEXT_H
@@ -26,15 +27,6 @@ struct tctx {
   struct kcm_json *j;
   struct kcm_intern *pool;
   struct kcm_api_error *err;
-  struct kcm_pod *pod;
-  struct kcm_pairs *pairs; /* where a ReplicaSet's or Deployment's annotations go */
-  struct kcm_writers *writers; /* where its managedFields are summed up; NULL: skipped */
-  struct kcm_buf sidecars; /* names of restartable init containers, NUL-separated */
-  struct kcm_buf inits;    /* init container statuses: int32 restarts, then name NUL */
-  uint32_t init_statuses;
-  bool init_bad;           /* spec.initContainers was not a list */
-  bool has_meta, has_uid, has_rv, name_long;
-  bool whole; /* the pod is the whole text: nothing may follow it */
 };
 
 READER int bad(struct tctx *t, const char *field, const char *problem) {
@@ -111,11 +103,6 @@ READER int skip(struct tctx *t) { return kcm_json_skip(t->j) ? 0 : mismatch(t, "
 
 /* The end of a container loop: an error of the reader, if any. */
 READER int ended(struct tctx *t) { return t->j->err ? bad(t, "(json)", t->j->err) : 0; }
-
-/* metadata of o from the next value, then the checks once the object is
- * read (text.c). */
-int kcm_api_text_metadata(struct tctx *t, struct kcm_object *o);
-int kcm_api_text_metadata_complete(struct tctx *t, struct kcm_object *o);
 
 /* A ReplicaSet or Deployment from text[0..len) (text_workload.c). */
 int kcm_api_text_decode_workload(enum kcm_kind kind, const char *text, size_t len,

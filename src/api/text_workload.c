@@ -11,6 +11,7 @@
 #include "kcm/error.h"
 #include "kcm/json.h"
 #include "kcm/map.h"
+#include "source.h"
 #include "text.h"
 
 static void memo_clear(struct kcm_api_memo *m, struct kcm_api_memo_slot *e) {
@@ -353,6 +354,8 @@ int kcm_api_text_decode_workload(enum kcm_kind kind, const char *text, size_t le
   struct kcm_object *o;
   struct parts w = {.history = -1, .deadline = -1, .collisions = -1, .terminating = -1};
   struct tctx t;
+  struct kcm_api_src src = {.j = j, .pool = pool, .err = err};
+  struct kcm_api_meta meta;
   int rc = 0;
 
   if (kind == KCM_KIND_REPLICASET) {
@@ -372,14 +375,16 @@ int kcm_api_text_decode_workload(enum kcm_kind kind, const char *text, size_t le
   t.j = j;
   t.pool = pool;
   t.err = err;
-  t.pairs = rs ? &rs->annotations : &dp->annotations;
-  t.writers = rs ? &rs->writers : &dp->writers;
+  memset(&meta, 0, sizeof(meta));
+  meta.o = o;
+  meta.pairs = rs ? &rs->annotations : &dp->annotations;
+  meta.writers = rs ? &rs->writers : &dp->writers;
   kcm_json_start(j, text, len);
   if (!kcm_json_object(j))
     rc = mismatch(&t, "(object)", "must be a JSON object");
   while (!rc && kcm_json_member(j)) {
     if (kcm_json_key_is(j, "metadata"))
-      rc = kcm_api_text_metadata(&t, o);
+      rc = kcm_api_meta_read(&src, &meta);
     else if (kcm_json_key_is(j, "spec"))
       rc = workload_spec(&t, o, &w);
     else if (kcm_json_key_is(j, "status"))
@@ -391,7 +396,7 @@ int kcm_api_text_decode_workload(enum kcm_kind kind, const char *text, size_t le
   if (!rc && (j->err || !kcm_json_done(j)))
     rc = bad(&t, "(json)", j->err ? j->err : "text after the object");
   if (!rc)
-    rc = kcm_api_text_metadata_complete(&t, o);
+    rc = kcm_api_meta_complete(&src, &meta);
   if (!rc)
     rc = spec_parts(&t, o, &w, memo);
   if (!rc && (rs ? rs->replicas : dp->replicas) < 0)
