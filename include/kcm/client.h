@@ -219,15 +219,9 @@ void kcm_client_cancel(struct kcm_client_request *r);
  * handles (run the loop until it returns). */
 void kcm_client_close(struct kcm_client *c);
 
-/* Requests in flight (an observer for the tests). */
-size_t kcm_client_pending(const struct kcm_client *c);
-
 /* Requests per second and burst of every limiter (--kube-api-qps,
  * --kube-api-burst); qps <= 0 lifts the limit. */
 void kcm_client_set_rate_limit(struct kcm_client *c, double qps, int burst);
-
-/* An observer for the tests; /metrics renders the same counts. */
-const struct kcm_client_stats *kcm_client_stats(const struct kcm_client *c);
 
 /* Append rest_client_rate_limiter_duration_seconds,
  * rest_client_request_duration_seconds, rest_client_request_retries_total

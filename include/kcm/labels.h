@@ -78,8 +78,5 @@ void kcm_labels_selector_release(struct kcm_selector *s);
 bool kcm_labels_matches(const struct kcm_selector *s, const struct kcm_labels *l);
 /* True for a selector with no requirements (it would select everything). */
 bool kcm_labels_selector_empty(const struct kcm_selector *s);
-/* Append the selector's string form ("app=web,tier in (a,b)") to b: what
- * the tests and the selector fuzzer compare a parse with. */
-int kcm_labels_selector_format(const struct kcm_selector *s, struct kcm_buf *b);
 
 #endif

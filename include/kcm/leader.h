@@ -43,19 +43,6 @@ enum kcm_leader_step {
   KCM_LEADER_UPDATE, /* take or renew it: update it to *next */
 };
 
-/* Decide what to do with the Lease as last read. `observed_ms` is the local
- * time at which its content was first seen, `now_ms` the local time now and
- * `now` the wall clock as RFC 3339 with microseconds. Fills *next for
- * CREATE and UPDATE. */
-enum kcm_leader_step kcm_leader_decide(const struct kcm_lease_record *cur, const char *identity,
-                                       int32_t duration_s, uint64_t observed_ms,
-                                       uint64_t now_ms, const char *now,
-                                       struct kcm_lease_record *next);
-
-/* The record that releases a lease held as *cur. */
-void kcm_leader_release_record(const struct kcm_lease_record *cur, const char *now,
-                               struct kcm_lease_record *out);
-
 /* Each Lease of a LeaseList's text body[0..len), with its name and record,
  * to each() (an item without a name is passed over). 0, or KCM_EINVAL when
  * the body is not a list. */
@@ -63,9 +50,6 @@ int kcm_leader_each_listed(const char *body, size_t len,
                            void (*each)(const char *name, const struct kcm_lease_record *r,
                                         void *data),
                            void *data);
-
-/* The wall clock as "2026-11-22T10:20:01.123456Z" (at least 28 bytes). */
-void kcm_leader_now(char *buf, size_t len);
 
 /* --- the elector ----------------------------------------------------------------------------- */
 

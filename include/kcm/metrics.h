@@ -42,11 +42,8 @@ int kcm_metrics_sample(struct kcm_buf *out, const char *name, const char *labels
  * values. Returns 0, or KCM_ETOOBIG when it does not fit (dst is then ""). */
 int kcm_metrics_labels(char *dst, size_t len, const char *const *pairs);
 
-/* Room for any value kcm_metrics_format() writes, NUL included. */
+/* Room for any sample value written, NUL included. */
 #define KCM_METRICS_VALUE_MAX 32
-
-/* Write v as a sample value into dst (KCM_METRICS_VALUE_MAX bytes); returns dst. */
-char *kcm_metrics_format(char *dst, double v);
 
 /* --- histograms ------------------------------------------------------------------------ */
 

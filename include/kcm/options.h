@@ -165,9 +165,6 @@ bool kcm_options_enables(const struct kcm_options *o, const char *const *names);
 /* The names --controllers turns on that no group takes (kube-controller-
  * manager's other controllers), comma-separated into buf; "" when none. */
 const char *kcm_options_foreign(const struct kcm_options *o, char *buf, size_t len);
-/* The feature gates given that have no effect on kcm (all but
- * WatchListClient), comma-separated into buf; "" when none. */
-const char *kcm_options_inert_gates(const struct kcm_options *o, char *buf, size_t len);
 
 /* The usage text, every flag (kcm's own and those of groups, NULL-ended)
  * with its section, value and default. */
@@ -177,9 +174,5 @@ void kcm_options_usage(FILE *out, const struct kcm_options_group *const *groups)
  * or "8081") becomes "127.0.0.1:8081" (enabled without an address:
  * loopback only). */
 const char *kcm_options_local_address(const char *addr, char *buf, size_t len);
-
-/* A Go duration ("15s", "1m30s", "1.5s", "500ms", "0") in milliseconds.
- * Returns 0 or -1. */
-int kcm_options_duration(const char *s, uint64_t *ms);
 
 #endif

@@ -39,8 +39,6 @@ struct kcm_pacer {
 #define KCM_PACER_PER_SECOND 50
 
 void kcm_pacer_init(struct kcm_pacer *p, uint64_t interval_ms, unsigned per_second);
-/* The interval now: interval_ms, or longer with many keys written lately. */
-uint64_t kcm_pacer_interval(const struct kcm_pacer *p);
 void kcm_pacer_release(struct kcm_pacer *p);
 /* Append kcm_pacer_interval_seconds{controller,pacer} for the n pacers
  * p, named by controller[i] and pacer[i]: the interval each holds writes

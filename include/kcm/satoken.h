@@ -62,8 +62,4 @@ void kcm_satoken_stop(struct kcm_satoken *t, void (*on_closed)(struct kcm_satoke
 /* Free the token, after on_closed. */
 void kcm_satoken_release(struct kcm_satoken *t);
 
-/* When to replace a token that lives life_s seconds: after 80% of it, at
- * least 1 s from now (pure). */
-uint64_t kcm_satoken_refresh_ms(int64_t life_s);
-
 #endif

@@ -103,14 +103,6 @@ int kcm_server_parse_address(const char *addr, char *host, size_t host_len, int 
 int kcm_server_listen(struct kcm_server *s, uv_loop_t *loop, const struct kcm_server_options *o,
                       const char **err);
 
-/* Parse a request head of len bytes, ending in the blank line, in place
- * (NULs are written into it): the request line and the first
- * Authorization header into req's method, path, query and authorization.
- * Returns 0, or the status to refuse it with: 400 (malformed, a control byte
- * other than tab, not HTTP/1.0 or 1.1, a target that is not a path) or 405 (not GET or
- * HEAD). */
-int kcm_server_parse_head(char *head, size_t len, struct kcm_server_request *req);
-
 /* Send the response of exchange x and close its connection (or only free
  * the exchange, if the peer is gone). Call exactly once per exchange. */
 void kcm_server_reply(struct kcm_server_exchange *x);

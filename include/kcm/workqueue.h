@@ -23,7 +23,7 @@
  * with get() while it has capacity. Keys returned by get() are owned by
  * the queue and valid until done().
  *
- * kcm_workqueue_metrics() renders client-go's workqueue_* families with
+ * kcm_workqueue_metrics_many() renders client-go's workqueue_* families with
  * their meanings: depth counts the keys waiting to run (queued, or added
  * again while processing); adds_total the adds that queued or marked a
  * key; retries_total every add_after() (rate-limited adds included), as
@@ -103,23 +103,6 @@ uint32_t kcm_workqueue_requeues(struct kcm_workqueue *q, const char *key);
 const char *kcm_workqueue_get(struct kcm_workqueue *q);
 void kcm_workqueue_done(struct kcm_workqueue *q, const char *key);
 
-/* Move delayed keys whose time has come into the FIFO (the delay timer
- * calls this; tests with their own clock call it directly). */
-void kcm_workqueue_promote(struct kcm_workqueue *q);
-
-/* Observers for the tests; kcm_workqueue_metrics() renders the same. */
-size_t kcm_workqueue_len(const struct kcm_workqueue *q);
-/* Seconds the longest-running key has been processing (0 if none). */
-double kcm_workqueue_longest_running(struct kcm_workqueue *q);
-/* Seconds of work in progress summed over the keys being processed. */
-double kcm_workqueue_unfinished(struct kcm_workqueue *q);
-
-/* Render the workqueue_* families of one queue, headers included, its
- * samples labelled name="<name>" (NULL: the queue's own name). now_ms is
- * the queue's clock (uv_now of its loop). Output that does not fit the
- * buffer's limit is left out in whole lines. */
-void kcm_workqueue_metrics(const struct kcm_workqueue *q, const char *name, uint64_t now_ms,
-                           struct kcm_buf *out);
 /* The same for n queues: each family's HELP and TYPE once, then the
  * samples of every queue; names may be NULL (each queue's own name). */
 void kcm_workqueue_metrics_many(const struct kcm_workqueue *const *qs, const char *const *names,

@@ -296,4 +296,10 @@ int kcm_client_status_error(long status);
  * NULL when out of memory. Freed by the caller. */
 char *kcm_client_error_message(const char *body, size_t len);
 
+/* An observer for the tests; /metrics renders the same counts. */
+const struct kcm_client_stats *kcm_client_stats(const struct kcm_client *c);
+
+/* Requests in flight (an observer for the tests). */
+size_t kcm_client_pending(const struct kcm_client *c);
+
 #endif

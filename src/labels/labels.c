@@ -7,6 +7,8 @@
 #include "kcm/buf.h"
 #include "kcm/error.h"
 
+#include "internal.h"
+
 /* Pointers to items by key, then by place: of a key given twice, the
  * later item sorts last. */
 static int cmp_at(const void *a, const void *b, void *key_of) {

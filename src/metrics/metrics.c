@@ -12,6 +12,8 @@
 
 #include "kcm/error.h"
 
+#include "internal.h"
+
 /* The largest integer a double holds exactly, 2^53. */
 #define EXACT_INT 9007199254740992.0
 

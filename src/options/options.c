@@ -13,6 +13,8 @@
 #include "kcm/server.h"
 #include "kcm/version.h"
 
+#include "internal.h"
+
 #define AT(field) offsetof(struct kcm_options, field)
 
 static const struct kcm_options_flag flags[] = {
@@ -668,7 +670,6 @@ const char *kcm_options_inert_gates(const struct kcm_options *o, char *buf, size
   }
   return buf;
 }
-
 
 /* A foreign flag given: taken once into o->ignored; its index or -1. */
 static int foreign_flag(struct kcm_options *o, const char *name, size_t n) {

@@ -7,6 +7,8 @@
 #include "kcm/error.h"
 #include "kcm/metrics.h"
 
+#include "internal.h"
+
 struct mark {
   uint64_t at;
   char key[]; /* NUL-terminated */

@@ -16,6 +16,8 @@
 #include "kcm/log.h"
 #include "kcm/satoken.h"
 
+#include "internal.h"
+
 #define BACKOFF_FIRST_MS 1000
 #define BACKOFF_MAX_MS 60000
 

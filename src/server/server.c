@@ -10,6 +10,8 @@
 #include "kcm/error.h"
 #include "kcm/log.h"
 
+#include "internal.h"
+
 #define MAX_HEAD 16384
 #define MAX_BODY (16u << 20)
 #define DEFAULT_MAX_CONNECTIONS 512

@@ -14,6 +14,7 @@
 #include "kcm/json.h"
 #include "kcm/jsonw.h"
 #include "kcm/log.h"
+#include "kcm/map.h"
 #include "kcm/metrics.h"
 #include "kcm/shadow.h"
 #include "kcm/workqueue.h"
@@ -63,8 +64,8 @@ void kcm_shadow_init(struct kcm_shadow *s, const char *controller, uint64_t wind
   ((struct kcm_shadow *)((uintptr_t)(p) - offsetof(struct kcm_shadow, member)))
 
 /* The wrapping writer: a write a sync sends is added to its plan. */
-static int send_recorded(struct kcm_writer *w, const struct kcm_write *req, kcm_client_done_cb done,
-                void *data) {
+static int send_recorded(struct kcm_writer *w, const struct kcm_write *req,
+                         kcm_client_done_cb done, void *data) {
   struct kcm_shadow *s = SHADOW_OF(writer, w);
   int err = kcm_writer_send(s->inner, req, done, data);
   if (!err && req->origin)
@@ -72,27 +73,19 @@ static int send_recorded(struct kcm_writer *w, const struct kcm_write *req, kcm_
   return err;
 }
 
-/* An FNV-1a step over n bytes. */
-static uint64_t mix(uint64_t h, const void *p, size_t n) {
-  const unsigned char *b = p;
-  while (n--)
-    h = (h ^ *b++) * 0x100000001b3ULL;
-  return h;
-}
-
 /* What a sync read: its object and each it held, by uid and version. */
 static uint64_t inputs_of(const struct kcm_runtime_job *j) {
-  uint64_t h = 0xcbf29ce484222325ULL;
+  uint64_t h = KCM_MAP_HASH_INIT;
   size_t i;
   for (i = 0; i < j->nheld; i++) {
-    h = mix(h, &j->held[i]->uid, sizeof(j->held[i]->uid));
-    h = mix(h, &j->held[i]->rv, sizeof(j->held[i]->rv));
+    h = kcm_map_hash_bytes(h, &j->held[i]->uid, sizeof(j->held[i]->uid));
+    h = kcm_map_hash_bytes(h, &j->held[i]->rv, sizeof(j->held[i]->rv));
   }
   if (j->object) {
-    h = mix(h, &j->object->uid, sizeof(j->object->uid));
-    h = mix(h, &j->object->rv, sizeof(j->object->rv));
+    h = kcm_map_hash_bytes(h, &j->object->uid, sizeof(j->object->uid));
+    h = kcm_map_hash_bytes(h, &j->object->rv, sizeof(j->object->rv));
   }
-  return mix(h, &j->nheld, sizeof(j->nheld));
+  return kcm_map_hash_bytes(h, &j->nheld, sizeof(j->nheld));
 }
 
 /* The wrapping release: the sync is judged, and the key synced again

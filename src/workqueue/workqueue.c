@@ -8,6 +8,8 @@
 #include "kcm/error.h"
 #include "kcm/log.h"
 
+#include "internal.h"
+
 #define BASE_MS 5
 #define MAX_MS (1000u * 1000u)
 #define BUCKET_QPS 10

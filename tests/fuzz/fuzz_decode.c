@@ -23,6 +23,7 @@
 #include "kcm/intern.h"
 #include "kcm/json.h"
 #include "kcm/labels.h"
+#include "../../src/labels/internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

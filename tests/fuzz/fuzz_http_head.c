@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "kcm/server.h"
+#include "../../src/server/internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

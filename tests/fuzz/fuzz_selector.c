@@ -19,6 +19,7 @@
 #include "kcm/buf.h"
 #include "kcm/intern.h"
 #include "kcm/labels.h"
+#include "../../src/labels/internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

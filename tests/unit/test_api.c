@@ -17,6 +17,7 @@
 #include "kcm/error.h"
 #include "kcm/pb.h"
 #include "pbwrite.h"
+#include "../../src/labels/internal.h"
 
 static struct kcm_intern pool;
 

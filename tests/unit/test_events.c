@@ -18,6 +18,7 @@
 #include "kcm/events.h"
 #include "peer.h"
 #include "support.h"
+#include "../../src/client/internal.h"
 
 struct fixture {
   struct kcm_client_config cfg;

@@ -26,6 +26,7 @@
 
 #include "../../src/controllers/replicaset/internal.h"
 #include "../../src/shadow/internal.h"
+#include "../../src/workqueue/internal.h"
 
 #define RS_UID "aaaaaaaa-0000-0000-0000-000000000001"
 #define D_UID "dddddddd-0000-0000-0000-000000000001"

@@ -23,6 +23,7 @@
 #include "pbwrite.h"
 #include "peer.h"
 #include "support.h"
+#include "../../src/client/internal.h"
 
 /* --- framing ----------------------------------------------------------------------- */
 

@@ -13,6 +13,7 @@
 #include "../../src/api/internal.h"
 #include "kcm/error.h"
 #include "kcm/labels.h"
+#include "../../src/labels/internal.h"
 
 static struct kcm_intern pool;
 

@@ -16,6 +16,7 @@
 #include "exposition.h"
 #include "kcm/error.h"
 #include "kcm/metrics.h"
+#include "../../src/metrics/internal.h"
 
 static void families_and_samples(void **state) {
   struct kcm_buf b = KCM_BUF_INIT(4096);

@@ -16,6 +16,7 @@
 #include "kcm/controllers.h"
 #include "kcm/log.h"
 #include "kcm/options.h"
+#include "../../src/options/internal.h"
 
 /* The names of kcm's two controllers, as their table rows give them. */
 static const char *const DC[] = {"deployment", "deployment-controller", NULL};

@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include "kcm/pacer.h"
+#include "../../src/pacer/internal.h"
 
 static void a_first_write_goes_at_once(void **state) {
   struct kcm_pacer p;

@@ -20,6 +20,7 @@
 #include "fake_writer.h"
 #include "kcm/error.h"
 #include "kcm/runtime.h"
+#include "../../src/workqueue/internal.h"
 
 /* What the test controller does in each sync. */
 struct plan {

@@ -16,6 +16,7 @@
 #include "kcm/error.h"
 #include "kcm/satoken.h"
 #include "support.h"
+#include "../../src/satoken/internal.h"
 
 static void refresh_after_four_fifths(void **state) {
   assert_int_equal(kcm_satoken_refresh_ms(3600), 2880000);

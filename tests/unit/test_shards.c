@@ -17,6 +17,7 @@
 
 #include "kcm/shards.h"
 #include "support.h"
+#include "../../src/leader/internal.h"
 
 /* --- planning ---------------------------------------------------------------------------------- */
 

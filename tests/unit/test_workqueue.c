@@ -10,6 +10,7 @@
 
 #include "exposition.h"
 #include "kcm/workqueue.h"
+#include "../../src/workqueue/internal.h"
 
 static uint64_t fake_ms;
 static uint64_t fake_now(struct kcm_workqueue *q) { return fake_ms; }
