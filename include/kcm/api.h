@@ -340,6 +340,11 @@ struct kcm_api_kind {
                               patches only as update (sent as GET, then PUT) */
   size_t writers_at;       /* where its struct kcm_writers is; 0: it keeps none */
   size_t replicas_at;      /* where its int32_t spec.replicas is; 0: it has none */
+  /* Its reader of a whole JSON text, as kcm_api_decode_text() (which
+   * calls it with j and memo set). */
+  int (*decode_text)(const char *text, size_t len, struct kcm_json *j,
+                     struct kcm_api_memo *memo, struct kcm_intern *pool,
+                     struct kcm_object **out, struct kcm_api_error *err);
   /* Its reader in place, in one pass over a list page or watch event (as
    * kcm_api_decode_pod_at()); NULL: its objects are cut out of the text
    * first and read with kcm_api_decode_text(). */

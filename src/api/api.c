@@ -331,29 +331,17 @@ static int decode_template(struct kcm_api_dctx *d, struct json_object *spec, cha
   return *out ? 0 : KCM_ENOMEM;
 }
 
-/* spec.selector and spec.template of a ReplicaSet or Deployment. */
-static int decode_spec_parts(struct kcm_api_dctx *d, struct kcm_object *o, struct json_object *spec) {
-  struct kcm_replicaset *rs = (struct kcm_replicaset *)o;
-  struct kcm_deployment *dp = (struct kcm_deployment *)o;
-  int err;
-  if (o->kind == KCM_KIND_REPLICASET) {
-    if ((err = decode_selector(d, spec, &rs->selector)))
-      return err;
-    return decode_template(d, spec, &rs->template, &rs->template_key, &rs->template_labels);
-  }
-  if ((err = decode_selector(d, spec, &dp->selector)) ||
-      (err = decode_template(d, spec, &dp->template, &dp->template_key, NULL)))
-    return err;
-  return decode_selector_json(d, spec, &dp->selector_json);
-}
-
-int kcm_api_decode_spec_parts(struct kcm_object *o, struct json_object *spec,
+int kcm_api_decode_spec_parts(const struct kcm_api_parts *dst, struct json_object *spec,
                               struct kcm_intern *pool, const char *canonical, uint64_t key,
                               struct kcm_api_error *err) {
   struct kcm_api_dctx d = {pool, err, canonical, key};
+  int rc;
   if (spec && !json_object_is_type(spec, json_type_object))
     return kcm_api_bad(&d, "spec", "must be an object");
-  return decode_spec_parts(&d, o, spec);
+  if ((rc = decode_selector(&d, spec, dst->selector)) ||
+      (rc = decode_template(&d, spec, dst->template, dst->template_key, dst->template_labels)))
+    return rc;
+  return dst->selector_json ? decode_selector_json(&d, spec, dst->selector_json) : 0;
 }
 
 /* --- kinds ---------------------------------------------------------------------- */

@@ -59,12 +59,20 @@ struct json_object *kcm_api_get(struct json_object *o, const char *key);
 int kcm_api_get_object(struct kcm_api_dctx *d, struct json_object *o, const char *key,
                        const char *field, struct json_object **out);
 
-/* spec.selector and spec.template of o (a ReplicaSet or Deployment) from
- * `spec`, a tree holding those two members at most, as kcm_api_decode()
- * reads them. With `canonical` given, the template's canonical JSON and key
- * are known and its spec may have been left out. Returns 0 or KCM_E* with
- * err filled in. */
-int kcm_api_decode_spec_parts(struct kcm_object *o, struct json_object *spec,
+/* Where a ReplicaSet's or Deployment's selector and template go. */
+struct kcm_api_parts {
+  struct kcm_selector *selector;
+  char **template; /* its canonical JSON */
+  uint64_t *template_key;
+  struct kcm_labels *template_labels; /* NULL: not kept */
+  char **selector_json;               /* the selector's canonical JSON; NULL: not kept */
+};
+
+/* spec.selector and spec.template into *dst from `spec`, a tree holding
+ * those two members at most, as kcm_api_decode() reads them. With
+ * `canonical` given, the template's canonical JSON and key are known and
+ * its spec may have been left out. Returns 0 or KCM_E* with err filled in. */
+int kcm_api_decode_spec_parts(const struct kcm_api_parts *dst, struct json_object *spec,
                               struct kcm_intern *pool, const char *canonical, uint64_t key,
                               struct kcm_api_error *err);
 

@@ -112,10 +112,6 @@ static const struct kcm_api_field spec_list[] = {
     KCM_API_FIELD("initContainers", 20, init_containers),
 };
 
-static int spec(struct kcm_api_src *s, void *obj) {
-  return kcm_api_src_message(s, "spec", KCM_API_FIELDS(spec_list), obj);
-}
-
 /* --- status ---------------------------------------------------------------------------- */
 
 static int phase(struct kcm_api_src *s, void *obj) {
@@ -267,16 +263,12 @@ static const struct kcm_api_field status_list[] = {
     KCM_API_FIELD("initContainerStatuses", 10, init_statuses),
 };
 
-static int status(struct kcm_api_src *s, void *obj) {
-  return kcm_api_src_message(s, "status", KCM_API_FIELDS(status_list), obj);
-}
-
 /* --- the pod --------------------------------------------------------------------------- */
 
 static const struct kcm_api_field pod_list[] = {
     KCM_API_FIELD("metadata", 1, metadata),
-    KCM_API_FIELD("spec", 2, spec),
-    KCM_API_FIELD("status", 3, status),
+    KCM_API_MESSAGE("spec", 2, "spec", spec_list),
+    KCM_API_MESSAGE("status", 3, "status", status_list),
 };
 
 /* The most restarts of a sidecar: an init container status whose name is
@@ -354,6 +346,14 @@ int kcm_api_decode_pod_json(struct kcm_json *j, bool whole, struct kcm_intern *p
   return decode(&s, NULL, 0, whole, out);
 }
 
+static int decode_text(const char *text, size_t len, struct kcm_json *j,
+                       struct kcm_api_memo *memo, struct kcm_intern *pool,
+                       struct kcm_object **out, struct kcm_api_error *err) {
+  (void)memo;
+  kcm_json_start(j, text, len);
+  return kcm_api_decode_pod_json(j, true, pool, out, err);
+}
+
 int kcm_api_decode_pod_at(struct kcm_json *j, struct kcm_intern *pool, struct kcm_object **out,
                           struct kcm_api_error *err) {
   return kcm_api_decode_pod_json(j, false, pool, out, err);
@@ -393,6 +393,7 @@ const struct kcm_api_kind kcm_api_kind_pod = {
     .api_version = "v1",
     .size = sizeof(struct kcm_pod),
     .decode_proto = kcm_api_decode_pod_proto,
+    .decode_text = decode_text,
     .decode_at = kcm_api_decode_pod_at,
     .counts = no_counts,
     .release = release,

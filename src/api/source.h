@@ -50,10 +50,16 @@ struct kcm_api_field {
   const char *name; /* as JSON spells it */
   uint32_t len;     /* strlen(name) */
   uint32_t number;  /* in protobuf; 0: read from JSON only */
-  kcm_api_read read;
+  kcm_api_read read; /* NULL: a message, read by the list below with the same obj */
+  const struct kcm_api_field *fields;
+  size_t nfields;
+  const char *path; /* the message's, in errors */
 };
 
-#define KCM_API_FIELD(json, number, read) {json, sizeof(json) - 1, number, read}
+#define KCM_API_FIELD(json, number, read) {json, sizeof(json) - 1, number, read, NULL, 0, NULL}
+/* A field that is a message whose fields are list's, read into the same obj. */
+#define KCM_API_MESSAGE(json, number, path, list)                                              \
+  {json, sizeof(json) - 1, number, NULL, list, sizeof(list) / sizeof((list)[0]), path}
 #define KCM_API_FIELDS(list) (list), (sizeof(list) / sizeof((list)[0]))
 
 /* The readers are plain static functions, a copy in each file that reads
@@ -226,6 +232,8 @@ SOURCE const struct kcm_api_field *src_field_numbered(const struct kcm_api_field
   return NULL;
 }
 
+SOURCE int src_read(struct kcm_api_src *s, const struct kcm_api_field *f, void *obj);
+
 /* The members of the JSON object just entered. */
 SOURCE int src_json_members(struct kcm_api_src *s, const struct kcm_api_field *fields, size_t n,
                         void *obj) {
@@ -237,7 +245,7 @@ SOURCE int src_json_members(struct kcm_api_src *s, const struct kcm_api_field *f
         continue;
       break;
     }
-    if ((rc = f->read(s, obj)) < 0)
+    if ((rc = src_read(s, f, obj)) < 0)
       return rc;
   }
   return s->j->err ? kcm_api_src_fail(s, "(json)", s->j->err) : 1;
@@ -260,7 +268,7 @@ SOURCE int src_proto_fields(struct kcm_api_src *s, const char *field, const uint
       rc = kcm_api_src_fail(s, field, r.err);
       break;
     }
-    if ((rc = f->read(s, obj)) < 0)
+    if ((rc = src_read(s, f, obj)) < 0)
       break;
   }
   s->pb = outer;
@@ -285,6 +293,11 @@ SOURCE int kcm_api_src_message(struct kcm_api_src *s, const char *field,
   if (s->has_value || !kcm_pb_bytes(s->pb, &p, &len))
     return kcm_api_src_mismatch(s, field, "must be a message");
   return src_proto_fields(s, field, p, len, fields, n, obj);
+}
+
+/* The value of field f, by its handler or its list. */
+SOURCE int src_read(struct kcm_api_src *s, const struct kcm_api_field *f, void *obj) {
+  return f->read ? f->read(s, obj) : kcm_api_src_message(s, f->path, f->fields, f->nfields, obj);
 }
 
 /* A list: each(s, obj) for every element. */

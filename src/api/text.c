@@ -1,11 +1,12 @@
 /*
  * api/text.c — decoding objects from their JSON text: the entry points.
  *
- * Objects are read in place with the kcm_json pull reader: a pod by its
- * field list (kind_pod.c), a ReplicaSet's or Deployment's spec and status
- * in text_workload.c, the metadata every kind shares in meta.c. A null
- * reads as absent; a field the controllers depend on with a wrong type is
- * an error naming it; a bad value somewhere kcm never reads is no error.
+ * Objects are read in place with the kcm_json pull reader, each kind by
+ * the field list of its own file (kind_<kind>.c; the metadata every kind
+ * shares in meta.c, what ReplicaSets and Deployments share in workload.c).
+ * A null reads as absent; a field the controllers depend on with a wrong
+ * type is an error naming it; a bad value somewhere kcm never reads is no
+ * error.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -16,13 +17,14 @@
 #include "kcm/error.h"
 #include "kcm/json.h"
 #include "kcm/map.h"
-#include "text.h"
+#include "internal.h"
 
 /* --- entry points ------------------------------------------------------------------- */
 
 int kcm_api_decode_text(enum kcm_kind kind, const char *text, size_t len, struct kcm_json *j,
                         struct kcm_api_memo *memo, struct kcm_intern *pool,
                         struct kcm_object **out, struct kcm_api_error *err) {
+  const struct kcm_api_kind *row = kcm_api_kind(kind);
   struct kcm_json own;
   int rc;
 
@@ -32,11 +34,12 @@ int kcm_api_decode_text(enum kcm_kind kind, const char *text, size_t len, struct
     kcm_json_init(&own);
     j = &own;
   }
-  if (kind == KCM_KIND_POD) {
-    kcm_json_start(j, text, len);
-    rc = kcm_api_decode_pod_json(j, true, pool, out, err);
+  if (row) {
+    rc = row->decode_text(text, len, j, memo, pool, out, err);
   } else {
-    rc = kcm_api_text_decode_workload(kind, text, len, j, memo, pool, out, err);
+    snprintf(err->field, sizeof(err->field), "(object)");
+    snprintf(err->problem, sizeof(err->problem), "is of no kind kcm reads");
+    rc = KCM_EINVAL;
   }
   if (j == &own)
     kcm_json_release(&own);

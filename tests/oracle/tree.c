@@ -415,7 +415,10 @@ static int decode_replicaset(struct kcm_api_dctx *d, struct kcm_replicaset *rs,
       (err = get_i32(d, spec, "replicas", "spec.replicas", &rs->replicas)) ||
       (err = get_i32(d, spec, "minReadySeconds", "spec.minReadySeconds",
                      &rs->min_ready_seconds)) ||
-      (err = kcm_api_decode_spec_parts(&rs->o, spec, d->pool, NULL, 0, d->err)) ||
+      (err = kcm_api_decode_spec_parts(
+           &(struct kcm_api_parts){&rs->selector, &rs->template, &rs->template_key,
+                                   &rs->template_labels, NULL},
+           spec, d->pool, NULL, 0, d->err)) ||
       (err = get_i32(d, status, "replicas", "status.replicas", &rs->status.replicas)) ||
       (err = get_i32(d, status, "fullyLabeledReplicas", "status.fullyLabeledReplicas",
                      &rs->status.fully_labeled)) ||
@@ -476,7 +479,10 @@ static int decode_deployment(struct kcm_api_dctx *d, struct kcm_deployment *dp,
       (err = get_int(d, spec, "progressDeadlineSeconds", "spec.progressDeadlineSeconds", 0,
                      INT32_MAX, &pd)) ||
       (err = get_bool(d, spec, "paused", "spec.paused", &dp->paused)) ||
-      (err = kcm_api_decode_spec_parts(&dp->o, spec, d->pool, NULL, 0, d->err)) ||
+      (err = kcm_api_decode_spec_parts(
+           &(struct kcm_api_parts){&dp->selector, &dp->template, &dp->template_key, NULL,
+                                   &dp->selector_json},
+           spec, d->pool, NULL, 0, d->err)) ||
       (err = kcm_api_get_object(d, spec, "strategy", "spec.strategy", &strategy)) ||
       (err = get_string(d, strategy, "type", "spec.strategy.type", &type)) ||
       (err = kcm_api_get_object(d, strategy, "rollingUpdate", "spec.strategy.rollingUpdate",
