@@ -12,26 +12,13 @@
 
 #include "internal.h"
 #include "kcm/api.h"
+#include "kcm/buf.h"
 #include "kcm/error.h"
 #include "kcm/intern.h"
 #include "kcm/labels.h"
 #include "source.h"
 
 #define COST_ANNOTATION "controller.kubernetes.io/pod-deletion-cost"
-
-/* Room for one more item of size each in *items (cap of them). */
-static int grow(void *items, uint32_t n, uint32_t *cap, size_t each) {
-  void **p = items, *grown;
-  uint32_t want;
-  if (n < *cap)
-    return 0;
-  want = *cap ? *cap * 2 : 8;
-  if (!(grown = realloc(*p, want * each)))
-    return KCM_ENOMEM;
-  *p = grown;
-  *cap = want;
-  return 0;
-}
 
 static int name(struct kcm_api_src *s, void *obj) {
   struct kcm_api_meta *m = obj;
@@ -117,9 +104,10 @@ static int label(struct kcm_api_src *s, void *obj) {
   int rc = kcm_api_src_string(s, "metadata.labels", &p, &n);
   if (rc <= 0)
     return rc ? rc : kcm_api_src_fail(s, "metadata.labels", "must be an object of strings");
-  if (grow(&m->labels, m->nlabels, &m->labels_cap, sizeof(*m->labels)))
+  if (!(l = kcm_buf_grow_items(m->labels, m->nlabels, sizeof(*l))))
     return KCM_ENOMEM;
-  l = &m->labels[m->nlabels];
+  m->labels = l;
+  l += m->nlabels;
   l->key = kcm_intern_get(s->pool, s->key, s->keylen);
   l->value = kcm_intern_get(s->pool, p, n);
   if (!l->key || !l->value) {
@@ -132,6 +120,7 @@ static int label(struct kcm_api_src *s, void *obj) {
 }
 
 static int labels(struct kcm_api_src *s, void *obj) {
+  ((struct kcm_api_meta *)obj)->seen_labels = true;
   return kcm_api_src_map(s, "metadata.labels", label, obj);
 }
 
@@ -177,9 +166,10 @@ static int annotation(struct kcm_api_src *s, void *obj) {
     return rc ? rc : kcm_api_src_fail(s, "metadata.annotations", "must be an object of strings");
   if (s->keylen == strlen(KCM_API_LAST_APPLIED) && !memcmp(s->key, KCM_API_LAST_APPLIED, s->keylen))
     return 1;
-  if (grow(&m->annotations, m->nannotations, &m->annotations_cap, sizeof(*m->annotations)))
+  if (!(a = kcm_buf_grow_items(m->annotations, m->nannotations, sizeof(*a))))
     return KCM_ENOMEM;
-  a = &m->annotations[m->nannotations];
+  m->annotations = a;
+  a += m->nannotations;
   a->key = strndup(s->key, s->keylen);
   a->value = strndup(p, n);
   if (!a->key || !a->value) {
@@ -196,6 +186,7 @@ static int annotations(struct kcm_api_src *s, void *obj) {
   /* a pod's that is no object: no annotations to read */
   if (!m->pairs && !kcm_api_src_is(s, KCM_JSON_OBJECT))
     return kcm_api_src_skip(s);
+  m->seen_annotations = true;
   return kcm_api_src_map(s, "metadata.annotations", annotation, obj);
 }
 
@@ -301,6 +292,7 @@ static int owner(struct kcm_api_src *s, void *obj) {
 }
 
 static int owners(struct kcm_api_src *s, void *obj) {
+  ((struct kcm_api_meta *)obj)->seen_owners = true;
   return kcm_api_src_list(s, "metadata.ownerReferences", owner, obj);
 }
 
@@ -389,20 +381,27 @@ static void gathered_release(struct kcm_api_src *s, struct kcm_api_meta *m) {
   kcm_api_pairs_release(&a);
   m->labels = NULL;
   m->annotations = NULL;
-  m->nlabels = m->labels_cap = m->nannotations = m->annotations_cap = 0;
+  m->nlabels = m->nannotations = 0;
 }
 
 int kcm_api_meta_read(struct kcm_api_src *s, struct kcm_api_meta *m) {
   struct kcm_object *o = m->o;
-  int rc = kcm_api_src_message(s, "metadata", KCM_API_FIELDS(meta_list), m);
+  int rc;
+  m->owners = 0;
+  m->seen_labels = m->seen_annotations = m->seen_owners = false;
+  rc = kcm_api_src_message(s, "metadata", KCM_API_FIELDS(meta_list), m);
   if (rc > 0) {
     m->has_meta = true;
-    o->nowners = m->owners > UINT16_MAX ? UINT16_MAX : (uint16_t)m->owners;
-    kcm_labels_release(&o->labels, s->pool);
-    rc = kcm_labels_adopt(&o->labels, s->pool, m->labels, m->nlabels);
-    m->labels = NULL;
-    m->nlabels = 0;
-    if (!rc && m->pairs) {
+    if (m->seen_owners)
+      o->nowners = m->owners > UINT16_MAX ? UINT16_MAX : (uint16_t)m->owners;
+    rc = 0;
+    if (m->seen_labels) {
+      kcm_labels_release(&o->labels, s->pool);
+      rc = kcm_labels_adopt(&o->labels, s->pool, m->labels, m->nlabels);
+      m->labels = NULL;
+      m->nlabels = 0;
+    }
+    if (!rc && m->pairs && m->seen_annotations) {
       kcm_api_pairs_release(m->pairs);
       rc = kcm_api_pairs_adopt(m->pairs, m->annotations, m->nannotations);
       m->annotations = NULL;

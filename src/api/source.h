@@ -403,11 +403,12 @@ struct kcm_api_meta {
   struct kcm_pairs *pairs;     /* a ReplicaSet's or Deployment's annotations; NULL: none */
   struct kcm_writers *writers; /* its managedFields, summed up; NULL: skipped */
   int32_t *deletion_cost;      /* a pod's: its deletion cost annotation; NULL: none */
-  struct kcm_label *labels;    /* gathered across the entries */
-  uint32_t nlabels, labels_cap;
+  struct kcm_label *labels;    /* gathered across the entries (kcm_buf_grow_items()) */
+  uint32_t nlabels;
   struct kcm_pair *annotations;
-  uint32_t nannotations, annotations_cap;
+  uint32_t nannotations;
   uint32_t owners;
+  bool seen_labels, seen_annotations, seen_owners; /* in this metadata */
   bool has_meta, has_uid, has_rv, name_long;
 };
 

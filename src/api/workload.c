@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "kcm/api.h"
+#include "kcm/buf.h"
 #include "kcm/error.h"
 #include "kcm/json.h"
 #include "kcm/map.h"
@@ -176,18 +177,12 @@ int kcm_api_workload_condition(struct kcm_api_src *s, struct kcm_api_workload *w
   int rc;
   if (!kcm_api_src_is(s, KCM_JSON_OBJECT))
     return kcm_api_src_mismatch(s, "status.conditions", "entries must be objects");
-  if (all->n == w->conditions_cap) {
-    uint32_t cap = w->conditions_cap ? w->conditions_cap * 2 : 4;
-    struct kcm_condition *grown = realloc(all->items, cap * sizeof(*grown));
-    if (!grown)
-      return KCM_ENOMEM;
-    all->items = grown;
-    w->conditions_cap = cap;
-  }
   memset(&k, 0, sizeof(k));
   rc = kcm_api_src_message(s, "status.conditions", fields, n, &k);
   if (rc >= 0 && !k.type)
     rc = kcm_api_src_fail(s, "status.conditions", "entries need a type");
+  if (rc >= 0 && KCM_BUF_PUSH(all->items, all->n, k))
+    rc = KCM_ENOMEM;
   if (rc < 0) {
     free(k.type);
     free(k.status);
@@ -195,7 +190,6 @@ int kcm_api_workload_condition(struct kcm_api_src *s, struct kcm_api_workload *w
     free(k.message);
     return rc;
   }
-  all->items[all->n++] = k;
   return 1;
 }
 

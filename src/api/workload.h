@@ -25,8 +25,7 @@ struct kcm_api_workload {
   int32_t *replicas, *min_ready_seconds; /* spec */
   int32_t *count_replicas, *ready, *available, *terminating; /* status */
   int64_t *observed_generation;
-  struct kcm_conditions *conditions;
-  uint32_t conditions_cap;
+  struct kcm_conditions *conditions; /* grown with kcm_buf_grow_items() */
   const char *selector, *tmpl; /* their text in the object's; NULL when absent or null */
   size_t selector_len, tmpl_len;
   bool tmpl_object; /* the template is an object (a memo key) */

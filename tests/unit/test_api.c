@@ -361,6 +361,27 @@ static void pod_oddities_are_ignored(void **state) {
   kcm_api_unref(o, &pool);
 }
 
+/* A repeated "metadata" member (no API server sends one) is read as Go
+ * reads it into the same struct: what the second leaves out, the first
+ * gave. */
+static void repeated_metadata_keeps_what_the_second_leaves_out(void **state) {
+  static const char json[] =
+      "{" META(",\"labels\":{\"a\":\"b\"},\"ownerReferences\":[{\"apiVersion\":\"apps/v1\","
+               "\"kind\":\"ReplicaSet\",\"name\":\"web\",\"uid\":"
+               "\"6f3c1f0e-1d2a-4b5c-8d9e-0a1b2c3d4e51\",\"controller\":true}]")
+      ",\"metadata\":{\"name\":\"second\"}}";
+  struct kcm_object *o;
+  struct kcm_api_error err;
+  assert_int_equal(
+      kcm_api_decode_text(KCM_KIND_POD, json, strlen(json), NULL, NULL, &pool, &o, &err), 0);
+  assert_string_equal(o->name, "second");
+  assert_int_equal(o->labels.n, 1);
+  assert_string_equal(kcm_labels_get(&o->labels, "a"), "b");
+  assert_int_equal(o->nowners, 1);
+  assert_true(o->has_controller);
+  kcm_api_unref(o, &pool);
+}
+
 /* A template's null creationTimestamp (kube-apiserver before 1.34, or a
  * client that sends its zero time) is the same template as one without. */
 static void template_zero_time_is_no_time(void **state) {
@@ -1847,6 +1868,7 @@ int main(void) {
       cmocka_unit_test(resource_versions_are_digits),
       cmocka_unit_test(pod_defaults),
       cmocka_unit_test(pod_oddities_are_ignored),
+      cmocka_unit_test(repeated_metadata_keeps_what_the_second_leaves_out),
       cmocka_unit_test(replicaset_fields),
       cmocka_unit_test(template_zero_time_is_no_time),
       cmocka_unit_test(replicaset_defaults),
