@@ -61,25 +61,31 @@ def _ready_replicas(ctx, rs):
 
 
 def _race(ctx, kcm, app):
-    """Make pods of app not ready and ready again, so that both controllers
-    write the ReplicaSet's and the Deployment's status, until kcm's log says
-    both areas are held in ctx's namespace. kcm waits
-    --status-write-interval before reporting more ready pods and the
-    stand-in does not, so the stand-in writes first."""
+    """Make two pods of app not ready, then ready again one at a time, so
+    that both controllers write the ReplicaSet's and the Deployment's status,
+    until kcm's log says both areas are held in ctx's namespace. kcm reports
+    fewer ready pods, and a ReplicaSet back at its spec, at once, as the
+    stand-in does: either may write those first. One pod ready of two, kcm
+    reports --status-write-interval after its last status write, and the
+    stand-in at once: the stand-in writes it."""
     rs = [r for r in ctx.k.json("get", "rs", "-l", "app=" + app)["items"]
           if r["spec"]["replicas"]][0]["metadata"]["name"]
     pods = [p["metadata"]["name"]
             for p in ctx.api.get("/api/v1/namespaces/%s/pods" % ctx.ns).json()["items"]
             if p["metadata"]["name"].startswith(rs)]
     total = _ready_replicas(ctx, rs)
+    assert total >= 2 and len(pods) >= 2, (total, pods)
     # Until kcm has seen a write of the other's in two different seconds (the
-    # managedFields time has no finer grain): flips come faster than that.
-    deadline = time.monotonic() + 15
+    # managedFields time has no finer grain): rounds come faster than that.
+    deadline = time.monotonic() + 20
     while time.monotonic() < deadline:
-        _set_ready(ctx, pods[0], False)
-        wait_for(lambda: _ready_replicas(ctx, rs) == total - 1, what="a pod not ready")
-        _set_ready(ctx, pods[0], True)
-        wait_for(lambda: _ready_replicas(ctx, rs) == total, what="the pod ready again")
+        for pod in pods[:2]:
+            _set_ready(ctx, pod, False)
+        wait_for(lambda: _ready_replicas(ctx, rs) == total - 2, what="two pods not ready")
+        for i, pod in enumerate(pods[:2]):
+            _set_ready(ctx, pod, True)
+            wait_for(lambda: _ready_replicas(ctx, rs) == total - 1 + i,
+                     what="%d of the two pods ready again" % (i + 1))
         if len(_held_in(kcm.text(), ctx.ns)) == 2:
             return
     raise AssertionError("kcm did not stand aside in %s: %s" % (ctx.ns, kcm.text()[-3000:]))
