@@ -16,8 +16,15 @@
  * progress less often, and together at about per_second writes a second,
  * while one object alone is paced by the interval.
  *
+ * A hold is the other way to wait: a write that need not go at once even
+ * after a quiet spell (a change seen, whose outcome may follow moments
+ * later) waits one interval from the first time it was asked for, named
+ * by a tag the caller chooses (a generation); the write that follows, or
+ * a write of the key for any reason, ends it.
+ *
  * Times are the caller's (milliseconds of a monotonic clock). The pacer
- * copies the keys it keeps and forgets a key once its interval has passed.
+ * copies the keys it keeps and forgets a key once its interval has passed
+ * and no hold of it is pending.
  */
 #ifndef KCM_PACER_H
 #define KCM_PACER_H
@@ -48,8 +55,13 @@ int kcm_pacer_metrics(const struct kcm_pacer *const *p, const char *const *contr
                       const char *const *pacer, size_t n, struct kcm_buf *out);
 /* 0 if a write for key may go at now_ms, else the milliseconds left. */
 uint64_t kcm_pacer_wait(const struct kcm_pacer *p, const char *key, uint64_t now_ms);
-/* Note a write for key at now_ms. Returns 0 or KCM_ENOMEM (nothing is
- * noted then, so the next write is not held back). */
+/* Note a write for key at now_ms; it ends the key's hold. Returns 0 or
+ * KCM_ENOMEM (nothing is noted then, so the next write is not held back). */
 int kcm_pacer_wrote(struct kcm_pacer *p, const char *key, uint64_t now_ms);
+/* The milliseconds a write for key, held under tag, waits still: a hold
+ * starts at the first call with a tag (the interval then), and answers 0
+ * once an interval has passed since. 0 at once with interval 0, or without
+ * memory for the hold. */
+uint64_t kcm_pacer_hold(struct kcm_pacer *p, const char *key, int64_t tag, uint64_t now_ms);
 
 #endif

@@ -178,6 +178,15 @@ bool kcm_replicaset_status_changed(const struct kcm_replicaset *rs,
  * status would see more than there is. */
 bool kcm_replicaset_status_only_gains(const struct kcm_replicaset *rs,
                                       const struct kcm_replicaset_status *s);
+/* Whether s observes a newer generation than the written status and
+ * otherwise differs from it only as kcm_replicaset_status_only_gains()
+ * allows: a spec change seen, with more pods made for it, none gone. What
+ * reads the status sees less than there is until it is written, so the
+ * write may wait an interval from the sync that first saw the generation
+ * (see kcm_pacer_hold()), and goes with the step's end when that comes
+ * first. */
+bool kcm_replicaset_status_observes_gains(const struct kcm_replicaset *rs,
+                                          const struct kcm_replicaset_status *s);
 /* Whether s reports the spec met: the generation observed and as many
  * pods, all available, as spec.replicas asks, where the written status did
  * not, or with none left terminating. Such a status ends a rollout's step,

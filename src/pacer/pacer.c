@@ -1,6 +1,7 @@
 /* pacer — at most one write per key per interval; see include/kcm/pacer.h. */
 #include "kcm/pacer.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,7 +11,10 @@
 #include "internal.h"
 
 struct mark {
-  uint64_t at;
+  uint64_t at;         /* the last write, when written */
+  uint64_t held_since; /* the hold's start, when held */
+  int64_t held_tag;
+  bool written, held;
   char key[]; /* NUL-terminated */
 };
 
@@ -18,6 +22,8 @@ static const struct kcm_map_type mark_type = KCM_MAP_STRING_KEYED(struct mark, k
 
 #define PRUNE_MIN 64
 #define MAX_STRETCH 10
+/* A hold whose write never came (its object gone) is forgotten after this. */
+#define HOLD_FORGET_MS 60000
 
 void kcm_pacer_init(struct kcm_pacer *p, uint64_t interval_ms, unsigned per_second) {
   memset(p, 0, sizeof(*p));
@@ -46,9 +52,16 @@ void kcm_pacer_release(struct kcm_pacer *p) {
 uint64_t kcm_pacer_wait(const struct kcm_pacer *p, const char *key, uint64_t now_ms) {
   const struct mark *m = kcm_map_get(&p->last, key);
   uint64_t interval = kcm_pacer_interval(p);
-  if (!m || now_ms >= m->at + interval)
+  if (!m || !m->written || now_ms >= m->at + interval)
     return 0;
   return now_ms < m->at ? interval : m->at + interval - now_ms;
+}
+
+/* Whether m's interval has passed and no hold of it is pending. */
+static bool stale(const struct mark *m, uint64_t interval, uint64_t now_ms) {
+  uint64_t forget = interval * MAX_STRETCH > HOLD_FORGET_MS ? interval * MAX_STRETCH
+                                                            : HOLD_FORGET_MS;
+  return (!m->written || now_ms >= m->at + interval) && (!m->held || now_ms >= m->held_since + forget);
 }
 
 /* Forget keys whose interval has passed; they would be let through anyway.
@@ -58,46 +71,70 @@ uint64_t kcm_pacer_wait(const struct kcm_pacer *p, const char *key, uint64_t now
  * invalidates the iterator. */
 static void prune(struct kcm_pacer *p, uint64_t now_ms) {
   struct kcm_map_iter it;
-  struct mark *m, **stale = malloc(p->last.len * sizeof(*stale));
+  struct mark *m, **gone = malloc(p->last.len * sizeof(*gone));
   uint64_t interval = kcm_pacer_interval(p);
   size_t n = 0, i;
   p->pruned_ms = now_ms;
-  if (stale) {
+  if (gone) {
     kcm_map_iter_init(&it, &p->last);
     while ((m = kcm_map_next(&it)))
-      if (now_ms >= m->at + interval)
-        stale[n++] = m;
+      if (stale(m, interval, now_ms))
+        gone[n++] = m;
     for (i = 0; i < n; i++) {
-      kcm_map_remove(&p->last, stale[i]->key);
-      free(stale[i]);
+      kcm_map_remove(&p->last, gone[i]->key);
+      free(gone[i]);
     }
-    free(stale);
+    free(gone);
   }
   p->prune_at = p->last.len * 2 > PRUNE_MIN ? p->last.len * 2 : PRUNE_MIN;
 }
 
-int kcm_pacer_wrote(struct kcm_pacer *p, const char *key, uint64_t now_ms) {
+/* key's mark, made (with no write and no hold) when it has none; NULL
+ * without memory. Prunes first, when due. */
+static struct mark *mark_of(struct kcm_pacer *p, const char *key, uint64_t now_ms) {
   struct mark *m;
   size_t len;
-  if (!p->interval_ms)
-    return 0;
   if (p->last.len >= p->prune_at ||
       (p->per_second && now_ms >= p->pruned_ms + p->interval_ms))
     prune(p, now_ms);
-  if ((m = kcm_map_get(&p->last, key))) {
-    m->at = now_ms;
-    return 0;
-  }
+  if ((m = kcm_map_get(&p->last, key)))
+    return m;
   len = strlen(key);
-  if (!(m = malloc(sizeof(*m) + len + 1)))
-    return KCM_ENOMEM;
-  m->at = now_ms;
+  if (!(m = calloc(1, sizeof(*m) + len + 1)))
+    return NULL;
   memcpy(m->key, key, len + 1);
   if (kcm_map_put(&p->last, m->key, m, NULL)) {
     free(m);
-    return KCM_ENOMEM;
+    return NULL;
   }
+  return m;
+}
+
+int kcm_pacer_wrote(struct kcm_pacer *p, const char *key, uint64_t now_ms) {
+  struct mark *m;
+  if (!p->interval_ms)
+    return 0;
+  if (!(m = mark_of(p, key, now_ms)))
+    return KCM_ENOMEM;
+  m->at = now_ms;
+  m->written = true;
+  m->held = false;
   return 0;
+}
+
+uint64_t kcm_pacer_hold(struct kcm_pacer *p, const char *key, int64_t tag, uint64_t now_ms) {
+  uint64_t interval = kcm_pacer_interval(p);
+  struct mark *m;
+  if (!p->interval_ms || !(m = mark_of(p, key, now_ms)))
+    return 0;
+  if (!m->held || m->held_tag != tag) {
+    m->held = true;
+    m->held_tag = tag;
+    m->held_since = now_ms;
+  }
+  if (now_ms >= m->held_since + interval)
+    return 0;
+  return now_ms < m->held_since ? interval : m->held_since + interval - now_ms;
 }
 
 int kcm_pacer_metrics(const struct kcm_pacer *const *p, const char *const *controller,

@@ -236,8 +236,9 @@ def no_stale_status_writes(ctx):
     last = ctx.api.get("/_sim/requests").json()["last"]
     ctx.apply(rs_manifest("web", 30))
     wait_replicas(ctx, "web", 30)
-    ctx.k("scale", "rs", "web", "--replicas=5")
-    wait_replicas(ctx, "web", 5)
+    for n in (5, 12, 3):
+        ctx.k("scale", "rs", "web", "--replicas=%d" % n)
+        wait_replicas(ctx, "web", n)
     writes = [r for r in ctx.api.get("/_sim/requests?since=%d" % last).json()["items"]
               if r["resource"] == "replicasets" and r["subresource"] == "status"
               and r["namespace"] == ctx.ns and r["method"] != "GET"]

@@ -635,6 +635,59 @@ static void rs_gains_paced_until_spec_met(void **state) {
   assert_int_equal(f->rc.stats.status_paced, 1);
 }
 
+/* The ReplicaSet at resourceVersion rv and generation gen wanting 2 pods,
+ * its status as last written: 1 pod, ready, generation 1 observed. */
+static void put_rs_scaled(struct fixture *f, int rv, int gen) {
+  char text[2048];
+  snprintf(text, sizeof(text),
+           "{\"metadata\":{\"name\":\"web\",\"namespace\":\"ns\",\"uid\":\"" RS_UID "\","
+           "\"resourceVersion\":\"%d\",\"generation\":%d},\"spec\":{\"replicas\":2,"
+           "\"selector\":{\"matchLabels\":{\"app\":\"web\"}},\"template\":{\"metadata\":"
+           "{\"labels\":{\"app\":\"web\"}},\"spec\":{\"containers\":[{\"name\":\"c\","
+           "\"image\":\"nginx\"}]}}},\"status\":{\"replicas\":1,\"fullyLabeledReplicas\":1,"
+           "\"readyReplicas\":1,\"availableReplicas\":1,\"terminatingReplicas\":0,"
+           "\"observedGeneration\":1}}",
+           rv, gen);
+  put(f, KCM_KIND_REPLICASET, text);
+}
+
+/* A generation seen for the first time, with the pods for it not all
+ * available, is held from that sync: written with the step's end when they
+ * are, or an interval later when they are not. */
+static void rs_new_generation_held_until_available(void **state) {
+  struct fixture *f = *state;
+  int i, turns;
+  f->rc.status_pacer.interval_ms = 60000;
+  put_rs_scaled(f, 10, 2); /* scaled from 1 to 2 */
+  put_pod_ready(f, "a", true, 5);
+  put_pod_ready(f, "b", false, 5);
+  kcm_runtime_run(&f->rc.rt);
+  assert_int_equal(rs_status_writes(f), 0);
+  assert_int_equal(f->rc.stats.status_paced, 1);
+  put_pod_ready(f, "b", true, 6); /* 2 of 2 available: at once */
+  kcm_runtime_run(&f->rc.rt);
+  assert_int_equal(rs_status_writes(f), 1);
+  i = fake_writer_find(&f->fw, "PATCH", "/status");
+  assert_non_null(strstr(f->fw.calls[i].body, "\"readyReplicas\":2,"));
+  assert_non_null(strstr(f->fw.calls[i].body, "\"observedGeneration\":2"));
+  fake_writer_answer(&f->fw, i, 200, "{}");
+
+  /* Scaled again, a pod that never becomes ready: the hold ends an
+   * interval later. */
+  f->rc.status_pacer.interval_ms = 20;
+  put_rs_scaled(f, 11, 3);
+  put_pod_ready(f, "b", false, 7);
+  kcm_runtime_run(&f->rc.rt);
+  assert_int_equal(rs_status_writes(f), 1);
+  for (turns = 0; rs_status_writes(f) < 2 && turns < 1000; turns++)
+    uv_run(&f->loop, UV_RUN_ONCE);
+  assert_int_equal(rs_status_writes(f), 2);
+  i = fake_writer_find(&f->fw, "PATCH", "/status");
+  assert_non_null(strstr(f->fw.calls[i].body, "\"readyReplicas\":1,"));
+  assert_non_null(strstr(f->fw.calls[i].body, "\"observedGeneration\":3"));
+  fake_writer_answer(&f->fw, i, 200, "{}");
+}
+
 /* An orphan is adopted only after the ReplicaSet is read again; when that
  * read fails nothing is claimed, created or written. */
 static void rs_adoption_checks_first(void **state) {
@@ -1119,6 +1172,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(rs_status_after_deletes, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(rs_status_counts_pods_left_terminating, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(rs_gains_paced_until_spec_met, setup_rs, teardown),
+      cmocka_unit_test_setup_teardown(rs_new_generation_held_until_available, setup_rs,
+                                      teardown),
       cmocka_unit_test_setup_teardown(rs_failure_logged, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(rs_adoption_checks_first, setup_rs, teardown),
       cmocka_unit_test_setup_teardown(rs_adoption_patches_owner, setup_rs, teardown),

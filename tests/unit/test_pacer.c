@@ -49,6 +49,52 @@ static void interval_zero_lets_every_write_through(void **state) {
   kcm_pacer_release(&p);
 }
 
+/* A hold waits one interval from the first call with its tag, whatever
+ * came before; a new tag starts again, and a write ends it. */
+static void a_hold_waits_an_interval_from_its_first_call(void **state) {
+  struct kcm_pacer p;
+  (void)state;
+  kcm_pacer_init(&p, 100, 0);
+  assert_int_equal(kcm_pacer_hold(&p, "ns/a", 2, 5000), 100);
+  assert_int_equal(kcm_pacer_wait(&p, "ns/a", 5000), 0); /* a hold is no write */
+  assert_int_equal(kcm_pacer_hold(&p, "ns/a", 2, 5040), 60);
+  assert_int_equal(kcm_pacer_hold(&p, "ns/a", 2, 5100), 0);
+  assert_int_equal(kcm_pacer_hold(&p, "ns/a", 2, 9000), 0); /* held once only */
+  assert_int_equal(kcm_pacer_hold(&p, "ns/a", 3, 9000), 100);
+  assert_int_equal(kcm_pacer_hold(&p, "ns/b", 3, 9050), 100); /* keys apart */
+  assert_int_equal(kcm_pacer_wrote(&p, "ns/a", 9050), 0);
+  assert_int_equal(kcm_pacer_hold(&p, "ns/a", 3, 9060), 100); /* the write ended it */
+  assert_int_equal(kcm_pacer_hold(&p, "ns/a", 3, 8000), 100); /* a clock gone back */
+  kcm_pacer_release(&p);
+  kcm_pacer_init(&p, 0, 0);
+  assert_int_equal(kcm_pacer_hold(&p, "ns/a", 2, 5000), 0);
+  assert_int_equal(p.last.len, 0);
+  kcm_pacer_release(&p);
+}
+
+/* A pending hold is kept while stale keys are forgotten around it, so its
+ * write is not held a second time; one never written is forgotten at last. */
+static void a_pending_hold_outlives_pruning(void **state) {
+  struct kcm_pacer p;
+  char key[32];
+  int i;
+  (void)state;
+  kcm_pacer_init(&p, 100, 0);
+  assert_int_equal(kcm_pacer_hold(&p, "ns/held", 7, 1000), 100);
+  for (i = 0; i < 1000; i++) {
+    snprintf(key, sizeof(key), "ns/k-%d", i);
+    assert_int_equal(kcm_pacer_wrote(&p, key, 2000), 0);
+  }
+  assert_int_equal(kcm_pacer_hold(&p, "ns/held", 7, 2000), 0);
+  for (i = 0; i < 1000; i++) {
+    snprintf(key, sizeof(key), "ns/j-%d", i);
+    assert_int_equal(kcm_pacer_wrote(&p, key, 100000), 0);
+  }
+  assert_true(p.last.len < 1100);
+  assert_int_equal(kcm_pacer_hold(&p, "ns/held", 7, 100000), 100);
+  kcm_pacer_release(&p);
+}
+
 /* Keys ns/<prefix>-<from> to ns/<prefix>-<to - 1>, each written at now. */
 static void wrote_keys(struct kcm_pacer *p, const char *prefix, int from, int to, uint64_t now) {
   char key[32];
@@ -127,6 +173,8 @@ int main(void) {
       cmocka_unit_test(a_first_write_goes_at_once),
       cmocka_unit_test(a_close_second_write_waits_for_the_rest_of_the_interval),
       cmocka_unit_test(interval_zero_lets_every_write_through),
+      cmocka_unit_test(a_hold_waits_an_interval_from_its_first_call),
+      cmocka_unit_test(a_pending_hold_outlives_pruning),
       cmocka_unit_test(stale_keys_are_forgotten),
       cmocka_unit_test(the_interval_stretches_with_the_keys_written),
       cmocka_unit_test(the_interval_is_exported),

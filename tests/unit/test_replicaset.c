@@ -715,10 +715,25 @@ static void status_only_gains_may_wait(void **state) {
   assert_int_equal(kcm_replicaset_status(rs, both, 2, 0, 1, true, "quota", NOW_MS, &st), 0);
   assert_false(kcm_replicaset_status_only_gains(rs, &st));
   kcm_replicaset_status_release(&st);
-  /* A new observed generation: written at once. */
+  /* A new observed generation is no mere gain; with every count at least
+   * the written one, it may be held (here the spec met: at once). */
   assert_int_equal(kcm_replicaset_status(old_gen, both, 2, 0, 0, false, NULL, NOW_MS, &st), 0);
   assert_false(kcm_replicaset_status_only_gains(old_gen, &st));
+  assert_true(kcm_replicaset_status_observes_gains(old_gen, &st));
   assert_true(kcm_replicaset_status_meets_spec(old_gen, &st));
+  kcm_replicaset_status_release(&st);
+  assert_int_equal(kcm_replicaset_status(rs, both, 2, 0, 0, false, NULL, NOW_MS, &st), 0);
+  assert_false(kcm_replicaset_status_observes_gains(rs, &st)); /* the same generation */
+  kcm_replicaset_status_release(&st);
+  /* With fewer pods, fewer ready, or a new condition: at once. */
+  assert_int_equal(kcm_replicaset_status(old_gen, both, 1, 0, 0, false, NULL, NOW_MS, &st), 0);
+  assert_false(kcm_replicaset_status_observes_gains(old_gen, &st));
+  kcm_replicaset_status_release(&st);
+  assert_int_equal(kcm_replicaset_status(old_gen, none, 2, 0, 0, false, NULL, NOW_MS, &st), 0);
+  assert_false(kcm_replicaset_status_observes_gains(old_gen, &st));
+  kcm_replicaset_status_release(&st);
+  assert_int_equal(kcm_replicaset_status(old_gen, both, 2, 0, 1, true, "quota", NOW_MS, &st), 0);
+  assert_false(kcm_replicaset_status_observes_gains(old_gen, &st));
   kcm_replicaset_status_release(&st);
 
   free_pods(both, 2);

@@ -617,6 +617,15 @@ static void write_status(struct rs_job *j, struct kcm_pod *const *live, size_t n
      * the sync after the interval writes the status as it is by then. */
     c->stats.status_paced++;
     kcm_runtime_again(&j->base, wait);
+  } else if (!j->probe && kcm_replicaset_status_observes_gains(j->rs, &st) &&
+             !kcm_replicaset_status_meets_spec(j->rs, &st) &&
+             (wait = kcm_pacer_hold(&c->status_pacer, j->base.key, st.observed_generation,
+                                    uv_now(rt->loop)))) {
+    /* A new generation seen and more pods made for it, not all available:
+     * written when they are, or an interval after the generation was
+     * first seen, whichever comes first. */
+    c->stats.status_paced++;
+    kcm_runtime_again(&j->base, wait);
   } else if (status_bodies(j, &st, &body)) {
     FAIL(j, KCM_ENOMEM, "%s", "out of memory");
   } else {

@@ -334,12 +334,21 @@ bool kcm_replicaset_status_changed(const struct kcm_replicaset *rs,
          !kcm_api_conditions_equal(&s->conditions, &rs->status.conditions);
 }
 
-bool kcm_replicaset_status_only_gains(const struct kcm_replicaset *rs,
-                                      const struct kcm_replicaset_status *s) {
+/* Every count of s at least the written one's, the conditions the same. */
+static bool counts_gain(const struct kcm_replicaset *rs, const struct kcm_replicaset_status *s) {
   return s->replicas >= rs->status.replicas && s->fully_labeled >= rs->status.fully_labeled &&
-         s->observed_generation == rs->status.observed_generation &&
          kcm_api_conditions_equal(&s->conditions, &rs->status.conditions) &&
          s->ready >= rs->status.ready && s->available >= rs->status.available;
+}
+
+bool kcm_replicaset_status_only_gains(const struct kcm_replicaset *rs,
+                                      const struct kcm_replicaset_status *s) {
+  return s->observed_generation == rs->status.observed_generation && counts_gain(rs, s);
+}
+
+bool kcm_replicaset_status_observes_gains(const struct kcm_replicaset *rs,
+                                          const struct kcm_replicaset_status *s) {
+  return s->observed_generation > rs->status.observed_generation && counts_gain(rs, s);
 }
 
 /* The generation observed, and as many pods as the spec asks, all available. */
