@@ -567,19 +567,29 @@ static void rs_status_counts_pods_left_terminating(void **state) {
   assert_int_equal(f->rc.rt.stats.errors, 0);
 }
 
-/* The ReplicaSet at resourceVersion rv wanting 3 pods, with `ready` of
- * them reported ready. */
-static void put_rs_reporting(struct fixture *f, int rv, int ready) {
+/* The ReplicaSet at resourceVersion rv and generation gen wanting
+ * `replicas` pods, its status as last written the JSON object `written`. */
+static void put_rs_status(struct fixture *f, int rv, int gen, int replicas, const char *written) {
   char text[2048];
   snprintf(text, sizeof(text),
            "{\"metadata\":{\"name\":\"web\",\"namespace\":\"ns\",\"uid\":\"" RS_UID "\","
-           "\"resourceVersion\":\"%d\",\"generation\":1},\"spec\":{\"replicas\":3,"
+           "\"resourceVersion\":\"%d\",\"generation\":%d},\"spec\":{\"replicas\":%d,"
            "\"selector\":{\"matchLabels\":{\"app\":\"web\"}},\"template\":{\"metadata\":"
            "{\"labels\":{\"app\":\"web\"}},\"spec\":{\"containers\":[{\"name\":\"c\","
-           "\"image\":\"nginx\"}]}}},\"status\":{\"replicas\":3,\"fullyLabeledReplicas\":3,"
-           "\"readyReplicas\":%d,\"availableReplicas\":%d,\"observedGeneration\":1}}",
-           rv, ready, ready);
+           "\"image\":\"nginx\"}]}}},\"status\":%s}",
+           rv, gen, replicas, written);
   put(f, KCM_KIND_REPLICASET, text);
+}
+
+/* The ReplicaSet at resourceVersion rv wanting 3 pods, with `ready` of
+ * them reported ready. */
+static void put_rs_reporting(struct fixture *f, int rv, int ready) {
+  char written[256];
+  snprintf(written, sizeof(written),
+           "{\"replicas\":3,\"fullyLabeledReplicas\":3,\"readyReplicas\":%d,"
+           "\"availableReplicas\":%d,\"observedGeneration\":1}",
+           ready, ready);
+  put_rs_status(f, rv, 1, 3, written);
 }
 
 /* Pod name of the ReplicaSet's, ready or not (resourceVersion rv). */
@@ -638,17 +648,9 @@ static void rs_gains_paced_until_spec_met(void **state) {
 /* The ReplicaSet at resourceVersion rv and generation gen wanting 2 pods,
  * its status as last written: 1 pod, ready, generation 1 observed. */
 static void put_rs_scaled(struct fixture *f, int rv, int gen) {
-  char text[2048];
-  snprintf(text, sizeof(text),
-           "{\"metadata\":{\"name\":\"web\",\"namespace\":\"ns\",\"uid\":\"" RS_UID "\","
-           "\"resourceVersion\":\"%d\",\"generation\":%d},\"spec\":{\"replicas\":2,"
-           "\"selector\":{\"matchLabels\":{\"app\":\"web\"}},\"template\":{\"metadata\":"
-           "{\"labels\":{\"app\":\"web\"}},\"spec\":{\"containers\":[{\"name\":\"c\","
-           "\"image\":\"nginx\"}]}}},\"status\":{\"replicas\":1,\"fullyLabeledReplicas\":1,"
-           "\"readyReplicas\":1,\"availableReplicas\":1,\"terminatingReplicas\":0,"
-           "\"observedGeneration\":1}}",
-           rv, gen);
-  put(f, KCM_KIND_REPLICASET, text);
+  put_rs_status(f, rv, gen, 2,
+                "{\"replicas\":1,\"fullyLabeledReplicas\":1,\"readyReplicas\":1,"
+                "\"availableReplicas\":1,\"terminatingReplicas\":0,\"observedGeneration\":1}");
 }
 
 /* A generation seen for the first time, with the pods for it not all
