@@ -34,13 +34,15 @@ cleanup() {
 trap cleanup EXIT
 
 # The base: Debian bookworm with apt, as the registry's debian:bookworm is,
-# from this machine's Debian mirror; one tarball per day at most.
+# from this machine's Debian mirror; one tree per day at most, the older
+# ones (and a tree left half made) removed.
 mkdir -p "$cache"
-base=$cache/bookworm-$(date -u +%Y%m%d).tar
-if [ ! -s "$base" ]; then
-  rm -f "$cache"/bookworm-*.tar
+base=$cache/bookworm-$(date -u +%Y%m%d)
+if [ ! -d "$base" ]; then
+  rm -rf "$cache"/bookworm-*
   echo "image: making debian:bookworm from Debian's packages (mmdebstrap)"
-  mmdebstrap --quiet --variant=apt --aptopt='Acquire::Check-Valid-Until "false"' \
+  mmdebstrap --quiet --variant=apt --format=directory \
+    --aptopt='Acquire::Check-Valid-Until "false"' \
     bookworm "$base.part" >"$work/log" 2>&1 ||
     { cat "$work/log" >&2; echo "image: mmdebstrap failed" >&2; exit 1; }
   mv "$base.part" "$base"
