@@ -49,19 +49,25 @@ void kcm_pacer_release(struct kcm_pacer *p) {
   kcm_map_release(&p->last);
 }
 
+/* The milliseconds of an interval begun at `since` left at now_ms; a
+ * clock seen going back leaves one whole interval. */
+static uint64_t left(uint64_t since, uint64_t interval, uint64_t now_ms) {
+  if (now_ms >= since + interval)
+    return 0;
+  return now_ms < since ? interval : since + interval - now_ms;
+}
+
 uint64_t kcm_pacer_wait(const struct kcm_pacer *p, const char *key, uint64_t now_ms) {
   const struct mark *m = kcm_map_get(&p->last, key);
-  uint64_t interval = kcm_pacer_interval(p);
-  if (!m || !m->written || now_ms >= m->at + interval)
-    return 0;
-  return now_ms < m->at ? interval : m->at + interval - now_ms;
+  return m && m->written ? left(m->at, kcm_pacer_interval(p), now_ms) : 0;
 }
 
 /* Whether m's interval has passed and no hold of it is pending. */
 static bool stale(const struct mark *m, uint64_t interval, uint64_t now_ms) {
   uint64_t forget = interval * MAX_STRETCH > HOLD_FORGET_MS ? interval * MAX_STRETCH
                                                             : HOLD_FORGET_MS;
-  return (!m->written || now_ms >= m->at + interval) && (!m->held || now_ms >= m->held_since + forget);
+  return (!m->written || now_ms >= m->at + interval) &&
+         (!m->held || now_ms >= m->held_since + forget);
 }
 
 /* Forget keys whose interval has passed; they would be let through anyway.
@@ -132,9 +138,7 @@ uint64_t kcm_pacer_hold(struct kcm_pacer *p, const char *key, int64_t tag, uint6
     m->held_tag = tag;
     m->held_since = now_ms;
   }
-  if (now_ms >= m->held_since + interval)
-    return 0;
-  return now_ms < m->held_since ? interval : m->held_since + interval - now_ms;
+  return left(m->held_since, interval, now_ms);
 }
 
 int kcm_pacer_metrics(const struct kcm_pacer *const *p, const char *const *controller,
