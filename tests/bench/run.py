@@ -3,7 +3,7 @@
 
     python3 tests/bench/run.py [--small] [--kcm build/kcm] [--only NAME ...]
     python3 tests/bench/run.py --only cpu latency --kubeconfig K [--server-pid PID]
-        [--etcd-pid PID] [--fake-kubelet] [--audit-log FILE]
+        [--etcd-pid PID] [--fake-kubelet [--kubelet-writes 1]] [--audit-log FILE]
         [--upstream KUBE-CONTROLLER-MANAGER]    # against another API server
     python3 tests/bench/run.py --only ready --kubeconfig K [--server-pid PID]
         [--etcd-pid PID] [--etcd-metrics URL] [--pods N] [--rounds R]
@@ -290,13 +290,14 @@ class PodWatch(ObjectWatch):
     `app` label arrived. With kubelet=True it also does, for an API server
     with no nodes, what the local server's fake kubelet does: binds each new
     pod to a node, writes it Pending and then Running and Ready (three
-    writes, as a kubelet makes), and finishes graceful deletions. As with
+    writes, as a kubelet makes; with writes=1, Running and Ready at once, as
+    kwok's default stages do), and finishes graceful deletions. As with
     the local server's kubelet, a pod with an image whose name holds
     NOT_READY_MARKER stays Pending in ImagePullBackOff, as if its image
     could not be pulled."""
 
-    def __init__(self, api, ns, kubelet, threads=4):
-        self.api, self.ns = api, ns
+    def __init__(self, api, ns, kubelet, threads=4, writes=2):
+        self.api, self.ns, self.writes = api, ns, writes
         self.first_seen = {}  # app label -> time.monotonic() of its first ADDED
         self.changed = {}  # app label -> time.monotonic() its pods last changed
         self.state = {}  # pod name -> "pending", "ready" or "gone" (terminating)
@@ -372,7 +373,8 @@ class PodWatch(ObjectWatch):
                     "apiVersion": "v1", "kind": "Binding", "metadata": {"name": name},
                     "target": {"apiVersion": "v1", "kind": "Node", "name": node}}):
                 continue
-            for ready in (False, True)[:1 if what == "pull" else 2]:
+            steps = (False,) if what == "pull" else (False, True)[2 - self.writes:]
+            for ready in steps:
                 now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
                 state = {"running": {"startedAt": now}} if ready else \
                     {"waiting": {"reason": "ImagePullBackOff" if what == "pull" else
@@ -824,7 +826,8 @@ def bench_cpu(args, workdir):
     runs = {}
     try:
         for name in ("kcm", "upstream") if args.upstream else ("kcm",):
-            kubelet = PodWatch(server.api, ns, kubelet=args.fake_kubelet)
+            kubelet = PodWatch(server.api, ns, kubelet=args.fake_kubelet,
+                               writes=args.kubelet_writes)
             deploys = DeploymentWatch(server.api, ns)
             if name == "kcm":
                 kcm = Kcm(args.kcm, server, workdir, "kcm-cpu", extra=LIFTED + tuple(args.kcm_arg))
@@ -859,10 +862,22 @@ def bench_cpu(args, workdir):
     return runs["kcm"][0]
 
 
+def node_model(args):
+    """What starts the benchmark's pods, in words."""
+    if not args.kubeconfig:
+        return "the local API server's kubelet"
+    if not args.fake_kubelet:
+        return "the API server's own nodes (a scheduler and kubelets, or kwok)"
+    return "the benchmark's kubelet, %s" % (
+        "bound, then Pending, then Running and Ready: 3 writes per pod"
+        if args.kubelet_writes == 2 else "bound, then Running and Ready: 2 writes per pod")
+
+
 def print_cpu(args, phases, memory, size, where, syscalls):
     pods = int(size.rsplit(" = ", 1)[1].split()[0])
-    print("cpu: %s, rate limits lifted%s" % (
-        size, "; API server %s" % args.kubeconfig if args.kubeconfig else ""))
+    print("cpu: %s, rate limits lifted%s; pods started by %s" % (
+        size, "; API server %s" % args.kubeconfig if args.kubeconfig else "",
+        node_model(args)))
     for phase, kcm_cpu, sim_cpu, wall, _, stale in phases:
         ms = kcm_cpu * 1000 / pods
         print("  %-6s kcm CPU %6.2f s = %.3f ms per pod" % (phase, kcm_cpu, ms))
@@ -1775,7 +1790,7 @@ def latency_external(args, workdir, samples, background, extra=()):
         pods = PodWatch(api, lat_ns, kubelet=False)
         watches.append(pods)
         if args.fake_kubelet:
-            watches.append(PodWatch(api, load_ns, kubelet=True))
+            watches.append(PodWatch(api, load_ns, kubelet=True, writes=args.kubelet_writes))
         kcm = Kcm(args.kcm, server, workdir, "kcm-latency",
                   extra=("--kube-api-qps=100000", "--kube-api-burst=100000", *extra))
         kcm.wait_ready()
@@ -1982,6 +1997,9 @@ def main():
     ap.add_argument("--fake-kubelet", action="store_true", help="with --kubeconfig: bind the "
                     "benchmark's pods, write them Running and Ready, and finish their graceful "
                     "deletions (for an API server with no nodes)")
+    ap.add_argument("--kubelet-writes", type=int, choices=(1, 2), default=2,
+                    help="with --fake-kubelet: the status writes that start a pod: 2 (Pending, "
+                    "then Running and Ready, as a kubelet) or 1 (Running and Ready at once)")
     ap.add_argument("--upstream", help="with --kubeconfig: a kube-controller-manager binary; "
                     "the cpu and ready benchmarks run it after kcm on the same work and print "
                     "the two side by side, each ratio beside its budget")
@@ -2016,10 +2034,12 @@ def main():
             ap.error("--kubeconfig and --bare-sim run the cpu, latency, ready and shards "
                      "benchmarks: add --only cpu latency ready shards (or some of them)")
         args.kubeconfig = args.kubeconfig and os.path.abspath(args.kubeconfig)
+        if args.kubelet_writes != 2 and not (args.fake_kubelet or args.bare_sim):
+            ap.error("--kubelet-writes goes with --fake-kubelet or --bare-sim")
     elif args.server_pid or args.fake_kubelet or args.audit_log or args.upstream or \
-            args.etcd_pid or args.etcd_metrics:
-        ap.error("--server-pid, --etcd-pid, --etcd-metrics, --fake-kubelet, --audit-log and "
-                 "--upstream go with --kubeconfig")
+            args.etcd_pid or args.etcd_metrics or args.kubelet_writes != 2:
+        ap.error("--server-pid, --etcd-pid, --etcd-metrics, --fake-kubelet, --kubelet-writes, "
+                 "--audit-log and --upstream go with --kubeconfig")
     elif args.only and {"ready", "shards", "handover", "scaleout"} & set(args.only):
         ap.error("the ready and shards benchmarks run against another API server: add "
                  "--kubeconfig")
