@@ -20,8 +20,9 @@ cpu      kcm's own CPU (from /proc) to take D Deployments x R replicas from
          then does the same work on the same server, and the two are
          printed side by side: wall time, controller CPU, the controller's
          system calls per pod (where `perf stat` can count them), the API
-         server's (and etcd's) CPU, RSS and, from the audit log, the writes
-         each sent by verb and resource;
+         server's (and etcd's) CPU, RSS, the writes each sent as its own
+         client counted them (rest_client_requests_total) and, from the
+         audit log, by verb and resource;
 latency  from a ReplicaSet's spec.replicas change to kcm's first pod POST,
          as the API server sees both, while Deployments roll beside it;
 shards   (only with --kubeconfig) the RSS of each of 3 instances with
@@ -72,6 +73,7 @@ import os
 import re
 import signal
 import socket
+import ssl
 import statistics
 import subprocess
 import sys
@@ -233,21 +235,29 @@ NOT_READY_MARKER = "bad"  # as the local server's kubelet's default
 class ObjectWatch:
     """Watches one collection from a resourceVersion, handing each event but
     bookmarks to on_event() in the server's order. With list=True it lists
-    first and notes each object as listed."""
+    first and notes each object as listed. When the server ends the watch
+    (as kube-apiserver does after a timeout, or to a watcher it finds slow),
+    it watches again from the last resourceVersion seen, as a reflector
+    does; an error event (e.g. that version expired) fails it."""
 
     def __init__(self, api, path, what, listed=True, query=""):
         self.what, self.stop_event, self.failed = what, threading.Event(), []
+        self.api, self.path, self.query = api, path, query
         r = api.get(path if listed else path + "?limit=1")
         if r.status != 200:
             raise RuntimeError("could not list %s: HTTP %d %s" % (
                 what, r.status, r.body[:200].decode(errors="replace")))
         for item in r.json()["items"] if listed else []:
             self.note(item, time.time())
-        self.watch = api.watch(path + "?watch=1&resourceVersion=%s%s" % (
-            r.json()["metadata"]["resourceVersion"], query))
-        if self.watch.status != 200:
-            raise RuntimeError("could not watch %s: HTTP %d" % (what, self.watch.status))
+        self.rv = r.json()["metadata"]["resourceVersion"]
+        self.watch = self._open()
         self.reader = threading.Thread(target=self._read, daemon=True)
+
+    def _open(self):
+        w = self.api.watch(self.path + "?watch=1&resourceVersion=%s%s" % (self.rv, self.query))
+        if w.status != 200:
+            raise RuntimeError("could not watch %s: HTTP %d" % (self.what, w.status))
+        return w
 
     def note(self, obj, when, deleted=False):
         raise NotImplementedError
@@ -264,9 +274,21 @@ class ObjectWatch:
                     self.failed.append("%s watch: %s" % (self.what, e))
                 return
             if ev is None:
-                if not self.stop_event.is_set():
-                    self.failed.append("%s watch ended" % self.what)
+                if self.stop_event.is_set():
+                    return
+                self.watch.close()
+                try:
+                    self.watch = self._open()
+                except (RuntimeError, ConnectionError, OSError) as e:
+                    self.failed.append("%s watch ended, and watching again failed: %s" % (
+                        self.what, e))
+                    return
+                continue
+            if ev["type"] == "ERROR":
+                self.failed.append("%s watch: %s" % (
+                    self.what, ev["object"].get("message", "an error event")))
                 return
+            self.rv = ev["object"].get("metadata", {}).get("resourceVersion", self.rv)
             if ev["type"] != "BOOKMARK":
                 self.on_event(ev["type"], ev["object"])
 
@@ -437,6 +459,28 @@ class Controller:
         stop_process(self.proc, 40)
         self.log.close()
 
+    def metrics(self):
+        """Its Prometheus page, or None where it serves none."""
+        return None
+
+    def writes(self):
+        """The writes it has sent, as its own client counts them
+        (rest_client_requests_total of POST, PUT, PATCH and DELETE, answered
+        or not); None where it serves no metrics."""
+        text = self.metrics()
+        return None if text is None else int(metric_sum(
+            text, "rest_client_requests_total", method=CLIENT_WRITE_METHODS) or 0)
+
+
+CLIENT_WRITE_METHODS = ("POST", "PUT", "PATCH", "DELETE")
+
+
+def free_port():
+    """A loopback TCP port free a moment ago."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
 
 class Kcm(Controller):
     """kcm against the local API server, with probes on a free port."""
@@ -462,17 +506,35 @@ class Kcm(Controller):
         except OSError:
             return False
 
+    def metrics(self):
+        return kcm_metrics(self)
 
 
 class Upstream(Controller):
     """kube-controller-manager's Deployment and ReplicaSet controllers, run
-    as the benchmark runs kcm (leader election off, no serving), ready once
-    both controllers say their caches are synced."""
+    as the benchmark runs kcm (leader election off), ready once both
+    controllers say their caches are synced. With metrics=True it serves
+    /metrics to anyone on a free loopback port (its self-signed
+    certificate unchecked); else it serves nothing."""
 
-    def __init__(self, binary, server, workdir, name, extra=()):
+    def __init__(self, binary, server, workdir, name, extra=(), metrics=False):
+        self.port = free_port() if metrics else 0
+        serving = ("--secure-port=%d" % self.port, "--bind-address=127.0.0.1",
+                   "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics") \
+            if metrics else ("--secure-port=0",)
         super().__init__([binary, "--kubeconfig", server.kubeconfig, "--leader-elect=false",
-                          "--controllers=deployment,replicaset", "--secure-port=0", *extra],
+                          "--controllers=deployment,replicaset", *serving, *extra],
                          workdir, name)
+
+    def metrics(self):
+        if not self.port:
+            return None
+        try:
+            with urllib.request.urlopen("https://127.0.0.1:%d/metrics" % self.port, timeout=5,
+                                        context=ssl._create_unverified_context()) as r:
+                return r.read().decode()
+        except OSError:
+            return None
 
     def ready(self):
         if self.proc.poll() is not None:
@@ -700,13 +762,16 @@ def cpu_run(args, server, ns, cm, nd, reps, pods, deploys):
     ready controller-manager cm, pods and deploys watching: per phase (name,
     cm's CPU, the server's CPU, wall seconds, its start and end as Unix
     times, each Deployment's status staleness in seconds); cm.syscalls
-    holds each phase's system calls (None where perf cannot count)."""
+    holds each phase's system calls (None where perf cannot count), and
+    cm.client_writes the writes its own client counted (None where it
+    serves no metrics)."""
     path = "/apis/apps/v1/namespaces/%s/deployments" % ns
     phases = []
-    cm.syscalls = {}
+    cm.syscalls, cm.client_writes = {}, {}
     for phase, image in (("create", "nginx:1"), ("roll", "nginx:2")):
         calls = SyscallCount(cm.proc.pid, cm.log_path + "." + phase + ".syscalls")
         calls.start()
+        w0 = cm.writes()
         a0 = time.time()
         c0, s0, t0 = cm.cpu(), server.cpu(), time.monotonic()
         for i in range(nd):
@@ -725,6 +790,8 @@ def cpu_run(args, server, ns, cm, nd, reps, pods, deploys):
                      what="the old pods to go")
             time.sleep(5)
         cm.syscalls[phase] = calls.stop()
+        w1 = cm.writes()
+        cm.client_writes[phase] = None if w0 is None or w1 is None else w1 - w0
         stale = deploys.staleness(pods, ["d%d" % i for i in range(nd)], image)
         phases.append((phase, cm.cpu() - c0, server.cpu() - s0, wall, (a0, time.time()), stale))
     return phases
@@ -830,17 +897,20 @@ def bench_cpu(args, workdir):
                                writes=args.kubelet_writes)
             deploys = DeploymentWatch(server.api, ns)
             if name == "kcm":
-                kcm = Kcm(args.kcm, server, workdir, "kcm-cpu", extra=LIFTED + tuple(args.kcm_arg))
+                kcm = Kcm(args.kcm, server, workdir, "kcm-cpu", extra=LIFTED + (
+                    "--metrics-bind-address=127.0.0.1:0",) + tuple(args.kcm_arg))
             else:
-                kcm = Upstream(args.upstream, server, workdir, "upstream-cpu", extra=LIFTED)
+                kcm = Upstream(args.upstream, server, workdir, "upstream-cpu", extra=LIFTED,
+                               metrics=True)
             kcm.wait_ready()
             phases = cpu_run(args, server, ns, kcm, nd, reps, kubelet, deploys)
-            runs[name] = (phases, kcm.rss(), kcm.rss("VmHWM"), kcm.syscalls)
+            runs[name] = (phases, kcm.rss(), kcm.rss("VmHWM"), kcm.syscalls, kcm.client_writes)
             kcm.stop()
             kcm = None
             if name == "kcm":
-                print_cpu(args, phases, runs[name][1:3], "%d Deployments x %d replicas = %d pods" % (
-                    nd, reps, pods), where, runs[name][3])
+                print_cpu(args, phases, runs[name][1:3],
+                          "%d Deployments x %d replicas = %d pods" % (nd, reps, pods), where,
+                          runs[name][3], runs[name][4])
                 if args.audit_log and not args.upstream:
                     print_writes(args, phases)
             if args.kubeconfig:  # the kubelet finishes what was being deleted gracefully
@@ -873,7 +943,7 @@ def node_model(args):
         if args.kubelet_writes == 2 else "bound, then Running and Ready: 2 writes per pod")
 
 
-def print_cpu(args, phases, memory, size, where, syscalls):
+def print_cpu(args, phases, memory, size, where, syscalls, writes):
     pods = int(size.rsplit(" = ", 1)[1].split()[0])
     print("cpu: %s, rate limits lifted%s; pods started by %s" % (
         size, "; API server %s" % args.kubeconfig if args.kubeconfig else "",
@@ -884,6 +954,8 @@ def print_cpu(args, phases, memory, size, where, syscalls):
         if syscalls.get(phase) is not None:
             print("         system calls %d = %.1f per pod" % (syscalls[phase],
                                                             syscalls[phase] / pods))
+        if writes.get(phase) is not None:
+            print("         writes sent %d (its client's count)" % writes[phase])
         print("         status staleness p50 %.0f ms, p99 %.0f ms (%d Deployments)" % (
             percentile(stale, 0.5) * 1000, percentile(stale, 0.99) * 1000, len(stale)))
         print("         wall %.1f s%s" % (wall, "" if not sim_cpu else
@@ -938,7 +1010,7 @@ def side_by_side(args, runs, pods, deployments):
     """Print kcm's figures beside kube-controller-manager's, each ratio
     beside its budget."""
     agent = os.path.basename(args.upstream)
-    (kp, krss, khwm, ksys), (up, urss, uhwm, usys) = runs["kcm"], runs["upstream"]
+    (kp, krss, khwm, ksys, kcw), (up, urss, uhwm, usys, ucw) = runs["kcm"], runs["upstream"]
     side_by_side_header(args)
     # Staleness as the server saw it, from the audit log; else as the
     # benchmark's watches saw it (late when the benchmark itself is starved).
@@ -968,6 +1040,9 @@ def side_by_side(args, runs, pods, deployments):
     ratio_row("RSS at the end, MiB", krss / 1024, urss / 1024, "%.1f")
     ratio_row("RSS high-water mark, MiB", khwm / 1024, uhwm / 1024, "%.1f",
               RATIO_BUDGET["hwm_many" if deployments >= 1000 else "hwm"])
+    if None not in list(kcw.values()) + list(ucw.values()):
+        ratio_row("writes sent, create + roll (client count)", sum(kcw.values()),
+                  sum(ucw.values()), "%d")
     if not args.audit_log:
         return
     kw, uw = counts[:len(kp)], counts[len(kp):]
