@@ -228,6 +228,54 @@ int kcm_deployment_create_failed_body(const struct kcm_deployment *d,
 int kcm_deployment_collision_body(const struct kcm_deployment *d, uint64_t resource_version,
                                   struct kcm_buf *out);
 
+/* --- what a rollout waits for (pure) ----------------------------------------------------- */
+
+/* Where a rollout stands, as the planner sees it. */
+enum kcm_deployment_why_state {
+  KCM_DEPLOYMENT_WHY_ACTING,    /* the planner would write now: next */
+  KCM_DEPLOYMENT_WHY_COMPLETE,  /* every replica updated and available */
+  KCM_DEPLOYMENT_WHY_PAUSED,    /* spec.paused: only scaling is done */
+  KCM_DEPLOYMENT_WHY_AVAILABLE, /* waits for `more` pods of the new ReplicaSet to become
+                                   available; next, if any, follows then */
+  KCM_DEPLOYMENT_WHY_OLD_PODS,  /* Recreate: waits for the old pods to end; next follows */
+  KCM_DEPLOYMENT_WHY_SETTLING,  /* nothing planned and nothing waited for: the counts
+                                   are still to reach the status */
+  KCM_DEPLOYMENT_WHY_INVALID,   /* the selector cannot be used */
+};
+
+/* A write the controller would send (not the status, not an event). */
+struct kcm_deployment_why_step {
+  enum kcm_deployment_op op; /* SCALE, CREATE, DELETE, ADOPT, RELEASE or ROLLBACK */
+  char *rs;                  /* owned: the ReplicaSet's name; NULL for ROLLBACK */
+  int32_t from, to;          /* SCALE: spec.replicas before and after; CREATE: to */
+};
+
+struct kcm_deployment_why {
+  enum kcm_deployment_why_state state;
+  struct kcm_deployment_plan plan; /* the sync planned from what was read */
+  struct kcm_deployment_why_step next;
+  bool has_next;
+  int32_t more;            /* AVAILABLE */
+  int32_t max_surge;       /* the fenceposts for spec.replicas (0 for Recreate) */
+  int32_t max_unavailable;
+  int32_t max_total;       /* spec.replicas + maxSurge */
+  int32_t min_available;   /* spec.replicas - maxUnavailable */
+  int32_t total;           /* the ReplicaSets' spec.replicas, summed */
+  int32_t available;       /* their available pods, summed */
+  bool timed_out;          /* Progressing is ProgressDeadlineExceeded */
+  int64_t deadline_left_s; /* until the progress deadline; INT64_MIN: none running */
+  const struct kcm_condition *failure; /* ReplicaFailure in plan.status; NULL: none */
+};
+
+/* Explain in->d's rollout with the controller's own planner: the plan from
+ * what was read; when it sends nothing, the plan again with 1, 2, ... more
+ * of the new ReplicaSet's pods available (Recreate: with the old pods
+ * ended) until it would act, which gives `next`. in->status_wait_ms is
+ * taken as 0. Returns 0 or KCM_ENOMEM; free with
+ * kcm_deployment_why_release(). */
+int kcm_deployment_why(const struct kcm_deployment_input *in, struct kcm_deployment_why *out);
+void kcm_deployment_why_release(struct kcm_deployment_why *w);
+
 /* --- the controller -------------------------------------------------------------------- */
 
 struct kcm_deployment_controller {

@@ -1844,6 +1844,158 @@ static void numbers_at_their_limits(void **state) {
   done(&r);
 }
 
+/* --- what a rollout waits for ------------------------------------------------------------ */
+
+static void why(struct run *r, struct kcm_deployment_why *w) {
+  struct kcm_deployment_input in = {r->d, r->rs, r->n, answer_running, r, r->alias, NOW_MS,
+                                    r->terminating_kept, 5000};
+  assert_int_equal(kcm_deployment_why(&in, w), 0);
+}
+
+#define SIZED ",\"deployment.kubernetes.io/desired-replicas\":\"3\"," \
+              "\"deployment.kubernetes.io/max-replicas\":\"4\""
+
+/* Mid-rollout at maxSurge 1, maxUnavailable 0: the old ReplicaSet at 3,
+ * the new one at `at` with `available` of its pods available; status:
+ * the Deployment's (NULL: none). */
+static void mid_rollout(struct run *r, int at, int available, bool paused, const char *status) {
+  struct dspec s = dspec(3);
+  s.surge = "1";
+  s.unavailable = "0";
+  s.image = "nginx:2";
+  s.paused = paused;
+  s.annotations = "{\"deployment.kubernetes.io/revision\":\"2\"}";
+  if (status)
+    s.status = status;
+  r->d = make_d(&s);
+  r->rs[r->n++] = make_rs(&(struct rsspec){.name = "o", .age = 900, .replicas = 3, .ready = 3,
+                                          .available = 3, .image = "nginx:1", .revision = 1,
+                                          .annotations = SIZED});
+  if (at >= 0)
+    r->rs[r->n++] = make_rs(&(struct rsspec){.name = "n", .age = 100, .replicas = at,
+                                            .ready = available, .available = available,
+                                            .image = "nginx:2", .revision = 2,
+                                            .annotations = SIZED});
+}
+
+/* Mid-rollout, held, with a Progressing condition of that status and
+ * reason last updated 100 s ago, and the counts as they are (no progress
+ * since): whether it timed out and how long is left. */
+static void check_progressing(const char *cstatus, const char *reason, bool timed_out,
+                              int64_t left) {
+  static const char counts[] = "\"replicas\":4,\"updatedReplicas\":1,\"readyReplicas\":3,"
+                               "\"availableReplicas\":3,\"unavailableReplicas\":1";
+  struct run r = {0};
+  struct kcm_deployment_why w;
+  char status[512], t[32];
+  iso(NOW_S - 100, t, sizeof(t));
+  snprintf(status, sizeof(status), "{\"observedGeneration\":1,%s,\"conditions\":[{\"type\":"
+           "\"Progressing\",\"status\":\"%s\",\"lastUpdateTime\":\"%s\",\"reason\":\"%s\"}]}",
+           counts, cstatus, t, reason);
+  mid_rollout(&r, 1, 0, false, status);
+  why(&r, &w);
+  assert_int_equal(w.timed_out, timed_out);
+  assert_int_equal(w.deadline_left_s, left);
+  kcm_deployment_why_release(&w);
+  done(&r);
+}
+
+static void explains_what_a_rollout_waits_for(void **state) {
+  struct run r = {0};
+  struct kcm_deployment_why w;
+
+  /* Held by maxUnavailable 0: the old one goes down once a new pod is
+   * available, and the planner, asked with one more, says to what. */
+  mid_rollout(&r, 1, 0, false, NULL);
+  why(&r, &w);
+  assert_int_equal(w.state, KCM_DEPLOYMENT_WHY_AVAILABLE);
+  assert_int_equal(w.more, 1);
+  assert_true(w.has_next);
+  assert_int_equal(w.next.op, KCM_DEPLOYMENT_STEP_SCALE);
+  assert_string_equal(w.next.rs, "web-o");
+  assert_int_equal(w.next.from, 3);
+  assert_int_equal(w.next.to, 2);
+  assert_int_equal(w.max_surge, 1);
+  assert_int_equal(w.max_unavailable, 0);
+  assert_int_equal(w.max_total, 4);
+  assert_int_equal(w.min_available, 3);
+  assert_int_equal(w.total, 4);
+  assert_int_equal(w.available, 3);
+  assert_int_equal(w.deadline_left_s, 600); /* Progressing is set by this very sync */
+  assert_false(w.timed_out);
+  kcm_deployment_why_release(&w);
+  done(&r);
+
+  /* Nothing held: the planner acts now, and says how. */
+  memset(&r, 0, sizeof(r));
+  mid_rollout(&r, -1, 0, false, NULL);
+  why(&r, &w);
+  assert_int_equal(w.state, KCM_DEPLOYMENT_WHY_ACTING);
+  assert_int_equal(w.next.op, KCM_DEPLOYMENT_STEP_CREATE);
+  assert_int_equal(strncmp(w.next.rs, "web-", 4), 0);
+  assert_int_equal(w.next.to, 1);
+  kcm_deployment_why_release(&w);
+  done(&r);
+
+  /* Paused mid-rollout: nothing moves, whatever is available. */
+  memset(&r, 0, sizeof(r));
+  mid_rollout(&r, 1, 1, true, NULL);
+  why(&r, &w);
+  assert_int_equal(w.state, KCM_DEPLOYMENT_WHY_PAUSED);
+  assert_false(w.has_next);
+  kcm_deployment_why_release(&w);
+  done(&r);
+
+  /* Past its deadline, and a deadline running. */
+  check_progressing("False", "ProgressDeadlineExceeded", true, INT64_MIN);
+  check_progressing("True", "ReplicaSetUpdated", false, 500);
+}
+
+static void explains_the_end_of_a_rollout(void **state) {
+  struct run r = {0};
+  struct kcm_deployment_why w;
+  struct dspec s = dspec(3);
+
+  /* Complete: nothing to wait for, no deadline running. */
+  steady_state(&r, NULL, NULL, NULL);
+  why(&r, &w);
+  assert_int_equal(w.state, KCM_DEPLOYMENT_WHY_COMPLETE);
+  assert_false(w.has_next);
+  assert_int_equal(w.deadline_left_s, INT64_MIN);
+  kcm_deployment_why_release(&w);
+  done(&r);
+
+  /* Scaled all the way, pods not all available: nothing follows them. */
+  memset(&r, 0, sizeof(r));
+  mid_rollout(&r, 3, 1, false, NULL);
+  kcm_api_unref(&r.rs[0]->o, &pool);
+  r.rs[0] = make_rs(&(struct rsspec){.name = "o", .age = 900, .image = "nginx:1",
+                                    .revision = 1, .annotations = SIZED});
+  why(&r, &w);
+  assert_int_equal(w.state, KCM_DEPLOYMENT_WHY_AVAILABLE);
+  assert_int_equal(w.more, 2);
+  assert_false(w.has_next);
+  kcm_deployment_why_release(&w);
+  done(&r);
+
+  /* Recreate: old pods still running hold the new ReplicaSet back. */
+  memset(&r, 0, sizeof(r));
+  s.recreate = true;
+  s.image = "nginx:2";
+  s.annotations = "{\"deployment.kubernetes.io/revision\":\"1\"}";
+  r.d = make_d(&s);
+  r.rs[r.n++] = make_rs(&(struct rsspec){.name = "o", .replicas = 0, .revision = 1});
+  r.running = true;
+  why(&r, &w);
+  assert_int_equal(w.state, KCM_DEPLOYMENT_WHY_OLD_PODS);
+  assert_true(w.has_next);
+  assert_int_equal(w.next.op, KCM_DEPLOYMENT_STEP_CREATE);
+  assert_int_equal(w.next.to, 3);
+  assert_int_equal(w.max_surge, 0);
+  kcm_deployment_why_release(&w);
+  done(&r);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(numbers_at_their_limits),
@@ -1880,6 +2032,8 @@ int main(void) {
       cmocka_unit_test(replica_failure_surfaces),
       cmocka_unit_test(alias_finds_a_changed_template),
       cmocka_unit_test(request_bodies),
+      cmocka_unit_test(explains_what_a_rollout_waits_for),
+      cmocka_unit_test(explains_the_end_of_a_rollout),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

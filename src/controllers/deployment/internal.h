@@ -7,6 +7,7 @@
  *   replicasets.c  the new ReplicaSet, annotations, scaling, history cleanup
  *   progress.c     conditions and status
  *   rollback.c     the legacy rollbackTo annotation
+ *   why.c          what a rollout waits for, asked of the planner
  */
 #ifndef KCM_DEPLOYMENT_INTERNAL_H
 #define KCM_DEPLOYMENT_INTERNAL_H
