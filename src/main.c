@@ -2,9 +2,10 @@
  * kcm — a Kubernetes controller-manager for Deployments and ReplicaSets.
  *
  * main.c parses flags, resolves the connection settings, and runs the libuv
- * loop until SIGTERM or SIGINT.
+ * loop until SIGTERM or SIGINT; `kcm why ...` runs that subcommand instead.
  */
 #include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <uv.h>
 
@@ -19,6 +20,7 @@
 #include "kcm/options.h"
 #include "kcm/serving.h"
 #include "kcm/version.h"
+#include "kcm/why.h"
 
 /* Shutdown goes one way through these phases, each entered once:
  *   SHUTDOWN_NONE         running;
@@ -359,6 +361,8 @@ int main(int argc, char **argv) {
   int rc;
 
   kcm_client_set_program(argv[0]);
+  if (argc > 1 && !strcmp(argv[1], "why"))
+    return kcm_why_main(argc - 1, argv + 1);
   kcm_controllers_options(groups);
   if ((rc = kcm_options_main(&f, groups, argc, argv)) >= 0 || (rc = apply_flags(&a, &f)))
     return rc;

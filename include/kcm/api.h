@@ -326,6 +326,7 @@ struct kcm_api_kind {
   enum kcm_kind kind;
   const char *name;        /* "ReplicaSet" */
   const char *singular;    /* "replicaset": the name kubectl and discovery give it */
+  const char *short_name;  /* "rs": kubectl's short name */
   const char *group;       /* "apps"; "" for the core group */
   const char *version;     /* "v1" */
   const char *plural;      /* "replicasets": the resource */

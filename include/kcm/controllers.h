@@ -53,6 +53,16 @@ struct kcm_controllers_env {
 
 #define KCM_CONTROLLERS_PACERS 2 /* pacers a controller may expose */
 
+/* What `kcm why` gives a row's why(): the caches of the row's kinds, in
+ * one namespace, synced; the object asked about; the time. */
+struct kcm_controllers_why {
+  struct kcm_informer *informers; /* by enum kcm_kind */
+  const char *ns;
+  const char *name;
+  uint64_t now_ms;                /* Unix milliseconds */
+  bool json;                      /* -o json: one JSON object and a newline */
+};
+
 struct kcm_controllers_row {
   /* options.name ("deployment": logs, metrics, its queue), the names
    * --controllers takes for it, its flags and their defaults */
@@ -73,6 +83,11 @@ struct kcm_controllers_row {
    * how many. */
   size_t (*pacers)(const void *c, const struct kcm_pacer **p, const char **names);
   void (*release)(void *c);
+  /* kcm why: append to out what the object of the row's kind named in in
+   * waits for, as the controller's own planner sees it; *ended: 0 while
+   * it waits, 1 done, -1 failed for good. Returns 0, KCM_ENOTFOUND (no
+   * such object) or KCM_ENOMEM. NULL: the row answers nothing. */
+  int (*why)(const struct kcm_controllers_why *in, struct kcm_buf *out, int *ended);
 };
 
 /* Controllers a build may have: one rate limiter and one flag group each. */

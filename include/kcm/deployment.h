@@ -276,6 +276,13 @@ struct kcm_deployment_why {
 int kcm_deployment_why(const struct kcm_deployment_input *in, struct kcm_deployment_why *out);
 void kcm_deployment_why_release(struct kcm_deployment_why *w);
 
+struct kcm_controllers_why;
+/* The Deployment row's why() (kcm/controllers.h): the answer of
+ * kcm_deployment_why() with the pods that hold the rollout back, as text
+ * or JSON; *ended 1 complete, -1 past its progress deadline. */
+int kcm_deployment_explain(const struct kcm_controllers_why *in, struct kcm_buf *out,
+                           int *ended);
+
 /* --- the controller -------------------------------------------------------------------- */
 
 struct kcm_deployment_controller {

@@ -144,6 +144,10 @@ const void *kcm_options_settings(const struct kcm_options *o, const struct kcm_o
 /* The exit status of a flag error, kube-controller-manager's. */
 #define KCM_OPTIONS_EXIT_FAILURE 1
 
+/* A Go duration ("15s", "1m30s", "1.5s", "500ms", "0") in milliseconds.
+ * Returns 0 or -1. */
+int kcm_options_duration(const char *s, uint64_t *ms);
+
 /* Parse argv as the program does: --help and --version answered on
  * stdout (0), a flag error on stderr (see kcm_options_fail()). JSON logs,
  * when argv asks for them, are turned on first. Returns -1 to run, or the

@@ -230,6 +230,7 @@ const struct kcm_api_kind kcm_api_kind_deployment = {
     .kind = KCM_KIND_DEPLOYMENT,
     .name = "Deployment",
     .singular = "deployment",
+    .short_name = "deploy",
     .group = "apps",
     .version = "v1",
     .plural = "deployments",

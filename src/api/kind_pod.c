@@ -386,6 +386,7 @@ const struct kcm_api_kind kcm_api_kind_pod = {
     .kind = KCM_KIND_POD,
     .name = "Pod",
     .singular = "pod",
+    .short_name = "po",
     .group = "",
     .version = "v1",
     .plural = "pods",

@@ -127,6 +127,7 @@ const struct kcm_api_kind kcm_api_kind_replicaset = {
     .kind = KCM_KIND_REPLICASET,
     .name = "ReplicaSet",
     .singular = "replicaset",
+    .short_name = "rs",
     .group = "apps",
     .version = "v1",
     .plural = "replicasets",

@@ -7,10 +7,6 @@
 
 #include "kcm/options.h"
 
-/* A Go duration ("15s", "1m30s", "1.5s", "500ms", "0") in milliseconds.
- * Returns 0 or -1. */
-int kcm_options_duration(const char *s, uint64_t *ms);
-
 /* The feature gates given that have no effect on kcm (all but
  * WatchListClient), comma-separated into buf; "" when none. */
 const char *kcm_options_inert_gates(const struct kcm_options *o, char *buf, size_t len);

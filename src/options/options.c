@@ -317,7 +317,9 @@ void kcm_options_usage(FILE *out, const struct kcm_options_group *const *groups)
   const struct kcm_options_group *const *g;
   size_t i;
   int n;
-  fprintf(out, "Usage: kcm [flags]\n\nkcm runs Kubernetes controllers against an API server:");
+  fprintf(out, "Usage: kcm [flags]\n"
+               "       kcm why KIND/NAME [flags]   what a rollout waits for (see kcm why --help)\n"
+               "\nkcm runs Kubernetes controllers against an API server:");
   for (g = groups, n = 0; g && *g; g++, n++)
     fprintf(out, "%s %s", n ? "," : "", (*g)->name);
   fprintf(out, "%s.\n", n ? "" : " none in this build");

@@ -55,6 +55,7 @@ import scenarios_serving  # noqa: E402,F401
 import scenarios_shadow  # noqa: E402,F401
 import scenarios_shards  # noqa: E402,F401
 import scenarios_strategies  # noqa: E402,F401
+import scenarios_why  # noqa: E402,F401
 
 
 SANITIZER = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")

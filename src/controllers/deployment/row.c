@@ -71,4 +71,5 @@ const struct kcm_controllers_row kcm_deployment_row = {
     .runtime = runtime,
     .pacers = pacers,
     .release = release,
+    .why = kcm_deployment_explain,
 };

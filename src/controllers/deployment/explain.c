@@ -1,0 +1,348 @@
+/*
+ * controllers/deployment/explain.c — `kcm why` for a Deployment: the
+ * objects from the caches, kcm_deployment_why()'s answer, and the pods
+ * that hold the rollout back, written as text or JSON.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kcm/controllers.h"
+#include "kcm/deployment.h"
+#include "kcm/jsonw.h"
+#include "kcm/labels.h"
+
+#include "internal.h"
+
+#define SHOWN_PODS 5      /* pods named in text; the rest are counted */
+#define MESSAGE_CHARS 300 /* of a condition's message */
+#define BAR 20            /* cells of the progress bar */
+
+struct explain {
+  const struct kcm_controllers_why *in;
+  const struct kcm_deployment *d;
+  struct kcm_deployment_why w;
+  const struct kcm_replicaset *new_rs; /* NULL: none yet */
+};
+
+static bool pods_running(void *ctx, const struct kcm_replicaset *rs) {
+  const struct explain *e = ctx;
+  const struct kcm_object *o;
+  for (o = kcm_informer_first_owned(&e->in->informers[KCM_KIND_POD], &rs->o.uid); o;
+       o = o->own_next) {
+    const struct kcm_pod *p = (const struct kcm_pod *)o;
+    if (!strcmp(o->ns, rs->o.ns) && kcm_labels_matches(&e->d->selector, &o->labels) &&
+        p->phase != KCM_POD_SUCCEEDED && p->phase != KCM_POD_FAILED)
+      return true;
+  }
+  return false;
+}
+
+/* Whether pod p counts as available for minReadySeconds at now_s. */
+static bool available(const struct explain *e, const struct kcm_pod *p) {
+  int64_t now_s = (int64_t)(e->in->now_ms / 1000);
+  return p->ready && !p->o.deleted && p->ready_since + e->d->min_ready_seconds <= now_s;
+}
+
+/* What holds pod p back, in a few words. */
+static void pod_text(const struct explain *e, const struct kcm_pod *p, struct kcm_buf *out) {
+  static const char *const phases[] = {"Pending", "Running", "Succeeded", "Failed", "Unknown"};
+  int64_t now_s = (int64_t)(e->in->now_ms / 1000);
+  kcm_buf_appendf(out, "%s", phases[p->phase < 5 ? p->phase : 4]);
+  if (p->o.deleted)
+    kcm_buf_appendf(out, ", terminating");
+  else if (!p->node)
+    kcm_buf_appendf(out, ", not scheduled to a node");
+  else if (!p->ready)
+    kcm_buf_appendf(out, ", not ready");
+  else
+    kcm_buf_appendf(out, ", ready for %llds of minReadySeconds %d",
+                    (long long)(now_s - p->ready_since), e->d->min_ready_seconds);
+  if (p->restarts > 0)
+    kcm_buf_appendf(out, ", restarted %d time%s", p->restarts, p->restarts == 1 ? "" : "s");
+}
+
+/* The pods that hold the rollout back: the new ReplicaSet's not available
+ * (waiting for them), or the old ones' still there (Recreate). */
+static bool holds(const struct explain *e, const struct kcm_object *o) {
+  const struct kcm_pod *p = (const struct kcm_pod *)o;
+  if (!o->has_controller || strcmp(o->ns, e->d->o.ns) ||
+      !kcm_labels_matches(&e->d->selector, &o->labels))
+    return false;
+  if (e->w.state == KCM_DEPLOYMENT_WHY_OLD_PODS)
+    return !e->new_rs || !kcm_api_uid_equal(&o->controller.uid, &e->new_rs->o.uid);
+  return e->new_rs && kcm_api_uid_equal(&o->controller.uid, &e->new_rs->o.uid) &&
+         !available(e, p);
+}
+
+static const char *op_name(enum kcm_deployment_op op) {
+  switch (op) {
+  case KCM_DEPLOYMENT_STEP_SCALE: return "scale";
+  case KCM_DEPLOYMENT_STEP_CREATE: return "create";
+  case KCM_DEPLOYMENT_STEP_DELETE: return "delete";
+  case KCM_DEPLOYMENT_STEP_ADOPT: return "adopt";
+  case KCM_DEPLOYMENT_STEP_RELEASE: return "release";
+  case KCM_DEPLOYMENT_STEP_ROLLBACK: return "roll back";
+  default: return "write";
+  }
+}
+
+static const char *state_name(enum kcm_deployment_why_state s) {
+  static const char *const names[] = {"acting", "complete", "paused", "waiting-for-available",
+                                      "waiting-for-old-pods", "settling", "invalid"};
+  return (unsigned)s < sizeof(names) / sizeof(names[0]) ? names[s] : "unknown";
+}
+
+/* "scale web-6d7 3 -> 2", "create web-7c5 with 1", ... */
+static void step_text(const struct kcm_deployment_why_step *s, struct kcm_buf *out) {
+  const char *rs = s->rs ? s->rs : "the Deployment";
+  if (s->op == KCM_DEPLOYMENT_STEP_SCALE)
+    kcm_buf_appendf(out, "scale ReplicaSet %s %s %d -> %d", rs,
+                    s->to > s->from ? "up" : s->to < s->from ? "down" : "(annotations)", s->from,
+                    s->to);
+  else if (s->op == KCM_DEPLOYMENT_STEP_CREATE)
+    kcm_buf_appendf(out, "create ReplicaSet %s with %d replica%s", rs, s->to,
+                    s->to == 1 ? "" : "s");
+  else
+    kcm_buf_appendf(out, "%s %s", op_name(s->op), rs);
+}
+
+/* A message as one bounded line: control characters as spaces. */
+static void message_text(const char *m, struct kcm_buf *out) {
+  size_t i;
+  for (i = 0; m && m[i] && (i < MESSAGE_CHARS || ((unsigned char)m[i] & 0xc0) == 0x80); i++)
+    kcm_buf_append(out, (unsigned char)m[i] < 0x20 ? " " : &m[i], 1);
+  if (m && m[i])
+    kcm_buf_append_str(out, "...");
+}
+
+static void bar(int32_t done, int32_t of, struct kcm_buf *out) {
+  int i, full = of > 0 ? (int)((int64_t)(done < 0 ? 0 : done > of ? of : done) * BAR / of) : BAR;
+  kcm_buf_append_str(out, "[");
+  for (i = 0; i < BAR; i++)
+    kcm_buf_append_str(out, i < full ? "#" : "-");
+  kcm_buf_append_str(out, "]");
+}
+
+/* The step that follows the wait, if the planner names one. */
+static void then_text(const struct kcm_deployment_why *w, struct kcm_buf *out) {
+  if (!w->has_next)
+    return;
+  kcm_buf_append_str(out, ",\n  then: ");
+  step_text(&w->next, out);
+}
+
+/* Where it stands and what it waits for, in words. */
+static void state_text(const struct explain *e, struct kcm_buf *out) {
+  const struct kcm_deployment_why *w = &e->w;
+  const char *nrs = e->new_rs ? e->new_rs->o.name : "the new ReplicaSet";
+  switch (w->state) {
+  case KCM_DEPLOYMENT_WHY_ACTING:
+    kcm_buf_append_str(out, "  next: ");
+    step_text(&w->next, out);
+    kcm_buf_append_str(out, ", now (the controller has not done it yet)\n");
+    return;
+  case KCM_DEPLOYMENT_WHY_COMPLETE:
+    kcm_buf_append_str(out, "  complete: every replica updated and available\n");
+    return;
+  case KCM_DEPLOYMENT_WHY_PAUSED:
+    kcm_buf_append_str(out, "  paused: the rollout waits for `kubectl rollout resume`; "
+                            "only scaling is done\n");
+    return;
+  case KCM_DEPLOYMENT_WHY_AVAILABLE:
+    kcm_buf_appendf(out, "  waits for %d more pod%s of %s to be available", w->more,
+                    w->more == 1 ? "" : "s", nrs);
+    then_text(w, out);
+    if (!e->d->recreate)
+      kcm_buf_appendf(out, "\n  (maxUnavailable %d: at least %d of %d stay available, %d are; "
+                           "maxSurge %d: at most %d pods, %d now)",
+                      w->max_unavailable, w->min_available, e->d->replicas, w->available,
+                      w->max_surge, w->max_total, w->total);
+    kcm_buf_append_str(out, "\n");
+    return;
+  case KCM_DEPLOYMENT_WHY_OLD_PODS:
+    kcm_buf_append_str(out, "  waits for the old pods to end (Recreate)");
+    then_text(w, out);
+    kcm_buf_append_str(out, "\n");
+    return;
+  case KCM_DEPLOYMENT_WHY_SETTLING:
+    kcm_buf_append_str(out, "  settling: nothing left to do but report the counts\n");
+    return;
+  default:
+    kcm_buf_append_str(out, "  its selector cannot be used: the controller does nothing\n");
+  }
+}
+
+/* The pods holding it back, the deadline, a ReplicaFailure. */
+static void notes_text(const struct explain *e, struct kcm_buf *out) {
+  const struct kcm_object *o;
+  size_t shown = 0, more = 0;
+  for (o = kcm_informer_first_in(&e->in->informers[KCM_KIND_POD], e->d->o.ns); o;
+       o = o->ns_next) {
+    if (!holds(e, o))
+      continue;
+    if (shown++ == SHOWN_PODS) {
+      shown--;
+      more++;
+      continue;
+    }
+    kcm_buf_appendf(out, "%s    pod %s: ", shown == 1 ? "  held back by:\n" : "", o->name);
+    pod_text(e, (const struct kcm_pod *)o, out);
+    kcm_buf_append_str(out, "\n");
+  }
+  if (more)
+    kcm_buf_appendf(out, "    and %zu more\n", more);
+  if (e->w.timed_out)
+    kcm_buf_appendf(out, "  progress deadline exceeded (%ds without progress)\n",
+                    e->d->progress_deadline);
+  else if (e->w.deadline_left_s != INT64_MIN)
+    kcm_buf_appendf(out, "  progress deadline: %llds left of %ds\n",
+                    (long long)(e->w.deadline_left_s > 0 ? e->w.deadline_left_s : 0),
+                    e->d->progress_deadline);
+  if (e->w.failure) {
+    kcm_buf_appendf(out, "  ReplicaFailure (%s): ", e->w.failure->reason ? e->w.failure->reason : "");
+    message_text(e->w.failure->message, out);
+    kcm_buf_append_str(out, "\n");
+  }
+}
+
+static void text(const struct explain *e, struct kcm_buf *out) {
+  const struct kcm_deployment *d = e->d;
+  const struct kcm_deployment_status *st = &e->w.plan.status;
+  kcm_buf_appendf(out, "deployment/%s in %s: revision %s, ", d->o.name, d->o.ns,
+                  e->w.plan.revision ? e->w.plan.revision
+                  : kcm_api_pairs_get(&d->annotations, KCM_DEPLOYMENT_REVISION)
+                      ? kcm_api_pairs_get(&d->annotations, KCM_DEPLOYMENT_REVISION) : "none");
+  if (d->recreate)
+    kcm_buf_append_str(out, "Recreate");
+  else
+    kcm_buf_appendf(out, "RollingUpdate (maxSurge %d, maxUnavailable %d)", e->w.max_surge,
+                    e->w.max_unavailable);
+  if (d->min_ready_seconds)
+    kcm_buf_appendf(out, ", minReadySeconds %d", d->min_ready_seconds);
+  kcm_buf_append_str(out, "\n  ");
+  bar(st->updated < st->available ? st->updated : st->available, d->replicas, out);
+  kcm_buf_appendf(out, " %d replicas: %d updated, %d ready, %d available\n", d->replicas,
+                  st->updated, st->ready, st->available);
+  state_text(e, out);
+  notes_text(e, out);
+}
+
+static void step_json(struct kcm_jsonw *j, const struct kcm_deployment_why_step *s) {
+  kcm_jsonw_key_object(j, "next");
+  kcm_jsonw_key_string(j, "action", op_name(s->op));
+  if (s->rs)
+    kcm_jsonw_key_string(j, "replicaSet", s->rs);
+  if (s->op == KCM_DEPLOYMENT_STEP_SCALE)
+    kcm_jsonw_key_int(j, "from", s->from);
+  if (s->op == KCM_DEPLOYMENT_STEP_SCALE || s->op == KCM_DEPLOYMENT_STEP_CREATE)
+    kcm_jsonw_key_int(j, "to", s->to);
+  kcm_jsonw_end(j);
+}
+
+static void pods_json(const struct explain *e, struct kcm_jsonw *j) {
+  const struct kcm_object *o;
+  struct kcm_buf b;
+  kcm_buf_init(&b, 4096);
+  kcm_jsonw_key_array(j, "heldBy");
+  for (o = kcm_informer_first_in(&e->in->informers[KCM_KIND_POD], e->d->o.ns); o;
+       o = o->ns_next) {
+    if (!holds(e, o))
+      continue;
+    kcm_buf_reset(&b);
+    pod_text(e, (const struct kcm_pod *)o, &b);
+    kcm_jsonw_object(j);
+    kcm_jsonw_key_string(j, "pod", o->name);
+    kcm_jsonw_key(j, "why");
+    kcm_jsonw_stringn(j, b.data ? b.data : "", b.len);
+    kcm_jsonw_key_int(j, "restarts", ((const struct kcm_pod *)o)->restarts);
+    kcm_jsonw_end(j);
+  }
+  kcm_jsonw_end(j);
+  kcm_buf_release(&b);
+}
+
+static void json(const struct explain *e, struct kcm_jsonw *j) {
+  const struct kcm_deployment_why *w = &e->w;
+  const struct kcm_deployment_status *st = &w->plan.status;
+  kcm_jsonw_object(j);
+  kcm_jsonw_key_string(j, "kind", "Deployment");
+  kcm_jsonw_key_string(j, "namespace", e->d->o.ns);
+  kcm_jsonw_key_string(j, "name", e->d->o.name);
+  kcm_jsonw_key_string(j, "state", state_name(w->state));
+  kcm_jsonw_key_string(j, "strategy", e->d->recreate ? "Recreate" : "RollingUpdate");
+  kcm_jsonw_key_int(j, "replicas", e->d->replicas);
+  kcm_jsonw_key_int(j, "updatedReplicas", st->updated);
+  kcm_jsonw_key_int(j, "readyReplicas", st->ready);
+  kcm_jsonw_key_int(j, "availableReplicas", st->available);
+  kcm_jsonw_key_int(j, "maxSurge", w->max_surge);
+  kcm_jsonw_key_int(j, "maxUnavailable", w->max_unavailable);
+  if (e->new_rs)
+    kcm_jsonw_key_string(j, "newReplicaSet", e->new_rs->o.name);
+  if (w->state == KCM_DEPLOYMENT_WHY_AVAILABLE)
+    kcm_jsonw_key_int(j, "waitsForAvailable", w->more);
+  if (w->has_next)
+    step_json(j, &w->next);
+  pods_json(e, j);
+  kcm_jsonw_key_bool(j, "progressDeadlineExceeded", w->timed_out);
+  if (w->deadline_left_s != INT64_MIN)
+    kcm_jsonw_key_int(j, "progressDeadlineLeftSeconds",
+                      w->deadline_left_s > 0 ? w->deadline_left_s : 0);
+  if (w->failure && w->failure->message)
+    kcm_jsonw_key_string(j, "replicaFailure", w->failure->message);
+  kcm_jsonw_end(j);
+}
+
+/* The planner's input from the caches; *cands to free. */
+static int input(struct explain *e, struct kcm_deployment_input *in,
+                 struct kcm_replicaset ***cands) {
+  struct kcm_object **objs = NULL;
+  size_t n = 0;
+  int err = kcm_informer_claimable(&e->in->informers[KCM_KIND_REPLICASET], &e->d->o.uid,
+                                   e->d->o.ns, &objs, &n);
+  if (err)
+    return err;
+  *cands = (struct kcm_replicaset **)(void *)objs;
+  memset(in, 0, sizeof(*in));
+  in->d = e->d;
+  in->candidates = *cands;
+  in->ncandidates = n;
+  in->pods_running = pods_running;
+  in->ctx = e;
+  in->now_ms = e->in->now_ms;
+  in->terminating_kept = -1;
+  return 0;
+}
+
+int kcm_deployment_explain(const struct kcm_controllers_why *in, struct kcm_buf *out,
+                           int *ended) {
+  struct explain e = {in, NULL, {0}, NULL};
+  struct kcm_deployment_input pin;
+  struct kcm_replicaset **cands = NULL;
+  int err;
+
+  *ended = 0;
+  e.d = (const struct kcm_deployment *)kcm_informer_get(&in->informers[KCM_KIND_DEPLOYMENT],
+                                                        in->ns, in->name);
+  if (!e.d)
+    return KCM_ENOTFOUND;
+  if ((err = input(&e, &pin, &cands)) || (err = kcm_deployment_why(&pin, &e.w))) {
+    free(cands);
+    return err;
+  }
+  if (e.w.plan.new_rs >= 0)
+    e.new_rs = e.w.plan.rs[e.w.plan.new_rs].rs;
+  *ended = e.w.state == KCM_DEPLOYMENT_WHY_COMPLETE ? 1 : e.w.timed_out ? -1 : 0;
+  if (in->json) {
+    struct kcm_jsonw j;
+    kcm_jsonw_start(&j, out);
+    json(&e, &j);
+    err = kcm_jsonw_finish(&j);
+    if (!err)
+      err = kcm_buf_append_str(out, "\n");
+  } else
+    text(&e, out);
+  kcm_deployment_why_release(&e.w);
+  free(cands);
+  return err;
+}

@@ -1,0 +1,371 @@
+/*
+ * why — the `kcm why` subcommand; see include/kcm/why.h.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <uv.h>
+
+#include "kcm/api.h"
+#include "kcm/buf.h"
+#include "kcm/client.h"
+#include "kcm/controllers.h"
+#include "kcm/error.h"
+#include "kcm/informer.h"
+#include "kcm/intern.h"
+#include "kcm/log.h"
+#include "kcm/options.h"
+#include "kcm/why.h"
+
+enum { WHY_OK = 0, WHY_FAILED = 1, WHY_USAGE = 2, WHY_READ = 3 };
+
+#define CHECK_MS 20             /* how often the caches are looked at */
+#define ANSWER_MAX (16u << 20) /* bytes of one answer */
+
+struct kcm_why {
+  /* from the command line */
+  const char *target;     /* KIND/NAME */
+  const char *ns;         /* -n; NULL: the context's */
+  const char *kubeconfig;
+  const char *context;
+  bool json;
+  bool watch;
+  uint64_t timeout_ms;    /* --request-timeout: for the caches to sync */
+  /* resolved */
+  const struct kcm_controllers_row *row;
+  char name[KCM_API_NAME_MAX + 1];
+  struct kcm_client_config cfg;
+  uv_loop_t loop;
+  struct kcm_client *client;
+  struct kcm_intern pool;
+  struct kcm_informer informers[KCM_KIND_COUNT];
+  unsigned kinds;         /* those set up */
+  uv_timer_t check;
+  uint64_t started;
+  bool changed;           /* since the last answer */
+  bool loop_up, finishing;
+  char *last;             /* the last answer printed (--watch) */
+  int open;               /* informers still to close */
+  int rc;
+};
+
+static const char usage[] =
+    "Usage: kcm why KIND/NAME [-n NAMESPACE] [-o text|json] [--watch]\n"
+    "               [--kubeconfig FILE] [--context NAME] [--request-timeout DURATION]\n"
+    "\n"
+    "What a Deployment's rollout waits for, as kcm's own planner sees it: the next\n"
+    "step the controller takes and the condition it waits for, the pods that hold it\n"
+    "back, the progress deadline. KIND is deployment (deploy, deployments).\n"
+    "Reads only, with the kubeconfig's user and rights (also as `kubectl kcm why`).\n"
+    "\n"
+    "  -n, --namespace NS     the object's namespace (default: the context's)\n"
+    "  -o, --output FORMAT    text (default) or json\n"
+    "  -w, --watch            answer again at each change until the rollout is done\n"
+    "                         (exit 0) or past its progress deadline (exit 1)\n"
+    "      --kubeconfig FILE  default: $KUBECONFIG, ~/.kube/config, in-cluster\n"
+    "      --context NAME     default: the current context\n"
+    "      --request-timeout D  give up reading after D (default 30s)\n"
+    "\n"
+    "Exit status: 0 answered, 1 past its progress deadline (--watch), 2 bad\n"
+    "arguments or settings, 3 a read failed or the object does not exist.\n";
+
+/* The row whose kind `word` names (kubectl's names: singular, plural or
+ * short), among those that can answer; NULL if none. */
+static const struct kcm_controllers_row *row_named(const char *word, size_t n) {
+  size_t i;
+  for (i = 0; kcm_controllers_table[i]; i++) {
+    const struct kcm_controllers_row *r = kcm_controllers_table[i];
+    const struct kcm_api_kind *k = kcm_api_kind(r->kind);
+    const char *names[] = {k->singular, k->plural, k->short_name, k->name};
+    size_t j;
+    if (!r->why)
+      continue;
+    for (j = 0; j < sizeof(names) / sizeof(names[0]); j++)
+      if (names[j] && strlen(names[j]) == n && !strncasecmp(names[j], word, n))
+        return r;
+  }
+  return NULL;
+}
+
+/* A flag's value: "--flag=v", or the next argument. */
+static const char *value(int argc, char **argv, int *i, const char *a, size_t n) {
+  if (a[n] == '=')
+    return a + n + 1;
+  if (a[n] || *i + 1 >= argc)
+    return NULL;
+  return argv[++*i];
+}
+
+static bool is(const char *a, const char *shrt, const char *lng, size_t *n) {
+  size_t l = strlen(lng);
+  if (shrt && !strncmp(a, shrt, 2) && (a[2] == '\0' || a[2] == '=')) {
+    *n = 2;
+    return true;
+  }
+  if (!strncmp(a, lng, l) && (a[l] == '\0' || a[l] == '=')) {
+    *n = l;
+    return true;
+  }
+  return false;
+}
+
+static int bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int bad(const char *fmt, ...) {
+  va_list ap;
+  fprintf(stderr, "kcm why: ");
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "\n(see kcm why --help)\n");
+  return WHY_USAGE;
+}
+
+/* One flag at argv[*i]: 0, or the exit status of a bad one. */
+static int flag(struct kcm_why *w, int argc, char **argv, int *i) {
+  const char *a = argv[*i], *v;
+  size_t n;
+  if (is(a, "-n", "--namespace", &n)) {
+    if (!(w->ns = value(argc, argv, i, a, n)) || !*w->ns)
+      return bad("%s needs a namespace", a);
+  } else if (is(a, "-o", "--output", &n)) {
+    if (!(v = value(argc, argv, i, a, n)) || (strcmp(v, "json") && strcmp(v, "text")))
+      return bad("%s takes text or json", a);
+    w->json = !strcmp(v, "json");
+  } else if (is(a, "-w", "--watch", &n) && !a[n]) {
+    w->watch = true;
+  } else if (is(a, NULL, "--kubeconfig", &n)) {
+    if (!(w->kubeconfig = value(argc, argv, i, a, n)))
+      return bad("%s needs a file", a);
+  } else if (is(a, NULL, "--context", &n)) {
+    if (!(w->context = value(argc, argv, i, a, n)))
+      return bad("%s needs a name", a);
+  } else if (is(a, NULL, "--request-timeout", &n)) {
+    if (!(v = value(argc, argv, i, a, n)) || kcm_options_duration(v, &w->timeout_ms) ||
+        !w->timeout_ms)
+      return bad("%s needs a duration above 0, such as 30s", a);
+  } else
+    return bad("unknown flag %s", a);
+  return 0;
+}
+
+/* The command line into w: 0, or the exit status to leave with (-1 for
+ * --help, printed). */
+static int parse(struct kcm_why *w, int argc, char **argv) {
+  const char *slash;
+  int i, rc;
+  w->timeout_ms = 30000;
+  for (i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      fputs(usage, stdout);
+      return -1;
+    }
+    if (a[0] == '-' && a[1]) {
+      if ((rc = flag(w, argc, argv, &i)))
+        return rc;
+    } else if (w->target)
+      return bad("one object at a time: %s, then %s", w->target, a);
+    else
+      w->target = a;
+  }
+  if (!w->target)
+    return bad("%s", "name the object: KIND/NAME, e.g. deployment/web");
+  if (!(slash = strchr(w->target, '/')) || !slash[1] || strchr(slash + 1, '/'))
+    return bad("%s is not KIND/NAME", w->target);
+  if (!(w->row = row_named(w->target, (size_t)(slash - w->target))))
+    return bad("kcm cannot explain a %.*s: deployment is what it knows", (int)(slash - w->target),
+               w->target);
+  if (strlen(slash + 1) > KCM_API_NAME_MAX || kcm_client_segment_problem(slash + 1))
+    return bad("%s is not an object's name", slash + 1);
+  strcpy(w->name, slash + 1);
+  return 0;
+}
+
+/* The settings, the client, and a cache of each kind the row reads in the
+ * object's namespace. 0, or the exit status. */
+static int setup(struct kcm_why *w) {
+  struct kcm_client_config_options copts = {w->kubeconfig, w->context, NULL};
+  char *errmsg = NULL;
+  int err, k;
+
+  if ((err = kcm_client_config_load(&w->cfg, &copts, &errmsg))) {
+    fprintf(stderr, "kcm why: cannot load the settings: %s\n",
+            errmsg ? errmsg : kcm_strerror(err));
+    free(errmsg);
+    return WHY_USAGE;
+  }
+  if (!w->ns)
+    w->ns = w->cfg.namespace ? w->cfg.namespace : "default";
+  if (kcm_client_segment_problem(w->ns))
+    return bad("%s is not a namespace", w->ns);
+  uv_loop_init(&w->loop);
+  kcm_intern_init(&w->pool);
+  w->loop_up = true;
+  if ((err = kcm_client_new(&w->client, &w->loop, &w->cfg))) {
+    fprintf(stderr, "kcm why: cannot set up the API client for %s: %s\n", w->cfg.server,
+            kcm_strerror(err));
+    return WHY_USAGE;
+  }
+  for (k = 0; k < KCM_KIND_COUNT; k++) {
+    struct kcm_informer_options io = {0};
+    if (!(w->row->kinds & (1u << k)))
+      continue;
+    io.kind = (enum kcm_kind)k;
+    io.namespace = w->ns;
+    io.protobuf = true;
+    if ((err = kcm_informer_init(&w->informers[k], &w->loop, w->client, &w->pool, &io))) {
+      fprintf(stderr, "kcm why: cannot read %s: %s\n", kcm_api_kind(io.kind)->plural,
+              kcm_strerror(err));
+      return WHY_USAGE;
+    }
+    w->informers[k].data = w;
+    w->kinds |= 1u << k;
+  }
+  return 0;
+}
+
+static void closed(struct kcm_informer *inf) {
+  struct kcm_why *w = inf->data;
+  if (--w->open == 0)
+    kcm_client_close(w->client);
+}
+
+/* Stop reading; the loop then runs out of handles. */
+static void finish(struct kcm_why *w, int rc) {
+  int k;
+  if (w->finishing)
+    return;
+  w->finishing = true;
+  w->rc = rc;
+  uv_timer_stop(&w->check);
+  uv_close((uv_handle_t *)&w->check, NULL);
+  for (k = 0; k < KCM_KIND_COUNT; k++)
+    if (w->kinds & (1u << k))
+      w->open++;
+  for (k = 0; k < KCM_KIND_COUNT; k++)
+    if (w->kinds & (1u << k))
+      kcm_informer_stop(&w->informers[k], closed);
+}
+
+/* A cache that cannot sync: the read the server refused, in words. */
+static bool read_failed(struct kcm_why *w) {
+  int k;
+  for (k = 0; k < KCM_KIND_COUNT; k++) {
+    const struct kcm_informer *inf = &w->informers[k];
+    if (!(w->kinds & (1u << k)) || inf->synced || !inf->stats.failures)
+      continue;
+    fprintf(stderr, "kcm why: cannot list %s in namespace %s (the error above says why)\n",
+            kcm_api_kind((enum kcm_kind)k)->plural, w->ns);
+    return true;
+  }
+  return false;
+}
+
+/* Print the row's answer when it differs from the last. */
+static void answer(struct kcm_why *w) {
+  struct kcm_controllers_why in = {w->informers, w->ns, w->name, 0, w->json};
+  struct kcm_buf out = KCM_BUF_INIT(ANSWER_MAX);
+  int ended = 0;
+  uv_timeval64_t now;
+  int err;
+
+  uv_gettimeofday(&now);
+  in.now_ms = (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_usec / 1000;
+  err = w->row->why(&in, &out, &ended);
+  if (err == KCM_ENOTFOUND) {
+    fprintf(stderr, "kcm why: %s %s not found in namespace %s\n",
+            kcm_api_kind(w->row->kind)->singular, w->name, w->ns);
+    finish(w, WHY_READ);
+  } else if (err) {
+    fprintf(stderr, "kcm why: cannot answer: %s\n", kcm_strerror(err));
+    finish(w, WHY_READ);
+  } else {
+    if (!w->last || strcmp(w->last, out.data ? out.data : "")) {
+      fputs(out.data ? out.data : "", stdout);
+      fflush(stdout);
+      free(w->last);
+      w->last = kcm_buf_take(&out);
+    }
+    if (!w->watch || ended)
+      finish(w, w->watch && ended < 0 ? WHY_FAILED : WHY_OK);
+  }
+  kcm_buf_release(&out);
+}
+
+static void on_check(uv_timer_t *t) {
+  struct kcm_why *w = t->data;
+  int k;
+  for (k = 0; k < KCM_KIND_COUNT; k++)
+    if ((w->kinds & (1u << k)) && !kcm_informer_synced(&w->informers[k])) {
+      if (read_failed(w) || uv_now(&w->loop) - w->started > w->timeout_ms) {
+        if (!read_failed(w))
+          fprintf(stderr, "kcm why: the reads did not finish within %llu ms\n",
+                  (unsigned long long)w->timeout_ms);
+        finish(w, WHY_READ);
+      }
+      return;
+    }
+  if (w->changed || !w->last) {
+    w->changed = false;
+    answer(w);
+  }
+}
+
+static void on_change(void *ctx, struct kcm_object *o) {
+  (void)o;
+  ((struct kcm_why *)ctx)->changed = true;
+}
+static void on_update(void *ctx, struct kcm_object *old, struct kcm_object *cur) {
+  (void)old;
+  on_change(ctx, cur);
+}
+static void on_delete(void *ctx, struct kcm_object *o, bool unknown) {
+  (void)unknown;
+  on_change(ctx, o);
+}
+
+static int run(struct kcm_why *w) {
+  struct kcm_informer_handler h = {on_change, on_update, on_delete, w};
+  int k;
+  for (k = 0; k < KCM_KIND_COUNT; k++)
+    if ((w->kinds & (1u << k)) && kcm_informer_add_handler(&w->informers[k], &h))
+      return WHY_READ;
+  uv_timer_init(&w->loop, &w->check);
+  w->check.data = w;
+  w->started = uv_now(&w->loop);
+  for (k = 0; k < KCM_KIND_COUNT; k++)
+    if (w->kinds & (1u << k))
+      kcm_informer_start(&w->informers[k]);
+  uv_timer_start(&w->check, on_check, CHECK_MS, CHECK_MS);
+  uv_run(&w->loop, UV_RUN_DEFAULT);
+  return w->rc;
+}
+
+static void teardown(struct kcm_why *w) {
+  int k;
+  for (k = 0; k < KCM_KIND_COUNT; k++)
+    if (w->kinds & (1u << k))
+      kcm_informer_release(&w->informers[k]);
+  if (w->loop_up) {
+    kcm_intern_release(&w->pool);
+    uv_loop_close(&w->loop);
+  }
+  kcm_client_config_release(&w->cfg);
+  free(w->last);
+}
+
+int kcm_why_main(int argc, char **argv) {
+  struct kcm_why w;
+  int rc;
+  memset(&w, 0, sizeof(w));
+  kcm_log_set_verbosity(0);
+  if ((rc = parse(&w, argc, argv)))
+    return rc < 0 ? WHY_OK : rc;
+  rc = setup(&w);
+  if (!rc)
+    rc = run(&w);
+  teardown(&w);
+  return rc;
+}
