@@ -49,6 +49,9 @@
 /* --- planning (pure) --------------------------------------------------------------- */
 
 bool kcm_replicaset_pod_active(const struct kcm_pod *p);
+/* Ready, and for min_ready seconds by now: its Ready condition's
+ * transition time plus min_ready is now or earlier. */
+bool kcm_replicaset_pod_available(const struct kcm_pod *p, int32_t min_ready, uint64_t now_ms);
 /* Milliseconds from now_ms until the first of the ready pods not yet
  * available becomes available; -1 when none will (min_ready <= 0, or no
  * such pod). The sync is due again then. */

@@ -11,6 +11,7 @@
 #include "kcm/deployment.h"
 #include "kcm/jsonw.h"
 #include "kcm/labels.h"
+#include "kcm/replicaset.h"
 
 #include "internal.h"
 
@@ -38,10 +39,11 @@ static bool pods_running(void *ctx, const struct kcm_replicaset *rs) {
   return false;
 }
 
-/* Whether pod p counts as available for minReadySeconds at now_s. */
+/* Whether pod p of the new ReplicaSet counts as available, as that
+ * ReplicaSet's controller counts it. */
 static bool available(const struct explain *e, const struct kcm_pod *p) {
-  int64_t now_s = (int64_t)(e->in->now_ms / 1000);
-  return p->ready && !p->o.deleted && p->ready_since + e->d->min_ready_seconds <= now_s;
+  return !p->o.deleted && kcm_replicaset_pod_available(p, e->new_rs->min_ready_seconds,
+                                                       e->in->now_ms);
 }
 
 /* What holds pod p back, in a few words. */
@@ -57,7 +59,8 @@ static void pod_text(const struct explain *e, const struct kcm_pod *p, struct kc
     kcm_buf_appendf(out, ", not ready");
   else
     kcm_buf_appendf(out, ", ready for %llds of minReadySeconds %d",
-                    (long long)(now_s - p->ready_since), e->d->min_ready_seconds);
+                    (long long)(now_s - p->ready_since),
+                    e->new_rs ? e->new_rs->min_ready_seconds : e->d->min_ready_seconds);
   if (p->restarts > 0)
     kcm_buf_appendf(out, ", restarted %d time%s", p->restarts, p->restarts == 1 ? "" : "s");
 }
@@ -107,12 +110,19 @@ static void step_text(const struct kcm_deployment_why_step *s, struct kcm_buf *o
     kcm_buf_appendf(out, "%s %s", op_name(s->op), rs);
 }
 
-/* A message as one bounded line: control characters as spaces. */
+/* Text from the objects as one bounded line for a terminal: control
+ * characters (C0, DEL, and C1 as UTF-8 writes them) as spaces. */
 static void message_text(const char *m, struct kcm_buf *out) {
+  const unsigned char *u = (const unsigned char *)m;
   size_t i;
-  for (i = 0; m && m[i] && (i < MESSAGE_CHARS || ((unsigned char)m[i] & 0xc0) == 0x80); i++)
-    kcm_buf_append(out, (unsigned char)m[i] < 0x20 ? " " : &m[i], 1);
-  if (m && m[i])
+  for (i = 0; u && u[i] && (i < MESSAGE_CHARS || (u[i] & 0xc0) == 0x80); i++) {
+    if (u[i] == 0xc2 && u[i + 1] >= 0x80 && u[i + 1] <= 0x9f) {
+      kcm_buf_append_str(out, " ");
+      i++;
+    } else
+      kcm_buf_append(out, u[i] < 0x20 || u[i] == 0x7f ? " " : &m[i], 1);
+  }
+  if (u && u[i])
     kcm_buf_append_str(out, "...");
 }
 
@@ -200,7 +210,9 @@ static void notes_text(const struct explain *e, struct kcm_buf *out) {
                     (long long)(e->w.deadline_left_s > 0 ? e->w.deadline_left_s : 0),
                     e->d->progress_deadline);
   if (e->w.failure) {
-    kcm_buf_appendf(out, "  ReplicaFailure (%s): ", e->w.failure->reason ? e->w.failure->reason : "");
+    kcm_buf_append_str(out, "  ReplicaFailure (");
+    message_text(e->w.failure->reason ? e->w.failure->reason : "", out);
+    kcm_buf_append_str(out, "): ");
     message_text(e->w.failure->message, out);
     kcm_buf_append_str(out, "\n");
   }
@@ -209,10 +221,11 @@ static void notes_text(const struct explain *e, struct kcm_buf *out) {
 static void text(const struct explain *e, struct kcm_buf *out) {
   const struct kcm_deployment *d = e->d;
   const struct kcm_deployment_status *st = &e->w.plan.status;
-  kcm_buf_appendf(out, "deployment/%s in %s: revision %s, ", d->o.name, d->o.ns,
-                  e->w.plan.revision ? e->w.plan.revision
-                  : kcm_api_pairs_get(&d->annotations, KCM_DEPLOYMENT_REVISION)
-                      ? kcm_api_pairs_get(&d->annotations, KCM_DEPLOYMENT_REVISION) : "none");
+  const char *rev = e->w.plan.revision ? e->w.plan.revision
+                    : kcm_api_pairs_get(&d->annotations, KCM_DEPLOYMENT_REVISION);
+  kcm_buf_appendf(out, "deployment/%s in %s: revision ", d->o.name, d->o.ns);
+  message_text(rev ? rev : "none", out);
+  kcm_buf_append_str(out, ", ");
   if (d->recreate)
     kcm_buf_append_str(out, "Recreate");
   else

@@ -13,10 +13,6 @@
  * deleted. */
 bool kcm_replicaset_should_manage(const struct kcm_replicaset *rs, bool satisfied);
 
-/* Ready, and for min_ready seconds by now: its Ready condition's
- * transition time plus min_ready is now or earlier. */
-bool kcm_replicaset_pod_available(const struct kcm_pod *p, int32_t min_ready, uint64_t now_ms);
-
 /* Slow start: the next batch after one of `batch`, with `remaining` left
  * (1, 2, 4, 8, ... never more than remaining). */
 int32_t kcm_replicaset_next_batch(int32_t batch, int32_t remaining);
