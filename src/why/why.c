@@ -299,10 +299,11 @@ static void on_check(uv_timer_t *t) {
   int k;
   for (k = 0; k < KCM_KIND_COUNT; k++)
     if ((w->kinds & (1u << k)) && !kcm_informer_synced(&w->informers[k])) {
-      if (read_failed(w) || uv_now(&w->loop) - w->started > w->timeout_ms) {
-        if (!read_failed(w))
-          fprintf(stderr, "kcm why: the reads did not finish within %llu ms\n",
-                  (unsigned long long)w->timeout_ms);
+      if (read_failed(w))
+        finish(w, WHY_READ);
+      else if (uv_now(&w->loop) - w->started > w->timeout_ms) {
+        fprintf(stderr, "kcm why: the reads did not finish within %llu ms\n",
+                (unsigned long long)w->timeout_ms);
         finish(w, WHY_READ);
       }
       return;

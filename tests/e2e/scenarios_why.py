@@ -97,3 +97,30 @@ def why_errors(ctx):
                           (("deploy/a", "deploy/b"), "one object at a time")):
         p = why(ctx, *args)
         assert p.returncode == 2 and message in p.stderr, (args, p.returncode, p.stderr)
+
+
+@scenario("kcm why: a read the user's RBAC refuses is named, and nothing is answered")
+def why_refused_read(ctx):
+    skip_unless_kcm(ctx)
+    env = ctx.env
+    own = ctx.ns + "-r"
+    ctx.k("create", "namespace", own, namespaced=False)
+    tns, token = env.user_token(own, "nobody")  # the local API server's is in a fixed one
+    ctx.k("create", "namespace", tns, namespaced=False, check=False)  # may exist
+    meta = {"name": "why-reader-" + ctx.ns, "namespace": tns}
+    for obj in ({"kind": "Role", "metadata": meta, "rules": [
+                    {"apiGroups": ["apps"], "resources": ["deployments", "replicasets"],
+                     "verbs": ["get", "list", "watch"]}]},
+                {"kind": "RoleBinding", "metadata": meta,
+                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                             "name": meta["name"]},
+                 "subjects": [{"kind": "ServiceAccount", "name": "nobody", "namespace": tns}]}):
+        obj["apiVersion"] = "rbac.authorization.k8s.io/v1"
+        ctx.k("apply", "-f", "-", stdin=json.dumps(obj), namespaced=False)
+    kubeconfig = env.token_kubectl(token, tns).base[2]
+    p = subprocess.run([ctx.env.kcm_binary, "why", "deployment/web", "-n", tns,
+                        "--kubeconfig", kubeconfig, "--request-timeout", "30s"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 3 and p.stdout == "", (p.returncode, p.stdout, p.stderr)
+    assert p.stderr.count("kcm why: cannot list pods in namespace %s" % tns) == 1, p.stderr
+    assert "forbidden" in p.stderr, p.stderr
