@@ -38,7 +38,10 @@
 #ifndef KCM_LOG_H
 #define KCM_LOG_H
 
+#include <stddef.h>
 #include <stdio.h>
+
+#include "kcm/buf.h"
 
 enum kcm_log_severity {
   KCM_LOG_INFO,
@@ -68,6 +71,14 @@ int kcm_log_set_vmodule(const char *list);
 /* The verbosity of a source file (KCM_LOG_FILE); kcm_v() caches it per
  * call site in *cached, valid while *generation matches. */
 int kcm_log_file_verbosity(const char *file, int *cached, unsigned *generation);
+
+/* Text from outside (an object's message, a name) as one line a terminal
+ * shows as it is, appended to out: a code point that is not printable (a
+ * control, a line separator, a bidirectional override; as above) or a
+ * byte that is not UTF-8 becomes one space; at most max bytes of s are
+ * kept, cut between code points, and "..." follows a cut. NULL appends
+ * nothing. Returns 0 or KCM_ENOMEM. */
+int kcm_log_plain(struct kcm_buf *out, const char *s, size_t max);
 
 /* Where lines go (default stderr). The stream is borrowed, not closed. */
 void kcm_log_set_output(FILE *out);

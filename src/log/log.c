@@ -1,6 +1,8 @@
 /* log — klog-style text logging; see include/kcm/log.h. */
 #include "kcm/log.h"
 
+#include "kcm/buf.h"
+
 #include <errno.h>
 #include <fnmatch.h>
 #include <limits.h>
@@ -201,6 +203,21 @@ static bool printable(uint32_t r) {
     if (r >= unprintable[i][0] && r <= unprintable[i][1])
       return false;
   return true;
+}
+
+int kcm_log_plain(struct kcm_buf *out, const char *s, size_t max) {
+  const unsigned char *u = (const unsigned char *)s;
+  size_t i = 0, n = s ? strlen(s) : 0, len;
+  uint32_t r;
+  int err = 0;
+  while (i < n && !err) {
+    len = utf8_rune(u + i, n - i, &r);
+    if (i + (len ? len : 1) > max)
+      return kcm_buf_append_str(out, "...");
+    err = len && printable(r) ? kcm_buf_append(out, s + i, len) : kcm_buf_append_str(out, " ");
+    i += len ? len : 1;
+  }
+  return err;
 }
 
 /* s[0..n) escaped as Go's strconv.Quote does: \n and the other C escapes,

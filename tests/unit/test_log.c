@@ -351,6 +351,41 @@ static void long_json_values_are_kept_whole(void **state) {
   free(text);
 }
 
+static char *plain(const char *s, size_t max) {
+  struct kcm_buf b = KCM_BUF_INIT(4096);
+  char *t;
+  assert_int_equal(kcm_log_plain(&b, s, max), 0);
+  assert_non_null(t = kcm_buf_take(&b));
+  return t;
+}
+
+static void plain_text_reaches_a_terminal_as_one_line(void **state) {
+  char *t;
+  (void)state;
+  /* an escape sequence, a C1 CSI, DEL, a line separator, a bidirectional
+   * override, a byte that is not UTF-8, a newline: one space each */
+  t = plain("a\x1b[2Jb\xc2\x9b" "31mc\x7f" "d\xe2\x80\xa8" "e\xe2\x80\xae" "f\xff" "g\nh", 300);
+  assert_string_equal(t, "a [2Jb 31mc d e f g h");
+  free(t);
+  /* printable text past ASCII stays */
+  t = plain("caf\xc3\xa9 \xe6\x97\xa5", 300);
+  assert_string_equal(t, "caf\xc3\xa9 \xe6\x97\xa5");
+  free(t);
+  /* cut at a code point: "ab" and the 3-byte one at bytes 2..4 would pass 4 */
+  t = plain("ab\xe6\x97\xa5" "cd", 4);
+  assert_string_equal(t, "ab...");
+  free(t);
+  t = plain("ab\xe6\x97\xa5" "cd", 5);
+  assert_string_equal(t, "ab\xe6\x97\xa5...");
+  free(t);
+  t = plain("abc", 3);
+  assert_string_equal(t, "abc");
+  free(t);
+  t = plain(NULL, 3);
+  assert_string_equal(t, "");
+  free(t);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(line_has_klog_header),
@@ -363,6 +398,7 @@ int main(void) {
       cmocka_unit_test(json_values_cannot_forge_keys),
       cmocka_unit_test(conversions_are_printf),
       cmocka_unit_test(long_json_values_are_kept_whole),
+      cmocka_unit_test(plain_text_reaches_a_terminal_as_one_line),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

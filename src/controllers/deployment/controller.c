@@ -20,6 +20,8 @@
 #include "kcm/log.h"
 #include "kcm/runtime.h"
 
+#include "internal.h"
+
 /* The Deployment-to-ReplicaSet aliases, keyed by the Deployment's key. */
 struct alias_entry {
   char *key;
@@ -582,20 +584,32 @@ static void send_step(struct kcm_runtime_job *base, const void *step, size_t i) 
     kcm_runtime_halt(base);
 }
 
-/* Recreate: whether the ReplicaSet still has a pod that is not done
- * (each pod looked at is held: the plan depends on it). */
-static bool pods_running(void *ctx, const struct kcm_replicaset *rs) {
-  struct dp_job *j = ctx;
+bool dp_pods_running(struct kcm_informer *pods, const struct kcm_deployment *d,
+                     const struct kcm_replicaset *rs,
+                     void (*seen)(void *ctx, struct kcm_object *pod), void *ctx) {
   struct kcm_object *o;
-  for (o = kcm_informer_first_owned(j->c->pod_informer, &rs->o.uid); o; o = o->own_next) {
+  for (o = kcm_informer_first_owned(pods, &rs->o.uid); o; o = o->own_next) {
     const struct kcm_pod *p = (const struct kcm_pod *)o;
-    if (strcmp(o->ns, rs->o.ns) || !kcm_labels_matches(&j->d->selector, &o->labels))
+    if (strcmp(o->ns, rs->o.ns) || !kcm_labels_matches(&d->selector, &o->labels))
       continue;
-    kcm_runtime_hold(&j->base, o);
+    if (seen)
+      seen(ctx, o);
     if (p->phase != KCM_POD_SUCCEEDED && p->phase != KCM_POD_FAILED)
       return true;
   }
   return false;
+}
+
+static void hold_pod(void *ctx, struct kcm_object *pod) {
+  struct dp_job *j = ctx;
+  kcm_runtime_hold(&j->base, pod);
+}
+
+/* Recreate: whether the ReplicaSet still has a pod that is not done
+ * (each pod looked at is held: the plan depends on it). */
+static bool pods_running(void *ctx, const struct kcm_replicaset *rs) {
+  struct dp_job *j = ctx;
+  return dp_pods_running(j->c->pod_informer, j->d, rs, hold_pod, j);
 }
 
 /* The ReplicaSets it controls and the orphans of its namespace, held by

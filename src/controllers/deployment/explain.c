@@ -11,12 +11,13 @@
 #include "kcm/deployment.h"
 #include "kcm/jsonw.h"
 #include "kcm/labels.h"
+#include "kcm/log.h"
 #include "kcm/replicaset.h"
 
 #include "internal.h"
 
 #define SHOWN_PODS 5      /* pods named in text; the rest are counted */
-#define MESSAGE_CHARS 300 /* of a condition's message */
+#define MESSAGE_CHARS 300 /* bytes of text from an object shown */
 #define BAR 20            /* cells of the progress bar */
 
 struct explain {
@@ -28,15 +29,7 @@ struct explain {
 
 static bool pods_running(void *ctx, const struct kcm_replicaset *rs) {
   const struct explain *e = ctx;
-  const struct kcm_object *o;
-  for (o = kcm_informer_first_owned(&e->in->informers[KCM_KIND_POD], &rs->o.uid); o;
-       o = o->own_next) {
-    const struct kcm_pod *p = (const struct kcm_pod *)o;
-    if (!strcmp(o->ns, rs->o.ns) && kcm_labels_matches(&e->d->selector, &o->labels) &&
-        p->phase != KCM_POD_SUCCEEDED && p->phase != KCM_POD_FAILED)
-      return true;
-  }
-  return false;
+  return dp_pods_running(&e->in->informers[KCM_KIND_POD], e->d, rs, NULL, NULL);
 }
 
 /* Whether pod p of the new ReplicaSet counts as available, as that
@@ -108,22 +101,6 @@ static void step_text(const struct kcm_deployment_why_step *s, struct kcm_buf *o
                     s->to == 1 ? "" : "s");
   else
     kcm_buf_appendf(out, "%s %s", op_name(s->op), rs);
-}
-
-/* Text from the objects as one bounded line for a terminal: control
- * characters (C0, DEL, and C1 as UTF-8 writes them) as spaces. */
-static void message_text(const char *m, struct kcm_buf *out) {
-  const unsigned char *u = (const unsigned char *)m;
-  size_t i;
-  for (i = 0; u && u[i] && (i < MESSAGE_CHARS || (u[i] & 0xc0) == 0x80); i++) {
-    if (u[i] == 0xc2 && u[i + 1] >= 0x80 && u[i + 1] <= 0x9f) {
-      kcm_buf_append_str(out, " ");
-      i++;
-    } else
-      kcm_buf_append(out, u[i] < 0x20 || u[i] == 0x7f ? " " : &m[i], 1);
-  }
-  if (u && u[i])
-    kcm_buf_append_str(out, "...");
 }
 
 static void bar(int32_t done, int32_t of, struct kcm_buf *out) {
@@ -211,9 +188,9 @@ static void notes_text(const struct explain *e, struct kcm_buf *out) {
                     e->d->progress_deadline);
   if (e->w.failure) {
     kcm_buf_append_str(out, "  ReplicaFailure (");
-    message_text(e->w.failure->reason ? e->w.failure->reason : "", out);
+    kcm_log_plain(out, e->w.failure->reason, MESSAGE_CHARS);
     kcm_buf_append_str(out, "): ");
-    message_text(e->w.failure->message, out);
+    kcm_log_plain(out, e->w.failure->message, MESSAGE_CHARS);
     kcm_buf_append_str(out, "\n");
   }
 }
@@ -224,7 +201,7 @@ static void text(const struct explain *e, struct kcm_buf *out) {
   const char *rev = e->w.plan.revision ? e->w.plan.revision
                     : kcm_api_pairs_get(&d->annotations, KCM_DEPLOYMENT_REVISION);
   kcm_buf_appendf(out, "deployment/%s in %s: revision ", d->o.name, d->o.ns);
-  message_text(rev ? rev : "none", out);
+  kcm_log_plain(out, rev ? rev : "none", MESSAGE_CHARS);
   kcm_buf_append_str(out, ", ");
   if (d->recreate)
     kcm_buf_append_str(out, "Recreate");

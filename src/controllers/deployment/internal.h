@@ -8,6 +8,8 @@
  *   progress.c     conditions and status
  *   rollback.c     the legacy rollbackTo annotation
  *   why.c          what a rollout waits for, asked of the planner
+ *
+ * and what the controller (controller.c) shares with `kcm why` (explain.c).
  */
 #ifndef KCM_DEPLOYMENT_INTERNAL_H
 #define KCM_DEPLOYMENT_INTERNAL_H
@@ -111,6 +113,14 @@ void dp_write_status(struct dp_sync *s, bool lenient);
 
 /* rollback.c */
 void dp_rollback(struct dp_sync *s, int *all, int64_t target);
+
+/* controller.c: whether ReplicaSet rs of Deployment d still has a pod in
+ * the cache `pods` that is not done (Recreate's wait); seen, if set, is
+ * called with each of its pods looked at. */
+struct kcm_informer;
+bool dp_pods_running(struct kcm_informer *pods, const struct kcm_deployment *d,
+                     const struct kcm_replicaset *rs,
+                     void (*seen)(void *ctx, struct kcm_object *pod), void *ctx);
 
 /* --- pure steps the tests drive too ---------------------------------------------------- */
 
