@@ -25,12 +25,14 @@ RUN cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DBUILD_TESTING=OFF \
  && cmake --build build -j"$(nproc)" --target kcm \
  && strip build/kcm \
  && build/kcm --version
-# The runtime's root: kcm, the shared libraries it loads (ldd's list, the
-# loader included), the CA bundle and a non-root user. Nothing else: no
-# shell, no package manager.
+# The runtime's root: kcm and kubectl-kcm (a link to it, for `kubectl kcm
+# why`), the shared libraries it loads (ldd's list, the loader included),
+# the CA bundle and a non-root user. Nothing else: no shell, no package
+# manager.
 RUN set -e; r=/rootfs; \
     mkdir -p $r/usr/local/bin $r/etc/ssl/certs $r/tmp; \
     cp build/kcm $r/usr/local/bin/kcm; \
+    ln -s kcm $r/usr/local/bin/kubectl-kcm; \
     for lib in $(ldd build/kcm | awk '$2 == "=>" { print $3 } $1 ~ /^\// { print $1 }'); do \
       cp --parents -L "$lib" $r; \
     done; \

@@ -354,6 +354,19 @@ static void teardown(struct app *a) {
   kcm_info("stopped");
 }
 
+/* Run as kubectl's plugin (as kubectl-kcm, for `kubectl kcm ...`), kcm
+ * runs its subcommands only: the daemon is started as kcm. */
+static bool plugin_only(int argc, char **argv, int *rc) {
+  const char *base = strrchr(argv[0], '/');
+  bool help = argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"));
+  if (strcmp(base ? base + 1 : argv[0], "kubectl-kcm"))
+    return false;
+  fprintf(help ? stdout : stderr,
+          "Usage: kubectl kcm why KIND/NAME [flags]   (kubectl kcm why --help)\n");
+  *rc = help ? 0 : 2;
+  return true;
+}
+
 int main(int argc, char **argv) {
   const struct kcm_options_group *groups[KCM_CONTROLLERS_MAX + 1];
   struct kcm_options f;
@@ -363,6 +376,8 @@ int main(int argc, char **argv) {
   kcm_client_set_program(argv[0]);
   if (argc > 1 && !strcmp(argv[1], "why"))
     return kcm_why_main(argc - 1, argv + 1);
+  if (plugin_only(argc, argv, &rc))
+    return rc;
   kcm_controllers_options(groups);
   if ((rc = kcm_options_main(&f, groups, argc, argv)) >= 0 || (rc = apply_flags(&a, &f)))
     return rc;

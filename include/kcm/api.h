@@ -388,6 +388,18 @@ int kcm_api_owner_patch(struct kcm_buf *b, bool adopt, const char *api_version,
  * this uid and resourceVersion. Returns 0, KCM_ETOOBIG or KCM_ENOMEM. */
 int kcm_api_delete_options(struct kcm_buf *b, const struct kcm_uid *uid, uint64_t rv);
 
+/* What pod text[0..len) (its JSON, as a GET answers) says keeps it from
+ * being ready, appended to out as lines of plain text, each ending in
+ * "\n": the pod's own reason (Evicted, ...), PodScheduled False with its
+ * reason and message, and up to 3 containers (init containers first) that
+ * hold it: waiting and why, terminated and how, or running and not ready
+ * (its readiness probe, if it has one, does not pass), with restarts and
+ * the last exit; the rest are counted. Text from the pod is bounded and
+ * printable (kcm_log_plain()); now_s for "for 2m5s". Nothing is appended
+ * when the status names no cause. Returns 0, KCM_EINVAL for text that is
+ * not a JSON object, or KCM_ENOMEM. */
+int kcm_api_pod_why(const char *text, size_t len, int64_t now_s, struct kcm_buf *out);
+
 /* Parse an RFC 3339 time ("2026-11-22T06:00:05Z", fractions and offsets
  * allowed) into Unix seconds. Returns 0 or KCM_EINVAL. */
 int kcm_api_parse_time(const char *s, int64_t *out);

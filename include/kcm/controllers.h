@@ -54,13 +54,20 @@ struct kcm_controllers_env {
 #define KCM_CONTROLLERS_PACERS 2 /* pacers a controller may expose */
 
 /* What `kcm why` gives a row's why(): the caches of the row's kinds, in
- * one namespace, synced; the object asked about; the time. */
+ * one namespace, synced; the object asked about; the time; and the whole
+ * text of a few objects the answer names. */
 struct kcm_controllers_why {
   struct kcm_informer *informers; /* by enum kcm_kind */
   const char *ns;
   const char *name;
   uint64_t now_ms;                /* Unix milliseconds */
   bool json;                      /* -o json: one JSON object and a newline */
+  /* Object `name` of `kind` in ns as a GET of it answered, JSON text of
+   * *len bytes, valid during why(); NULL when there is none yet. Asking
+   * for one not read yet has it read, and why() is then called again; a
+   * read that failed stays NULL until the object changes. */
+  const char *(*text)(void *ctx, enum kcm_kind kind, const char *name, size_t *len);
+  void *ctx;
 };
 
 struct kcm_controllers_row {

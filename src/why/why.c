@@ -23,6 +23,21 @@ enum { WHY_OK = 0, WHY_FAILED = 1, WHY_USAGE = 2, WHY_READ = 3 };
 
 #define CHECK_MS 20             /* how often the caches are looked at */
 #define ANSWER_MAX (16u << 20) /* bytes of one answer */
+#define TEXTS 16               /* objects an answer may read whole */
+#define PATH_MAX_BYTES 1024
+
+/* An object an answer asked to read whole (a held pod's status). */
+struct why_text {
+  struct kcm_why *w;
+  uint8_t kind;                        /* enum kcm_kind */
+  char name[KCM_API_NAME_MAX + 1];     /* "": a free slot */
+  enum { TEXT_WANTED, TEXT_READING, TEXT_READ, TEXT_FAILED } state;
+  bool stale;                          /* changed while being read */
+  char *body;                          /* owned, when read */
+  size_t len;
+  unsigned asked;                      /* the last answer that asked for it */
+  struct kcm_client_request *req;      /* while reading */
+};
 
 struct kcm_why {
   /* from the command line */
@@ -49,6 +64,9 @@ struct kcm_why {
   char *last;             /* the last answer printed (--watch) */
   int open;               /* informers still to close */
   int rc;
+  struct why_text texts[TEXTS];
+  unsigned answers;       /* answers worked out so far */
+  int reading;            /* texts being read */
 };
 
 static const char usage[] =
@@ -241,6 +259,9 @@ static void finish(struct kcm_why *w, int rc) {
   w->rc = rc;
   uv_timer_stop(&w->check);
   uv_close((uv_handle_t *)&w->check, NULL);
+  for (k = 0; k < TEXTS; k++)
+    if (w->texts[k].req)
+      kcm_client_cancel(w->texts[k].req);
   for (k = 0; k < KCM_KIND_COUNT; k++)
     if (w->kinds & (1u << k))
       w->open++;
@@ -263,9 +284,121 @@ static bool read_failed(struct kcm_why *w) {
   return false;
 }
 
+/* --- objects read whole -------------------------------------------------------------- */
+
+static struct why_text *text_find(struct kcm_why *w, uint8_t kind, const char *name) {
+  size_t i;
+  for (i = 0; i < TEXTS; i++)
+    if (w->texts[i].name[0] && w->texts[i].kind == kind && !strcmp(w->texts[i].name, name))
+      return &w->texts[i];
+  return NULL;
+}
+
+/* A slot for another text: a free one, or one this answer has not asked
+ * for that is not being read; NULL when every slot is in use. */
+static struct why_text *text_slot(struct kcm_why *w) {
+  size_t i;
+  for (i = 0; i < TEXTS; i++)
+    if (!w->texts[i].name[0])
+      return &w->texts[i];
+  for (i = 0; i < TEXTS; i++) {
+    struct why_text *t = &w->texts[i];
+    if (t->asked != w->answers && t->state != TEXT_READING) {
+      free(t->body);
+      memset(t, 0, sizeof(*t));
+      return t;
+    }
+  }
+  return NULL;
+}
+
+/* kcm_controllers_why's text(). */
+static const char *text_of(void *ctx, enum kcm_kind kind, const char *name, size_t *len) {
+  struct kcm_why *w = ctx;
+  struct why_text *t = text_find(w, (uint8_t)kind, name);
+  *len = 0;
+  if (!t) {
+    if (strlen(name) > KCM_API_NAME_MAX || !(t = text_slot(w)))
+      return NULL;
+    t->w = w;
+    t->kind = (uint8_t)kind;
+    strcpy(t->name, name);
+    t->state = TEXT_WANTED;
+  }
+  t->asked = w->answers;
+  if (t->state != TEXT_READ)
+    return NULL;
+  *len = t->len;
+  return t->body;
+}
+
+static void text_read(const struct kcm_client_response *r, void *data) {
+  struct why_text *t = data;
+  struct kcm_why *w = t->w;
+  t->req = NULL;
+  w->reading--;
+  w->changed = true;
+  if (t->stale || r->err == KCM_ECANCELED) {
+    t->state = TEXT_WANTED;
+    t->stale = false;
+    return;
+  }
+  if (r->err || !(t->body = malloc(r->body_len + 1))) {
+    fprintf(stderr, "kcm why: cannot read %s %s in namespace %s: %s\n",
+            kcm_api_kind((enum kcm_kind)t->kind)->singular, t->name, w->ns,
+            r->err ? r->message : "out of memory");
+    t->state = TEXT_FAILED;
+    return;
+  }
+  memcpy(t->body, r->body, r->body_len + 1);
+  t->len = r->body_len;
+  t->state = TEXT_READ;
+}
+
+/* Start reading the texts the last answer wanted; how many are being read. */
+static int texts_read(struct kcm_why *w) {
+  char path[PATH_MAX_BYTES];
+  size_t i;
+  for (i = 0; i < TEXTS; i++) {
+    struct why_text *t = &w->texts[i];
+    struct kcm_client_request_options o = {0};
+    if (!t->name[0] || t->state != TEXT_WANTED || t->asked != w->answers)
+      continue;
+    t->state = TEXT_FAILED;
+    if (kcm_client_object_path((enum kcm_kind)t->kind, w->ns, t->name, NULL, path,
+                               sizeof(path)))
+      continue;
+    o.method = "GET";
+    o.path = path;
+    o.timeout_ms = (long)w->timeout_ms;
+    o.done = text_read;
+    o.data = t;
+    if (kcm_client_request(w->client, &o, &t->req))
+      continue;
+    t->state = TEXT_READING;
+    w->reading++;
+  }
+  return w->reading;
+}
+
+/* An object changed: its text, if read, is read again when next asked for. */
+static void text_changed(struct kcm_why *w, const struct kcm_object *o) {
+  struct why_text *t = o->name ? text_find(w, o->kind, o->name) : NULL;
+  if (!t)
+    return;
+  if (t->state == TEXT_READING)
+    t->stale = true;
+  else {
+    free(t->body);
+    t->body = NULL;
+    t->len = 0;
+    t->state = TEXT_WANTED;
+  }
+}
+
 /* Print the row's answer when it differs from the last. */
 static void answer(struct kcm_why *w) {
-  struct kcm_controllers_why in = {w->informers, w->ns, w->name, 0, w->json};
+  struct kcm_controllers_why in = {w->informers, w->ns, w->name, 0, w->json, text_of, w};
   struct kcm_buf out = KCM_BUF_INIT(ANSWER_MAX);
   int ended = 0;
   uv_timeval64_t now;
@@ -273,8 +406,11 @@ static void answer(struct kcm_why *w) {
 
   uv_gettimeofday(&now);
   in.now_ms = (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_usec / 1000;
+  w->answers++;
   err = w->row->why(&in, &out, &ended);
-  if (err == KCM_ENOTFOUND) {
+  if (!err && texts_read(w)) {
+    /* answered again once the texts it asked for are read */
+  } else if (err == KCM_ENOTFOUND) {
     fprintf(stderr, "kcm why: %s %s not found in namespace %s\n",
             kcm_api_kind(w->row->kind)->singular, w->name, w->ns);
     finish(w, WHY_READ);
@@ -308,15 +444,16 @@ static void on_check(uv_timer_t *t) {
       }
       return;
     }
-  if (w->changed || !w->last) {
+  if (!w->reading && (w->changed || !w->last)) {
     w->changed = false;
     answer(w);
   }
 }
 
 static void on_change(void *ctx, struct kcm_object *o) {
-  (void)o;
-  ((struct kcm_why *)ctx)->changed = true;
+  struct kcm_why *w = ctx;
+  w->changed = true;
+  text_changed(w, o);
 }
 static void on_update(void *ctx, struct kcm_object *old, struct kcm_object *cur) {
   (void)old;
@@ -355,6 +492,8 @@ static void teardown(struct kcm_why *w) {
   }
   kcm_client_config_release(&w->cfg);
   free(w->last);
+  for (k = 0; k < TEXTS; k++)
+    free(w->texts[k].body);
 }
 
 int kcm_why_main(int argc, char **argv) {

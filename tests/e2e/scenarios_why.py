@@ -3,9 +3,14 @@
 import json
 import subprocess
 
-from harness import Skip, is_kcm, scenario
-from scenarios_deployment import (BAD_IMAGE, IMAGE, deployment, rolling, stalled, wait_complete,
-                                  wait_state)
+from harness import Skip, is_kcm, scenario, wait_for
+from scenarios_deployment import (BAD_IMAGE, IMAGE, IMAGE2, deployment, rolling, stalled,
+                                  wait_complete, wait_state)
+
+# An image whose containers exit soon after each start: the local API
+# server's kubelet and the real cluster's kwok nodes leave its pods running,
+# never ready, in CrashLoopBackOff after three restarts.
+CRASHLOOP_IMAGE = "busybox:crashloop"
 
 
 def why(ctx, *args):
@@ -20,6 +25,22 @@ def skip_unless_kcm(ctx):
     comparison has none. One kcm or several (--sharded), it reads alike."""
     if not is_kcm(ctx.env.kcm_binary):
         raise Skip("kcm why is kcm's own")
+
+
+def why_until(ctx, *lines, args=("deployment/web",), timeout=60):
+    """Ask kcm why until its answer (exit 0) holds every line; the answer."""
+    last = []
+
+    def check():
+        p = why(ctx, *args)
+        last[:] = [p]
+        return p.returncode == 0 and all(line in p.stdout for line in lines) and p.stdout
+    try:
+        return wait_for(check, timeout=timeout, interval=0.5, what="kcm why to say %r" % (lines,))
+    except AssertionError as e:
+        p = last[0] if last else None
+        raise AssertionError("%s; last answer (exit %s):\n%s%s" % (
+            e, p and p.returncode, p and p.stdout, p and p.stderr))
 
 
 def pods_of(ctx, rs):
@@ -41,14 +62,13 @@ def why_held_by_unavailable(ctx):
     old_name, new_name = old["metadata"]["name"], new["metadata"]["name"]
     (held,) = pods_of(ctx, new)
 
-    p = why(ctx, "deployment/web")
-    assert p.returncode == 0, (p.returncode, p.stdout, p.stderr)
-    for line in ("waits for 1 more pod of %s to be available" % new_name,
-                 "then: scale ReplicaSet %s down 3 -> 2" % old_name,
-                 "maxUnavailable 0: at least 3 of 3 stay available, 3 are",
-                 "held back by:\n    pod %s: Pending" % held,
-                 "3 replicas: 1 updated, 3 ready, 3 available"):
-        assert line in p.stdout, (line, p.stdout)
+    # The pod's own status says why: its image is not pulled.
+    why_until(ctx, "waits for 1 more pod of %s to be available" % new_name,
+              "then: scale ReplicaSet %s down 3 -> 2" % old_name,
+              "maxUnavailable 0: at least 3 of 3 stay available, 3 are",
+              "held back by:\n    pod %s: Pending" % held,
+              "\n      container c: waiting, ImagePullBackOff",
+              "3 replicas: 1 updated, 3 ready, 3 available")
 
     p = why(ctx, "deploy/web", "-o", "json")
     assert p.returncode == 0, (p.returncode, p.stdout, p.stderr)
@@ -57,6 +77,8 @@ def why_held_by_unavailable(ctx):
         "waiting-for-available", 1,
         {"action": "scale", "replicaSet": old_name, "from": 3, "to": 2}), answer
     assert [h["pod"] for h in answer["heldBy"]] == [held], answer
+    assert answer["heldBy"][0]["reasons"][0].startswith(
+        "container c: waiting, ImagePullBackOff"), answer
 
     # --watch answers again as the rollout moves, and ends with it.
     watch = subprocess.Popen([ctx.env.kcm_binary, "why", "deployment/web", "--watch", "-n",
@@ -72,6 +94,79 @@ def why_held_by_unavailable(ctx):
         "complete: every replica updated and available"), out
     assert out.rstrip().endswith("complete: every replica updated and available"), out
     wait_complete(ctx, "web", rev=3)
+
+
+@scenario("kcm why: a clean rollout is complete")
+def why_clean_rollout(ctx):
+    skip_unless_kcm(ctx)
+    ctx.apply(deployment("web", 3, strategy=rolling(1, 1)))
+    wait_complete(ctx, "web")
+    ctx.k("set", "image", "deployment/web", "c=" + IMAGE2)
+    wait_complete(ctx, "web", rev=2)
+    out = why_until(ctx, "complete: every replica updated and available")
+    assert "deployment/web in %s: revision 2, RollingUpdate (maxSurge 1, maxUnavailable 1)" % (
+        ctx.ns) in out, out
+    assert "[####################] 3 replicas: 3 updated, 3 ready, 3 available" in out, out
+    assert "held back by" not in out, out
+    answer = json.loads(why(ctx, "deployment/web", "-o", "json").stdout)
+    assert (answer["state"], answer["heldBy"], answer["availableReplicas"]) == (
+        "complete", [], 3), answer
+
+
+@scenario("kcm why: a rollout held by a crash loop names the container, its restarts and exit")
+def why_crash_loop(ctx):
+    skip_unless_kcm(ctx)
+    ctx.apply(deployment("web", 2, image=CRASHLOOP_IMAGE))
+    out = why_until(ctx, "waits for 2 more pods of web-",
+                    "container c: waiting, CrashLoopBackOff: back-off 40s restarting failed "
+                    "container=c; restarted 3 times, last exit code 1 (Error)")
+    assert out.count("CrashLoopBackOff") == 2, out
+    assert out.count(": Running, not ready\n      container c: waiting, CrashLoopBackOff") == 2, out
+
+
+@scenario("kcm why: a rollout held by minReadySeconds says how long each pod has been ready")
+def why_min_ready(ctx):
+    skip_unless_kcm(ctx)
+    ctx.apply(deployment("web", 2, minReadySeconds=300))
+    out = why_until(ctx, "waits for 2 more pods of web-", ", minReadySeconds 300\n")
+    out = why_until(ctx, "2 replicas: 2 updated, 2 ready, 0 available")
+    assert out.count(" of minReadySeconds 300") == 2, out
+    assert out.count(": Running, ready for ") == 2, out
+
+
+@scenario("kcm why: a paused rollout waits for resume")
+def why_paused(ctx):
+    skip_unless_kcm(ctx)
+    ctx.apply(deployment("web", 2))
+    wait_complete(ctx, "web")
+    ctx.k("rollout", "pause", "deployment/web")
+    ctx.k("set", "image", "deployment/web", "c=" + IMAGE2)
+    why_until(ctx, "paused: the rollout waits for `kubectl rollout resume`; only scaling is done")
+    answer = json.loads(why(ctx, "deployment/web", "-o", "json").stdout)
+    assert answer["state"] == "paused", answer
+    ctx.k("rollout", "resume", "deployment/web")
+    wait_complete(ctx, "web", rev=2)
+    why_until(ctx, "complete: every replica updated and available")
+
+
+@scenario("kcm why: a quota that refuses pods shows as ReplicaFailure with the server's words")
+def why_quota(ctx):
+    skip_unless_kcm(ctx)
+    if ctx.env.sim:
+        ctx.api.faults(rules=[{"verb": "create", "resource": "pods", "namespace": ctx.ns,
+                               "code": 403, "message": 'pods "web-" is forbidden: exceeded '
+                               'quota: one, requested: pods=1, used: pods=1, limited: pods=1'}])
+    else:
+        ctx.apply(json.dumps({"apiVersion": "v1", "kind": "ResourceQuota",
+                              "metadata": {"name": "one"}, "spec": {"hard": {"pods": "1"}}}))
+        wait_for(lambda: ctx.k.json("get", "resourcequota", "one").get("status", {}).get("hard"),
+                 timeout=30, what="the quota's status")
+    try:
+        ctx.apply(deployment("web", 3))
+        why_until(ctx, "ReplicaFailure (FailedCreate): pods ", "is forbidden: exceeded quota: one")
+    finally:
+        if ctx.env.sim:
+            ctx.api.faults(clear=True)
 
 
 @scenario("kcm why: a rollout past its progress deadline says so, and --watch fails")

@@ -87,6 +87,9 @@ user=$(buildah "${store[@]}" inspect --format '{{.OCIv1.Config.User}}' localhost
 version=$(chroot --userspec=65532:65532 "$mnt" /usr/local/bin/kcm --version=raw)
 [[ $version == *"GitCommit:\"$commit\""* ]] ||
   { echo "image: kcm --version=raw lacks the commit $commit: $version" >&2; exit 1; }
+[ "$(readlink "$mnt/usr/local/bin/kubectl-kcm")" = kcm ] &&
+  chroot --userspec=65532:65532 "$mnt" /usr/local/bin/kubectl-kcm why --help | grep -q '^Usage: kcm why' ||
+  { echo "image: /usr/local/bin/kubectl-kcm is no link that runs kcm why" >&2; exit 1; }
 extra=$(cd "$mnt" && find . -type f ! -path './usr/local/bin/kcm' ! -path './etc/passwd' \
   ! -path './etc/group' ! -path './etc/ssl/certs/ca-certificates.crt' ! -name '*.so*' | sort)
 [ -z "$extra" ] || { echo "image: files beyond kcm's own: $extra" >&2; exit 1; }

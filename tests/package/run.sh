@@ -63,6 +63,11 @@ for f in /usr/share/man/man1/kcm.1.gz /lib/systemd/system/kcm.service /etc/defau
   /usr/share/doc/kcm/copyright /usr/share/kcm/manifests/static-pod/kustomization.yaml; do
   [ -f "$f" ] || fail "$f is not installed"
 done
+[ "$(readlink /usr/bin/kubectl-kcm)" = kcm ] || fail "/usr/bin/kubectl-kcm is not a link to kcm"
+if command -v kubectl >/dev/null; then
+  kubectl kcm why --help | grep -q '^Usage: kcm why KIND/NAME' ||
+    fail "kubectl kcm why --help does not run kcm why"
+fi
 zcat /usr/share/man/man1/kcm.1.gz | grep -qF 'leader\-elect\-resource\-name' ||
   fail "the man page lacks the flags of --help"
 grep -q '^ExecStart=/usr/bin/kcm \$KCM_ARGS$' /lib/systemd/system/kcm.service ||

@@ -4,7 +4,9 @@ delay Running and Ready, and finishes graceful deletions.
 
 Pods whose image contains the not-ready marker stay Pending in
 ImagePullBackOff, as with an image that cannot be pulled. Pods whose image
-contains the fail marker start and then fail (phase Failed).
+contains "crashloop" run and never get ready, their containers in
+CrashLoopBackOff after three restarts. Pods whose image contains the fail
+marker (and not "crashloop") start and then fail (phase Failed).
 """
 
 import heapq
@@ -212,7 +214,9 @@ class Kubelet:
                 return
             images = self._images(pod)
             bad = bool(self.not_ready_marker) and any(self.not_ready_marker in i for i in images)
-            fail = bool(self.fail_marker) and any(self.fail_marker in i for i in images)
+            loop = not bad and any("crashloop" in i for i in images)
+            fail = not loop and bool(self.fail_marker) and \
+                any(self.fail_marker in i for i in images)
 
             def running(o):
                 st = o["status"]
@@ -227,6 +231,14 @@ class Kubelet:
                         cs["state"] = {"waiting": {"reason": "ImagePullBackOff",
                                                    "message": 'Back-off pulling image "%s"'
                                                               % c.get("image")}}
+                    elif loop:
+                        cs.update({"restartCount": 3, "lastState": {"terminated": {
+                            "exitCode": 1, "reason": "Error", "startedAt": now,
+                            "finishedAt": now, "containerID": _cid(o, c)}},
+                            "state": {"waiting": {
+                                "reason": "CrashLoopBackOff",
+                                "message": "back-off 40s restarting failed container=%s"
+                                           % c.get("name")}}})
                     elif fail:
                         cs["state"] = {"terminated": {"exitCode": 1, "reason": "Error",
                                                       "startedAt": now, "finishedAt": now,
@@ -244,7 +256,8 @@ class Kubelet:
                 elif not bad:
                     st["phase"] = "Running"
                 st["conditions"] = _conditions(st.get("conditions"), now, initialized=True,
-                                               ready=not bad and not fail, names=names,
+                                               ready=not bad and not fail and not loop,
+                                               names=names,
                                                failed=fail)
             self.api.mutate(PODS, key, running, subresource="status")
 

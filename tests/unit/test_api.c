@@ -1861,6 +1861,105 @@ static void kinds_describe_their_structs(void **state) {
   assert_null(kcm_api_kind(KCM_KIND_REPLICASET)->decode_at);
 }
 
+/* --- what a pod's status says holds it back (kcm why) ------------------------------ */
+
+#define WHY_NOW 1795000000 /* 2026-11-18T11:06:40Z */
+
+static char *pod_why(const char *text) {
+  struct kcm_buf b = KCM_BUF_INIT(1 << 20);
+  char *t;
+  assert_int_equal(kcm_api_pod_why(text, strlen(text), WHY_NOW, &b), 0);
+  assert_non_null(t = kcm_buf_take(&b));
+  return t;
+}
+
+static void pod_why_names_waiting_containers(void **state) {
+  char *t;
+  (void)state;
+  t = pod_why("{\"spec\":{\"containers\":[{\"name\":\"app\"}]},\"status\":{\"phase\":\"Pending\","
+              "\"containerStatuses\":[{\"name\":\"app\",\"ready\":false,\"restartCount\":0,"
+              "\"state\":{\"waiting\":{\"reason\":\"ImagePullBackOff\",\"message\":"
+              "\"Back-off pulling image \\\"bad\\\"\"}}}]}}");
+  assert_string_equal(t, "container app: waiting, ImagePullBackOff: Back-off pulling image "
+                         "\"bad\"\n");
+  free(t);
+  /* a crash loop: restarts and the last exit, how long ago */
+  t = pod_why("{\"status\":{\"containerStatuses\":[{\"name\":\"app\",\"ready\":false,"
+              "\"restartCount\":4,\"state\":{\"waiting\":{\"reason\":\"CrashLoopBackOff\"}},"
+              "\"lastState\":{\"terminated\":{\"exitCode\":1,\"reason\":\"Error\","
+              "\"finishedAt\":\"2026-11-18T11:04:35Z\"}}}]}}");
+  assert_string_equal(t, "container app: waiting, CrashLoopBackOff; restarted 4 times, last "
+                         "exit code 1 (Error) 2m5s ago\n");
+  free(t);
+}
+
+static void pod_why_names_unready_and_unscheduled_pods(void **state) {
+  char *t;
+  (void)state;
+  /* running, not ready, with a readiness probe; a ready one says nothing */
+  t = pod_why("{\"spec\":{\"containers\":[{\"name\":\"a\",\"readinessProbe\":{}},{\"name\":\"b\"}]},"
+              "\"status\":{\"containerStatuses\":[{\"name\":\"a\",\"ready\":false,\"state\":"
+              "{\"running\":{\"startedAt\":\"2026-11-18T11:06:00Z\"}}},{\"name\":\"b\",\"ready\":"
+              "true,\"state\":{\"running\":{}}}]}}");
+  assert_string_equal(t, "container a: running for 40s, not ready (its readiness probe does "
+                         "not pass)\n");
+  free(t);
+  t = pod_why("{\"status\":{\"phase\":\"Pending\",\"conditions\":[{\"type\":\"PodScheduled\","
+              "\"status\":\"False\",\"reason\":\"Unschedulable\",\"message\":\"0/3 nodes are "
+              "available: 3 Insufficient cpu.\",\"lastTransitionTime\":\"2026-11-18T08:20:00Z\"}]}}");
+  assert_string_equal(t, "not scheduled, Unschedulable: 0/3 nodes are available: 3 Insufficient "
+                         "cpu. (for 2h46m)\n");
+  free(t);
+  /* evicted; an init container that failed; one waiting for its turn is no cause */
+  t = pod_why("{\"status\":{\"phase\":\"Failed\",\"reason\":\"Evicted\",\"message\":\"low on "
+              "memory\",\"initContainerStatuses\":[{\"name\":\"setup\",\"state\":{\"terminated\":"
+              "{\"exitCode\":2}}},{\"name\":\"next\",\"state\":{\"waiting\":{\"reason\":"
+              "\"PodInitializing\"}}}]}}");
+  assert_string_equal(t, "Evicted: low on memory\ninit container setup: terminated, exit code 2\n");
+  free(t);
+  t = pod_why("{\"status\":{\"phase\":\"Running\"}}");
+  assert_string_equal(t, "");
+  free(t);
+}
+
+static void pod_why_is_bounded_and_printable(void **state) {
+  struct kcm_buf big = KCM_BUF_INIT(1 << 22), b = KCM_BUF_INIT(1 << 20);
+  char *t, *line;
+  int i;
+  (void)state;
+  /* control characters from the status reach no terminal */
+  t = pod_why("{\"status\":{\"containerStatuses\":[{\"name\":\"a\\u001b[2J\",\"state\":{\"waiting\":"
+              "{\"reason\":\"R\\u0085\",\"message\":\"x\\u202ey\\ny\"}}}]}}");
+  assert_string_equal(t, "container a [2J: waiting, R : x y y\n");
+  free(t);
+  /* ten containers, a long message, and managedFields 5,000 levels deep */
+  assert_int_equal(kcm_buf_append_str(&big, "{\"metadata\":{\"managedFields\":[{\"fieldsV1\":"), 0);
+  for (i = 0; i < 5000; i++)
+    assert_int_equal(kcm_buf_append_str(&big, "{\"f\":"), 0);
+  assert_int_equal(kcm_buf_append_str(&big, "1"), 0);
+  for (i = 0; i < 5000; i++)
+    assert_int_equal(kcm_buf_append_str(&big, "}"), 0);
+  assert_int_equal(kcm_buf_append_str(&big, "}]},\"status\":{\"containerStatuses\":["), 0);
+  for (i = 0; i < 10; i++)
+    assert_int_equal(kcm_buf_appendf(&big, "%s{\"name\":\"c%d\",\"state\":{\"waiting\":{\"message\":"
+                                     "\"%0900d\"}}}", i ? "," : "", i, 0), 0);
+  assert_int_equal(kcm_buf_append_str(&big, "]}}"), 0);
+  assert_int_equal(kcm_api_pod_why(big.data, big.len, WHY_NOW, &b), 0);
+  assert_non_null(t = kcm_buf_take(&b));
+  line = strtok(t, "\n");
+  for (i = 0; i < 3; i++, line = strtok(NULL, "\n")) {
+    assert_non_null(line);
+    assert_true(strlen(line) < 350);
+    assert_non_null(strstr(line, "..."));
+  }
+  assert_string_equal(line, "and 7 more containers not ready");
+  assert_null(strtok(NULL, "\n"));
+  free(t);
+  kcm_buf_release(&big);
+  assert_int_equal(kcm_api_pod_why("[1]", 3, WHY_NOW, &b), KCM_EINVAL);
+  assert_int_equal(kcm_api_pod_why("{", 1, WHY_NOW, &b), KCM_EINVAL);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(kinds_describe_their_structs),
@@ -1898,6 +1997,9 @@ int main(void) {
       cmocka_unit_test(proto_bad_pods_name_the_field),
       cmocka_unit_test(proto_envelope),
       cmocka_unit_test(proto_wire_reader),
+      cmocka_unit_test(pod_why_names_waiting_containers),
+      cmocka_unit_test(pod_why_names_unready_and_unscheduled_pods),
+      cmocka_unit_test(pod_why_is_bounded_and_printable),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -16,7 +16,7 @@
 
 #include "internal.h"
 
-#define SHOWN_PODS 5      /* pods named in text; the rest are counted */
+#define SHOWN_PODS 5      /* pods named in text (and read whole); the rest are counted */
 #define MESSAGE_CHARS 300 /* bytes of text from an object shown */
 #define BAR 20            /* cells of the progress bar */
 
@@ -39,8 +39,10 @@ static bool available(const struct explain *e, const struct kcm_pod *p) {
                                                        e->in->now_ms);
 }
 
-/* What holds pod p back, in a few words. */
-static void pod_text(const struct explain *e, const struct kcm_pod *p, struct kcm_buf *out) {
+/* What holds pod p back, in a few words; its restarts unless the lines of
+ * its reasons (which give them) follow. */
+static void pod_text(const struct explain *e, const struct kcm_pod *p, bool reasons,
+                     struct kcm_buf *out) {
   static const char *const phases[] = {"Pending", "Running", "Succeeded", "Failed", "Unknown"};
   int64_t now_s = (int64_t)(e->in->now_ms / 1000);
   kcm_buf_appendf(out, "%s", phases[p->phase < 5 ? p->phase : 4]);
@@ -54,7 +56,7 @@ static void pod_text(const struct explain *e, const struct kcm_pod *p, struct kc
     kcm_buf_appendf(out, ", ready for %llds of minReadySeconds %d",
                     (long long)(now_s - p->ready_since),
                     e->new_rs ? e->new_rs->min_ready_seconds : e->d->min_ready_seconds);
-  if (p->restarts > 0)
+  if (p->restarts > 0 && !reasons)
     kcm_buf_appendf(out, ", restarted %d time%s", p->restarts, p->restarts == 1 ? "" : "s");
 }
 
@@ -160,12 +162,23 @@ static void state_text(const struct explain *e, struct kcm_buf *out) {
   }
 }
 
+/* What pod o's whole status says holds it back, as lines (kcm_api_pod_why)
+ * into out; nothing while `kcm why` has not read it. */
+static void pod_reasons(const struct explain *e, const struct kcm_object *o, struct kcm_buf *out) {
+  size_t len;
+  const char *t = e->in->text ? e->in->text(e->in->ctx, KCM_KIND_POD, o->name, &len) : NULL;
+  if (t)
+    kcm_api_pod_why(t, len, (int64_t)(e->in->now_ms / 1000), out);
+}
+
 /* The pods holding it back, the deadline, a ReplicaFailure. */
 static void notes_text(const struct explain *e, struct kcm_buf *out) {
   const struct kcm_object *o;
   size_t shown = 0, more = 0;
+  struct kcm_buf why = KCM_BUF_INIT(64u << 10);
   for (o = kcm_informer_first_in(&e->in->informers[KCM_KIND_POD], e->d->o.ns); o;
        o = o->ns_next) {
+    const char *line, *nl;
     if (!holds(e, o))
       continue;
     if (shown++ == SHOWN_PODS) {
@@ -173,10 +186,20 @@ static void notes_text(const struct explain *e, struct kcm_buf *out) {
       more++;
       continue;
     }
+    kcm_buf_reset(&why);
+    pod_reasons(e, o, &why);
     kcm_buf_appendf(out, "%s    pod %s: ", shown == 1 ? "  held back by:\n" : "", o->name);
-    pod_text(e, (const struct kcm_pod *)o, out);
+    pod_text(e, (const struct kcm_pod *)o, why.len > 0, out);
     kcm_buf_append_str(out, "\n");
+    for (line = why.data; line && line < why.data + why.len; line = nl + 1) {
+      nl = memchr(line, '\n', (size_t)(why.data + why.len - line));
+      if (!nl)
+        break;
+      kcm_buf_append_str(out, "      ");
+      kcm_buf_append(out, line, (size_t)(nl - line + 1));
+    }
   }
+  kcm_buf_release(&why);
   if (more)
     kcm_buf_appendf(out, "    and %zu more\n", more);
   if (e->w.timed_out)
@@ -211,9 +234,10 @@ static void text(const struct explain *e, struct kcm_buf *out) {
   if (d->min_ready_seconds)
     kcm_buf_appendf(out, ", minReadySeconds %d", d->min_ready_seconds);
   kcm_buf_append_str(out, "\n  ");
-  bar(st->updated < st->available ? st->updated : st->available, d->replicas, out);
-  kcm_buf_appendf(out, " %d replicas: %d updated, %d ready, %d available\n", d->replicas,
-                  st->updated, st->ready, st->available);
+  /* the bar: the new ReplicaSet's pods available, of the replicas wanted */
+  bar(e->new_rs ? e->new_rs->status.available : 0, d->replicas, out);
+  kcm_buf_appendf(out, " %d replica%s: %d updated, %d ready, %d available\n", d->replicas,
+                  d->replicas == 1 ? "" : "s", st->updated, st->ready, st->available);
   state_text(e, out);
   notes_text(e, out);
 }
@@ -230,26 +254,45 @@ static void step_json(struct kcm_jsonw *j, const struct kcm_deployment_why_step 
   kcm_jsonw_end(j);
 }
 
+/* Pod o's reasons (pod_reasons) as a JSON array of lines. */
+static void reasons_json(struct kcm_jsonw *j, const struct kcm_buf *b) {
+  const char *line, *nl;
+  kcm_jsonw_key_array(j, "reasons");
+  for (line = b->data; line && line < b->data + b->len; line = nl + 1) {
+    if (!(nl = memchr(line, '\n', (size_t)(b->data + b->len - line))))
+      break;
+    kcm_jsonw_stringn(j, line, (size_t)(nl - line));
+  }
+  kcm_jsonw_end(j);
+}
+
 static void pods_json(const struct explain *e, struct kcm_jsonw *j) {
   const struct kcm_object *o;
-  struct kcm_buf b;
+  struct kcm_buf b, why;
+  size_t n = 0;
   kcm_buf_init(&b, 4096);
+  kcm_buf_init(&why, 64u << 10);
   kcm_jsonw_key_array(j, "heldBy");
   for (o = kcm_informer_first_in(&e->in->informers[KCM_KIND_POD], e->d->o.ns); o;
        o = o->ns_next) {
     if (!holds(e, o))
       continue;
     kcm_buf_reset(&b);
-    pod_text(e, (const struct kcm_pod *)o, &b);
+    kcm_buf_reset(&why);
+    if (n++ < SHOWN_PODS)
+      pod_reasons(e, o, &why);
+    pod_text(e, (const struct kcm_pod *)o, why.len > 0, &b);
     kcm_jsonw_object(j);
     kcm_jsonw_key_string(j, "pod", o->name);
     kcm_jsonw_key(j, "why");
     kcm_jsonw_stringn(j, b.data ? b.data : "", b.len);
     kcm_jsonw_key_int(j, "restarts", ((const struct kcm_pod *)o)->restarts);
+    reasons_json(j, &why);
     kcm_jsonw_end(j);
   }
   kcm_jsonw_end(j);
   kcm_buf_release(&b);
+  kcm_buf_release(&why);
 }
 
 static void json(const struct explain *e, struct kcm_jsonw *j) {

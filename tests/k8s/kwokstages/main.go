@@ -3,8 +3,10 @@
 // heartbeating through their Leases; pods ready at once, completed, and
 // deleted), except that a pod with a container image whose name holds
 // "bad", or whose tag is 404, never starts and waits in ImagePullBackOff, as
-// an image that cannot be pulled leaves it (and as the project's local API
-// server's kubelet does).
+// an image that cannot be pulled leaves it, and one whose image holds
+// "crashloop" runs but never gets ready, its containers in CrashLoopBackOff
+// after three restarts (both as the project's local API server's kubelet
+// does).
 package main
 
 import (
@@ -22,6 +24,9 @@ import (
 // names "bad" (the project's tests) or has the tag 404 (upstream's specs).
 const unpullable = `[.spec.containers.[].image | (contains("bad") or endswith(":404"))] | any`
 
+// A pod of an image that exits soon after each start.
+const crashing = `[.spec.containers.[].image | contains("crashloop")] | any`
+
 func stage(raw string) v1alpha1.Stage {
 	var s v1alpha1.Stage
 	if err := yaml.UnmarshalStrict([]byte(raw), &s); err != nil {
@@ -31,12 +36,12 @@ func stage(raw string) v1alpha1.Stage {
 	return s
 }
 
-func main() {
-	ready := stage(podfast.DefaultPodReady)
-	ready.Spec.Selector.MatchExpressions = append(ready.Spec.Selector.MatchExpressions,
-		v1alpha1.MatchExpression{Key: unpullable, Operator: v1alpha1.SelectorOpNotIn,
-			Values: []string{"true"}})
-	pull := v1alpha1.Stage{
+// A stage like ready's that takes a pod kwok has not started yet (Pending,
+// no container statuses) and matching each of which to the status of
+// template.
+func held(ready v1alpha1.Stage, name, template string,
+	which ...v1alpha1.MatchExpression) v1alpha1.Stage {
+	s := v1alpha1.Stage{
 		TypeMeta:   ready.TypeMeta,
 		ObjectMeta: ready.ObjectMeta,
 		Spec: v1alpha1.StageSpec{
@@ -45,9 +50,23 @@ func main() {
 				{Key: ".metadata.deletionTimestamp", Operator: v1alpha1.SelectorOpDoesNotExist},
 				{Key: ".status.phase", Operator: v1alpha1.SelectorOpIn, Values: []string{"Pending"}},
 				{Key: ".status.containerStatuses", Operator: v1alpha1.SelectorOpDoesNotExist},
-				{Key: unpullable, Operator: v1alpha1.SelectorOpIn, Values: []string{"true"}},
 			}},
-			Next: &v1alpha1.StageNext{StatusTemplate: `containerStatuses:
+			Next: &v1alpha1.StageNext{StatusTemplate: template},
+		},
+	}
+	s.Spec.Selector.MatchExpressions = append(s.Spec.Selector.MatchExpressions, which...)
+	s.Name = name
+	return s
+}
+
+func main() {
+	ready := stage(podfast.DefaultPodReady)
+	ready.Spec.Selector.MatchExpressions = append(ready.Spec.Selector.MatchExpressions,
+		v1alpha1.MatchExpression{Key: unpullable, Operator: v1alpha1.SelectorOpNotIn,
+			Values: []string{"true"}},
+		v1alpha1.MatchExpression{Key: crashing, Operator: v1alpha1.SelectorOpNotIn,
+			Values: []string{"true"}})
+	pull := held(ready, "pod-image-pull-backoff", `containerStatuses:
 {{ range .spec.containers }}
 - image: {{ .image | Quote }}
   name: {{ .name | Quote }}
@@ -59,12 +78,33 @@ func main() {
       message: {{ printf "Back-off pulling image %q" .image | Quote }}
 {{ end }}
 phase: Pending
-`},
-		},
-	}
-	pull.Name = "pod-image-pull-backoff"
+`, v1alpha1.MatchExpression{Key: unpullable, Operator: v1alpha1.SelectorOpIn,
+		Values: []string{"true"}})
+	loop := held(ready, "pod-crash-loop-backoff", `{{ $now := Now }}
+containerStatuses:
+{{ range .spec.containers }}
+- image: {{ .image | Quote }}
+  name: {{ .name | Quote }}
+  ready: false
+  restartCount: 3
+  lastState:
+    terminated:
+      exitCode: 1
+      reason: Error
+      startedAt: {{ $now | Quote }}
+      finishedAt: {{ $now | Quote }}
+  state:
+    waiting:
+      reason: CrashLoopBackOff
+      message: {{ printf "back-off 40s restarting failed container=%s" .name | Quote }}
+{{ end }}
+phase: Running
+`, v1alpha1.MatchExpression{Key: unpullable, Operator: v1alpha1.SelectorOpNotIn,
+		Values: []string{"true"}},
+		v1alpha1.MatchExpression{Key: crashing, Operator: v1alpha1.SelectorOpIn,
+			Values: []string{"true"}})
 	stages := []v1alpha1.Stage{stage(fast.DefaultNodeInit), stage(heartbeat.DefaultNodeHeartbeatWithLease),
-		ready, pull, stage(podfast.DefaultPodComplete), stage(podfast.DefaultPodDelete)}
+		ready, pull, loop, stage(podfast.DefaultPodComplete), stage(podfast.DefaultPodDelete)}
 	for _, s := range stages {
 		out, err := yaml.Marshal(s)
 		if err != nil {
