@@ -207,6 +207,35 @@ int kcm_replicaset_status_patch(const struct kcm_replicaset *rs,
                                 struct kcm_buf *out);
 
 
+/* --- kcm why ---------------------------------------------------------------------------- */
+
+struct kcm_controllers_why;
+struct kcm_jsonw;
+
+#define KCM_REPLICASET_WHY_PODS 5 /* pods shown in text and read whole; the rest counted */
+
+/* Whether pod p holds the object `kcm why` asks about back. */
+typedef bool (*kcm_replicaset_why_holds)(const void *ctx, const struct kcm_pod *p);
+
+/* kcm why: the pods of in's namespace that `holds` picks, each in a few
+ * words (its phase; terminating, not scheduled, not ready, or ready for how
+ * long of min_ready) and, for the first KCM_REPLICASET_WHY_PODS, the lines
+ * of what its whole status says (kcm_api_pod_why(), read through
+ * in->text()): as text into out ("  held back by:", "    pod NAME: ...",
+ * its lines indented, the rest counted), or with j set as the JSON member
+ * "heldBy", an array of {pod, why, restarts, reasons}. */
+void kcm_replicaset_why_pods(const struct kcm_controllers_why *in, kcm_replicaset_why_holds holds,
+                             const void *ctx, int32_t min_ready, struct kcm_buf *out,
+                             struct kcm_jsonw *j);
+
+/* kcm why for a ReplicaSet, its row's why() (kcm/controllers.h): from
+ * kcm_replicaset_plan() on the caches, with the expectations taken as met,
+ * the pods it would create, delete, adopt or release next, or that it is
+ * complete (every replica available) or waits for pods to be available;
+ * the pods that hold it; the owner that sets its replicas; ReplicaFailure.
+ * *ended is 1 once complete. */
+int kcm_replicaset_explain(const struct kcm_controllers_why *in, struct kcm_buf *out, int *ended);
+
 /* --- the controller -------------------------------------------------------------------- */
 
 

@@ -75,7 +75,7 @@ static const char usage[] =
     "\n"
     "What a Deployment's rollout waits for, as kcm's own planner sees it: the next\n"
     "step the controller takes and the condition it waits for, the pods that hold it\n"
-    "back, the progress deadline. KIND is deployment (deploy, deployments).\n"
+    "back, the progress deadline. KIND is deployment (deploy) or replicaset (rs).\n"
     "Reads only, with the kubeconfig's user and rights (also as `kubectl kcm why`).\n"
     "\n"
     "  -n, --namespace NS     the object's namespace (default: the context's)\n"
@@ -89,19 +89,31 @@ static const char usage[] =
     "Exit status: 0 answered, 1 past its progress deadline (--watch), 2 bad\n"
     "arguments or settings, 3 a read failed or the object does not exist.\n";
 
+/* Whether suffix[0..n) names kind k's API group as kubectl takes it after
+ * the kind: "apps" or "v1.apps". */
+static bool group_named(const struct kcm_api_kind *k, const char *suffix, size_t n) {
+  size_t v = strlen(k->version);
+  if (n == strlen(k->group) && !strncmp(suffix, k->group, n))
+    return *k->group != '\0';
+  return n > v + 1 && !strncmp(suffix, k->version, v) && suffix[v] == '.' &&
+         n - v - 1 == strlen(k->group) && !strncmp(suffix + v + 1, k->group, n - v - 1);
+}
+
 /* The row whose kind `word` names (kubectl's names: singular, plural or
- * short), among those that can answer; NULL if none. */
+ * short, and the group after a dot, as `kubectl get -o name` writes
+ * them), among those that can answer; NULL if none. */
 static const struct kcm_controllers_row *row_named(const char *word, size_t n) {
-  size_t i;
+  const char *dot = memchr(word, '.', n);
+  size_t base = dot ? (size_t)(dot - word) : n, i;
   for (i = 0; kcm_controllers_table[i]; i++) {
     const struct kcm_controllers_row *r = kcm_controllers_table[i];
     const struct kcm_api_kind *k = kcm_api_kind(r->kind);
     const char *names[] = {k->singular, k->plural, k->short_name, k->name};
     size_t j;
-    if (!r->why)
+    if (!r->why || (dot && !group_named(k, dot + 1, n - base - 1)))
       continue;
     for (j = 0; j < sizeof(names) / sizeof(names[0]); j++)
-      if (names[j] && strlen(names[j]) == n && !strncasecmp(names[j], word, n))
+      if (names[j] && strlen(names[j]) == base && !strncasecmp(names[j], word, base))
         return r;
   }
   return NULL;
@@ -193,7 +205,8 @@ static int parse(struct kcm_why *w, int argc, char **argv) {
   if (!(slash = strchr(w->target, '/')) || !slash[1] || strchr(slash + 1, '/'))
     return bad("%s is not KIND/NAME", w->target);
   if (!(w->row = row_named(w->target, (size_t)(slash - w->target))))
-    return bad("kcm cannot explain a %.*s: deployment is what it knows", (int)(slash - w->target),
+    return bad("kcm cannot explain a %.*s: deployment and replicaset are what it knows",
+               (int)(slash - w->target),
                w->target);
   if (strlen(slash + 1) > KCM_API_NAME_MAX || kcm_client_segment_problem(slash + 1))
     return bad("%s is not an object's name", slash + 1);

@@ -4,6 +4,7 @@ import json
 import subprocess
 
 from harness import Skip, is_kcm, scenario, wait_for
+from scenarios_replicaset import rs_manifest
 from scenarios_deployment import (BAD_IMAGE, IMAGE, IMAGE2, deployment, rolling, stalled,
                                   wait_complete, wait_state)
 
@@ -27,14 +28,16 @@ def skip_unless_kcm(ctx):
         raise Skip("kcm why is kcm's own")
 
 
-def why_until(ctx, *lines, args=("deployment/web",), timeout=60):
-    """Ask kcm why until its answer (exit 0) holds every line; the answer."""
+def why_until(ctx, *lines, args=("deployment/web",), also=None, timeout=60):
+    """Ask kcm why until its answer (exit 0) holds every line, and also(answer)
+    if given; the answer."""
     last = []
 
     def check():
         p = why(ctx, *args)
         last[:] = [p]
-        return p.returncode == 0 and all(line in p.stdout for line in lines) and p.stdout
+        return p.returncode == 0 and all(line in p.stdout for line in lines) and \
+            (also is None or also(p.stdout)) and p.stdout
     try:
         return wait_for(check, timeout=timeout, interval=0.5, what="kcm why to say %r" % (lines,))
     except AssertionError as e:
@@ -49,7 +52,7 @@ def pods_of(ctx, rs):
                    for r in p["metadata"].get("ownerReferences") or [])]
 
 
-@scenario("kcm why: a rollout held at maxUnavailable 0 by a pod that never becomes ready")
+@scenario("kcm why: a rollout held at maxUnavailable 0 by a pod whose image never pulls")
 def why_held_by_unavailable(ctx):
     skip_unless_kcm(ctx)
     ctx.apply(deployment("web", 3, strategy=rolling(1, 0)))
@@ -119,9 +122,9 @@ def why_crash_loop(ctx):
     ctx.apply(deployment("web", 2, image=CRASHLOOP_IMAGE))
     out = why_until(ctx, "waits for 2 more pods of web-",
                     "container c: waiting, CrashLoopBackOff: back-off 40s restarting failed "
-                    "container=c; restarted 3 times, last exit code 1 (Error)")
-    assert out.count("CrashLoopBackOff") == 2, out
-    assert out.count(": Running, not ready\n      container c: waiting, CrashLoopBackOff") == 2, out
+                    "container=c; restarted 3 times, last exit code 1 (Error)",
+                    also=lambda out: out.count(
+                        ": Running, not ready\n      container c: waiting, CrashLoopBackOff") == 2)
 
 
 @scenario("kcm why: a rollout held by minReadySeconds says how long each pod has been ready")
@@ -169,6 +172,33 @@ def why_quota(ctx):
             ctx.api.faults(clear=True)
 
 
+@scenario("kcm why: a ReplicaSet says what it waits for, the pods holding it, and its owner")
+def why_replicaset(ctx):
+    skip_unless_kcm(ctx)
+    ctx.apply(rs_manifest("pull", 2, image=BAD_IMAGE))
+    out = why_until(ctx, "replicaset/pull in %s" % ctx.ns, "waits for 2 more pods to be available",
+                    args=("replicaset.apps/pull",),
+                    also=lambda out: out.count("container c: waiting, ImagePullBackOff") == 2)
+    assert "[--------------------] 2 replicas: 2 created, 0 ready, 0 available" in out, out
+    assert "controlled by" not in out, out
+    answer = json.loads(why(ctx, "rs/pull", "-o", "json").stdout)
+    assert (answer["state"], len(answer["heldBy"])) == ("waiting-for-available", 2), answer
+
+    ctx.apply(deployment("web", 2))
+    _, (rs,) = wait_complete(ctx, "web")
+    out = why_until(ctx, "complete: every replica available",
+                    "controlled by Deployment web: its rollout sets the replicas "
+                    "(kcm why deployment/web)", args=("rs/" + rs["metadata"]["name"],))
+    assert "held back by" not in out, out
+    # --watch ends once the ReplicaSet is complete.
+    ctx.k("scale", "rs/pull", "--replicas=0")
+    p = subprocess.run([ctx.env.kcm_binary, "why", "rs/pull", "--watch", "-n", ctx.ns,
+                        "--kubeconfig", ctx.env.kubeconfig],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and "complete: every replica available" in p.stdout, (
+        p.returncode, p.stdout, p.stderr)
+
+
 @scenario("kcm why: a rollout past its progress deadline says so, and --watch fails")
 def why_past_deadline(ctx):
     skip_unless_kcm(ctx)
@@ -187,6 +217,7 @@ def why_errors(ctx):
     assert p.returncode == 3 and "deployment nothing-here not found in namespace %s" % ctx.ns \
         in p.stderr, (p.returncode, p.stdout, p.stderr)
     for args, message in ((("pods/x",), "kcm cannot explain a pods"),
+                          (("deployment.v2.apps/web",), "kcm cannot explain a deployment.v2.apps"),
                           (("web",), "web is not KIND/NAME"),
                           (("deploy/web", "-o", "yaml"), "-o takes text or json"),
                           (("deploy/a", "deploy/b"), "one object at a time")):

@@ -16,7 +16,6 @@
 
 #include "internal.h"
 
-#define SHOWN_PODS 5      /* pods named in text (and read whole); the rest are counted */
 #define MESSAGE_CHARS 300 /* bytes of text from an object shown */
 #define BAR 20            /* cells of the progress bar */
 
@@ -39,31 +38,16 @@ static bool available(const struct explain *e, const struct kcm_pod *p) {
                                                        e->in->now_ms);
 }
 
-/* What holds pod p back, in a few words; its restarts unless the lines of
- * its reasons (which give them) follow. */
-static void pod_text(const struct explain *e, const struct kcm_pod *p, bool reasons,
-                     struct kcm_buf *out) {
-  static const char *const phases[] = {"Pending", "Running", "Succeeded", "Failed", "Unknown"};
-  int64_t now_s = (int64_t)(e->in->now_ms / 1000);
-  kcm_buf_appendf(out, "%s", phases[p->phase < 5 ? p->phase : 4]);
-  if (p->o.deleted)
-    kcm_buf_appendf(out, ", terminating");
-  else if (!p->node)
-    kcm_buf_appendf(out, ", not scheduled to a node");
-  else if (!p->ready)
-    kcm_buf_appendf(out, ", not ready");
-  else
-    kcm_buf_appendf(out, ", ready for %llds of minReadySeconds %d",
-                    (long long)(now_s - p->ready_since),
-                    e->new_rs ? e->new_rs->min_ready_seconds : e->d->min_ready_seconds);
-  if (p->restarts > 0 && !reasons)
-    kcm_buf_appendf(out, ", restarted %d time%s", p->restarts, p->restarts == 1 ? "" : "s");
+/* The minReadySeconds that counts for a pod shown. */
+static int32_t min_ready(const struct explain *e) {
+  return e->new_rs ? e->new_rs->min_ready_seconds : e->d->min_ready_seconds;
 }
 
 /* The pods that hold the rollout back: the new ReplicaSet's not available
  * (waiting for them), or the old ones' still there (Recreate). */
-static bool holds(const struct explain *e, const struct kcm_object *o) {
-  const struct kcm_pod *p = (const struct kcm_pod *)o;
+static bool holds(const void *ctx, const struct kcm_pod *p) {
+  const struct explain *e = ctx;
+  const struct kcm_object *o = &p->o;
   if (!o->has_controller || strcmp(o->ns, e->d->o.ns) ||
       !kcm_labels_matches(&e->d->selector, &o->labels))
     return false;
@@ -162,46 +146,9 @@ static void state_text(const struct explain *e, struct kcm_buf *out) {
   }
 }
 
-/* What pod o's whole status says holds it back, as lines (kcm_api_pod_why)
- * into out; nothing while `kcm why` has not read it. */
-static void pod_reasons(const struct explain *e, const struct kcm_object *o, struct kcm_buf *out) {
-  size_t len;
-  const char *t = e->in->text ? e->in->text(e->in->ctx, KCM_KIND_POD, o->name, &len) : NULL;
-  if (t)
-    kcm_api_pod_why(t, len, (int64_t)(e->in->now_ms / 1000), out);
-}
-
 /* The pods holding it back, the deadline, a ReplicaFailure. */
 static void notes_text(const struct explain *e, struct kcm_buf *out) {
-  const struct kcm_object *o;
-  size_t shown = 0, more = 0;
-  struct kcm_buf why = KCM_BUF_INIT(64u << 10);
-  for (o = kcm_informer_first_in(&e->in->informers[KCM_KIND_POD], e->d->o.ns); o;
-       o = o->ns_next) {
-    const char *line, *nl;
-    if (!holds(e, o))
-      continue;
-    if (shown++ == SHOWN_PODS) {
-      shown--;
-      more++;
-      continue;
-    }
-    kcm_buf_reset(&why);
-    pod_reasons(e, o, &why);
-    kcm_buf_appendf(out, "%s    pod %s: ", shown == 1 ? "  held back by:\n" : "", o->name);
-    pod_text(e, (const struct kcm_pod *)o, why.len > 0, out);
-    kcm_buf_append_str(out, "\n");
-    for (line = why.data; line && line < why.data + why.len; line = nl + 1) {
-      nl = memchr(line, '\n', (size_t)(why.data + why.len - line));
-      if (!nl)
-        break;
-      kcm_buf_append_str(out, "      ");
-      kcm_buf_append(out, line, (size_t)(nl - line + 1));
-    }
-  }
-  kcm_buf_release(&why);
-  if (more)
-    kcm_buf_appendf(out, "    and %zu more\n", more);
+  kcm_replicaset_why_pods(e->in, holds, e, min_ready(e), out, NULL);
   if (e->w.timed_out)
     kcm_buf_appendf(out, "  progress deadline exceeded (%ds without progress)\n",
                     e->d->progress_deadline);
@@ -254,47 +201,6 @@ static void step_json(struct kcm_jsonw *j, const struct kcm_deployment_why_step 
   kcm_jsonw_end(j);
 }
 
-/* Pod o's reasons (pod_reasons) as a JSON array of lines. */
-static void reasons_json(struct kcm_jsonw *j, const struct kcm_buf *b) {
-  const char *line, *nl;
-  kcm_jsonw_key_array(j, "reasons");
-  for (line = b->data; line && line < b->data + b->len; line = nl + 1) {
-    if (!(nl = memchr(line, '\n', (size_t)(b->data + b->len - line))))
-      break;
-    kcm_jsonw_stringn(j, line, (size_t)(nl - line));
-  }
-  kcm_jsonw_end(j);
-}
-
-static void pods_json(const struct explain *e, struct kcm_jsonw *j) {
-  const struct kcm_object *o;
-  struct kcm_buf b, why;
-  size_t n = 0;
-  kcm_buf_init(&b, 4096);
-  kcm_buf_init(&why, 64u << 10);
-  kcm_jsonw_key_array(j, "heldBy");
-  for (o = kcm_informer_first_in(&e->in->informers[KCM_KIND_POD], e->d->o.ns); o;
-       o = o->ns_next) {
-    if (!holds(e, o))
-      continue;
-    kcm_buf_reset(&b);
-    kcm_buf_reset(&why);
-    if (n++ < SHOWN_PODS)
-      pod_reasons(e, o, &why);
-    pod_text(e, (const struct kcm_pod *)o, why.len > 0, &b);
-    kcm_jsonw_object(j);
-    kcm_jsonw_key_string(j, "pod", o->name);
-    kcm_jsonw_key(j, "why");
-    kcm_jsonw_stringn(j, b.data ? b.data : "", b.len);
-    kcm_jsonw_key_int(j, "restarts", ((const struct kcm_pod *)o)->restarts);
-    reasons_json(j, &why);
-    kcm_jsonw_end(j);
-  }
-  kcm_jsonw_end(j);
-  kcm_buf_release(&b);
-  kcm_buf_release(&why);
-}
-
 static void json(const struct explain *e, struct kcm_jsonw *j) {
   const struct kcm_deployment_why *w = &e->w;
   const struct kcm_deployment_status *st = &w->plan.status;
@@ -316,7 +222,7 @@ static void json(const struct explain *e, struct kcm_jsonw *j) {
     kcm_jsonw_key_int(j, "waitsForAvailable", w->more);
   if (w->has_next)
     step_json(j, &w->next);
-  pods_json(e, j);
+  kcm_replicaset_why_pods(e->in, holds, e, min_ready(e), NULL, j);
   kcm_jsonw_key_bool(j, "progressDeadlineExceeded", w->timed_out);
   if (w->deadline_left_s != INT64_MIN)
     kcm_jsonw_key_int(j, "progressDeadlineLeftSeconds",

@@ -65,4 +65,5 @@ const struct kcm_controllers_row kcm_replicaset_row = {
     .runtime = runtime,
     .pacers = pacers,
     .release = release,
+    .why = kcm_replicaset_explain,
 };
