@@ -62,6 +62,7 @@ struct kcm_controllers_why {
   const char *name;
   uint64_t now_ms;                /* Unix milliseconds */
   bool json;                      /* -o json: one JSON object and a newline */
+  bool line;                      /* text in one line: where it stands, what it waits for */
   /* Object `name` of `kind` in ns as a GET of it answered, JSON text of
    * *len bytes, valid during why(); NULL when there is none yet. Asking
    * for one not read yet has it read, and why() is then called again; a

@@ -6,6 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/ioctl.h>
+#include <time.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "kcm/api.h"
@@ -62,6 +65,8 @@ struct kcm_why {
   bool changed;           /* since the last answer */
   bool loop_up, finishing;
   char *last;             /* the last answer printed (--watch) */
+  bool tty;               /* stdout is a terminal: --watch redraws the answer in place */
+  unsigned rows;          /* terminal rows the last answer took (tty) */
   int open;               /* informers still to close */
   int rc;
   struct why_text texts[TEXTS];
@@ -81,7 +86,8 @@ static const char usage[] =
     "  -n, --namespace NS     the object's namespace (default: the context's)\n"
     "  -o, --output FORMAT    text (default) or json\n"
     "  -w, --watch            answer again at each change until the rollout is done\n"
-    "                         (exit 0) or past its progress deadline (exit 1)\n"
+    "                         (exit 0) or past its progress deadline (exit 1): on a\n"
+    "                         terminal in place, else a line per change\n"
     "      --kubeconfig FILE  default: $KUBECONFIG, ~/.kube/config, in-cluster\n"
     "      --context NAME     default: the current context\n"
     "      --request-timeout D  give up reading after D (default 30s)\n"
@@ -409,9 +415,43 @@ static void text_changed(struct kcm_why *w, const struct kcm_object *o) {
   }
 }
 
+/* The terminal rows text takes at its width (a code point a column). */
+static unsigned rows_of(const char *text) {
+  struct winsize ws;
+  unsigned width = ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col ? ws.ws_col : 80;
+  unsigned rows = 0, cols = 0;
+  const unsigned char *p;
+  for (p = (const unsigned char *)text; *p; p++) {
+    if (*p == '\n') {
+      rows += cols ? (cols + width - 1) / width : 1;
+      cols = 0;
+    } else if ((*p & 0xc0) != 0x80)
+      cols++;
+  }
+  return rows + (cols ? (cols + width - 1) / width : 0);
+}
+
+/* Print an answer: on a terminal in place of the last one; a line (--watch
+ * off a terminal, after the first answer) after the local time. */
+static void show(struct kcm_why *w, const char *text, bool line) {
+  if (w->tty && w->rows)
+    printf("\x1b[%uA\x1b[J", w->rows);
+  if (line) {
+    char when[16];
+    time_t t = time(NULL);
+    struct tm tm;
+    strftime(when, sizeof(when), "%H:%M:%S ", localtime_r(&t, &tm));
+    fputs(when, stdout);
+  }
+  fputs(text, stdout);
+  fflush(stdout);
+  if (w->tty)
+    w->rows = rows_of(text);
+}
+
 /* Print the row's answer when it differs from the last. */
 static void answer(struct kcm_why *w) {
-  struct kcm_controllers_why in = {w->informers, w->ns, w->name, 0, w->json, text_of, w};
+  struct kcm_controllers_why in = {w->informers, w->ns, w->name, 0, w->json, false, text_of, w};
   struct kcm_buf out = KCM_BUF_INIT(ANSWER_MAX);
   int ended = 0;
   uv_timeval64_t now;
@@ -419,6 +459,7 @@ static void answer(struct kcm_why *w) {
 
   uv_gettimeofday(&now);
   in.now_ms = (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_usec / 1000;
+  in.line = w->watch && !w->json && !w->tty && w->last;
   w->answers++;
   err = w->row->why(&in, &out, &ended);
   if (!err && texts_read(w)) {
@@ -432,8 +473,7 @@ static void answer(struct kcm_why *w) {
     finish(w, WHY_READ);
   } else {
     if (!w->last || strcmp(w->last, out.data ? out.data : "")) {
-      fputs(out.data ? out.data : "", stdout);
-      fflush(stdout);
+      show(w, out.data ? out.data : "", in.line);
       free(w->last);
       w->last = kcm_buf_take(&out);
     }
@@ -513,6 +553,7 @@ int kcm_why_main(int argc, char **argv) {
   struct kcm_why w;
   int rc;
   memset(&w, 0, sizeof(w));
+  w.tty = isatty(STDOUT_FILENO);
   kcm_log_set_verbosity(0);
   if ((rc = parse(&w, argc, argv)))
     return rc < 0 ? WHY_OK : rc;

@@ -1,6 +1,10 @@
 """`kcm why`: what a rollout waits for, as kcm's planner sees it."""
 
 import json
+import os
+import pty
+import re
+import select
 import subprocess
 
 from harness import Skip, is_kcm, scenario, wait_for
@@ -83,7 +87,8 @@ def why_held_by_unavailable(ctx):
     assert answer["heldBy"][0]["reasons"][0].startswith(
         "container c: waiting, ImagePullBackOff"), answer
 
-    # --watch answers again as the rollout moves, and ends with it.
+    # --watch answers again as the rollout moves, and ends with it: off a
+    # terminal, the whole answer first, then a line per change.
     watch = subprocess.Popen([ctx.env.kcm_binary, "why", "deployment/web", "--watch", "-n",
                               ctx.ns, "--kubeconfig", ctx.env.kubeconfig],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -93,10 +98,48 @@ def why_held_by_unavailable(ctx):
     finally:
         watch.kill()
     assert watch.returncode == 0, (watch.returncode, out, err)
-    assert out.index("waits for 1 more pod of %s" % new_name) < out.rindex(
-        "complete: every replica updated and available"), out
-    assert out.rstrip().endswith("complete: every replica updated and available"), out
+    first, _, rest = out.partition("  progress deadline: ")
+    assert "waits for 1 more pod of %s" % new_name in first, out
+    changes = rest.splitlines()[1:]
+    assert changes and all(re.match(r"\d\d:\d\d:\d\d deployment/web: 3 replicas: \d+ updated, "
+                                     r"\d+ ready, \d+ available; ", c) for c in changes), out
+    assert changes[-1].endswith("complete: every replica updated and available"), out
     wait_complete(ctx, "web", rev=3)
+
+
+@scenario("kcm why: --watch on a terminal redraws the answer in place until the rollout ends")
+def why_watch_terminal(ctx):
+    skip_unless_kcm(ctx)
+    ctx.apply(deployment("web", 2, image=BAD_IMAGE, strategy=rolling(1, 0)))
+    why_until(ctx, "waits for 2 more pods of web-")
+    master, slave = pty.openpty()
+    watch = subprocess.Popen([ctx.env.kcm_binary, "why", "deployment/web", "--watch", "-n",
+                              ctx.ns, "--kubeconfig", ctx.env.kubeconfig],
+                             stdout=slave, stderr=subprocess.PIPE)
+    os.close(slave)
+    seen = b""
+    try:
+        ctx.k("set", "image", "deployment/web", "c=" + IMAGE)
+        while True:
+            ready, _, _ = select.select([master], [], [], 60)
+            assert ready, "no output for 60 s: %r" % seen[-2000:]
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # the terminal closed: kcm why has exited
+                break
+            if not chunk:
+                break
+            seen += chunk
+        assert watch.wait(timeout=30) == 0, (watch.returncode, seen, watch.stderr.read())
+    finally:
+        watch.kill()
+        os.close(master)
+    text = seen.decode()
+    # Each later answer moves up over the one before and clears it.
+    assert re.search(r"\x1b\[\d+A\x1b\[J", text), text
+    last = re.split(r"\x1b\[\d+A\x1b\[J", text)[-1]
+    assert "complete: every replica updated and available" in last, text
+    assert "waits for" not in last and "[####################] 2 replicas" in last, text
 
 
 @scenario("kcm why: a clean rollout is complete")
@@ -207,7 +250,8 @@ def why_past_deadline(ctx):
                         "--kubeconfig", ctx.env.kubeconfig],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 1, (p.returncode, p.stdout, p.stderr)
-    assert "progress deadline exceeded (3s without progress)" in p.stdout, p.stdout
+    assert p.stdout.rstrip().endswith("; progress deadline exceeded (3s without progress)"), \
+        p.stdout
 
 
 @scenario("kcm why: bad arguments and missing objects get a clear error")

@@ -98,52 +98,53 @@ static void bar(int32_t done, int32_t of, struct kcm_buf *out) {
 }
 
 /* The step that follows the wait, if the planner names one. */
-static void then_text(const struct kcm_deployment_why *w, struct kcm_buf *out) {
+static void then_text(const struct kcm_deployment_why *w, bool line, struct kcm_buf *out) {
   if (!w->has_next)
     return;
-  kcm_buf_append_str(out, ",\n  then: ");
+  kcm_buf_append_str(out, line ? "; then: " : ",\n  then: ");
   step_text(&w->next, out);
 }
 
-/* Where it stands and what it waits for, in words. */
-static void state_text(const struct explain *e, struct kcm_buf *out) {
+/* Where it stands and what it waits for, in words: lines of the answer,
+ * or (line) the end of its one line. */
+static void state_text(const struct explain *e, bool line, struct kcm_buf *out) {
   const struct kcm_deployment_why *w = &e->w;
   const char *nrs = e->new_rs ? e->new_rs->o.name : "the new ReplicaSet";
+  kcm_buf_append_str(out, line ? "" : "  ");
   switch (w->state) {
   case KCM_DEPLOYMENT_WHY_ACTING:
-    kcm_buf_append_str(out, "  next: ");
+    kcm_buf_append_str(out, "next: ");
     step_text(&w->next, out);
-    kcm_buf_append_str(out, ", now (the controller has not done it yet)\n");
-    return;
+    kcm_buf_append_str(out, line ? ", now" : ", now (the controller has not done it yet)");
+    break;
   case KCM_DEPLOYMENT_WHY_COMPLETE:
-    kcm_buf_append_str(out, "  complete: every replica updated and available\n");
-    return;
+    kcm_buf_append_str(out, "complete: every replica updated and available");
+    break;
   case KCM_DEPLOYMENT_WHY_PAUSED:
-    kcm_buf_append_str(out, "  paused: the rollout waits for `kubectl rollout resume`; "
-                            "only scaling is done\n");
-    return;
+    kcm_buf_append_str(out, "paused: the rollout waits for `kubectl rollout resume`");
+    kcm_buf_append_str(out, line ? "" : "; only scaling is done");
+    break;
   case KCM_DEPLOYMENT_WHY_AVAILABLE:
-    kcm_buf_appendf(out, "  waits for %d more pod%s of %s to be available", w->more,
+    kcm_buf_appendf(out, "waits for %d more pod%s of %s to be available", w->more,
                     w->more == 1 ? "" : "s", nrs);
-    then_text(w, out);
-    if (!e->d->recreate)
+    then_text(w, line, out);
+    if (!e->d->recreate && !line)
       kcm_buf_appendf(out, "\n  (maxUnavailable %d: at least %d of %d stay available, %d are; "
                            "maxSurge %d: at most %d pods, %d now)",
                       w->max_unavailable, w->min_available, e->d->replicas, w->available,
                       w->max_surge, w->max_total, w->total);
-    kcm_buf_append_str(out, "\n");
-    return;
+    break;
   case KCM_DEPLOYMENT_WHY_OLD_PODS:
-    kcm_buf_append_str(out, "  waits for the old pods to end (Recreate)");
-    then_text(w, out);
-    kcm_buf_append_str(out, "\n");
-    return;
+    kcm_buf_append_str(out, "waits for the old pods to end (Recreate)");
+    then_text(w, line, out);
+    break;
   case KCM_DEPLOYMENT_WHY_SETTLING:
-    kcm_buf_append_str(out, "  settling: nothing left to do but report the counts\n");
-    return;
+    kcm_buf_append_str(out, "settling: nothing left to do but report the counts");
+    break;
   default:
-    kcm_buf_append_str(out, "  its selector cannot be used: the controller does nothing\n");
+    kcm_buf_append_str(out, "its selector cannot be used: the controller does nothing");
   }
+  kcm_buf_append_str(out, line ? "" : "\n");
 }
 
 /* The pods holding it back, the deadline, a ReplicaFailure. */
@@ -185,8 +186,26 @@ static void text(const struct explain *e, struct kcm_buf *out) {
   bar(e->new_rs ? e->new_rs->status.available : 0, d->replicas, out);
   kcm_buf_appendf(out, " %d replica%s: %d updated, %d ready, %d available\n", d->replicas,
                   d->replicas == 1 ? "" : "s", st->updated, st->ready, st->available);
-  state_text(e, out);
+  state_text(e, false, out);
   notes_text(e, out);
+}
+
+/* The answer in one line, for --watch when not on a terminal. */
+static void line_text(const struct explain *e, struct kcm_buf *out) {
+  const struct kcm_deployment_status *st = &e->w.plan.status;
+  kcm_buf_appendf(out, "deployment/%s: %d replica%s: %d updated, %d ready, %d available; ",
+                  e->d->o.name, e->d->replicas, e->d->replicas == 1 ? "" : "s", st->updated,
+                  st->ready, st->available);
+  state_text(e, true, out);
+  if (e->w.timed_out)
+    kcm_buf_appendf(out, "; progress deadline exceeded (%ds without progress)",
+                    e->d->progress_deadline);
+  if (e->w.failure) {
+    kcm_buf_append_str(out, "; ReplicaFailure (");
+    kcm_log_plain(out, e->w.failure->reason, MESSAGE_CHARS);
+    kcm_buf_append_str(out, ")");
+  }
+  kcm_buf_append_str(out, "\n");
 }
 
 static void step_json(struct kcm_jsonw *j, const struct kcm_deployment_why_step *s) {
@@ -279,7 +298,9 @@ int kcm_deployment_explain(const struct kcm_controllers_why *in, struct kcm_buf 
     err = kcm_jsonw_finish(&j);
     if (!err)
       err = kcm_buf_append_str(out, "\n");
-  } else
+  } else if (in->line)
+    line_text(&e, out);
+  else
     text(&e, out);
   kcm_deployment_why_release(&e.w);
   free(cands);

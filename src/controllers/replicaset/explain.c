@@ -201,6 +201,29 @@ static void text(const struct explain *e, struct kcm_buf *out) {
   }
 }
 
+/* The answer in one line, for --watch when not on a terminal. */
+static void line_text(const struct explain *e, struct kcm_buf *out) {
+  const struct kcm_replicaset *rs = e->rs;
+  kcm_buf_appendf(out, "replicaset/%s: %d replica%s: %d created, %d ready, %d available; ",
+                  rs->o.name, rs->replicas, rs->replicas == 1 ? "" : "s", e->st.replicas,
+                  e->st.ready, e->st.available);
+  if (!strcmp(e->state, "acting") && !e->plan.change)
+    kcm_buf_appendf(out, "next: adopt %zu and release %zu pods, now", e->plan.claim.nadopt,
+                    e->plan.claim.nrelease);
+  else if (!strcmp(e->state, "acting"))
+    kcm_buf_appendf(out, "next: %s %d pod%s, now", e->plan.change > 0 ? "create" : "delete",
+                    e->plan.change > 0 ? e->plan.change : -e->plan.change,
+                    e->plan.change == 1 || e->plan.change == -1 ? "" : "s");
+  else if (!strcmp(e->state, "waiting-for-available"))
+    kcm_buf_appendf(out, "waits for %d more pod%s to be available",
+                    rs->replicas - e->st.available,
+                    rs->replicas - e->st.available == 1 ? "" : "s");
+  else
+    kcm_buf_appendf(out, "%s", !strcmp(e->state, "complete") ? "complete: every replica available"
+                                                             : "being deleted");
+  kcm_buf_append_str(out, "\n");
+}
+
 static void json(const struct explain *e, struct kcm_jsonw *j) {
   const struct kcm_replicaset *rs = e->rs;
   const struct kcm_condition *f = kcm_api_condition_get(&e->st.conditions, "ReplicaFailure");
@@ -281,7 +304,9 @@ int kcm_replicaset_explain(const struct kcm_controllers_why *in, struct kcm_buf 
       json(&e, &j);
       if (!(err = kcm_jsonw_finish(&j)))
         err = kcm_buf_append_str(out, "\n");
-    } else
+    } else if (in->line)
+      line_text(&e, out);
+    else
       text(&e, out);
   }
   kcm_replicaset_status_release(&e.st);
