@@ -121,6 +121,7 @@ struct kcm_informer {
   struct kcm_map by_ns;    /* namespace -> bucket */
   struct kcm_map by_owner; /* controller uid -> bucket */
   struct kcm_informer_stats stats;
+  char last_error[200];    /* what the last failed list answered, cut; "" while none */
   /* Keep only the objects of the namespaces keep() names (NULL: all); see
    * kcm_informer_filter(). */
   bool (*keep)(void *ctx, const char *ns, size_t n);

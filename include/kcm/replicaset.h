@@ -228,6 +228,15 @@ void kcm_replicaset_why_pods(const struct kcm_controllers_why *in, kcm_replicase
                              const void *ctx, int32_t min_ready, struct kcm_buf *out,
                              struct kcm_jsonw *j);
 
+/* kcm why: where kcm, as ReplicaSet rs's controller (NULL: none yet), acts
+ * otherwise than kube-controller-manager would now (docs/differences.md):
+ * pods of it failed (kcm's --failed-pod-backoff), its status behind its
+ * pods (--status-write-interval). As text lines into out, or with j set as
+ * the JSON member "unlikeUpstream", an array of strings. */
+void kcm_replicaset_why_upstream(const struct kcm_controllers_why *in,
+                                 const struct kcm_replicaset *rs, struct kcm_buf *out,
+                                 struct kcm_jsonw *j);
+
 /* kcm why for a ReplicaSet, its row's why() (kcm/controllers.h): from
  * kcm_replicaset_plan() on the caches, with the expectations taken as met,
  * the pods it would create, delete, adopt or release next, or that it is

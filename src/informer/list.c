@@ -338,8 +338,10 @@ void kcm_informer_stream_ended(struct kcm_informer *inf, const struct kcm_client
   list_from_start(inf);
 }
 
-/* The list failed: drop what it gathered and try again after a wait. */
-static void list_failed(struct kcm_informer *inf, double retry_after) {
+/* The list failed, as message says: drop what it gathered and try again
+ * after a wait. */
+static void list_failed(struct kcm_informer *inf, double retry_after, const char *message) {
+  snprintf(inf->last_error, sizeof(inf->last_error), "%s", message);
   kcm_informer_drop_pending(inf);
   inf->need_list = true;
   kcm_informer_backoff(inf, retry_after);
@@ -374,7 +376,7 @@ static void on_list(const struct kcm_client_response *resp, void *data) {
   if (resp->err && !(resp->err == KCM_ECANCELED && why)) {
     kcm_error("list failed kind=\"%s\" err=\"%s: %s\"", kcm_api_kind_name(inf->opts.kind),
               kcm_strerror(resp->err), resp->message);
-    list_failed(inf, resp->retry_after);
+    list_failed(inf, resp->retry_after, resp->message);
     return;
   }
   if (!resp->err && (inf->list_proto ? kcm_pbitems_finish(inf->pbitems)
@@ -382,7 +384,7 @@ static void on_list(const struct kcm_client_response *resp, void *data) {
     why = reader_error(inf);
   if (why) {
     kcm_error("list failed kind=\"%s\" err=\"%s\"", kcm_api_kind_name(inf->opts.kind), why);
-    list_failed(inf, 0);
+    list_failed(inf, 0, why);
     return;
   }
   if (inf->cont) {

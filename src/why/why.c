@@ -289,15 +289,20 @@ static void finish(struct kcm_why *w, int rc) {
       kcm_informer_stop(&w->informers[k], closed);
 }
 
-/* A cache that cannot sync: the read the server refused, in words. */
+/* A cache that cannot sync: the read the server refused, and its answer. */
 static bool read_failed(struct kcm_why *w) {
+  struct kcm_buf said = KCM_BUF_INIT(1024);
   int k;
   for (k = 0; k < KCM_KIND_COUNT; k++) {
     const struct kcm_informer *inf = &w->informers[k];
     if (!(w->kinds & (1u << k)) || inf->synced || !inf->stats.failures)
       continue;
-    fprintf(stderr, "kcm why: cannot list %s in namespace %s (the error above says why)\n",
-            kcm_api_kind((enum kcm_kind)k)->plural, w->ns);
+    kcm_log_plain(&said, inf->last_error[0] ? inf->last_error : "the error above says why",
+                  sizeof(inf->last_error));
+    fprintf(stderr, "kcm why: cannot list %s in namespace %s: %.*s\n",
+            kcm_api_kind((enum kcm_kind)k)->plural, w->ns, (int)said.len,
+            said.data ? said.data : "");
+    kcm_buf_release(&said);
     return true;
   }
   return false;

@@ -233,6 +233,13 @@ def why_replicaset(ctx):
                     "controlled by Deployment web: its rollout sets the replicas "
                     "(kcm why deployment/web)", args=("rs/" + rs["metadata"]["name"],))
     assert "held back by" not in out, out
+    # A pod that failed: kcm replaces it after a back-off, upstream at once.
+    (pod,) = pods_of(ctx, rs)[:1]
+    ctx.k("patch", "pod", pod, "--subresource=status", "--type=merge",
+          "-p", '{"status":{"phase":"Failed"}}')
+    why_until(ctx, "unlike kube-controller-manager: pods of it failed: kcm replaces pods that "
+              "keep failing after 1s, 2s, 4s, ... up to --failed-pod-backoff",
+              args=("rs/" + rs["metadata"]["name"],))
     # --watch ends once the ReplicaSet is complete.
     ctx.k("scale", "rs/pull", "--replicas=0")
     p = subprocess.run([ctx.env.kcm_binary, "why", "rs/pull", "--watch", "-n", ctx.ns,
@@ -240,6 +247,20 @@ def why_replicaset(ctx):
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 0 and "complete: every replica available" in p.stdout, (
         p.returncode, p.stdout, p.stderr)
+
+
+@scenario("kcm why: a Deployment whose selector overlaps another's names it")
+def why_overlap(ctx):
+    skip_unless_kcm(ctx)
+    ctx.apply(deployment("a", 1, labels={"app": "web"}))
+    ctx.apply(deployment("b", 1, labels={"app": "web", "tier": "x"}))
+    ctx.apply(deployment("c", 1, labels={"app": "other"}))
+    out = why_until(ctx, "selector overlaps deployment/b's", args=("deployment/a",))
+    assert "deployment/c" not in out, out
+    answer = json.loads(why(ctx, "deployment/b", "-o", "json").stdout)
+    assert answer["overlaps"] == ["a"], answer
+    answer = json.loads(why(ctx, "deployment/c", "-o", "json").stdout)
+    assert answer["overlaps"] == [], answer
 
 
 @scenario("kcm why: a rollout past its progress deadline says so, and --watch fails")
@@ -293,4 +314,5 @@ def why_refused_read(ctx):
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 3 and p.stdout == "", (p.returncode, p.stdout, p.stderr)
     assert p.stderr.count("kcm why: cannot list pods in namespace %s" % tns) == 1, p.stderr
-    assert "forbidden" in p.stderr, p.stderr
+    assert re.search(r"kcm why: cannot list pods in namespace %s: .*forbidden" % tns, p.stderr), \
+        p.stderr

@@ -18,6 +18,7 @@
 
 #define MESSAGE_CHARS 300 /* bytes of text from an object shown */
 #define BAR 20            /* cells of the progress bar */
+#define OVERLAPS 3        /* Deployments named whose selector overlaps its own */
 
 struct explain {
   const struct kcm_controllers_why *in;
@@ -147,9 +148,44 @@ static void state_text(const struct explain *e, bool line, struct kcm_buf *out) 
   kcm_buf_append_str(out, line ? "" : "\n");
 }
 
+/* The Deployments of its namespace whose selector overlaps its own: a pod
+ * or a ReplicaSet selected by both. With j, the JSON member "overlaps". */
+static void overlaps(const struct explain *e, struct kcm_buf *out, struct kcm_jsonw *j) {
+  const struct kcm_object *o, *x;
+  size_t n = 0;
+  if (j)
+    kcm_jsonw_key_array(j, "overlaps");
+  for (o = kcm_informer_first_in(&e->in->informers[KCM_KIND_DEPLOYMENT], e->d->o.ns);
+       o && n < OVERLAPS; o = o->ns_next) {
+    const struct kcm_deployment *d2 = (const struct kcm_deployment *)o;
+    static const enum kcm_kind kinds[] = {KCM_KIND_REPLICASET, KCM_KIND_POD};
+    size_t k;
+    bool both = false;
+    if (kcm_api_uid_equal(&o->uid, &e->d->o.uid))
+      continue;
+    for (k = 0; k < 2 && !both; k++)
+      for (x = kcm_informer_first_in(&e->in->informers[kinds[k]], e->d->o.ns); x && !both;
+           x = x->ns_next)
+        both = kcm_labels_matches(&e->d->selector, &x->labels) &&
+               kcm_labels_matches(&d2->selector, &x->labels);
+    if (!both)
+      continue;
+    n++;
+    if (j)
+      kcm_jsonw_string(j, o->name);
+    else
+      kcm_buf_appendf(out, "  selector overlaps deployment/%s's: a pod or ReplicaSet that one "
+                           "lets go of the other may adopt\n", o->name);
+  }
+  if (j)
+    kcm_jsonw_end(j);
+}
+
 /* The pods holding it back, the deadline, a ReplicaFailure. */
 static void notes_text(const struct explain *e, struct kcm_buf *out) {
   kcm_replicaset_why_pods(e->in, holds, e, min_ready(e), out, NULL);
+  kcm_replicaset_why_upstream(e->in, e->new_rs, out, NULL);
+  overlaps(e, out, NULL);
   if (e->w.timed_out)
     kcm_buf_appendf(out, "  progress deadline exceeded (%ds without progress)\n",
                     e->d->progress_deadline);
@@ -242,6 +278,8 @@ static void json(const struct explain *e, struct kcm_jsonw *j) {
   if (w->has_next)
     step_json(j, &w->next);
   kcm_replicaset_why_pods(e->in, holds, e, min_ready(e), NULL, j);
+  kcm_replicaset_why_upstream(e->in, e->new_rs, NULL, j);
+  overlaps(e, NULL, j);
   kcm_jsonw_key_bool(j, "progressDeadlineExceeded", w->timed_out);
   if (w->deadline_left_s != INT64_MIN)
     kcm_jsonw_key_int(j, "progressDeadlineLeftSeconds",

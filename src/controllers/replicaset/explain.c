@@ -9,6 +9,7 @@
 
 #include "kcm/controllers.h"
 #include "kcm/jsonw.h"
+#include "kcm/labels.h"
 #include "kcm/log.h"
 #include "kcm/replicaset.h"
 
@@ -111,6 +112,65 @@ void kcm_replicaset_why_pods(const struct kcm_controllers_why *in, kcm_replicase
   kcm_buf_release(&why);
 }
 
+/* --- where kcm differs from kube-controller-manager -------------------------------------- */
+
+/* ReplicaSet rs's pods in the cache: failed, and active (and of those
+ * ready and available) by its own rule. */
+struct pod_counts {
+  int32_t failed, active, ready, available;
+};
+
+static struct pod_counts count_pods(const struct kcm_controllers_why *in,
+                                    const struct kcm_replicaset *rs) {
+  struct pod_counts c = {0, 0, 0, 0};
+  const struct kcm_object *o;
+  for (o = kcm_informer_first_owned(&in->informers[KCM_KIND_POD], &rs->o.uid); o;
+       o = o->own_next) {
+    const struct kcm_pod *p = (const struct kcm_pod *)o;
+    if (strcmp(o->ns, rs->o.ns) || !o->has_controller ||
+        !kcm_api_uid_equal(&o->controller.uid, &rs->o.uid) ||
+        !kcm_labels_matches(&rs->selector, &o->labels))
+      continue;
+    if (p->phase == KCM_POD_FAILED && !o->deleted)
+      c.failed++;
+    if (!kcm_replicaset_pod_active(p))
+      continue;
+    c.active++;
+    c.ready += p->ready;
+    c.available += kcm_replicaset_pod_available(p, rs->min_ready_seconds, in->now_ms);
+  }
+  return c;
+}
+
+void kcm_replicaset_why_upstream(const struct kcm_controllers_why *in,
+                                 const struct kcm_replicaset *rs, struct kcm_buf *out,
+                                 struct kcm_jsonw *j) {
+  static const char *const notes[] = {
+      "pods of it failed: kcm replaces pods that keep failing after 1s, 2s, 4s, ... up to "
+      "--failed-pod-backoff (5m by default); kube-controller-manager replaces them at once",
+      "its status counts fewer pods than there are: kcm writes a status that only adds pods up "
+      "to --status-write-interval (1s by default) later; kube-controller-manager at once",
+  };
+  struct pod_counts c = rs ? count_pods(in, rs) : (struct pod_counts){0, 0, 0, 0};
+  bool say[2];
+  size_t i;
+  say[0] = c.failed > 0;
+  say[1] = rs && (c.active > rs->status.replicas || c.ready > rs->status.ready ||
+                  c.available > rs->status.available);
+  if (j)
+    kcm_jsonw_key_array(j, "unlikeUpstream");
+  for (i = 0; i < 2; i++) {
+    if (!say[i])
+      continue;
+    if (j)
+      kcm_jsonw_string(j, notes[i]);
+    else
+      kcm_buf_appendf(out, "  unlike kube-controller-manager: %s\n", notes[i]);
+  }
+  if (j)
+    kcm_jsonw_end(j);
+}
+
 /* --- a ReplicaSet ----------------------------------------------------------------------- */
 
 struct explain {
@@ -192,6 +252,7 @@ static void text(const struct explain *e, struct kcm_buf *out) {
                     rs->replicas - e->st.available,
                     rs->replicas - e->st.available == 1 ? "" : "s");
   kcm_replicaset_why_pods(e->in, holds, e, rs->min_ready_seconds, out, NULL);
+  kcm_replicaset_why_upstream(e->in, rs, out, NULL);
   if (f && f->status && !strcmp(f->status, "True")) {
     kcm_buf_append_str(out, "  ReplicaFailure (");
     kcm_log_plain(out, f->reason, WORDS_MAX);
@@ -249,6 +310,7 @@ static void json(const struct explain *e, struct kcm_jsonw *j) {
     kcm_jsonw_end(j);
   }
   kcm_replicaset_why_pods(e->in, holds, e, rs->min_ready_seconds, NULL, j);
+  kcm_replicaset_why_upstream(e->in, rs, NULL, j);
   if (f && f->status && !strcmp(f->status, "True") && f->message)
     kcm_jsonw_key_string(j, "replicaFailure", f->message);
   kcm_jsonw_end(j);
