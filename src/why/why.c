@@ -336,6 +336,18 @@ static struct why_text *text_slot(struct kcm_why *w) {
   return NULL;
 }
 
+/* Let go of the texts the last answer did not ask for. */
+static void texts_trim(struct kcm_why *w) {
+  size_t i;
+  for (i = 0; i < TEXTS; i++) {
+    struct why_text *t = &w->texts[i];
+    if (t->name[0] && t->asked != w->answers && t->state != TEXT_READING) {
+      free(t->body);
+      memset(t, 0, sizeof(*t));
+    }
+  }
+}
+
 /* kcm_controllers_why's text(). */
 static const char *text_of(void *ctx, enum kcm_kind kind, const char *name, size_t *len) {
   struct kcm_why *w = ctx;
@@ -368,9 +380,12 @@ static void text_read(const struct kcm_client_response *r, void *data) {
     return;
   }
   if (r->err || !(t->body = malloc(r->body_len + 1))) {
-    fprintf(stderr, "kcm why: cannot read %s %s in namespace %s: %s\n",
-            kcm_api_kind((enum kcm_kind)t->kind)->singular, t->name, w->ns,
-            r->err ? r->message : "out of memory");
+    struct kcm_buf said = KCM_BUF_INIT(1024);
+    kcm_log_plain(&said, r->err ? r->message : "out of memory", 300);
+    fprintf(stderr, "kcm why: cannot read %s %s in namespace %s: %.*s\n",
+            kcm_api_kind((enum kcm_kind)t->kind)->singular, t->name, w->ns, (int)said.len,
+            said.data ? said.data : "");
+    kcm_buf_release(&said);
     t->state = TEXT_FAILED;
     return;
   }
@@ -477,6 +492,7 @@ static void answer(struct kcm_why *w) {
     fprintf(stderr, "kcm why: cannot answer: %s\n", kcm_strerror(err));
     finish(w, WHY_READ);
   } else {
+    texts_trim(w);
     if (!w->last || strcmp(w->last, out.data ? out.data : "")) {
       show(w, out.data ? out.data : "", in.line);
       free(w->last);

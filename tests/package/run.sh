@@ -70,6 +70,7 @@ if command -v kubectl >/dev/null; then
 fi
 zcat /usr/share/man/man1/kcm.1.gz | grep -qF 'leader\-elect\-resource\-name' ||
   fail "the man page lacks the flags of --help"
+zcat /usr/share/man/man1/kcm.1.gz | grep -qF 'kcm why' || fail "the man page lacks kcm why"
 grep -q '^ExecStart=/usr/bin/kcm \$KCM_ARGS$' /lib/systemd/system/kcm.service ||
   fail "kcm.service does not start /usr/bin/kcm with \$KCM_ARGS"
 if command -v systemd-analyze >/dev/null; then
