@@ -357,9 +357,9 @@ static void teardown(struct app *a) {
 /* Run as kubectl's plugin (as kubectl-kcm, for `kubectl kcm ...`), kcm
  * runs its subcommands only: the daemon is started as kcm. */
 static bool plugin_only(int argc, char **argv, int *rc) {
-  const char *base = strrchr(argv[0], '/');
+  const char *base = argc > 0 ? strrchr(argv[0], '/') : NULL;
   bool help = argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"));
-  if (strcmp(base ? base + 1 : argv[0], "kubectl-kcm"))
+  if (argc < 1 || strcmp(base ? base + 1 : argv[0], "kubectl-kcm"))
     return false;
   fprintf(help ? stdout : stderr,
           "Usage: kubectl kcm why KIND/NAME [flags]   (kubectl kcm why --help)\n");

@@ -121,7 +121,8 @@ struct kcm_informer {
   struct kcm_map by_ns;    /* namespace -> bucket */
   struct kcm_map by_owner; /* controller uid -> bucket */
   struct kcm_informer_stats stats;
-  char last_error[200];    /* what the last failed list answered, cut; "" while none */
+  char last_error[200];    /* what the last failed list answered, cut; "" when a
+                              list has succeeded since, or none failed */
   /* Keep only the objects of the namespaces keep() names (NULL: all); see
    * kcm_informer_filter(). */
   bool (*keep)(void *ctx, const char *ns, size_t n);

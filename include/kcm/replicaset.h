@@ -214,6 +214,10 @@ struct kcm_jsonw;
 
 #define KCM_REPLICASET_WHY_PODS 5 /* pods shown in text and read whole; the rest counted */
 
+/* kcm why: member key of JSON object j, text from an object as the
+ * terminal may show it (kcm_log_plain(), at most 300 bytes); NULL as "". */
+void kcm_replicaset_why_json_text(struct kcm_jsonw *j, const char *key, const char *text);
+
 /* Whether pod p holds the object `kcm why` asks about back. */
 typedef bool (*kcm_replicaset_why_holds)(const void *ctx, const struct kcm_pod *p);
 
@@ -230,12 +234,13 @@ void kcm_replicaset_why_pods(const struct kcm_controllers_why *in, kcm_replicase
 
 /* kcm why: where kcm, as ReplicaSet rs's controller (NULL: none yet), acts
  * otherwise than kube-controller-manager would now (docs/differences.md):
- * pods of it failed (kcm's --failed-pod-backoff), its status behind its
- * pods (--status-write-interval). As text lines into out, or with j set as
- * the JSON member "unlikeUpstream", an array of strings. */
+ * pods of it failed (kcm's --failed-pod-backoff), and when something waits
+ * for its status (waits), that status behind its pods
+ * (--status-write-interval). As text lines into out, or with j set as the
+ * JSON member "unlikeUpstream", an array of strings. */
 void kcm_replicaset_why_upstream(const struct kcm_controllers_why *in,
-                                 const struct kcm_replicaset *rs, struct kcm_buf *out,
-                                 struct kcm_jsonw *j);
+                                 const struct kcm_replicaset *rs, bool waits,
+                                 struct kcm_buf *out, struct kcm_jsonw *j);
 
 /* kcm why for a ReplicaSet, its row's why() (kcm/controllers.h): from
  * kcm_replicaset_plan() on the caches, with the expectations taken as met,

@@ -181,8 +181,10 @@ static void pod_level(struct pod_why *w, json_object *status) {
   const char *r = string(status, "reason");
   if (r) {
     plain(w, r, WORD_MAX);
-    put(w, ": ");
-    plain(w, string(status, "message"), TEXT_MAX);
+    if (string(status, "message")) {
+      put(w, ": ");
+      plain(w, string(status, "message"), TEXT_MAX);
+    }
     put(w, "\n");
   }
   for (i = 0; i < n; i++) {
@@ -193,6 +195,7 @@ static void pod_level(struct pod_why *w, json_object *status) {
       reason(w, c);
       since(w, c, "lastTransitionTime", " (for ", ")");
       put(w, "\n");
+      break;
     }
   }
 }

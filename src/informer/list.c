@@ -252,6 +252,7 @@ static void synced(struct kcm_informer *inf, bool proto, const char *how) {
   kcm_informer_replace(inf, inf->pending, inf->npending);
   inf->npending = 0;
   inf->synced = true;
+  inf->last_error[0] = '\0';
   inf->need_list = inf->relist_after;
   inf->consistent = inf->need_list;
   inf->rv_gone = false;

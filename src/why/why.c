@@ -8,8 +8,10 @@
 #include <strings.h>
 #include <sys/ioctl.h>
 #include <time.h>
+#include <locale.h>
 #include <unistd.h>
 #include <uv.h>
+#include <wchar.h>
 
 #include "kcm/api.h"
 #include "kcm/buf.h"
@@ -27,7 +29,7 @@ enum { WHY_OK = 0, WHY_FAILED = 1, WHY_USAGE = 2, WHY_READ = 3 };
 #define CHECK_MS 20             /* how often the caches are looked at */
 #define ANSWER_MAX (16u << 20) /* bytes of one answer */
 #define TEXTS 16               /* objects an answer may read whole */
-#define PATH_MAX_BYTES 1024
+#define PATH_MAX_BYTES 1024    /* of an object's URL path */
 
 /* An object an answer asked to read whole (a held pod's status). */
 struct why_text {
@@ -70,6 +72,8 @@ struct kcm_why {
   int open;               /* informers still to close */
   int rc;
   struct why_text texts[TEXTS];
+  unsigned told;          /* 1 << kind: a failed read of that kind said */
+  unsigned refused;       /* 1 << kind: reads of that kind refused; not asked again */
   unsigned answers;       /* answers worked out so far */
   int reading;            /* texts being read */
 };
@@ -353,6 +357,8 @@ static const char *text_of(void *ctx, enum kcm_kind kind, const char *name, size
   struct kcm_why *w = ctx;
   struct why_text *t = text_find(w, (uint8_t)kind, name);
   *len = 0;
+  if (w->refused & (1u << kind))
+    return NULL;
   if (!t) {
     if (strlen(name) > KCM_API_NAME_MAX || !(t = text_slot(w)))
       return NULL;
@@ -368,25 +374,38 @@ static const char *text_of(void *ctx, enum kcm_kind kind, const char *name, size
   return t->body;
 }
 
+/* A read of t failed: said once for its kind (not for an object gone
+ * meanwhile); a refused kind is not asked for again. */
+static void text_failed(struct kcm_why *w, struct why_text *t,
+                        const struct kcm_client_response *r) {
+  struct kcm_buf said = KCM_BUF_INIT(1024);
+  t->state = TEXT_FAILED;
+  if (r->status == 404 || (w->told & (1u << t->kind)))
+    return;
+  w->told |= 1u << t->kind;
+  if (r->status == 403)
+    w->refused |= 1u << t->kind;
+  kcm_log_plain(&said, r->err ? r->message : "out of memory", 300);
+  fprintf(stderr, "kcm why: cannot read %s %s in namespace %s: %.*s; %s are shown without what "
+          "their status says\n", kcm_api_kind((enum kcm_kind)t->kind)->singular, t->name, w->ns,
+          (int)said.len, said.data ? said.data : "", kcm_api_kind((enum kcm_kind)t->kind)->plural);
+  kcm_buf_release(&said);
+}
+
 static void text_read(const struct kcm_client_response *r, void *data) {
   struct why_text *t = data;
   struct kcm_why *w = t->w;
   t->req = NULL;
   w->reading--;
   w->changed = true;
-  if (t->stale || r->err == KCM_ECANCELED) {
+  if (r->err == KCM_ECANCELED || (t->stale && w->watch)) {
     t->state = TEXT_WANTED;
     t->stale = false;
     return;
   }
+  t->stale = false;
   if (r->err || !(t->body = malloc(r->body_len + 1))) {
-    struct kcm_buf said = KCM_BUF_INIT(1024);
-    kcm_log_plain(&said, r->err ? r->message : "out of memory", 300);
-    fprintf(stderr, "kcm why: cannot read %s %s in namespace %s: %.*s\n",
-            kcm_api_kind((enum kcm_kind)t->kind)->singular, t->name, w->ns, (int)said.len,
-            said.data ? said.data : "");
-    kcm_buf_release(&said);
-    t->state = TEXT_FAILED;
+    text_failed(w, t, r);
     return;
   }
   memcpy(t->body, r->body, r->body_len + 1);
@@ -420,9 +439,10 @@ static int texts_read(struct kcm_why *w) {
   return w->reading;
 }
 
-/* An object changed: its text, if read, is read again when next asked for. */
+/* An object changed: with --watch its text, if read, is read again when
+ * next asked for (one answer reads each text once). */
 static void text_changed(struct kcm_why *w, const struct kcm_object *o) {
-  struct why_text *t = o->name ? text_find(w, o->kind, o->name) : NULL;
+  struct why_text *t = w->watch && o->name ? text_find(w, o->kind, o->name) : NULL;
   if (!t)
     return;
   if (t->state == TEXT_READING)
@@ -435,53 +455,92 @@ static void text_changed(struct kcm_why *w, const struct kcm_object *o) {
   }
 }
 
-/* The terminal rows text takes at its width (a code point a column). */
-static unsigned rows_of(const char *text) {
-  struct winsize ws;
-  unsigned width = ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col ? ws.ws_col : 80;
-  unsigned rows = 0, cols = 0;
-  const unsigned char *p;
-  for (p = (const unsigned char *)text; *p; p++) {
-    if (*p == '\n') {
-      rows += cols ? (cols + width - 1) / width : 1;
-      cols = 0;
-    } else if ((*p & 0xc0) != 0x80)
+/* The columns s[0..n) takes on a terminal (wcwidth() in the locale; a
+ * column a code point where that cannot tell). */
+static unsigned columns(const char *s, size_t n) {
+  mbstate_t st;
+  wchar_t wc;
+  unsigned cols = 0;
+  memset(&st, 0, sizeof(st));
+  while (n) {
+    size_t k = mbrtowc(&wc, s, n, &st);
+    if (k == (size_t)-1 || k == (size_t)-2 || k == 0) {
+      memset(&st, 0, sizeof(st));
+      for (k = 1; k < n && ((unsigned char)s[k] & 0xc0) == 0x80; k++)
+        ;
       cols++;
+    } else {
+      int cw = wcwidth(wc);
+      cols += cw < 0 ? 1u : (unsigned)cw;
+    }
+    s += k;
+    n -= k;
   }
-  return rows + (cols ? (cols + width - 1) / width : 0);
+  return cols;
 }
 
-/* Print an answer: on a terminal in place of the last one; a line (--watch
- * off a terminal, after the first answer) after the local time. */
+/* The terminal rows text takes at the terminal's width; *height, its rows. */
+static unsigned rows_of(const char *text, unsigned *height) {
+  struct winsize ws;
+  bool sized = ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col;
+  unsigned width = sized ? ws.ws_col : 80, rows = 0, cols;
+  const char *line = text, *nl;
+  *height = sized && ws.ws_row ? ws.ws_row : 24;
+  for (; *line; line = nl + 1) {
+    nl = strchr(line, '\n');
+    cols = columns(line, nl ? (size_t)(nl - line) : strlen(line));
+    rows += cols ? (cols + width - 1) / width : 1;
+    if (!nl)
+      break;
+  }
+  return rows;
+}
+
+/* Print an answer: on a terminal in place of the last one, when that one
+ * fit on the screen (else below it); a line (--watch off a terminal, after
+ * the first answer) after the local time. */
 static void show(struct kcm_why *w, const char *text, bool line) {
+  unsigned height;
   if (w->tty && w->rows)
     printf("\x1b[%uA\x1b[J", w->rows);
   if (line) {
     char when[16];
     time_t t = time(NULL);
     struct tm tm;
-    strftime(when, sizeof(when), "%H:%M:%S ", localtime_r(&t, &tm));
-    fputs(when, stdout);
+    if (localtime_r(&t, &tm) && strftime(when, sizeof(when), "%H:%M:%S ", &tm))
+      fputs(when, stdout);
   }
   fputs(text, stdout);
   fflush(stdout);
-  if (w->tty)
-    w->rows = rows_of(text);
+  if (w->tty) {
+    w->rows = rows_of(text, &height);
+    if (w->rows >= height)
+      w->rows = 0;
+  }
 }
 
-/* Print the row's answer when it differs from the last. */
-static void answer(struct kcm_why *w) {
-  struct kcm_controllers_why in = {w->informers, w->ns, w->name, 0, w->json, false, text_of, w};
-  struct kcm_buf out = KCM_BUF_INIT(ANSWER_MAX);
-  int ended = 0;
+/* The row's answer into out (cleared first); 0 or an error. */
+static int ask(struct kcm_why *w, bool line, struct kcm_buf *out, int *ended) {
+  struct kcm_controllers_why in = {.informers = w->informers, .ns = w->ns, .name = w->name,
+                                   .json = w->json, .line = line, .text = text_of, .ctx = w};
   uv_timeval64_t now;
-  int err;
-
   uv_gettimeofday(&now);
   in.now_ms = (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_usec / 1000;
-  in.line = w->watch && !w->json && !w->tty && w->last;
+  kcm_buf_reset(out);
+  *ended = 0;
+  return w->row->why(&in, out, ended);
+}
+
+/* Print the row's answer when it differs from the last. --watch off a
+ * terminal gives the whole answer first, then a line per change. */
+static void answer(struct kcm_why *w) {
+  struct kcm_buf out = KCM_BUF_INIT(ANSWER_MAX);
+  bool lines = w->watch && !w->json && !w->tty;
+  int ended = 0;
+  int err;
+
   w->answers++;
-  err = w->row->why(&in, &out, &ended);
+  err = ask(w, lines && w->last, &out, &ended);
   if (!err && texts_read(w)) {
     /* answered again once the texts it asked for are read */
   } else if (err == KCM_ENOTFOUND) {
@@ -494,12 +553,14 @@ static void answer(struct kcm_why *w) {
   } else {
     texts_trim(w);
     if (!w->last || strcmp(w->last, out.data ? out.data : "")) {
-      show(w, out.data ? out.data : "", in.line);
+      show(w, out.data ? out.data : "", lines && w->last);
+      if (lines && !w->last && !ended)
+        err = ask(w, true, &out, &ended); /* the line the next change is told from */
       free(w->last);
-      w->last = kcm_buf_take(&out);
+      w->last = err ? NULL : kcm_buf_take(&out);
     }
-    if (!w->watch || ended)
-      finish(w, w->watch && ended < 0 ? WHY_FAILED : WHY_OK);
+    if (!w->watch || ended || err)
+      finish(w, err ? WHY_READ : w->watch && ended < 0 ? WHY_FAILED : WHY_OK);
   }
   kcm_buf_release(&out);
 }
@@ -574,7 +635,9 @@ int kcm_why_main(int argc, char **argv) {
   struct kcm_why w;
   int rc;
   memset(&w, 0, sizeof(w));
-  w.tty = isatty(STDOUT_FILENO);
+  w.tty = isatty(STDOUT_FILENO) && getenv("TERM") && strcmp(getenv("TERM"), "dumb");
+  if (w.tty)
+    setlocale(LC_CTYPE, ""); /* the terminal's widths of what is printed */
   kcm_log_set_verbosity(0);
   if ((rc = parse(&w, argc, argv)))
     return rc < 0 ? WHY_OK : rc;

@@ -115,7 +115,8 @@ def why_watch_terminal(ctx):
     master, slave = pty.openpty()
     watch = subprocess.Popen([ctx.env.kcm_binary, "why", "deployment/web", "--watch", "-n",
                               ctx.ns, "--kubeconfig", ctx.env.kubeconfig],
-                             stdout=slave, stderr=subprocess.PIPE)
+                             stdout=slave, stderr=subprocess.PIPE,
+                             env=dict(os.environ, TERM="xterm", LC_ALL="C.UTF-8"))
     os.close(slave)
     seen = b""
     try:
@@ -210,6 +211,11 @@ def why_quota(ctx):
     try:
         ctx.apply(deployment("web", 3))
         why_until(ctx, "ReplicaFailure (FailedCreate): pods ", "is forbidden: exceeded quota: one")
+        (rs,) = ctx.k.json("get", "rs")["items"]
+        why_until(ctx, "ReplicaFailure (FailedCreate): pods ", "is forbidden: exceeded quota: one",
+                  args=("rs/" + rs["metadata"]["name"],))
+        answer = json.loads(why(ctx, "rs/" + rs["metadata"]["name"], "-o", "json").stdout)
+        assert "exceeded quota: one" in answer["replicaFailure"], answer
     finally:
         if ctx.env.sim:
             ctx.api.faults(clear=True)

@@ -1920,6 +1920,11 @@ static void pod_why_names_unready_and_unscheduled_pods(void **state) {
   t = pod_why("{\"status\":{\"phase\":\"Running\"}}");
   assert_string_equal(t, "");
   free(t);
+  /* a reason without a message; one PodScheduled line however many */
+  t = pod_why("{\"status\":{\"reason\":\"Evicted\",\"conditions\":[{\"type\":\"PodScheduled\","
+              "\"status\":\"False\"},{\"type\":\"PodScheduled\",\"status\":\"False\"}]}}");
+  assert_string_equal(t, "Evicted\nnot scheduled\n");
+  free(t);
 }
 
 static void pod_why_is_bounded_and_printable(void **state) {

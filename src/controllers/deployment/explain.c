@@ -148,27 +148,27 @@ static void state_text(const struct explain *e, bool line, struct kcm_buf *out) 
   kcm_buf_append_str(out, line ? "" : "\n");
 }
 
-/* The Deployments of its namespace whose selector overlaps its own: a pod
- * or a ReplicaSet selected by both. With j, the JSON member "overlaps". */
+/* The Deployments of its namespace (not being deleted) whose selector
+ * overlaps its own: a pod or a ReplicaSet selected by both. With j, the
+ * JSON member "overlaps". */
 static void overlaps(const struct explain *e, struct kcm_buf *out, struct kcm_jsonw *j) {
-  const struct kcm_object *o, *x;
-  size_t n = 0;
+  static const enum kcm_kind kinds[] = {KCM_KIND_REPLICASET, KCM_KIND_POD};
+  const struct kcm_object *o, **mine = NULL;
+  size_t n = 0, nmine = 0, k, i;
   if (j)
     kcm_jsonw_key_array(j, "overlaps");
+  for (k = 0; k < 2; k++) /* what its own selector picks */
+    for (o = kcm_informer_first_in(&e->in->informers[kinds[k]], e->d->o.ns); o; o = o->ns_next)
+      if (kcm_labels_matches(&e->d->selector, &o->labels) && KCM_BUF_PUSH(mine, nmine, o))
+        break;
   for (o = kcm_informer_first_in(&e->in->informers[KCM_KIND_DEPLOYMENT], e->d->o.ns);
        o && n < OVERLAPS; o = o->ns_next) {
     const struct kcm_deployment *d2 = (const struct kcm_deployment *)o;
-    static const enum kcm_kind kinds[] = {KCM_KIND_REPLICASET, KCM_KIND_POD};
-    size_t k;
-    bool both = false;
-    if (kcm_api_uid_equal(&o->uid, &e->d->o.uid))
+    if (o->deleted || kcm_api_uid_equal(&o->uid, &e->d->o.uid))
       continue;
-    for (k = 0; k < 2 && !both; k++)
-      for (x = kcm_informer_first_in(&e->in->informers[kinds[k]], e->d->o.ns); x && !both;
-           x = x->ns_next)
-        both = kcm_labels_matches(&e->d->selector, &x->labels) &&
-               kcm_labels_matches(&d2->selector, &x->labels);
-    if (!both)
+    for (i = 0; i < nmine && !kcm_labels_matches(&d2->selector, &mine[i]->labels); i++)
+      ;
+    if (i == nmine)
       continue;
     n++;
     if (j)
@@ -179,12 +179,14 @@ static void overlaps(const struct explain *e, struct kcm_buf *out, struct kcm_js
   }
   if (j)
     kcm_jsonw_end(j);
+  free(mine);
 }
 
 /* The pods holding it back, the deadline, a ReplicaFailure. */
 static void notes_text(const struct explain *e, struct kcm_buf *out) {
   kcm_replicaset_why_pods(e->in, holds, e, min_ready(e), out, NULL);
-  kcm_replicaset_why_upstream(e->in, e->new_rs, out, NULL);
+  kcm_replicaset_why_upstream(e->in, e->new_rs, e->w.state == KCM_DEPLOYMENT_WHY_AVAILABLE,
+                              out, NULL);
   overlaps(e, out, NULL);
   if (e->w.timed_out)
     kcm_buf_appendf(out, "  progress deadline exceeded (%ds without progress)\n",
@@ -278,14 +280,15 @@ static void json(const struct explain *e, struct kcm_jsonw *j) {
   if (w->has_next)
     step_json(j, &w->next);
   kcm_replicaset_why_pods(e->in, holds, e, min_ready(e), NULL, j);
-  kcm_replicaset_why_upstream(e->in, e->new_rs, NULL, j);
+  kcm_replicaset_why_upstream(e->in, e->new_rs, w->state == KCM_DEPLOYMENT_WHY_AVAILABLE,
+                              NULL, j);
   overlaps(e, NULL, j);
   kcm_jsonw_key_bool(j, "progressDeadlineExceeded", w->timed_out);
   if (w->deadline_left_s != INT64_MIN)
     kcm_jsonw_key_int(j, "progressDeadlineLeftSeconds",
                       w->deadline_left_s > 0 ? w->deadline_left_s : 0);
-  if (w->failure && w->failure->message)
-    kcm_jsonw_key_string(j, "replicaFailure", w->failure->message);
+  if (w->failure)
+    kcm_replicaset_why_json_text(j, "replicaFailure", w->failure->message);
   kcm_jsonw_end(j);
 }
 

@@ -20,6 +20,8 @@
 #include "kcm/deployment.h"
 #include "kcm/error.h"
 
+struct kcm_informer;
+
 #define PROGRESSING "Progressing"
 #define AVAILABLE "Available"
 #define REPLICA_FAILURE "ReplicaFailure"
@@ -117,7 +119,6 @@ void dp_rollback(struct dp_sync *s, int *all, int64_t target);
 /* controller.c: whether ReplicaSet rs of Deployment d still has a pod in
  * the cache `pods` that is not done (Recreate's wait); seen, if set, is
  * called with each of its pods looked at. */
-struct kcm_informer;
 bool dp_pods_running(struct kcm_informer *pods, const struct kcm_deployment *d,
                      const struct kcm_replicaset *rs,
                      void (*seen)(void *ctx, struct kcm_object *pod), void *ctx);

@@ -3,7 +3,6 @@
  * planner its controller runs, and the pods that hold an object back
  * (shared with the Deployment's answer), written as text or JSON.
  */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,6 +14,14 @@
 
 #define WORDS_MAX 300 /* bytes of text from an object shown */
 #define BAR 20        /* cells of the progress bar */
+
+void kcm_replicaset_why_json_text(struct kcm_jsonw *j, const char *key, const char *text) {
+  struct kcm_buf b = KCM_BUF_INIT(WORDS_MAX + 8);
+  kcm_log_plain(&b, text ? text : "", WORDS_MAX);
+  kcm_jsonw_key(j, key);
+  kcm_jsonw_stringn(j, b.data ? b.data : "", b.len);
+  kcm_buf_release(&b);
+}
 
 /* --- the pods that hold an object back ----------------------------------------------- */
 
@@ -143,8 +150,8 @@ static struct pod_counts count_pods(const struct kcm_controllers_why *in,
 }
 
 void kcm_replicaset_why_upstream(const struct kcm_controllers_why *in,
-                                 const struct kcm_replicaset *rs, struct kcm_buf *out,
-                                 struct kcm_jsonw *j) {
+                                 const struct kcm_replicaset *rs, bool waits,
+                                 struct kcm_buf *out, struct kcm_jsonw *j) {
   static const char *const notes[] = {
       "pods of it failed: kcm replaces pods that keep failing after 1s, 2s, 4s, ... up to "
       "--failed-pod-backoff (5m by default); kube-controller-manager replaces them at once",
@@ -155,7 +162,7 @@ void kcm_replicaset_why_upstream(const struct kcm_controllers_why *in,
   bool say[2];
   size_t i;
   say[0] = c.failed > 0;
-  say[1] = rs && (c.active > rs->status.replicas || c.ready > rs->status.ready ||
+  say[1] = rs && waits && (c.active > rs->status.replicas || c.ready > rs->status.ready ||
                   c.available > rs->status.available);
   if (j)
     kcm_jsonw_key_array(j, "unlikeUpstream");
@@ -189,6 +196,13 @@ static bool holds(const void *ctx, const struct kcm_pod *p) {
          p->phase != KCM_POD_FAILED &&
          (p->o.deleted || !kcm_replicaset_pod_available(p, e->rs->min_ready_seconds,
                                                         e->in->now_ms));
+}
+
+/* Its ReplicaFailure condition as its controller last wrote it; NULL if
+ * none is True. */
+static const struct kcm_condition *failure(const struct kcm_replicaset *rs) {
+  const struct kcm_condition *f = kcm_api_condition_get(&rs->status.conditions, "ReplicaFailure");
+  return f && f->status && !strcmp(f->status, "True") ? f : NULL;
 }
 
 /* The Deployment (or other owner) that sets its replicas. */
@@ -229,7 +243,7 @@ static void next_text(const struct explain *e, struct kcm_buf *out) {
 
 static void text(const struct explain *e, struct kcm_buf *out) {
   const struct kcm_replicaset *rs = e->rs;
-  const struct kcm_condition *f = kcm_api_condition_get(&e->st.conditions, "ReplicaFailure");
+  const struct kcm_condition *f = failure(e->rs);
   int i, full = rs->replicas > 0 ? (int)((int64_t)(e->st.available < 0 ? 0
                                           : e->st.available > rs->replicas ? rs->replicas
                                           : e->st.available) * BAR / rs->replicas) : BAR;
@@ -252,8 +266,8 @@ static void text(const struct explain *e, struct kcm_buf *out) {
                     rs->replicas - e->st.available,
                     rs->replicas - e->st.available == 1 ? "" : "s");
   kcm_replicaset_why_pods(e->in, holds, e, rs->min_ready_seconds, out, NULL);
-  kcm_replicaset_why_upstream(e->in, rs, out, NULL);
-  if (f && f->status && !strcmp(f->status, "True")) {
+  kcm_replicaset_why_upstream(e->in, rs, true, out, NULL);
+  if (f) {
     kcm_buf_append_str(out, "  ReplicaFailure (");
     kcm_log_plain(out, f->reason, WORDS_MAX);
     kcm_buf_append_str(out, "): ");
@@ -287,7 +301,7 @@ static void line_text(const struct explain *e, struct kcm_buf *out) {
 
 static void json(const struct explain *e, struct kcm_jsonw *j) {
   const struct kcm_replicaset *rs = e->rs;
-  const struct kcm_condition *f = kcm_api_condition_get(&e->st.conditions, "ReplicaFailure");
+  const struct kcm_condition *f = failure(e->rs);
   kcm_jsonw_object(j);
   kcm_jsonw_key_string(j, "kind", "ReplicaSet");
   kcm_jsonw_key_string(j, "namespace", rs->o.ns);
@@ -297,10 +311,10 @@ static void json(const struct explain *e, struct kcm_jsonw *j) {
   kcm_jsonw_key_int(j, "createdReplicas", e->st.replicas);
   kcm_jsonw_key_int(j, "readyReplicas", e->st.ready);
   kcm_jsonw_key_int(j, "availableReplicas", e->st.available);
-  if (rs->o.has_controller && rs->o.controller.kind && rs->o.controller.name) {
+  if (rs->o.has_controller) {
     kcm_jsonw_key_object(j, "controlledBy");
-    kcm_jsonw_key_string(j, "kind", rs->o.controller.kind);
-    kcm_jsonw_key_string(j, "name", rs->o.controller.name);
+    kcm_replicaset_why_json_text(j, "kind", rs->o.controller.kind);
+    kcm_replicaset_why_json_text(j, "name", rs->o.controller.name);
     kcm_jsonw_end(j);
   }
   if (e->plan.change) {
@@ -310,9 +324,9 @@ static void json(const struct explain *e, struct kcm_jsonw *j) {
     kcm_jsonw_end(j);
   }
   kcm_replicaset_why_pods(e->in, holds, e, rs->min_ready_seconds, NULL, j);
-  kcm_replicaset_why_upstream(e->in, rs, NULL, j);
-  if (f && f->status && !strcmp(f->status, "True") && f->message)
-    kcm_jsonw_key_string(j, "replicaFailure", f->message);
+  kcm_replicaset_why_upstream(e->in, rs, true, NULL, j);
+  if (f)
+    kcm_replicaset_why_json_text(j, "replicaFailure", f->message);
   kcm_jsonw_end(j);
 }
 
