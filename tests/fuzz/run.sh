@@ -20,7 +20,7 @@ seconds=${1:-30}
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=$(realpath -m "${KCM_FUZZ_BUILD_DIR:-$root/build-fuzz}")
 cc=${KCM_FUZZ_CC:-clang-14}
-read -r -a targets <<<"${KCM_FUZZ_TARGETS:-decode framing items proto kubeconfig selector exec_credential client_text http_head tls_accept splice escapes reviews}"
+read -r -a targets <<<"${KCM_FUZZ_TARGETS:-decode framing items proto kubeconfig selector exec_credential client_text http_head tls_accept splice escapes reviews pod_why}"
 
 if ! [[ $seconds =~ ^[0-9]+$ ]] || [ "$seconds" -lt 1 ]; then
   echo "usage: $0 [seconds-per-target]" >&2
